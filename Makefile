@@ -1,0 +1,43 @@
+# Sluice monorepo. `make help` lists the targets.
+MODULES := libs services/metadata services/frontend services/storage services/offsets tools integration
+BINARIES := services/metadata/cmd/sluice-metadata services/frontend/cmd/sluice-frontend \
+            services/storage/cmd/sluice-storage services/offsets/cmd/sluice-offsets \
+            tools/cmd/sluicectl tools/cmd/sluice-dev
+GO ?= go
+TEST_FLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: help build test vet fmt tidy run clean bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build every binary into ./bin
+	@mkdir -p bin
+	@for b in $(BINARIES); do \
+		echo "build $$(basename $$b)"; \
+		(cd $$(dirname $$(dirname $$(dirname $$b))) && $(GO) build -o $(CURDIR)/bin/ ./cmd/$$(basename $$b)) || exit 1; \
+	done
+
+test: ## run every module's tests with -race
+	@set -e; for m in $(MODULES); do \
+		echo "== test $$m"; \
+		(cd $$m && $(GO) test $(TEST_FLAGS) ./...); \
+	done
+
+vet: ## go vet every module
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+fmt: ## fail when any file is not gofmt-formatted
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+tidy: ## go mod tidy every module
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+bench: ## run the Go benchmarks of the hot paths
+	@set -e; for m in libs services/storage; do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done
+
+run: build ## build and start a local cluster on 127.0.0.1 (data in ./data); Ctrl-C stops it
+	@./bin/sluice-dev -bin ./bin -data ./data
+
+clean: ## remove build outputs
+	rm -rf bin

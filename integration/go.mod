@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/integration
+
+go 1.26

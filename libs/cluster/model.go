@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// Node is a registered storage node.
+type Node struct {
+	ID int32 `json:"id"`
+	// Addr is the internal address other services use.
+	Addr string `json:"addr"`
+	// AdvertisedAddr is the address given to clients outside the cluster network.
+	AdvertisedAddr string `json:"advertised_addr"`
+	Rack           string `json:"rack,omitempty"`
+	// Epoch is bumped on every registration; requests from an older epoch are fenced.
+	Epoch int64 `json:"epoch"`
+	// Alive is the controller's view of the node's session.
+	Alive bool `json:"alive"`
+}
+
+// ClientAddr returns the address a client outside the cluster should dial.
+func (n Node) ClientAddr() string {
+	if n.AdvertisedAddr != "" {
+		return n.AdvertisedAddr
+	}
+	return n.Addr
+}
+
+// Partition is the replicated state of one partition.
+type Partition struct {
+	ID          int32   `json:"id"`
+	Replicas    []int32 `json:"replicas"`
+	Leader      int32   `json:"leader"` // -1 when offline
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+	// PartitionEpoch is bumped on every change of this partition's state.
+	PartitionEpoch int32 `json:"partition_epoch"`
+}
+
+// Topic is a topic with its configuration and partitions.
+type Topic struct {
+	Name              string            `json:"name"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Config            map[string]string `json:"config"`
+	Partitions        []Partition       `json:"partitions"`
+}
+
+// Snapshot is the whole cluster model at one version.
+type Snapshot struct {
+	Version   uint64  `json:"version"`
+	ClusterID string  `json:"cluster_id"`
+	Leader    string  `json:"metadata_leader,omitempty"`
+	Nodes     []Node  `json:"nodes"`
+	Topics    []Topic `json:"topics"`
+}
+
+// Topic returns the named topic.
+func (s *Snapshot) Topic(name string) (*Topic, bool) {
+	for i := range s.Topics {
+		if s.Topics[i].Name == name {
+			return &s.Topics[i], true
+		}
+	}
+	return nil, false
+}
+
+// Node returns the node with the given id.
+func (s *Snapshot) Node(id int32) (*Node, bool) {
+	for i := range s.Nodes {
+		if s.Nodes[i].ID == id {
+			return &s.Nodes[i], true
+		}
+	}
+	return nil, false
+}
+
+// SortStable orders nodes by id and topics by name, so snapshots compare and
+// print deterministically.
+func (s *Snapshot) SortStable() {
+	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].ID < s.Nodes[j].ID })
+	sort.Slice(s.Topics, func(i, j int) bool { return s.Topics[i].Name < s.Topics[j].Name })
+}
+
+// CreateTopicRequest is the body of POST /v1/topics.
+type CreateTopicRequest struct {
+	Name              string            `json:"name"`
+	Partitions        int               `json:"partitions"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Config            map[string]string `json:"config,omitempty"`
+}
+
+// RegisterRequest is the body of POST /v1/nodes/register.
+type RegisterRequest struct {
+	ID             int32  `json:"id"`
+	Addr           string `json:"addr"`
+	AdvertisedAddr string `json:"advertised_addr"`
+	Rack           string `json:"rack,omitempty"`
+}
+
+// RegisterResponse answers a registration with the node's new epoch.
+type RegisterResponse struct {
+	Epoch int64 `json:"epoch"`
+}
+
+// HeartbeatRequest is the body of POST /v1/nodes/heartbeat.
+type HeartbeatRequest struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// ErrorBody is the JSON body of every non-2xx answer of the HTTP APIs.
+type ErrorBody struct {
+	ErrorCode int16  `json:"error_code"`
+	Error     string `json:"error"`
+}
+
+// Limits on topic names and shapes.
+const (
+	MaxTopicNameLen = 249
+	MaxPartitions   = 10000
+)
+
+var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ValidateTopicName checks a topic name with Kafka's rules.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("topic name is empty")
+	case len(name) > MaxTopicNameLen:
+		return fmt.Errorf("topic name is longer than %d characters", MaxTopicNameLen)
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case !topicNameRE.MatchString(name):
+		return fmt.Errorf("topic name %q may hold only ASCII letters, digits, '.', '_' and '-'", name)
+	}
+	return nil
+}

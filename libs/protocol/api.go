@@ -1,0 +1,227 @@
+package protocol
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Acks values of a produce request, as in Kafka.
+const (
+	AcksNone   int8 = 0
+	AcksLeader int8 = 1
+	AcksAll    int8 = -1
+)
+
+// Special timestamps of a ListOffsets request, as in Kafka.
+const (
+	TimestampLatest   int64 = -1
+	TimestampEarliest int64 = -2
+)
+
+// ProduceRequest appends the record batches in the frame's payload to one
+// partition. The payload holds one or more RecordBatch v2 batches.
+type ProduceRequest struct {
+	Topic     string
+	Partition int32
+	Acks      int8
+	TimeoutMs int32
+}
+
+// ProduceResponse tells where the payload's batches landed.
+type ProduceResponse struct {
+	BaseOffset     int64
+	LastOffset     int64
+	LogAppendTime  int64
+	LogStartOffset int64
+}
+
+// FetchRequest reads whole record batches of one partition from Offset on.
+type FetchRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	MaxBytes  int32
+	MaxWaitMs int32
+	MinBytes  int32
+	// ReplicaID is -1 for consumers and the follower's node id for replication.
+	ReplicaID int32
+}
+
+// FetchResponse precedes the fetched batches, which form the payload.
+type FetchResponse struct {
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// ListOffsetsRequest asks for the earliest or latest offset of a partition, or the
+// first offset whose timestamp is at least Timestamp.
+type ListOffsetsRequest struct {
+	Topic     string
+	Partition int32
+	Timestamp int64
+}
+
+// ListOffsetsResponse answers a ListOffsetsRequest; Offset is -1 when no record
+// has a timestamp at or after the one asked for.
+type ListOffsetsResponse struct {
+	Offset    int64
+	Timestamp int64
+}
+
+// EncodeMsgpack implements Body.
+func (r *ProduceRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(4), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(int64(r.Acks)), e.EncodeInt(int64(r.TimeoutMs)))
+}
+
+// DecodeMsgpack implements Body.
+func (r *ProduceRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(4) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.Acks = int8(f.int())
+		r.TimeoutMs = int32(f.int())
+	}
+	return f.end("produce request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *ProduceResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(4), e.EncodeInt(r.BaseOffset), e.EncodeInt(r.LastOffset),
+		e.EncodeInt(r.LogAppendTime), e.EncodeInt(r.LogStartOffset))
+}
+
+// DecodeMsgpack implements Body.
+func (r *ProduceResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(4) {
+		r.BaseOffset = f.int()
+		r.LastOffset = f.int()
+		r.LogAppendTime = f.int()
+		r.LogStartOffset = f.int()
+	}
+	return f.end("produce response")
+}
+
+// EncodeMsgpack implements Body.
+func (r *FetchRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(7), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(r.Offset), e.EncodeInt(int64(r.MaxBytes)), e.EncodeInt(int64(r.MaxWaitMs)),
+		e.EncodeInt(int64(r.MinBytes)), e.EncodeInt(int64(r.ReplicaID)))
+}
+
+// DecodeMsgpack implements Body.
+func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(7) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.Offset = f.int()
+		r.MaxBytes = int32(f.int())
+		r.MaxWaitMs = int32(f.int())
+		r.MinBytes = int32(f.int())
+		r.ReplicaID = int32(f.int())
+	}
+	return f.end("fetch request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *FetchResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(3), e.EncodeInt(r.HighWatermark), e.EncodeInt(r.LogStartOffset),
+		e.EncodeInt(r.LogEndOffset))
+}
+
+// DecodeMsgpack implements Body.
+func (r *FetchResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(3) {
+		r.HighWatermark = f.int()
+		r.LogStartOffset = f.int()
+		r.LogEndOffset = f.int()
+	}
+	return f.end("fetch response")
+}
+
+// EncodeMsgpack implements Body.
+func (r *ListOffsetsRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(3), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(r.Timestamp))
+}
+
+// DecodeMsgpack implements Body.
+func (r *ListOffsetsRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(3) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.Timestamp = f.int()
+	}
+	return f.end("list offsets request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *ListOffsetsResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(2), e.EncodeInt(r.Offset), e.EncodeInt(r.Timestamp))
+}
+
+// DecodeMsgpack implements Body.
+func (r *ListOffsetsResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(2) {
+		r.Offset = f.int()
+		r.Timestamp = f.int()
+	}
+	return f.end("list offsets response")
+}
+
+// fields decodes a body array field by field, remembering the first error, so
+// that body decoders read as a list of assignments.
+type fields struct {
+	d   *msgpack.Decoder
+	n   int
+	err error
+}
+
+// begin reads the array length and reports whether at least min fields follow.
+func (f *fields) begin(min int) bool {
+	f.n, f.err = f.d.DecodeArrayLen()
+	if f.err == nil && f.n < min {
+		f.err = fmt.Errorf("%d fields, want at least %d", f.n, min)
+	}
+	if f.err == nil {
+		f.n -= min
+	}
+	return f.err == nil
+}
+
+func (f *fields) int() int64 {
+	if f.err != nil {
+		return 0
+	}
+	var v int64
+	v, f.err = f.d.DecodeInt64()
+	return v
+}
+
+func (f *fields) str() string {
+	if f.err != nil {
+		return ""
+	}
+	var s string
+	s, f.err = f.d.DecodeString()
+	return s
+}
+
+// end skips fields a newer peer appended and wraps the first error.
+func (f *fields) end(what string) error {
+	if f.err == nil {
+		f.err = skipN(f.d, f.n)
+	}
+	if f.err != nil {
+		return fmt.Errorf("%s: %w", what, f.err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a wire error code. The numbers follow Kafka's error codes where Kafka has
+// an equivalent, so that operators who know Kafka read them without a table.
+type Code int16
+
+// The wire error codes. Every service maps its internal errors to one of these in
+// one place (its handler), and every client maps them back with Code.Err.
+const (
+	UnknownServerError           Code = -1
+	None                         Code = 0
+	OffsetOutOfRange             Code = 1
+	CorruptRecord                Code = 2
+	UnknownTopicOrPartition      Code = 3
+	InvalidFetchSize             Code = 4
+	LeaderNotAvailable           Code = 5
+	NotLeaderOrFollower          Code = 6
+	RequestTimedOut              Code = 7
+	MessageTooLarge              Code = 10
+	NetworkException             Code = 13
+	InvalidTopic                 Code = 17
+	RecordListTooLarge           Code = 18
+	NotEnoughReplicas            Code = 19
+	NotEnoughReplicasAfterAppend Code = 20
+	InvalidRequiredAcks          Code = 21
+	InvalidTimestamp             Code = 32
+	UnsupportedVersion           Code = 35
+	TopicAlreadyExists           Code = 36
+	InvalidPartitions            Code = 37
+	InvalidReplicationFactor     Code = 38
+	InvalidConfig                Code = 40
+	NotController                Code = 41
+	InvalidRequest               Code = 42
+	PolicyViolation              Code = 44
+	StorageError                 Code = 56
+	FencedLeaderEpoch            Code = 74
+	UnknownLeaderEpoch           Code = 75
+	InvalidRecord                Code = 87
+	ThrottlingQuotaExceeded      Code = 89
+	BrokerNotAvailable           Code = 8
+	UnknownAPI                   Code = 1000
+	MalformedFrame               Code = 1001
+)
+
+// Info describes one wire error code.
+type Info struct {
+	Code        Code
+	Name        string
+	Retriable   bool
+	Description string
+}
+
+// table is the one table of wire error codes.
+var table = map[Code]Info{
+	UnknownServerError:           {UnknownServerError, "UNKNOWN_SERVER_ERROR", false, "an unexpected error on the server"},
+	None:                         {None, "NONE", false, "no error"},
+	OffsetOutOfRange:             {OffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, "the requested offset is outside the range the partition holds"},
+	CorruptRecord:                {CorruptRecord, "CORRUPT_RECORD", true, "a record batch failed its CRC or length checks"},
+	UnknownTopicOrPartition:      {UnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", true, "this node holds no such topic or partition"},
+	InvalidFetchSize:             {InvalidFetchSize, "INVALID_FETCH_SIZE", false, "the fetch size is not positive or is too large"},
+	LeaderNotAvailable:           {LeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition has no leader right now"},
+	NotLeaderOrFollower:          {NotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, "this node is not the partition's leader; refresh metadata"},
+	RequestTimedOut:              {RequestTimedOut, "REQUEST_TIMED_OUT", true, "the request did not complete within its timeout"},
+	BrokerNotAvailable:           {BrokerNotAvailable, "BROKER_NOT_AVAILABLE", true, "the storage node is not available"},
+	MessageTooLarge:              {MessageTooLarge, "MESSAGE_TOO_LARGE", false, "a record batch is larger than the allowed maximum"},
+	NetworkException:             {NetworkException, "NETWORK_EXCEPTION", true, "the connection closed before a response arrived"},
+	InvalidTopic:                 {InvalidTopic, "INVALID_TOPIC_EXCEPTION", false, "the topic name is not valid"},
+	RecordListTooLarge:           {RecordListTooLarge, "RECORD_LIST_TOO_LARGE", false, "the request's records exceed the allowed size"},
+	NotEnoughReplicas:            {NotEnoughReplicas, "NOT_ENOUGH_REPLICAS", true, "fewer in-sync replicas than min.insync.replicas; nothing was appended"},
+	NotEnoughReplicasAfterAppend: {NotEnoughReplicasAfterAppend, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, "the records were appended but too few replicas acknowledged them"},
+	InvalidRequiredAcks:          {InvalidRequiredAcks, "INVALID_REQUIRED_ACKS", false, "acks must be none (0), leader (1) or all (-1)"},
+	InvalidTimestamp:             {InvalidTimestamp, "INVALID_TIMESTAMP", false, "a record timestamp is out of range"},
+	UnsupportedVersion:           {UnsupportedVersion, "UNSUPPORTED_VERSION", false, "this API version is not supported"},
+	TopicAlreadyExists:           {TopicAlreadyExists, "TOPIC_ALREADY_EXISTS", false, "a topic with this name already exists"},
+	InvalidPartitions:            {InvalidPartitions, "INVALID_PARTITIONS", false, "the partition count is not valid"},
+	InvalidReplicationFactor:     {InvalidReplicationFactor, "INVALID_REPLICATION_FACTOR", false, "the replication factor is not valid for this cluster"},
+	InvalidConfig:                {InvalidConfig, "INVALID_CONFIG", false, "a configuration value is not valid"},
+	NotController:                {NotController, "NOT_CONTROLLER", true, "this metadata member is not the leader"},
+	InvalidRequest:               {InvalidRequest, "INVALID_REQUEST", false, "the request is malformed"},
+	PolicyViolation:              {PolicyViolation, "POLICY_VIOLATION", false, "the request violates a cluster policy"},
+	StorageError:                 {StorageError, "KAFKA_STORAGE_ERROR", true, "the storage node failed to read or write its disk"},
+	FencedLeaderEpoch:            {FencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "the leader epoch in the request is older than the current one"},
+	UnknownLeaderEpoch:           {UnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "the leader epoch in the request is newer than this node knows"},
+	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
+	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
+	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},
+	MalformedFrame:               {MalformedFrame, "MALFORMED_FRAME", false, "the frame could not be decoded"},
+}
+
+// Info returns the table entry of c; unknown codes get a generic entry.
+func (c Code) Info() Info {
+	if i, ok := table[c]; ok {
+		return i
+	}
+	return Info{Code: c, Name: fmt.Sprintf("UNKNOWN_CODE_%d", int16(c)), Description: "an error code this client does not know"}
+}
+
+// String returns the code's name.
+func (c Code) String() string { return c.Info().Name }
+
+// Retriable reports whether a request that failed with c may succeed if retried,
+// perhaps after refreshing metadata.
+func (c Code) Retriable() bool { return c.Info().Retriable }
+
+// Codes returns every known code, for documentation and tests.
+func Codes() []Info {
+	out := make([]Info, 0, len(table))
+	for _, i := range table {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Error is an error carrying a wire code and a message for people.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Err builds an *Error with a message; None gives nil.
+func (c Code) Err(format string, args ...any) error {
+	if c == None {
+		return nil
+	}
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code.String()
+	}
+	return e.Code.String() + ": " + e.Message
+}
+
+// Is makes errors.Is match any *Error with the same code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// CodeOf returns the wire code of err: None for nil, the code of an *Error in
+// its chain, and UnknownServerError otherwise.
+func CodeOf(err error) Code {
+	if err == nil {
+		return None
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return UnknownServerError
+}

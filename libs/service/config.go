@@ -1,0 +1,71 @@
+package service
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+)
+
+// Common is the configuration every service shares.
+type Common struct {
+	// AdminAddr is the listen address of the admin HTTP server (health, metrics).
+	AdminAddr string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is json or text.
+	LogFormat string
+	// Pprof exposes /debug/pprof on the admin listener.
+	Pprof bool
+}
+
+// Register adds the common flags with the service's default admin address.
+func (c *Common) Register(fs *FlagSet, defaultAdmin string) {
+	fs.String(&c.AdminAddr, "admin-addr", defaultAdmin, "listen address of the admin HTTP server (/healthz, /readyz, /metrics)")
+	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.String(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.Bool(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin listener")
+}
+
+// Validate checks the common fields.
+func (c *Common) Validate() error {
+	if err := ValidateAddr("admin-addr", c.AdminAddr); err != nil {
+		return err
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return fmt.Errorf("flag -log-format: %q is not json or text", c.LogFormat)
+	}
+	return nil
+}
+
+// ValidateAddr checks that a flag holds a host:port address.
+func ValidateAddr(flagName, addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("flag -%s: %q is not host:port: %w", flagName, addr, err)
+	} else if port == "" {
+		return fmt.Errorf("flag -%s: %q has no port", flagName, addr)
+	}
+	return nil
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("flag -log-level: %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}

@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/services/frontend
+
+go 1.26

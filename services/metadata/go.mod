@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/services/metadata
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/services/offsets
+
+go 1.26

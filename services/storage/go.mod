@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/services/storage
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/sluicemq/sluice/tools
+
+go 1.26
