@@ -86,7 +86,7 @@ func (e *Encoder) Request(h *RequestHeader, body Body, payloadLen int) ([]byte, 
 	e.start()
 	enc := e.enc
 	if err := firstErr(
-		enc.EncodeArrayLen(6),
+		enc.EncodeArrayLen(5),
 		enc.EncodeUint(uint64(h.APIKey)),
 		enc.EncodeUint(uint64(h.Version)),
 		enc.EncodeUint(uint64(h.CorrelationID)),
@@ -106,7 +106,7 @@ func (e *Encoder) Response(h *ResponseHeader, body Body, payloadLen int) ([]byte
 	e.start()
 	enc := e.enc
 	if err := firstErr(
-		enc.EncodeArrayLen(5),
+		enc.EncodeArrayLen(4),
 		enc.EncodeUint(uint64(h.CorrelationID)),
 		enc.EncodeInt(int64(h.ErrorCode)),
 		enc.EncodeString(h.ErrorMessage),

@@ -1,3 +1,7 @@
 module github.com/sluicemq/sluice/services/storage
 
 go 1.26
+
+require github.com/sluicemq/sluice/libs v0.0.0
+
+replace github.com/sluicemq/sluice/libs => ../../libs

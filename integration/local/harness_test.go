@@ -1,0 +1,83 @@
+package local
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// buildBinaries builds the service binaries once per test process.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
+		root, _ := filepath.Abs("../..")
+		cmd := exec.Command("go", "build", "-o", dir+"/",
+			"github.com/sluicemq/sluice/services/metadata/cmd/sluice-metadata",
+			"github.com/sluicemq/sluice/services/storage/cmd/sluice-storage",
+			"github.com/sluicemq/sluice/services/frontend/cmd/sluice-frontend",
+			"github.com/sluicemq/sluice/services/offsets/cmd/sluice-offsets")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building binaries: %v", buildErr)
+	}
+	return binDir
+}
+
+// startCluster starts a cluster on free ports; it is stopped when the test ends,
+// and its logs are printed when the test fails.
+func startCluster(t *testing.T, storage int) *localcluster.Cluster {
+	t.Helper()
+	bin := buildBinaries(t)
+	ports, err := localcluster.FreePorts(storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	c, err := localcluster.New(localcluster.Config{BinDir: bin, DataDir: data, Storage: storage, Ports: ports,
+		Extra: map[string][]string{"metadata": {"-session-timeout", "3s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, p := range c.Procs {
+				b, _ := os.ReadFile(p.LogPath)
+				if len(b) > 8000 {
+					b = b[len(b)-8000:]
+				}
+				t.Logf("---- %s log (tail) ----\n%s", p.Name, b)
+			}
+		}
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

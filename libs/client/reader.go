@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// Admin is the administrative client: topics and cluster metadata.
+type Admin = cluster.Client
+
+// NewAdmin returns an Admin for the given metadata (or frontend) addresses.
+func NewAdmin(addrs []string) *Admin { return cluster.NewClient(addrs) }
+
+// Metadata caches the cluster snapshot for readers and refreshes it on demand.
+// It is safe for concurrent use.
+type Metadata struct {
+	admin *Admin
+
+	mu   sync.Mutex        // guards snap
+	snap *cluster.Snapshot // last snapshot, nil before the first
+}
+
+// NewMetadata returns a cache over admin.
+func NewMetadata(admin *Admin) *Metadata { return &Metadata{admin: admin} }
+
+// Get returns the cached snapshot, fetching it when there is none.
+func (m *Metadata) Get(ctx context.Context) (*cluster.Snapshot, error) {
+	m.mu.Lock()
+	s := m.snap
+	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	return m.Refresh(ctx)
+}
+
+// Refresh fetches a new snapshot.
+func (m *Metadata) Refresh(ctx context.Context) (*cluster.Snapshot, error) {
+	s, err := m.admin.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.snap = s
+	m.mu.Unlock()
+	return s, nil
+}
+
+// Leader returns the client address of a partition's leader.
+func (m *Metadata) Leader(ctx context.Context, topic string, partition int32) (string, error) {
+	s, err := m.Get(ctx)
+	if err != nil {
+		return "", err
+	}
+	t, ok := s.Topic(topic)
+	if !ok {
+		return "", protocol.UnknownTopicOrPartition.Err("no topic %q", topic)
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return "", protocol.UnknownTopicOrPartition.Err("topic %q has no partition %d", topic, partition)
+	}
+	p := t.Partitions[partition]
+	n, ok := s.Node(p.Leader)
+	if !ok || p.Leader < 0 {
+		return "", protocol.LeaderNotAvailable.Err("%s-%d has no leader", topic, partition)
+	}
+	return n.ClientAddr(), nil
+}
+
+// ReaderConfig configures a PartitionReader.
+type ReaderConfig struct {
+	MaxBytes int32         // per fetch (default 1 MiB)
+	MaxWait  time.Duration // long-poll wait (default 500ms)
+	ClientID string
+}
+
+// PartitionReader reads one partition from an offset on. It is not safe for
+// concurrent use.
+type PartitionReader struct {
+	Topic     string
+	Partition int32
+
+	cfg    ReaderConfig
+	meta   *Metadata
+	pool   *storageclient.Pool
+	offset int64
+	hw     int64
+	it     *record.Iterator
+}
+
+// NewPartitionReader returns a reader positioned at offset.
+func NewPartitionReader(meta *Metadata, pool *storageclient.Pool, topic string, partition int32, offset int64, cfg ReaderConfig) *PartitionReader {
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	return &PartitionReader{Topic: topic, Partition: partition, cfg: cfg, meta: meta, pool: pool, offset: offset, hw: -1, it: record.NewIterator(nil)}
+}
+
+// Offset returns the next offset the reader will return.
+func (r *PartitionReader) Offset() int64 { return r.offset }
+
+// HighWatermark returns the high watermark seen by the last fetch (-1 before).
+func (r *PartitionReader) HighWatermark() int64 { return r.hw }
+
+// ListOffset asks the partition's leader for the earliest, latest or by-time offset.
+func ListOffset(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, ts int64) (int64, error) {
+	var resp protocol.ListOffsetsResponse
+	err := withLeader(ctx, meta, pool, topic, partition, func(c *storageclient.Conn) error {
+		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: ts}, nil, &resp)
+		return err
+	})
+	return resp.Offset, err
+}
+
+// Fetch long-polls the leader once and returns the records at or after the
+// reader's offset (possibly none), advancing the offset past them.
+func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
+	var resp protocol.FetchResponse
+	var payload []byte
+	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
+		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
+			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1}
+		res, err := c.Call(ctx, protocol.APIFetch, req, nil, &resp)
+		payload = res.Payload
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.hw = resp.HighWatermark
+	r.it.Reset(payload)
+	r.it.SetStartOffset(r.offset)
+	var out []record.Record
+	for r.it.Next() {
+		out = append(out, cloneRecord(r.it.Record()))
+	}
+	if err := r.it.Err(); err != nil {
+		return out, fmt.Errorf("%s-%d at offset %d: %w", r.Topic, r.Partition, r.offset, err)
+	}
+	if next := r.it.NextOffset(); next > r.offset {
+		r.offset = next
+	}
+	return out, nil
+}
+
+// withLeader runs f on a connection to the partition's leader, refreshing
+// metadata and retrying a few times on retriable errors.
+func withLeader(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, f func(*storageclient.Conn) error) error {
+	var err error
+	backoff := 50 * time.Millisecond
+	for attempt := 0; attempt < 6; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+			if _, rerr := meta.Refresh(ctx); rerr != nil {
+				err = rerr
+				continue
+			}
+		}
+		var addr string
+		if addr, err = meta.Leader(ctx, topic, partition); err != nil {
+			if storageclient.IsRetriable(err) {
+				continue
+			}
+			return err
+		}
+		var c *storageclient.Conn
+		if c, err = pool.Get(ctx, addr); err != nil {
+			continue
+		}
+		if err = f(c); err == nil || !storageclient.IsRetriable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// cloneRecord copies a record out of the iterator's buffers.
+func cloneRecord(r *record.Record) record.Record {
+	c := *r
+	c.Key = cloneBytes(r.Key)
+	c.Value = cloneBytes(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]record.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = record.RecordHeader{Key: h.Key, Value: cloneBytes(h.Value)}
+		}
+	}
+	return c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

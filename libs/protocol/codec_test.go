@@ -1,0 +1,192 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func encodeRequest(t testing.TB, h RequestHeader, body Body, payload []byte) []byte {
+	t.Helper()
+	prefix, err := NewEncoder().Request(&h, body, len(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append([]byte(nil), prefix...), payload...)
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	cases := []struct {
+		key     APIKey
+		body    Body
+		empty   Body
+		payload []byte
+	}{
+		{APIProduce, &ProduceRequest{Topic: "orders", Partition: 3, Acks: AcksAll, TimeoutMs: 5000}, &ProduceRequest{}, []byte("batch-bytes")},
+		{APIFetch, &FetchRequest{Topic: "t", Partition: 0, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500, MinBytes: 1, ReplicaID: -1}, &FetchRequest{}, nil},
+		{APIListOffsets, &ListOffsetsRequest{Topic: "t", Partition: 7, Timestamp: TimestampEarliest}, &ListOffsetsRequest{}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.key.String(), func(t *testing.T) {
+			frame := encodeRequest(t, RequestHeader{APIKey: c.key, Version: 1, CorrelationID: 99, ClientID: "cli"}, c.body, c.payload)
+			fr := NewFrameReader(bytes.NewReader(frame), 0)
+			got, err := fr.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDecoder()
+			var h RequestHeader
+			if err := d.Request(got, &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.APIKey != c.key || h.Version != 1 || h.CorrelationID != 99 || h.ClientID != "cli" || int(h.PayloadLen) != len(c.payload) {
+				t.Fatalf("header %+v", h)
+			}
+			if err := d.Body(c.empty); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.body, c.empty) {
+				t.Fatalf("body %+v, want %+v", c.empty, c.body)
+			}
+			if !bytes.Equal(d.Payload(), c.payload) && len(c.payload) > 0 {
+				t.Fatalf("payload %q", d.Payload())
+			}
+		})
+	}
+}
+
+func TestResponseRoundTripWithError(t *testing.T) {
+	h := ResponseHeader{CorrelationID: 5, ErrorCode: NotLeaderOrFollower, ErrorMessage: "leader is node 2"}
+	prefix, err := NewEncoder().Response(&h, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder()
+	var got ResponseHeader
+	if err := d.Response(prefix[LengthSize:], &got); err != nil {
+		t.Fatal(err)
+	}
+	var body FetchResponse
+	if err := d.Body(&body); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(got.Err(), &Error{Code: NotLeaderOrFollower}) || got.CorrelationID != 5 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestDecoderSkipsUnknownTrailingFields(t *testing.T) {
+	// A newer peer appends a field to the fetch response body.
+	type newer struct{ FetchResponse }
+	h := ResponseHeader{CorrelationID: 1}
+	enc := NewEncoder()
+	prefix, err := enc.Response(&h, extraField{&FetchResponse{HighWatermark: 10, LogStartOffset: 2, LogEndOffset: 12}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append(append([]byte(nil), prefix[LengthSize:]...), 'a', 'b', 'c')
+	d := NewDecoder()
+	var got ResponseHeader
+	if err := d.Response(frame, &got); err != nil {
+		t.Fatal(err)
+	}
+	var body FetchResponse
+	if err := d.Body(&body); err != nil {
+		t.Fatal(err)
+	}
+	if body.HighWatermark != 10 || body.LogEndOffset != 12 || string(d.Payload()) != "abc" {
+		t.Fatalf("body %+v payload %q", body, d.Payload())
+	}
+}
+
+func TestMalformedFrames(t *testing.T) {
+	good := encodeRequest(t, RequestHeader{APIKey: APIFetch, CorrelationID: 1}, &FetchRequest{Topic: "t"}, nil)[LengthSize:]
+	cases := map[string][]byte{
+		"empty":            {},
+		"not an array":     {0x01},
+		"truncated header": good[:3],
+		"truncated body":   good[:len(good)-2],
+		"payload too long": func() []byte {
+			b, _ := NewEncoder().Request(&RequestHeader{APIKey: APIFetch}, &FetchRequest{}, 100)
+			return b[LengthSize:]
+		}(),
+		"garbage":        bytes.Repeat([]byte{0xff}, 40),
+		"trailing bytes": append(append([]byte(nil), good...), 1, 2, 3),
+	}
+	for name, frame := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := NewDecoder()
+			var h RequestHeader
+			err := d.Request(frame, &h)
+			if err == nil {
+				err = d.Body(&FetchRequest{})
+			}
+			if !errors.Is(err, ErrMalformedFrame) {
+				t.Fatalf("err = %v, want ErrMalformedFrame", err)
+			}
+		})
+	}
+}
+
+func TestFrameReaderLimits(t *testing.T) {
+	var b bytes.Buffer
+	var lb [4]byte
+	binary.BigEndian.PutUint32(lb[:], 1000)
+	b.Write(lb[:])
+	if _, err := NewFrameReader(&b, 100).Next(); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("err = %v", err)
+	}
+	binary.BigEndian.PutUint32(lb[:], 10)
+	b.Reset()
+	b.Write(lb[:])
+	b.Write([]byte("short"))
+	if _, err := NewFrameReader(&b, 0).Next(); err == nil {
+		t.Fatal("truncated frame accepted")
+	}
+}
+
+func TestErrorTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, i := range Codes() {
+		if i.Name == "" || i.Description == "" || seen[i.Name] {
+			t.Fatalf("bad or duplicate entry %+v", i)
+		}
+		seen[i.Name] = true
+	}
+	if !NotLeaderOrFollower.Retriable() || InvalidRequest.Retriable() {
+		t.Fatal("retriable flags wrong")
+	}
+	if CodeOf(nil) != None || CodeOf(errors.New("x")) != UnknownServerError || CodeOf(OffsetOutOfRange.Err("x")) != OffsetOutOfRange {
+		t.Fatal("CodeOf wrong")
+	}
+}
+
+func BenchmarkEncodeFetchResponse(b *testing.B) {
+	enc := NewEncoder()
+	body := &FetchResponse{HighWatermark: 1 << 30, LogStartOffset: 5, LogEndOffset: 1 << 30}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h := ResponseHeader{CorrelationID: uint32(i)}
+		if _, err := enc.Response(&h, body, 65536); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeProduceRequest(b *testing.B) {
+	frame := encodeRequest(b, RequestHeader{APIKey: APIProduce, CorrelationID: 1, ClientID: "frontend-1"}, &ProduceRequest{Topic: "bench", Partition: 1, Acks: AcksAll, TimeoutMs: 3000}, make([]byte, 1024))[LengthSize:]
+	d := NewDecoder()
+	var req ProduceRequest
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var h RequestHeader
+		if err := d.Request(frame, &h); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Body(&req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,13 @@
+package protocol
+
+import "github.com/vmihailenco/msgpack/v5"
+
+// extraField encodes a FetchResponse with one more field than this version knows.
+type extraField struct{ r *FetchResponse }
+
+func (x extraField) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(4), e.EncodeInt(x.r.HighWatermark), e.EncodeInt(x.r.LogStartOffset),
+		e.EncodeInt(x.r.LogEndOffset), e.EncodeString("future"))
+}
+
+func (x extraField) DecodeMsgpack(d *msgpack.Decoder) error { return x.r.DecodeMsgpack(d) }

@@ -1,0 +1,8 @@
+package storageclient
+
+import "github.com/vmihailenco/msgpack/v5"
+
+type (
+	msgpackEncoder = msgpack.Encoder
+	msgpackDecoder = msgpack.Decoder
+)

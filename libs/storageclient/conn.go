@@ -1,0 +1,211 @@
+// Package storageclient is the client side of the storage protocol: a connection
+// that pipelines many requests (matched to responses by correlation id) and a
+// pool of connections keyed by node address. Frontends, followers, the SDK and
+// sluicectl use it to talk to storage nodes.
+//
+// Invariants: requests written on one Conn reach the server in the order Call
+// was entered (writes are serialised), so two produce requests for the same
+// partition sent one after the other on one Conn are appended in that order;
+// every Call returns, with a response or an error, once the connection fails
+// or the context ends.
+package storageclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// ErrClosed is returned by calls on a closed or failed connection; it wraps as
+// a NETWORK_EXCEPTION so callers treat it as retriable.
+var ErrClosed = &protocol.Error{Code: protocol.NetworkException, Message: "connection closed"}
+
+// Result is a response's header, its raw payload and its decoded body.
+type Result struct {
+	Header  protocol.ResponseHeader
+	Payload []byte
+}
+
+type pending struct {
+	resp protocol.Body
+	done chan struct{}
+	res  Result
+	err  error
+}
+
+// Conn is one client connection to a storage node. It is safe for concurrent use.
+type Conn struct {
+	nc       net.Conn
+	clientID string
+
+	wmu sync.Mutex // serialises writes and guards enc and nextID
+	enc *protocol.Encoder
+	nextID uint32
+
+	mu      sync.Mutex          // guards pending and err
+	pending map[uint32]*pending // in-flight calls by correlation id
+	err     error               // set once the connection failed
+
+	done chan struct{} // closed when the reader goroutine exits
+}
+
+// Dial connects to a storage node.
+func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &protocol.Error{Code: protocol.NetworkException, Message: fmt.Sprintf("dial %s: %v", addr, err)}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &Conn{nc: nc, clientID: clientID, enc: protocol.NewEncoder(), pending: map[uint32]*pending{}, done: make(chan struct{})}
+	go c.readLoop()
+	return c, nil
+}
+
+// Addr returns the remote address.
+func (c *Conn) Addr() string { return c.nc.RemoteAddr().String() }
+
+// Call sends a request with an optional raw payload and waits for its response,
+// decoding the body into resp (which may be nil). A response with an error code
+// is returned as a *protocol.Error together with the Result.
+func (c *Conn) Call(ctx context.Context, key protocol.APIKey, req protocol.Body, payload []byte, resp protocol.Body) (Result, error) {
+	p := &pending{resp: resp, done: make(chan struct{})}
+	id, err := c.send(key, req, payload, p)
+	if err != nil {
+		return Result{}, err
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return p.res, p.err
+		}
+		return p.res, p.res.Header.Err()
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return Result{}, &protocol.Error{Code: protocol.RequestTimedOut, Message: ctx.Err().Error()}
+	}
+}
+
+func (c *Conn) send(key protocol.APIKey, req protocol.Body, payload []byte, p *pending) (uint32, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nextID++
+	id := c.nextID
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	c.pending[id] = p
+	c.mu.Unlock()
+	h := protocol.RequestHeader{APIKey: key, Version: 0, CorrelationID: id, ClientID: c.clientID}
+	prefix, err := c.enc.Request(&h, req, len(payload))
+	if err == nil {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		bufs := net.Buffers{prefix}
+		if len(payload) > 0 {
+			bufs = append(bufs, payload)
+		}
+		_, err = bufs.WriteTo(c.nc)
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("write: %w", err))
+		return 0, c.Err()
+	}
+	return id, nil
+}
+
+// Err returns the error that broke the connection, or nil while it works.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; in-flight calls fail with ErrClosed.
+func (c *Conn) Close() error {
+	c.fail(nil)
+	<-c.done
+	return nil
+}
+
+// fail marks the connection broken, closes the socket and fails every pending call.
+func (c *Conn) fail(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		if cause == nil {
+			c.err = ErrClosed
+		} else {
+			c.err = &protocol.Error{Code: protocol.NetworkException, Message: cause.Error()}
+		}
+	}
+	err := c.err
+	ps := c.pending
+	c.pending = map[uint32]*pending{}
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	for _, p := range ps {
+		p.err = err
+		close(p.done)
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	fr := protocol.NewFrameReader(c.nc, 0)
+	dec := protocol.NewDecoder()
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		var h protocol.ResponseHeader
+		if err := dec.Response(frame, &h); err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		p := c.pending[h.CorrelationID]
+		delete(c.pending, h.CorrelationID)
+		c.mu.Unlock()
+		if p == nil {
+			continue // the caller gave up; drop the response
+		}
+		if p.resp != nil && h.ErrorCode == protocol.None {
+			p.err = dec.Body(p.resp)
+		} else if err := dec.Body(nopBody{}); err != nil {
+			p.err = err
+		}
+		p.res = Result{Header: h, Payload: dec.Payload()}
+		if len(p.res.Payload) > 0 {
+			fr.Detach() // the caller keeps the frame buffer
+		}
+		close(p.done)
+	}
+}
+
+// nopBody skips a body the caller did not ask to decode.
+type nopBody struct{}
+
+func (nopBody) EncodeMsgpack(e *msgpackEncoder) error { return nil }
+func (nopBody) DecodeMsgpack(d *msgpackDecoder) error { return d.Skip() }
+
+// IsRetriable reports whether err is worth retrying (after a metadata refresh).
+func IsRetriable(err error) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code.Retriable()
+	}
+	return false
+}

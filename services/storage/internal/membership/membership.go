@@ -1,0 +1,179 @@
+// Package membership keeps a storage node in the cluster: it registers the node
+// with the metadata service (getting a new registration epoch), heartbeats to
+// keep its session alive, re-registers when metadata fences it, and follows the
+// cluster model through the metadata watch, handing every new snapshot to the
+// replica manager.
+//
+// Invariant: the node reports ready only after it registered and applied at
+// least one snapshot, so it never answers for partitions it has not opened.
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
+)
+
+// Config configures membership.
+type Config struct {
+	NodeID         int32
+	Addr           string // internal address for other services
+	AdvertisedAddr string // address for clients
+	Rack           string
+	Heartbeat      time.Duration
+	WatchWait      time.Duration
+}
+
+// Member runs registration, heartbeats and the metadata watch.
+type Member struct {
+	cfg    Config
+	client *cluster.Client
+	mgr    *replica.Manager
+	log    *slog.Logger
+
+	epoch   atomic.Int64  // current registration epoch, 0 before the first
+	version atomic.Uint64 // version of the last applied snapshot
+	applied atomic.Bool   // a snapshot was applied
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a Member; Start runs it.
+func New(cfg Config, client *cluster.Client, mgr *replica.Manager, log *slog.Logger) *Member {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = time.Second
+	}
+	if cfg.WatchWait <= 0 {
+		cfg.WatchWait = 30 * time.Second
+	}
+	return &Member{cfg: cfg, client: client, mgr: mgr, log: log}
+}
+
+// Ready reports why the node is not ready, or nil.
+func (m *Member) Ready() error {
+	if m.epoch.Load() == 0 {
+		return errors.New("not registered with metadata")
+	}
+	if !m.applied.Load() {
+		return errors.New("no cluster metadata applied yet")
+	}
+	return nil
+}
+
+// Epoch returns the registration epoch.
+func (m *Member) Epoch() int64 { return m.epoch.Load() }
+
+// Start launches the membership goroutines; Stop ends them.
+func (m *Member) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if !m.register(ctx) {
+			return
+		}
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.heartbeatLoop(ctx) }()
+		m.watchLoop(ctx)
+	}()
+}
+
+// Stop ends the goroutines and waits for them.
+func (m *Member) Stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+}
+
+// register retries until the metadata service accepts the node or ctx ends.
+func (m *Member) register(ctx context.Context) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		epoch, err := m.client.Register(rctx, cluster.RegisterRequest{ID: m.cfg.NodeID, Addr: m.cfg.Addr, AdvertisedAddr: m.cfg.AdvertisedAddr, Rack: m.cfg.Rack})
+		cancel()
+		if err == nil {
+			m.epoch.Store(epoch)
+			m.log.Info("registered with metadata", "epoch", epoch)
+			return true
+		}
+		m.log.Warn("registration failed; retrying", "err", err, "in", backoff)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (m *Member) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat*3)
+		err := m.client.Heartbeat(hctx, cluster.HeartbeatRequest{ID: m.cfg.NodeID, Epoch: m.epoch.Load()})
+		cancel()
+		var pe *protocol.Error
+		if errors.As(err, &pe) && !pe.Code.Retriable() {
+			m.log.Warn("heartbeat rejected; registering again", "err", err)
+			if !m.register(ctx) {
+				return
+			}
+		} else if err != nil && ctx.Err() == nil {
+			m.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// watchLoop follows the cluster model and applies each new snapshot.
+func (m *Member) watchLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, m.cfg.WatchWait+10*time.Second)
+		snap, err := m.client.Watch(wctx, m.version.Load(), m.cfg.WatchWait)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("metadata watch failed", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		if m.applied.Load() && snap.Version <= m.version.Load() {
+			continue
+		}
+		if err := m.mgr.Apply(snap); err != nil {
+			m.log.Error("applying cluster metadata failed", "version", snap.Version, "err", err)
+		}
+		m.version.Store(snap.Version)
+		m.applied.Store(true)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// String describes the member for logs.
+func (m *Member) String() string { return fmt.Sprintf("node %d", m.cfg.NodeID) }

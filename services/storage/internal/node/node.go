@@ -1,0 +1,160 @@
+// Package node wires a storage node together: its configuration from flags, the
+// replica manager, the protocol server, membership in the cluster and the
+// retention loop, as one fx application.
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/storage/internal/membership"
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
+	"github.com/sluicemq/sluice/services/storage/internal/server"
+)
+
+// Config is the storage node's configuration.
+type Config struct {
+	Common         service.Common
+	NodeID         int
+	DataDir        string
+	AdvertisedAddr string
+	Rack           string
+	Metadata       string
+	Heartbeat      time.Duration
+	RetentionCheck time.Duration
+	Server         server.Config
+}
+
+// Parse reads flags (and SLUICE_* variables), validates them and returns the fx
+// options of a storage node.
+func Parse(args []string) ([]fx.Option, error) {
+	var c Config
+	c.Server = server.DefaultConfig()
+	fs := service.NewFlagSet("sluice-storage")
+	c.Common.Register(fs, "127.0.0.1:9111")
+	fs.Int(&c.NodeID, "node-id", 1, "this storage node's id (a positive integer, unique in the cluster)")
+	fs.String(&c.DataDir, "data-dir", "./data/storage-1", "directory holding the partition logs")
+	fs.String(&c.Server.Addr, "addr", c.Server.Addr, "listen address of the storage protocol (also the internal address unless -internal-addr is set)")
+	var internal string
+	fs.String(&internal, "internal-addr", "", "address other services dial (default: -addr)")
+	fs.String(&c.AdvertisedAddr, "advertised-addr", "", "address given to clients (default: the internal address)")
+	fs.String(&c.Rack, "rack", "", "rack or zone of this node, for rack-aware placement")
+	fs.String(&c.Metadata, "metadata", "http://127.0.0.1:7070", "comma-separated metadata service addresses")
+	fs.Duration(&c.Heartbeat, "heartbeat-interval", time.Second, "interval between heartbeats to metadata")
+	fs.Duration(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "interval between retention passes")
+	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
+	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if internal == "" {
+		internal = c.Server.Addr
+	}
+	if c.AdvertisedAddr == "" {
+		c.AdvertisedAddr = internal
+	}
+	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
+	return []fx.Option{
+		fx.Supply(c, c.Common, mcfg, service.Identity{Service: "storage", NodeID: strconv.Itoa(c.NodeID)}),
+		Module(),
+	}, nil
+}
+
+func (c Config) validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if c.NodeID < 1 || c.NodeID > 1<<30 {
+		return fmt.Errorf("flag -node-id: %d is not a positive id", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("flag -data-dir: empty")
+	}
+	if err := service.ValidateAddr("addr", c.Server.Addr); err != nil {
+		return err
+	}
+	if len(service.SplitList(c.Metadata)) == 0 {
+		return fmt.Errorf("flag -metadata: no address")
+	}
+	if c.Heartbeat <= 0 {
+		return fmt.Errorf("flag -heartbeat-interval: must be positive")
+	}
+	if c.RetentionCheck <= 0 {
+		return fmt.Errorf("flag -retention-check-interval: must be positive")
+	}
+	if err := c.Server.Validate(); err != nil {
+		return fmt.Errorf("flags -max-request-bytes/-max-in-flight: %w", err)
+	}
+	return nil
+}
+
+// Module provides and starts the storage node's parts.
+func Module() fx.Option {
+	return fx.Module("storage",
+		fx.Provide(
+			newManager,
+			func(reg prometheus.Registerer) *server.Metrics { return server.NewMetrics(reg) },
+			newServer,
+			newMember,
+		),
+		fx.Invoke(startRetention),
+	)
+}
+
+func newManager(lc fx.Lifecycle, c Config, log *slog.Logger) (*replica.Manager, error) {
+	m, err := replica.NewManager(filepath.Clean(c.DataDir), int32(c.NodeID), log)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(m.Close))
+	return m, nil
+}
+
+func newServer(lc fx.Lifecycle, c Config, m *replica.Manager, metrics *server.Metrics, log *slog.Logger) (*server.Server, error) {
+	s, err := server.New(c.Server, m, metrics, log)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { s.Start(); return nil },
+		OnStop:  s.Stop,
+	})
+	return s, nil
+}
+
+func newMember(lc fx.Lifecycle, c Config, mc membership.Config, m *replica.Manager, ready *service.Readiness, log *slog.Logger, _ *server.Server) *membership.Member {
+	mem := membership.New(mc, cluster.NewClient(service.SplitList(c.Metadata)), m, log)
+	ready.Add("membership", mem.Ready)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { mem.Start(); return nil },
+		OnStop:  func(context.Context) error { mem.Stop(); return nil },
+	})
+	return mem
+}
+
+func startRetention(lc fx.Lifecycle, c Config, m *replica.Manager, _ *membership.Member) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			wg.Add(1)
+			go func() { defer wg.Done(); m.RetentionLoop(ctx, c.RetentionCheck) }()
+			return nil
+		},
+		OnStop: func(context.Context) error { cancel(); wg.Wait(); return nil },
+	})
+}

@@ -1,0 +1,236 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
+)
+
+// Manager owns the replicas of one storage node.
+type Manager struct {
+	dir  string
+	self int32
+	log  *slog.Logger
+
+	mu       sync.RWMutex     // guards replicas and closed
+	replicas map[Key]*Replica // open replicas
+	closed   bool
+
+	applyMu sync.Mutex // serialises Apply calls (opening logs happens outside mu)
+}
+
+// NewManager returns a manager keeping partition directories under dir.
+func NewManager(dir string, self int32, log *slog.Logger) (*Manager, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	return &Manager{dir: dir, self: self, log: log, replicas: map[Key]*Replica{}}, nil
+}
+
+// Self returns this node's id.
+func (m *Manager) Self() int32 { return m.self }
+
+// Get returns the replica of a partition, or UNKNOWN_TOPIC_OR_PARTITION.
+func (m *Manager) Get(topic string, partition int32) (*Replica, error) {
+	m.mu.RLock()
+	r := m.replicas[Key{topic, partition}]
+	m.mu.RUnlock()
+	if r == nil {
+		return nil, protocol.UnknownTopicOrPartition.Err("node %d holds no replica of %s-%d", m.self, topic, partition)
+	}
+	return r, nil
+}
+
+// Replicas returns the open replicas.
+func (m *Manager) Replicas() []*Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Replica, 0, len(m.replicas))
+	for _, r := range m.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+// dirName is Kafka's partition directory name: topic-partition.
+func (m *Manager) dirName(k Key) string {
+	return filepath.Join(m.dir, k.Topic+"-"+strconv.Itoa(int(k.Partition)))
+}
+
+// Apply makes the set of open replicas match the snapshot: it opens the logs of
+// partitions assigned to this node, updates roles and configuration, and deletes
+// the logs of partitions no longer assigned (deleted topics, including directories
+// left on disk from topics deleted while the node was down).
+func (m *Manager) Apply(snap *cluster.Snapshot) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	want := map[Key]struct{}{}
+	var errs []error
+	for _, t := range snap.Topics {
+		cfg, err := cluster.ParseTopicConfig(t.Config, t.ReplicationFactor)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
+			continue
+		}
+		for _, p := range t.Partitions {
+			if !contains(p.Replicas, m.self) {
+				continue
+			}
+			k := Key{t.Name, p.ID}
+			want[k] = struct{}{}
+			if err := m.ensure(k, p, cfg); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.dropExcept(want)
+	m.removeStrays(want)
+	return errors.Join(errs...)
+}
+
+func (m *Manager) ensure(k Key, p cluster.Partition, cfg cluster.TopicConfig) error {
+	m.mu.RLock()
+	r, closed := m.replicas[k], m.closed
+	m.mu.RUnlock()
+	if closed {
+		return seglog.ErrClosed
+	}
+	if r != nil {
+		if r.State().Config != cfg {
+			if err := r.Log.SetConfig(LogConfig(cfg)); err != nil {
+				return fmt.Errorf("%s: config: %w", k, err)
+			}
+		}
+		r.setState(p, cfg)
+		return nil
+	}
+	start := time.Now()
+	l, err := seglog.Open(m.dirName(k), LogConfig(cfg), m.log.With("partition", k.String()))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", k, err)
+	}
+	r = &Replica{Key: k, Log: l}
+	r.setState(p, cfg)
+	m.mu.Lock()
+	m.replicas[k] = r
+	m.mu.Unlock()
+	m.log.Info("replica opened", "partition", k.String(), "leader", p.Leader, "leader_epoch", p.LeaderEpoch,
+		"start_offset", l.StartOffset(), "end_offset", l.EndOffset(), "took", time.Since(start))
+	return nil
+}
+
+func (m *Manager) dropExcept(want map[Key]struct{}) {
+	m.mu.Lock()
+	var drop []*Replica
+	for k, r := range m.replicas {
+		if _, ok := want[k]; !ok {
+			drop = append(drop, r)
+			delete(m.replicas, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range drop {
+		if err := r.Log.Delete(); err != nil {
+			m.log.Error("deleting replica failed", "partition", r.Key.String(), "err", err)
+			continue
+		}
+		m.log.Info("replica deleted", "partition", r.Key.String())
+	}
+}
+
+// removeStrays deletes partition directories that no assignment names.
+func (m *Manager) removeStrays(want map[Key]struct{}) {
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		m.log.Error("listing data dir failed", "err", err)
+		return
+	}
+	for _, e := range entries {
+		k, ok := parseDirName(e.Name())
+		if !e.IsDir() || !ok {
+			continue
+		}
+		if _, keep := want[k]; keep {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(m.dir, e.Name())); err != nil {
+			m.log.Error("removing stray partition failed", "dir", e.Name(), "err", err)
+			continue
+		}
+		m.log.Warn("removed partition directory that no assignment names", "dir", e.Name())
+	}
+}
+
+func parseDirName(name string) (Key, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return Key{}, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 || cluster.ValidateTopicName(name[:i]) != nil {
+		return Key{}, false
+	}
+	return Key{name[:i], int32(p)}, true
+}
+
+// RunRetention enforces retention on every replica once.
+func (m *Manager) RunRetention(now time.Time) {
+	for _, r := range m.Replicas() {
+		n, err := r.Log.EnforceRetention(now)
+		if err != nil {
+			m.log.Error("retention failed", "partition", r.Key.String(), "err", err)
+		} else if n > 0 {
+			m.log.Info("retention deleted segments", "partition", r.Key.String(), "segments", n, "start_offset", r.Log.StartOffset())
+		}
+	}
+}
+
+// RetentionLoop runs RunRetention every interval until ctx ends.
+func (m *Manager) RetentionLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.RunRetention(now)
+		}
+	}
+}
+
+// Close closes every log.
+func (m *Manager) Close() error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.Lock()
+	rs := m.replicas
+	m.replicas = map[Key]*Replica{}
+	m.closed = true
+	m.mu.Unlock()
+	var errs []error
+	for _, r := range rs {
+		errs = append(errs, r.Log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func contains(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,33 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
+)
+
+// codeFor maps an internal error to its wire code; this is the one place the
+// storage node does so.
+func codeFor(err error) protocol.Code {
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code
+	case errors.Is(err, seglog.ErrOffsetOutOfRange):
+		return protocol.OffsetOutOfRange
+	case errors.Is(err, seglog.ErrBatchTooLarge):
+		return protocol.MessageTooLarge
+	case errors.Is(err, record.ErrCorrupt), errors.Is(err, record.ErrShortBatch):
+		return protocol.CorruptRecord
+	case errors.Is(err, seglog.ErrClosed):
+		return protocol.NotLeaderOrFollower
+	case errors.Is(err, context.DeadlineExceeded):
+		return protocol.RequestTimedOut
+	case errors.Is(err, protocol.ErrMalformedFrame):
+		return protocol.InvalidRequest
+	}
+	return protocol.StorageError
+}

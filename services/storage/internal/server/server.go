@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
+)
+
+// Config configures the protocol listener.
+type Config struct {
+	// Addr is the listen address.
+	Addr string
+	// MaxFrameBytes bounds one request frame (and so one produce request).
+	MaxFrameBytes int
+	// MaxInFlight bounds the requests in flight on one connection.
+	MaxInFlight int
+	// MaxFetchWait caps a fetch's long-poll.
+	MaxFetchWait time.Duration
+	// WriteTimeout bounds writing one response.
+	WriteTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Addr: "127.0.0.1:9101", MaxFrameBytes: 16 << 20, MaxInFlight: 256, MaxFetchWait: 30 * time.Second, WriteTimeout: 30 * time.Second}
+}
+
+// Validate checks ranges.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxFrameBytes < 1024:
+		return fmt.Errorf("max frame bytes %d is below 1024", c.MaxFrameBytes)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("max in-flight %d is below 1", c.MaxInFlight)
+	case c.MaxFetchWait <= 0 || c.WriteTimeout <= 0:
+		return errors.New("fetch wait and write timeout must be positive")
+	}
+	return nil
+}
+
+// Metrics are the server's Prometheus series.
+type Metrics struct {
+	Requests       *prometheus.CounterVec
+	Errors         *prometheus.CounterVec
+	BytesIn        prometheus.Counter
+	BytesOut       prometheus.Counter
+	Connections    prometheus.Gauge
+	ProduceLatency prometheus.Histogram
+}
+
+// NewMetrics registers the server's series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_requests_total", Help: "Storage protocol requests by API."}, []string{"api"}),
+		Errors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_request_errors_total", Help: "Storage protocol error responses by API and code."}, []string{"api", "code"}),
+		BytesIn:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_produce_bytes_total", Help: "Record batch bytes appended by produce requests."}),
+		BytesOut:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_fetch_bytes_total", Help: "Record batch bytes sent by fetch responses."}),
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_storage_connections", Help: "Open protocol connections."}),
+		ProduceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_storage_produce_seconds", Help: "Produce request latency from read to response.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.ProduceLatency)
+	}
+	return m
+}
+
+// Server serves the storage protocol for one node's replicas.
+type Server struct {
+	cfg     Config
+	mgr     *replica.Manager
+	log     *slog.Logger
+	metrics *Metrics
+
+	ln     net.Listener
+	ctx    context.Context // ends when the server stops; parents every request
+	cancel context.CancelFunc
+
+	mu    sync.Mutex         // guards conns
+	conns map[*conn]struct{} // open connections
+	wg    sync.WaitGroup     // the accept loop and every connection goroutine
+}
+
+// New listens on cfg.Addr. Start begins accepting.
+func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("storage listener: %w", err)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}, nil
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Start accepts connections in a goroutine that Stop waits for.
+func (s *Server) Start() {
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.log.Info("storage protocol listener started", "addr", s.Addr())
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Error("accept failed", "err", err)
+			}
+			return
+		}
+		tc, ok := nc.(*net.TCPConn)
+		if !ok {
+			_ = nc.Close()
+			continue
+		}
+		_ = tc.SetNoDelay(true)
+		c := newConn(s, tc)
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.metrics.Connections.Inc()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.metrics.Connections.Dec()
+		}()
+	}
+}
+
+// Stop closes the listener and every connection and waits for their goroutines.
+func (s *Server) Stop(ctx context.Context) error {
+	s.cancel()
+	_ = s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

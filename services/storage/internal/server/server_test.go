@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+func code(err error) protocol.Code { return protocol.CodeOf(err) }
+
+func TestProduceFetchListOffsets(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 2, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	for i, acks := range []int8{protocol.AcksAll, protocol.AcksLeader, protocol.AcksNone} {
+		resp, err := produce(t, c, "t", 1, acks, batch(t, 10, "b"+itoa(i), 20, 1000*int64(i+1)))
+		if err != nil {
+			t.Fatalf("acks %d: %v", acks, err)
+		}
+		if resp.BaseOffset != int64(10*i) || resp.LastOffset != int64(10*i+9) {
+			t.Fatalf("acks %d: offsets %d..%d", acks, resp.BaseOffset, resp.LastOffset)
+		}
+	}
+	fr, payload, err := fetch(t, c, "t", 1, 15, 1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, vals := values(t, payload, 15)
+	if fr.HighWatermark != 30 || len(offs) != 15 || offs[0] != 15 || !strings.HasPrefix(vals[0], "b1-5") {
+		t.Fatalf("fetch: hw %d offsets %v vals %q", fr.HighWatermark, offs, vals)
+	}
+	for _, tc := range []struct {
+		ts, want int64
+	}{{protocol.TimestampEarliest, 0}, {protocol.TimestampLatest, 30}, {2005, 15}, {1, 0}, {99999, -1}} {
+		var lr protocol.ListOffsetsResponse
+		if _, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "t", Partition: 1, Timestamp: tc.ts}, nil, &lr); err != nil {
+			t.Fatal(err)
+		}
+		if lr.Offset != tc.want {
+			t.Errorf("list offsets at %d: %d, want %d", tc.ts, lr.Offset, tc.want)
+		}
+	}
+}
+
+func TestErrorsAreCodes(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	good := batch(t, 3, "x", 10, 1)
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)-1] ^= 0xff
+	cases := []struct {
+		name string
+		err  func() error
+		want protocol.Code
+	}{
+		{"unknown partition", func() error { _, err := produce(t, c, "t", 7, -1, good); return err }, protocol.UnknownTopicOrPartition},
+		{"unknown topic", func() error { _, _, err := fetch(t, c, "nope", 0, 0, 100, 0); return err }, protocol.UnknownTopicOrPartition},
+		{"corrupt batch", func() error { _, err := produce(t, c, "t", 0, -1, corrupt); return err }, protocol.CorruptRecord},
+		{"truncated batch", func() error { _, err := produce(t, c, "t", 0, -1, good[:len(good)-4]); return err }, protocol.CorruptRecord},
+		{"empty produce", func() error { _, err := produce(t, c, "t", 0, -1, nil); return err }, protocol.InvalidRequest},
+		{"bad acks", func() error { _, err := produce(t, c, "t", 0, 5, good); return err }, protocol.InvalidRequiredAcks},
+		{"offset out of range", func() error { _, _, err := fetch(t, c, "t", 0, 1000, 100, 0); return err }, protocol.OffsetOutOfRange},
+		{"zero max bytes", func() error { _, _, err := fetch(t, c, "t", 0, 0, 0, 0); return err }, protocol.InvalidFetchSize},
+		{"unknown api", func() error {
+			_, err := c.Call(context.Background(), protocol.APIKey(77), &protocol.FetchRequest{}, nil, nil)
+			return err
+		}, protocol.UnknownAPI},
+	}
+	for _, tc := range cases {
+		if got := code(tc.err()); got != tc.want {
+			t.Errorf("%s: code %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Nothing bad was appended and the connection still works.
+	if resp, err := produce(t, c, "t", 0, -1, good); err != nil || resp.BaseOffset != 0 {
+		t.Fatalf("good produce after errors: %+v %v", resp, err)
+	}
+}
+
+func TestMalformedAndOversizedFramesGetAReason(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxFrameBytes = 4096
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), cfg)
+	for name, frame := range map[string][]byte{
+		"garbage header": append([]byte{0, 0, 0, 3}, 0xc1, 0xc1, 0xc1),
+		"oversized":      binary.BigEndian.AppendUint32(nil, 1<<20),
+	} {
+		nc, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		got, err := protocol.NewFrameReader(nc, 0).Next()
+		if err != nil {
+			t.Fatalf("%s: no response: %v", name, err)
+		}
+		var h protocol.ResponseHeader
+		if err := protocol.NewDecoder().Response(got, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.ErrorCode != protocol.MalformedFrame && h.ErrorCode != protocol.MessageTooLarge || h.ErrorMessage == "" {
+			t.Fatalf("%s: response %+v", name, h)
+		}
+		nc.Close()
+	}
+}
+
+func TestFetchLongPollWakesOnAppend(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	done := make(chan []byte, 1)
+	go func() {
+		_, payload, err := fetch(t, c, "t", 0, 0, 1<<20, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- payload
+	}()
+	time.Sleep(50 * time.Millisecond) // let the fetch start waiting; the assertion below does not depend on it
+	if _, err := produce(t, dial(t, s.Addr()), "t", 0, 1, batch(t, 2, "late", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case payload := <-done:
+		if offs, _ := values(t, payload, 0); len(offs) != 2 {
+			t.Fatalf("long-poll returned %d records", len(offs))
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("long-poll fetch did not wake on append")
+	}
+	// A long-poll with nothing to return answers empty when its wait ends.
+	_, payload, err := fetch(t, c, "t", 0, 2, 1<<20, 100*time.Millisecond)
+	if err != nil || len(payload) != 0 {
+		t.Fatalf("empty long-poll: %d bytes, %v", len(payload), err)
+	}
+}
+
+func TestPipelinedProducesKeepOrder(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// n produce requests written back to back before any response is read.
+	const n = 200
+	var out bytes.Buffer
+	enc := protocol.NewEncoder()
+	for i := 0; i < n; i++ {
+		payload := batch(t, 1+i%3, "p"+itoa(i), 4, 1)
+		h := protocol.RequestHeader{APIKey: protocol.APIProduce, CorrelationID: uint32(i)}
+		prefix, err := enc.Request(&h, &protocol.ProduceRequest{Topic: "t", Acks: protocol.AcksAll, TimeoutMs: 5000}, len(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(prefix)
+		out.Write(payload)
+	}
+	_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := nc.Write(out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	fr := protocol.NewFrameReader(nc, 0)
+	dec := protocol.NewDecoder()
+	bases := map[uint32]int64{}
+	for len(bases) < n {
+		frame, err := fr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h protocol.ResponseHeader
+		var resp protocol.ProduceResponse
+		if err := dec.Response(frame, &h); err != nil || h.ErrorCode != protocol.None {
+			t.Fatalf("response %+v: %v", h, err)
+		}
+		if err := dec.Body(&resp); err != nil {
+			t.Fatal(err)
+		}
+		bases[h.CorrelationID] = resp.BaseOffset
+	}
+	// Request i holds 1+i%3 records, so its base offset is the sum before it.
+	want := int64(0)
+	for i := 0; i < n; i++ {
+		if bases[uint32(i)] != want {
+			t.Fatalf("request %d appended at %d, want %d: pipelined order broken", i, bases[uint32(i)], want)
+		}
+		want += int64(1 + i%3)
+	}
+}
+
+func TestConcurrentFetchesOfOneSegment(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	for i := 0; i < 50; i++ {
+		if _, err := produce(t, c, "t", 0, 1, batch(t, 20, "c"+itoa(i), 100, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, want, err := fetch(t, c, "t", 0, 0, 1<<30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			conn := c
+			if g%2 == 1 {
+				conn = dial(t, s.Addr())
+			}
+			for k := 0; k < 20; k++ {
+				_, got, err := fetch(t, conn, "t", 0, 0, 1<<30, 0)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("fetch %d/%d: %d bytes (want %d), err %v", g, k, len(got), len(want), err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+func TestClientSeesConnectionLossAsRetriable(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := produce(t, c, "t", 0, 1, batch(t, 1, "x", 1, 1))
+	if !storageclient.IsRetriable(err) {
+		t.Fatalf("err %v is not retriable", err)
+	}
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.NetworkException {
+		t.Fatalf("err %v", err)
+	}
+}

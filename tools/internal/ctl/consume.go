@@ -1,0 +1,171 @@
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+type consumeOpts struct {
+	partition     int
+	fromBeginning bool
+	offset        int64
+	maxMessages   int
+	exitAtEnd     bool
+	format        *formatter
+}
+
+// fetched is what a partition's reader hands to the printer.
+type fetched struct {
+	partition int32
+	recs      []record.Record
+	atEnd     bool
+	err       error
+}
+
+func consume(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
+	var o consumeOpts
+	fs.IntVar(&o.partition, "partition", -1, "read only this partition (default: all)")
+	fs.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the earliest offset (default: the end)")
+	fs.Int64Var(&o.offset, "offset", -1, "start at this offset")
+	fs.IntVar(&o.maxMessages, "max-messages", 0, "stop after this many records (0: no limit)")
+	fs.BoolVar(&o.exitAtEnd, "exit-at-end", false, "stop once every partition's end is reached")
+	format := fs.String("format", `%s\n`, "output format with kcat placeholders")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a topic name"); err != nil {
+		return err
+	}
+	if o.fromBeginning && o.offset >= 0 {
+		return fmt.Errorf("%w: --from-beginning and --offset exclude each other", errUsage)
+	}
+	if o.format, err = parseFormat(*format); err != nil {
+		return err
+	}
+	topic := pos[0]
+	meta := client.NewMetadata(client.NewAdmin([]string{env.Metadata}))
+	snap, err := meta.Refresh(ctx)
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	t, ok := snap.Topic(topic)
+	if !ok {
+		return fmt.Errorf("consume: %w", protocol.UnknownTopicOrPartition.Err("no topic %q", topic))
+	}
+	parts := []int32{}
+	for _, p := range t.Partitions {
+		if o.partition < 0 || int(p.ID) == o.partition {
+			parts = append(parts, p.ID)
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("consume: topic %s has no partition %d", topic, o.partition)
+	}
+	pool := storageclient.NewPool("sluicectl")
+	defer pool.Close()
+	return runConsume(ctx, env, o, meta, pool, topic, parts)
+}
+
+func runConsume(ctx context.Context, env Env, o consumeOpts, meta *client.Metadata, pool *storageclient.Pool, topic string, parts []int32) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan fetched, len(parts))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for _, p := range parts {
+		start, err := startOffset(ctx, o, meta, pool, topic, p)
+		if err != nil {
+			return err
+		}
+		r := client.NewPartitionReader(meta, pool, topic, p, start, client.ReaderConfig{ClientID: "sluicectl", MaxWait: 300 * time.Millisecond})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readPartition(ctx, r, out)
+		}()
+	}
+	w := bufio.NewWriterSize(env.Stdout, 64<<10)
+	defer w.Flush()
+	var buf []byte
+	count := 0
+	done := map[int32]bool{}
+	for {
+		var f fetched
+		select {
+		case <-ctx.Done():
+			return nil // interrupted: what was printed stands
+		case f = <-out:
+		}
+		if f.err != nil {
+			return fmt.Errorf("consume %s-%d: %w", topic, f.partition, f.err)
+		}
+		for i := range f.recs {
+			buf = o.format.append(buf[:0], topic, f.partition, &f.recs[i])
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			count++
+			if o.maxMessages > 0 && count >= o.maxMessages {
+				return w.Flush()
+			}
+		}
+		if len(f.recs) > 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		if f.atEnd {
+			done[f.partition] = true
+		}
+		if o.exitAtEnd && len(done) == len(parts) {
+			return w.Flush()
+		}
+	}
+}
+
+func startOffset(ctx context.Context, o consumeOpts, meta *client.Metadata, pool *storageclient.Pool, topic string, p int32) (int64, error) {
+	if o.offset >= 0 {
+		return o.offset, nil
+	}
+	ts := protocol.TimestampLatest
+	if o.fromBeginning {
+		ts = protocol.TimestampEarliest
+	}
+	off, err := client.ListOffset(ctx, meta, pool, topic, p, ts)
+	if err != nil {
+		return 0, fmt.Errorf("consume %s-%d: start offset: %w", topic, p, err)
+	}
+	return off, nil
+}
+
+// readPartition fetches until ctx ends, reporting records and whether the
+// partition's end (its high watermark) was reached.
+func readPartition(ctx context.Context, r *client.PartitionReader, out chan<- fetched) {
+	for ctx.Err() == nil {
+		recs, err := r.Fetch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		f := fetched{partition: r.Partition, recs: recs, err: err, atEnd: err == nil && r.Offset() >= r.HighWatermark()}
+		select {
+		case out <- f:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,162 @@
+// Package ctl implements sluicectl, the command-line client of a Sluice cluster:
+// topics, producing from stdin, consuming to stdout with kcat-style formats, and
+// cluster status. Every command exits non-zero with the reason on stderr when
+// anything fails.
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Defaults point at the local cluster that `make run` starts.
+const (
+	DefaultFrontend = "http://127.0.0.1:8080"
+	DefaultMetadata = "http://127.0.0.1:7070"
+)
+
+// Env is what a command runs against.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Frontend       string
+	Metadata       string
+}
+
+const usage = `sluicectl: the command-line client of a Sluice cluster
+
+usage: sluicectl [--frontend URL] [--metadata URL] COMMAND ...
+
+  topic create NAME --partitions N --replication-factor R [--config k=v ...]
+  topic list [-o json]
+  topic describe NAME [-o json]
+  topic delete NAME
+  produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
+  consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
+                [--exit-at-end] [--format FMT]
+  cluster status [-o json]
+
+--frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce and topic changes;
+--metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `) answers reads and finds partition leaders.
+--format takes kcat's placeholders: %t topic, %p partition, %o offset, %k key, %s value,
+%T timestamp, %h headers, \n and \t.
+`
+
+// errUsage marks a usage error (exit status 2).
+var errUsage = errors.New("usage")
+
+// Main runs sluicectl with args (without the program name) and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	env := Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Frontend: envOr("SLUICE_FRONTEND", DefaultFrontend), Metadata: envOr("SLUICE_METADATA", DefaultMetadata)}
+	fs := flag.NewFlagSet("sluicectl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&env.Frontend, "frontend", env.Frontend, "frontend URL")
+	fs.StringVar(&env.Metadata, "metadata", env.Metadata, "metadata URL")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "sluicectl: %v\n\n", err)
+		io.WriteString(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := dispatch(ctx, env, fs.Args())
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "sluicectl: %v\n\n", err)
+		io.WriteString(stderr, usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "sluicectl: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, env Env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: no command", errUsage)
+	}
+	cmd, rest := args[0], args[1:]
+	sub := ""
+	if len(rest) > 0 {
+		sub = rest[0]
+	}
+	switch {
+	case cmd == "topic" && sub == "create":
+		return topicCreate(ctx, env, rest[1:])
+	case cmd == "topic" && sub == "list":
+		return topicList(ctx, env, rest[1:])
+	case cmd == "topic" && sub == "describe":
+		return topicDescribe(ctx, env, rest[1:])
+	case cmd == "topic" && sub == "delete":
+		return topicDelete(ctx, env, rest[1:])
+	case cmd == "produce":
+		return produce(ctx, env, rest)
+	case cmd == "consume":
+		return consume(ctx, env, rest)
+	case cmd == "cluster" && sub == "status":
+		return clusterStatus(ctx, env, rest[1:])
+	case cmd == "help":
+		io.WriteString(env.Stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown command %q", errUsage, strings.TrimSpace(cmd+" "+sub))
+}
+
+// parseArgs parses flags that may come before, between or after positional
+// arguments and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// exactly checks the number of positional arguments.
+func exactly(pos []string, n int, what string) error {
+	if len(pos) != n {
+		return fmt.Errorf("%w: want %s, got %d argument(s)", errUsage, what, len(pos))
+	}
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// outputFlag registers -o.
+func outputFlag(fs *flag.FlagSet) *string {
+	o := fs.String("o", "table", "output format: table or json")
+	return o
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return fmt.Errorf("%w: -o %q is not table or json", errUsage, o)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// Status is `cluster status -o json`.
+type Status struct {
+	ClusterID         string         `json:"cluster_id"`
+	Version           uint64         `json:"version"`
+	MetadataLeader    string         `json:"metadata_leader,omitempty"`
+	Nodes             []cluster.Node `json:"nodes"`
+	Topics            int            `json:"topics"`
+	Partitions        int            `json:"partitions"`
+	OfflinePartitions int            `json:"offline_partitions"`
+}
+
+func clusterStatus(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
+	o := outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
+		return err
+	}
+	snap, err := cluster.NewClient([]string{env.Metadata}).Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster status: %w", err)
+	}
+	st := Status{ClusterID: snap.ClusterID, Version: snap.Version, MetadataLeader: snap.Leader, Nodes: snap.Nodes, Topics: len(snap.Topics)}
+	alive := map[int32]bool{}
+	for _, n := range snap.Nodes {
+		alive[n.ID] = n.Alive
+	}
+	for _, t := range snap.Topics {
+		for _, p := range t.Partitions {
+			st.Partitions++
+			if p.Leader < 0 || !alive[p.Leader] {
+				st.OfflinePartitions++
+			}
+		}
+	}
+	if st.Nodes == nil {
+		st.Nodes = []cluster.Node{}
+	}
+	if *o == "json" {
+		return writeJSON(env, st)
+	}
+	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  leader %s\n", st.ClusterID, st.Version, st.MetadataLeader)
+	fmt.Fprintf(env.Stdout, "topics %d  partitions %d  offline %d\n\n", st.Topics, st.Partitions, st.OfflinePartitions)
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tADDRESS\tADVERTISED\tRACK\tSTATE")
+	for _, n := range st.Nodes {
+		state := "alive"
+		if !n.Alive {
+			state = "dead"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", n.ID, n.Addr, n.AdvertisedAddr, n.Rack, state)
+	}
+	return w.Flush()
+}

@@ -1,0 +1,157 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// kvFlags collects repeated --config k=v.
+type kvFlags map[string]string
+
+func (k kvFlags) String() string { return fmt.Sprint(map[string]string(k)) }
+func (k kvFlags) Set(s string) error {
+	key, val, ok := strings.Cut(s, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("config %q is not key=value", s)
+	}
+	k[key] = val
+	return nil
+}
+
+func topicCreate(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic create", flag.ContinueOnError)
+	partitions := fs.Int("partitions", 1, "number of partitions")
+	rf := fs.Int("replication-factor", 1, "replicas per partition")
+	cfg := kvFlags{}
+	fs.Var(cfg, "config", "topic config key=value (repeatable)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a topic name"); err != nil {
+		return err
+	}
+	if *partitions < 1 {
+		return fmt.Errorf("%w: --partitions must be at least 1", errUsage)
+	}
+	if *rf < 1 {
+		return fmt.Errorf("%w: --replication-factor must be at least 1", errUsage)
+	}
+	t, err := cluster.NewClient([]string{env.Frontend}).CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "created topic %s with %d partition(s), replication factor %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
+	return nil
+}
+
+func topicList(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic list", flag.ContinueOnError)
+	o := outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
+		return err
+	}
+	topics, err := cluster.NewClient([]string{env.Metadata}).ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
+	if *o == "json" {
+		if topics == nil {
+			topics = []cluster.Topic{}
+		}
+		return writeJSON(env, topics)
+	}
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION")
+	for _, t := range topics {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
+	}
+	return w.Flush()
+}
+
+func topicDescribe(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic describe", flag.ContinueOnError)
+	o := outputFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := firstErr(exactly(pos, 1, "a topic name"), checkOutput(*o)); err != nil {
+		return err
+	}
+	t, err := cluster.NewClient([]string{env.Metadata}).DescribeTopic(ctx, pos[0])
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", pos[0], err)
+	}
+	if *o == "json" {
+		return writeJSON(env, t)
+	}
+	fmt.Fprintf(env.Stdout, "Topic: %s  Partitions: %d  ReplicationFactor: %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
+	if len(t.Config) > 0 {
+		keys := make([]string, 0, len(t.Config))
+		for k := range t.Config {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(env.Stdout, "  config %s=%s\n", k, t.Config[k])
+		}
+	}
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR")
+	for _, p := range t.Partitions {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR))
+	}
+	return w.Flush()
+}
+
+func topicDelete(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic delete", flag.ContinueOnError)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a topic name"); err != nil {
+		return err
+	}
+	if err := cluster.NewClient([]string{env.Frontend}).DeleteTopic(ctx, pos[0]); err != nil {
+		return fmt.Errorf("delete topic %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "deleted topic %s\n", pos[0])
+	return nil
+}
+
+func ids(xs []int32) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func writeJSON(env Env, v any) error {
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
