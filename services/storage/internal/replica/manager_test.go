@@ -1,0 +1,88 @@
+package replica
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func snap(version uint64, topics ...cluster.Topic) *cluster.Snapshot {
+	return &cluster.Snapshot{Version: version, Topics: topics}
+}
+
+func topic(name string, replicas ...[]int32) cluster.Topic {
+	t := cluster.Topic{Name: name, ReplicationFactor: len(replicas[0]), Config: map[string]string{"segment.bytes": "4096"}}
+	for i, r := range replicas {
+		t.Partitions = append(t.Partitions, cluster.Partition{ID: int32(i), Replicas: r, Leader: r[0], ISR: r})
+	}
+	return t
+}
+
+func TestApplyOpensAndDeletesReplicas(t *testing.T) {
+	dir := t.TempDir()
+	// A directory left from a topic deleted while the node was down.
+	if err := os.MkdirAll(filepath.Join(dir, "gone-0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(dir, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	// Node 2 holds a-1 (leader) and b-0 (follower), not a-0.
+	if err := m.Apply(snap(1, topic("a", []int32{1}, []int32{2, 1}), topic("b", []int32{1, 2}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get("a", 0); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
+		t.Fatalf("a-0: %v", err)
+	}
+	a1, err := m.Get("a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.CheckLeader(2); err != nil {
+		t.Fatal(err)
+	}
+	b0, err := m.Get("b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b0.CheckLeader(2); protocol.CodeOf(err) != protocol.NotLeaderOrFollower {
+		t.Fatalf("follower accepted leadership check: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stray directory kept: %v", err)
+	}
+	// Topic b deleted: its log directory goes.
+	if err := m.Apply(snap(2, topic("a", []int32{1}, []int32{2, 1}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get("b", 0); err == nil {
+		t.Fatal("deleted topic still served")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("deleted topic's directory kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a-1")); err != nil {
+		t.Fatalf("live replica directory: %v", err)
+	}
+}
+
+func TestParseDirName(t *testing.T) {
+	for name, want := range map[string]Key{"orders-0": {"orders", 0}, "my-topic-12": {"my-topic", 12}} {
+		if k, ok := parseDirName(name); !ok || k != want {
+			t.Errorf("%s: %v %v", name, k, ok)
+		}
+	}
+	for _, bad := range []string{"orders", "-1", "orders-x", "lost+found"} {
+		if _, ok := parseDirName(bad); ok {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package ctl
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+func TestFormatPlaceholders(t *testing.T) {
+	rec := &record.Record{Offset: 42, Timestamp: 1700000000000, Key: []byte("k"), Value: []byte("v"),
+		Headers: []record.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}}
+	for _, tc := range []struct{ format, want string }{
+		{`%s\n`, "v\n"},
+		{`%t/%p/%o %k=%s\t%T %h`, "orders/3/42 k=v\t1700000000000 a=1,b=2"},
+		{`100%% %S %K`, "100% 1 1"},
+		{`\\`, `\`},
+	} {
+		f, err := parseFormat(tc.format)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.format, err)
+		}
+		if got := string(f.append(nil, "orders", 3, rec)); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.format, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`%x`, `\q`} {
+		if _, err := parseFormat(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"topic", "create"},
+		{"topic", "create", "x", "--partitions", "0"},
+		{"topic", "list", "-o", "yaml"},
+		{"consume", "t", "--from-beginning", "--offset", "3"},
+		{"produce", "t", "--acks", "some"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(args, strings.NewReader(""), &out, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+func TestUnreachableClusterExitsOneWithReason(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main([]string{"--metadata", "http://127.0.0.1:1", "topic", "list"}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "list topics") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestParseArgsInterleaved(t *testing.T) {
+	fs := newTestFlagSet()
+	n := fs.Int("partitions", 1, "")
+	pos, err := parseArgs(fs, []string{"a", "--partitions", "3", "b"})
+	if err != nil || *n != 3 || len(pos) != 2 || pos[0] != "a" || pos[1] != "b" {
+		t.Fatalf("pos %v n %d err %v", pos, *n, err)
+	}
+}
+
+func newTestFlagSet() *flag.FlagSet { return flag.NewFlagSet("t", flag.ContinueOnError) }
