@@ -81,6 +81,13 @@ func (h *Header) Compression() Codec { return Codec(h.Attributes & attrCompressi
 // IsControl reports whether the batch is a control batch.
 func (h *Header) IsControl() bool { return h.Attributes&attrControl != 0 }
 
+// IsTransactional reports whether the batch belongs to a transaction.
+func (h *Header) IsTransactional() bool { return h.Attributes&attrTransactional != 0 }
+
+// LogAppendTime reports whether the batch carries log-append time: the broker
+// set MaxTimestamp and it is every record's timestamp.
+func (h *Header) LogAppendTime() bool { return h.Attributes&attrTimestampType != 0 }
+
 // PeekSize reads the size of the batch starting at b[0] from its first 12 bytes.
 // It needs at least LogOverhead bytes.
 func PeekSize(b []byte) (int, error) {
@@ -122,6 +129,9 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Magic != Magic {
 		return h, fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, h.Magic, Magic)
 	}
+	if c := h.Compression(); c > CodecZstd {
+		return h, fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, int8(c))
+	}
 	if h.LastOffsetDelta < 0 || h.RecordCount < 0 {
 		return h, fmt.Errorf("%w: last offset delta %d, record count %d", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)
 	}
@@ -152,10 +162,13 @@ func Validate(b []byte) (Header, error) {
 }
 
 // SetBaseOffset stamps a batch's base offset in place; the CRC does not cover it.
-func SetBaseOffset(b []byte, offset int64) { binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(offset)) }
+// b must hold at least a header (a batch that passed Validate).
+func SetBaseOffset(b []byte, offset int64) {
+	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(offset))
+}
 
 // SetLeaderEpoch stamps a batch's partition leader epoch in place; the CRC does
-// not cover it.
+// not cover it. b must hold at least a header (a batch that passed Validate).
 func SetLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
 }
@@ -172,6 +185,7 @@ const (
 	CodecZstd   Codec = 4
 )
 
+// String returns the codec's name as ParseCodec accepts it.
 func (c Codec) String() string {
 	switch c {
 	case CodecNone:
