@@ -41,7 +41,11 @@ type Partition struct {
 
 // Topic is a topic with its configuration and partitions.
 type Topic struct {
-	Name              string            `json:"name"`
+	Name string `json:"name"`
+	// ID identifies this incarnation of the topic: a topic deleted and created
+	// again under the same name gets a new ID, so storage nodes never mistake
+	// the old data for the new topic's.
+	ID                string            `json:"id,omitempty"`
 	ReplicationFactor int               `json:"replication_factor"`
 	Config            map[string]string `json:"config"`
 	Partitions        []Partition       `json:"partitions"`

@@ -89,7 +89,7 @@ func (m *Manager) Apply(snap *cluster.Snapshot) error {
 			}
 			k := Key{t.Name, p.ID}
 			want[k] = struct{}{}
-			if err := m.ensure(k, p, cfg); err != nil {
+			if err := m.ensure(k, t.ID, p, cfg); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -99,12 +99,23 @@ func (m *Manager) Apply(snap *cluster.Snapshot) error {
 	return errors.Join(errs...)
 }
 
-func (m *Manager) ensure(k Key, p cluster.Partition, cfg cluster.TopicConfig) error {
+func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster.TopicConfig) error {
 	m.mu.RLock()
 	r, closed := m.replicas[k], m.closed
 	m.mu.RUnlock()
 	if closed {
 		return seglog.ErrClosed
+	}
+	if r != nil && r.topicID != topicID {
+		// The topic was deleted and created again between two snapshots.
+		m.mu.Lock()
+		delete(m.replicas, k)
+		m.mu.Unlock()
+		if err := r.Log.Delete(); err != nil {
+			return fmt.Errorf("%s: deleting the previous topic's log: %w", k, err)
+		}
+		m.log.Info("replica of an earlier topic incarnation deleted", "partition", k.String())
+		r = nil
 	}
 	if r != nil {
 		if r.State().Config != cfg {
@@ -116,11 +127,16 @@ func (m *Manager) ensure(k Key, p cluster.Partition, cfg cluster.TopicConfig) er
 		return nil
 	}
 	start := time.Now()
+	if stale, err := checkTopicID(m.dirName(k), topicID); err != nil {
+		return fmt.Errorf("open %s: %w", k, err)
+	} else if stale {
+		m.log.Warn("removed a partition directory of an earlier topic with the same name", "partition", k.String())
+	}
 	l, err := seglog.Open(m.dirName(k), LogConfig(cfg), m.log.With("partition", k.String()))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
 	}
-	r = &Replica{Key: k, Log: l}
+	r = &Replica{Key: k, Log: l, topicID: topicID}
 	r.setState(p, cfg)
 	m.mu.Lock()
 	m.replicas[k] = r

@@ -86,3 +86,41 @@ func TestParseDirName(t *testing.T) {
 		}
 	}
 }
+
+func TestRecreatedTopicGetsAFreshLog(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManager(dir, 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	old := topic("t", []int32{1})
+	old.ID = "id-1"
+	if err := m.Apply(snap(1, old)); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := m.Get("t", 0)
+	if _, err := r.Log.Append(testBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted and created again between two snapshots this node saw.
+	fresh := topic("t", []int32{1})
+	fresh.ID = "id-2"
+	if err := m.Apply(snap(3, fresh)); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = m.Get("t", 0)
+	if r.Log.EndOffset() != 0 {
+		t.Fatalf("recreated topic sees %d old records", r.Log.EndOffset())
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same holds for a directory found on disk at start-up.
+	if _, err := checkTopicID(filepath.Join(dir, "t-0"), "id-2"); err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := checkTopicID(filepath.Join(dir, "t-0"), "id-3"); err != nil || !stale {
+		t.Fatalf("stale %v err %v", stale, err)
+	}
+}

@@ -22,6 +22,8 @@ type Replica struct {
 	Key Key
 	Log *seglog.Log
 
+	topicID string // the topic incarnation the log belongs to; set at open
+
 	mu          sync.RWMutex        // guards the fields below
 	leader      int32               // current leader's node id, -1 when none
 	leaderEpoch int32               // current leader epoch
