@@ -1,0 +1,117 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/metadata/internal/controller"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+	"github.com/sluicemq/sluice/services/metadata/internal/placement"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// errBodyTooLarge is reported by fasthttp's error handler.
+var errBodyTooLarge = errors.New("request body is too large")
+
+// mapping is the one table from internal errors to HTTP status and wire code.
+// The first match wins.
+var mapping = []struct {
+	err    error
+	status int
+	code   protocol.Code
+}{
+	{fsm.ErrTopicExists, http.StatusConflict, protocol.TopicAlreadyExists},
+	{fsm.ErrUnknownTopic, http.StatusNotFound, protocol.UnknownTopicOrPartition},
+	{fsm.ErrUnknownPartition, http.StatusNotFound, protocol.UnknownTopicOrPartition},
+	{fsm.ErrInvalidTopic, http.StatusBadRequest, protocol.InvalidTopic},
+	{fsm.ErrMalformedCommand, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrUnknownNode, http.StatusNotFound, protocol.InvalidRequest},
+	{fsm.ErrStaleNodeEpoch, http.StatusConflict, protocol.InvalidRequest},
+	{fsm.ErrFencedLeaderEpoch, http.StatusConflict, protocol.FencedLeaderEpoch},
+	// No wire code for a stale partition epoch yet (Kafka: INVALID_UPDATE_VERSION).
+	{fsm.ErrStalePartitionEpoch, http.StatusConflict, protocol.InvalidRequest},
+	{fsm.ErrInvalidPartitionState, http.StatusBadRequest, protocol.InvalidRequest},
+	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
+	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},
+	{controller.ErrUnknownNode, http.StatusNotFound, protocol.InvalidRequest},
+	// No wire code for a fenced node epoch yet (Kafka: STALE_BROKER_EPOCH).
+	{controller.ErrFencedEpoch, http.StatusConflict, protocol.InvalidRequest},
+	{controller.ErrNotActive, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrNotLeader, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrNoLeader, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrLeaderAddressUnknown, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrForward, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrNotStarted, http.StatusServiceUnavailable, protocol.NotController},
+	{raftnode.ErrTimeout, http.StatusGatewayTimeout, protocol.RequestTimedOut},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, protocol.InvalidRequest},
+}
+
+// classify returns the HTTP status and wire code of err.
+func classify(err error) (int, protocol.Code) {
+	for _, m := range mapping {
+		if errors.Is(err, m.err) {
+			return m.status, m.code
+		}
+	}
+	var pe *protocol.Error
+	if errors.As(err, &pe) { // request validation, or an answer relayed from the leader
+		return statusOf(pe.Code), pe.Code
+	}
+	return http.StatusInternalServerError, protocol.UnknownServerError
+}
+
+// statusOf is the HTTP status of a bare wire code.
+func statusOf(c protocol.Code) int {
+	switch c {
+	case protocol.UnknownTopicOrPartition:
+		return http.StatusNotFound
+	case protocol.TopicAlreadyExists, protocol.FencedLeaderEpoch:
+		return http.StatusConflict
+	case protocol.NotController:
+		return http.StatusServiceUnavailable
+	case protocol.RequestTimedOut:
+		return http.StatusGatewayTimeout
+	case protocol.InvalidTopic, protocol.InvalidPartitions, protocol.InvalidReplicationFactor,
+		protocol.InvalidConfig, protocol.InvalidRequest, protocol.PolicyViolation:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// errorBody is err as the wire's ErrorBody.
+func errorBody(err error) (int, cluster.ErrorBody) {
+	status, code := classify(err)
+	msg := err.Error()
+	if pe, ok := err.(*protocol.Error); ok && pe.Message != "" {
+		msg = pe.Message // the code travels in error_code; don't repeat its name
+	}
+	return status, cluster.ErrorBody{ErrorCode: int16(code), Error: msg}
+}
+
+func errorBodyOf(code protocol.Code, msg string) cluster.ErrorBody {
+	return cluster.ErrorBody{ErrorCode: int16(code), Error: msg}
+}
+
+func writeError(ctx *fasthttp.RequestCtx, err error) {
+	status, body := errorBody(err)
+	writeJSON(ctx, status, body)
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(cluster.ErrorBody{ErrorCode: int16(protocol.UnknownServerError), Error: "encoding the answer: " + err.Error()})
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// bad builds a 400-class validation error with a wire code.
+func bad(code protocol.Code, format string, args ...any) error { return code.Err(format, args...) }

@@ -1,0 +1,176 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/services/metadata/internal/controller"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// member is one metadata member of an in-process cluster: FSM, raft node on a
+// real TCP transport, controller and HTTP API on 127.0.0.1.
+type member struct {
+	id      string
+	fsm     *fsm.FSM
+	node    *raftnode.Node
+	ctrl    *controller.Controller
+	srv     *Server
+	http    string
+	stopped bool
+}
+
+// stop shuts the member down as the fx hooks would: API, controller, raft.
+func (m *member) stop(t *testing.T) {
+	t.Helper()
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.srv.Stop(ctx); err != nil {
+		t.Errorf("member %s: api stop: %v", m.id, err)
+	}
+	m.ctrl.Stop()
+	if err := m.node.Stop(); err != nil {
+		t.Errorf("member %s: raft stop: %v", m.id, err)
+	}
+}
+
+type clusterOpts struct {
+	sessionTimeout time.Duration
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startCluster starts n members that bootstrap together (one voter when n
+// is 1) and stops them when the test ends. Set SLUICE_TEST_LOG=1 for logs.
+func startCluster(t *testing.T, n int, o clusterOpts) []*member {
+	t.Helper()
+	if o.sessionTimeout == 0 {
+		o.sessionTimeout = 30 * time.Second
+	}
+	raftLns := make([]net.Listener, n)
+	httpLns := make([]net.Listener, n)
+	var peers []raftnode.Peer
+	for i := range n {
+		raftLns[i] = listen(t)
+		httpLns[i] = listen(t)
+		peers = append(peers, raftnode.Peer{ID: string(rune('1' + i)), RaftAddr: raftLns[i].Addr().String(), HTTPAddr: httpLns[i].Addr().String()})
+	}
+	if n == 1 {
+		peers = nil
+	}
+	log := testLogger()
+	members := make([]*member, n)
+	for i := range n {
+		id := string(rune('1' + i))
+		cfg := raftnode.DefaultConfig()
+		cfg.ID = id
+		cfg.RaftAddr = raftLns[i].Addr().String()
+		cfg.HTTPAddr = httpLns[i].Addr().String()
+		cfg.DataDir = t.TempDir()
+		cfg.Bootstrap = true
+		cfg.Peers = peers
+		cfg.HeartbeatTimeout = 300 * time.Millisecond
+		cfg.ElectionTimeout = 300 * time.Millisecond
+		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.LogLevel = "error"
+		cfg.NoSync = true
+		l := log.With("member", id)
+		f := fsm.New()
+		node, err := raftnode.New(cfg, f, l, raftnode.WithListener(raftLns[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccfg := controller.DefaultConfig()
+		ccfg.SessionTimeout = o.sessionTimeout
+		ctrl, err := controller.New(ccfg, node, f, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.OnLeadership(ctrl.SetLeader)
+		acfg := DefaultConfig()
+		acfg.Addr = cfg.HTTPAddr
+		srv, err := New(acfg, node, f, ctrl, l, WithListener(httpLns[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ctrl.Start()
+		srv.Start()
+		m := &member{id: id, fsm: f, node: node, ctrl: ctrl, srv: srv, http: cfg.HTTPAddr}
+		members[i] = m
+		t.Cleanup(func() { m.stop(t) })
+	}
+	waitFor(t, 20*time.Second, "every member ready with an active controller", func() bool {
+		active := 0
+		for _, m := range members {
+			if m.node.Ready() != nil {
+				return false
+			}
+			if m.ctrl.Active() {
+				active++
+			}
+		}
+		return active == 1
+	})
+	return members
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// leader returns the running member whose controller is active.
+func leader(ms []*member) *member {
+	for _, m := range ms {
+		if !m.stopped && m.node.IsLeader() && m.ctrl.Active() {
+			return m
+		}
+	}
+	return nil
+}
+
+func addrs(ms ...*member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.http)
+	}
+	return out
+}
+
+func client(ms ...*member) *cluster.Client { return cluster.NewClient(addrs(ms...)) }

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/metadata/internal/controller"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// Option adjusts New.
+type Option func(*Server)
+
+// WithListener serves on ln instead of listening on Config.Addr.
+func WithListener(ln net.Listener) Option { return func(s *Server) { s.ln = ln } }
+
+// Server is the HTTP API of one metadata member.
+type Server struct {
+	cfg  Config
+	node *raftnode.Node
+	fsm  *fsm.FSM
+	ctrl *controller.Controller
+	log  *slog.Logger
+
+	ln  net.Listener
+	srv *fasthttp.Server
+
+	base    context.Context // cancelled by Stop: ends long polls and proposals
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the Serve goroutine
+	waiting atomic.Int64   // long polls waiting for a change
+}
+
+// New listens on cfg.Addr (unless WithListener) and prepares the server.
+func New(cfg Config, node *raftnode.Node, f *fsm.FSM, ctrl *controller.Controller, log *slog.Logger, opts ...Option) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, node: node, fsm: f, ctrl: ctrl, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.ln == nil {
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("http listener: %w", err)
+		}
+		s.ln = ln
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.srv = &fasthttp.Server{
+		Name:                  "sluice-metadata",
+		Handler:               s.route,
+		ErrorHandler:          s.protocolError,
+		MaxRequestBodySize:    cfg.MaxBodyBytes,
+		ReadTimeout:           cfg.ReadTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{log},
+	}
+	return s, nil
+}
+
+// Waiting returns the number of watches waiting for a change.
+func (s *Server) Waiting() int64 { return s.waiting.Load() }
+
+// Addr returns the listen address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Start serves in a goroutine that Stop waits for.
+func (s *Server) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(s.ln); err != nil {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	s.log.Info("http api listening", "addr", s.Addr())
+}
+
+// Stop ends long polls, stops accepting, waits for requests in flight (up to
+// ctx) and for the Serve goroutine.
+func (s *Server) Stop(ctx context.Context) error {
+	s.cancel()
+	err := s.srv.ShutdownWithContext(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("http api shutdown: %w", err)
+	}
+	_ = s.ln.Close() // Serve may not have run; closing twice is harmless
+	s.wg.Wait()
+	return err
+}
+
+// route dispatches on path and method.
+func (s *Server) route(ctx *fasthttp.RequestCtx) {
+	path, method := string(ctx.Path()), string(ctx.Method())
+	switch {
+	case path == "/v1/cluster":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodGet: s.getCluster})
+	case path == "/v1/topics":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodGet:  s.listTopics,
+			http.MethodPost: s.onLeader(s.createTopic),
+		})
+	case strings.HasPrefix(path, "/v1/topics/") && !strings.Contains(path[len("/v1/topics/"):], "/"):
+		name := path[len("/v1/topics/"):]
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodGet:    func(ctx *fasthttp.RequestCtx) { s.describeTopic(ctx, name) },
+			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.deleteTopic(ctx, name) }),
+		})
+	case path == "/v1/nodes/register":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.register)})
+	case path == "/v1/nodes/heartbeat":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.heartbeat)})
+	case path == raftnode.ApplyPath:
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.applyForwarded})
+	default:
+		writeJSONError(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" "+path)
+	}
+}
+
+func (s *Server) methods(ctx *fasthttp.RequestCtx, method string, hs map[string]fasthttp.RequestHandler) {
+	if h, ok := hs[method]; ok {
+		h(ctx)
+		return
+	}
+	allowed := make([]string, 0, len(hs))
+	for m := range hs {
+		allowed = append(allowed, m)
+	}
+	ctx.Response.Header.Set("Allow", strings.Join(allowed, ", "))
+	writeJSONError(ctx, http.StatusMethodNotAllowed, protocol.InvalidRequest, "method "+method+" is not allowed on "+string(ctx.Path()))
+}
+
+// onLeader runs h on the Raft leader and relays the request to it elsewhere.
+func (s *Server) onLeader(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if s.node.IsLeader() {
+			h(ctx)
+			return
+		}
+		s.relay(ctx, s.cfg.RequestTimeout)
+	}
+}
+
+// relay forwards the request to the leader unless it was already forwarded.
+func (s *Server) relay(ctx *fasthttp.RequestCtx, timeout time.Duration) {
+	if len(ctx.Request.Header.Peek(raftnode.ForwardedHeader)) > 0 {
+		writeError(ctx, fmt.Errorf("%w (request relayed by member %s)", raftnode.ErrNotLeader, ctx.Request.Header.Peek(raftnode.ForwardedHeader)))
+		return
+	}
+	rctx, cancel := context.WithTimeout(s.base, timeout)
+	defer cancel()
+	var body []byte
+	if b := ctx.PostBody(); len(b) > 0 {
+		body = append([]byte(nil), b...)
+	}
+	status, ctype, out, err := s.node.Forward(rctx, string(ctx.Method()), string(ctx.RequestURI()), body)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	ctx.SetStatusCode(status)
+	if ctype != "" {
+		ctx.SetContentType(ctype)
+	}
+	ctx.SetBody(out)
+}
+
+// requestContext bounds one request's work and ends it at Stop.
+func (s *Server) requestContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.base, s.cfg.RequestTimeout)
+}
+
+// decode parses a JSON body into v; a bad body is a 400 with the reason.
+func decode(ctx *fasthttp.RequestCtx, v any) error {
+	body := ctx.PostBody()
+	if len(body) == 0 {
+		return bad(protocol.InvalidRequest, "empty request body; want JSON")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return bad(protocol.InvalidRequest, "request body is not valid JSON for this route: %v", err)
+	}
+	return nil
+}
+
+// protocolError answers requests fasthttp could not parse.
+func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, s.cfg.MaxBodyBytes))
+		return
+	}
+	writeJSONError(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
+}
+
+func writeJSONError(ctx *fasthttp.RequestCtx, status int, code protocol.Code, msg string) {
+	writeJSON(ctx, status, errorBodyOf(code, msg))
+}
+
+// fasthttpLogger routes fasthttp's log lines (connection errors, mostly caused
+// by clients, whose requests get a JSON error anyway) to slog at debug level.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug("fasthttp: " + fmt.Sprintf(format, args...)) // mostly client-caused connection errors
+}

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// ParseConfig reads the flags (and their SLUICE_* fallbacks) into a validated
+// Config. Errors name the flag.
+func ParseConfig(args []string) (Config, error) {
+	cfg := DefaultConfig()
+	fs := service.NewFlagSet(Name)
+	var peers string
+	cfg.Common.Register(fs, cfg.Common.AdminAddr)
+	fs.String(&cfg.Raft.ID, "id", cfg.Raft.ID, "this member's raft server id")
+	fs.String(&cfg.API.Addr, "http-addr", cfg.API.Addr, "listen address of the HTTP API")
+	fs.String(&cfg.Raft.RaftAddr, "raft-addr", cfg.Raft.RaftAddr, "listen address of the raft transport")
+	fs.String(&cfg.Raft.DataDir, "data-dir", cfg.Raft.DataDir, "directory of the raft log, stable store and snapshots")
+	fs.Bool(&cfg.Raft.Bootstrap, "bootstrap", false, "bootstrap the raft group when there is no existing state")
+	fs.String(&peers, "peers", "", "voters as id=raftaddr=httpaddr,... (this member included); empty: a single voter")
+	fs.Duration(&cfg.Controller.SessionTimeout, "session-timeout", cfg.Controller.SessionTimeout, "storage node session timeout")
+	fs.String(&cfg.Raft.LogLevel, "raft-log-level", cfg.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	p, err := raftnode.ParsePeers(peers)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Raft.Peers = p
+	cfg.Raft.HTTPAddr = cfg.API.Addr
+	return cfg, cfg.Validate()
+}

@@ -1,0 +1,30 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+
+	"go.uber.org/fx"
+
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// Module provides the *Controller, subscribed to the raft node's leadership
+// and started and stopped with the application.
+func Module() fx.Option {
+	return fx.Module("controller", fx.Provide(provide))
+}
+
+func provide(lc fx.Lifecycle, cfg Config, n *raftnode.Node, f *fsm.FSM, log *slog.Logger) (*Controller, error) {
+	c, err := New(cfg, n, f, log.With("component", "controller"))
+	if err != nil {
+		return nil, err
+	}
+	n.OnLeadership(c.SetLeader)
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { c.Start(); return nil },
+		OnStop:  func(context.Context) error { c.Stop(); return nil },
+	})
+	return c, nil
+}

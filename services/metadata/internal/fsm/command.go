@@ -1,0 +1,150 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// CommandType names a command in the log. The strings are stored in the Raft
+// log and in snapshots: never rename one.
+type CommandType string
+
+// The commands.
+const (
+	TypeInitCluster     CommandType = "init_cluster"
+	TypeRegisterNode    CommandType = "register_node"
+	TypeSetNodeAlive    CommandType = "set_node_alive"
+	TypeCreateTopic     CommandType = "create_topic"
+	TypeDeleteTopic     CommandType = "delete_topic"
+	TypeUpdatePartition CommandType = "update_partition"
+)
+
+// Command is one entry of the metadata log: a type and exactly one matching
+// body. It is encoded as JSON.
+type Command struct {
+	Type            CommandType      `json:"type"`
+	InitCluster     *InitCluster     `json:"init_cluster,omitempty"`
+	RegisterNode    *RegisterNode    `json:"register_node,omitempty"`
+	SetNodeAlive    *SetNodeAlive    `json:"set_node_alive,omitempty"`
+	CreateTopic     *CreateTopic     `json:"create_topic,omitempty"`
+	DeleteTopic     *DeleteTopic     `json:"delete_topic,omitempty"`
+	UpdatePartition *UpdatePartition `json:"update_partition,omitempty"`
+}
+
+// InitCluster sets the cluster id once; later ones are ignored (not errors),
+// so every new leader may propose it safely.
+type InitCluster struct {
+	ClusterID string `json:"cluster_id"`
+}
+
+// RegisterNode adds or replaces a storage node, bumps its epoch to the entry's
+// index and marks it alive.
+type RegisterNode struct {
+	ID             int32  `json:"id"`
+	Addr           string `json:"addr"`
+	AdvertisedAddr string `json:"advertised_addr"`
+	Rack           string `json:"rack,omitempty"`
+}
+
+// SetNodeAlive records the controller's liveness decision for a node. It only
+// applies when Epoch is the node's current epoch, so a decision about an old
+// registration cannot override a newer one.
+type SetNodeAlive struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+	Alive bool  `json:"alive"`
+}
+
+// CreateTopic creates a topic with its placement already decided: partition i
+// gets Replicas[i], its first replica leads, every replica is in the ISR.
+type CreateTopic struct {
+	Name string `json:"name"`
+	// ID is the new topic's unique id, chosen by the proposer.
+	ID                string            `json:"id,omitempty"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Config            map[string]string `json:"config,omitempty"`
+	Replicas          [][]int32         `json:"replicas"`
+}
+
+// DeleteTopic removes a topic.
+type DeleteTopic struct {
+	Name string `json:"name"`
+}
+
+// UpdatePartition changes a partition's leader and ISR. LeaderEpoch and
+// PartitionEpoch are the values the proposer read; the change applies only if
+// they are still current. A new Leader bumps the leader epoch; every applied
+// update bumps the partition epoch. Leader -1 takes the partition offline.
+type UpdatePartition struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+	Leader         int32   `json:"leader"`
+	ISR            []int32 `json:"isr"`
+}
+
+// Result is what Apply returns for a command (raft's ApplyFuture.Response).
+type Result struct {
+	// Index is the Raft index of the entry.
+	Index uint64
+	// Epoch is the node's new epoch (RegisterNode).
+	Epoch int64
+	// Topic is the created topic (CreateTopic), a deep copy.
+	Topic *cluster.Topic
+	// Partition is the updated partition (UpdatePartition), a deep copy.
+	Partition *cluster.Partition
+	// Err is the reason the command was rejected; the state is then unchanged.
+	Err error
+}
+
+// Encode returns the command's log bytes.
+func (c Command) Encode() ([]byte, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(c)
+}
+
+// DecodeCommand parses log bytes; a malformed entry is ErrMalformedCommand.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
+	}
+	return c, c.check()
+}
+
+// check verifies that exactly the body named by Type is set.
+func (c Command) check() error {
+	set := 0
+	for _, p := range []bool{c.InitCluster != nil, c.RegisterNode != nil, c.SetNodeAlive != nil,
+		c.CreateTopic != nil, c.DeleteTopic != nil, c.UpdatePartition != nil} {
+		if p {
+			set++
+		}
+	}
+	var ok bool
+	switch c.Type {
+	case TypeInitCluster:
+		ok = c.InitCluster != nil
+	case TypeRegisterNode:
+		ok = c.RegisterNode != nil
+	case TypeSetNodeAlive:
+		ok = c.SetNodeAlive != nil
+	case TypeCreateTopic:
+		ok = c.CreateTopic != nil
+	case TypeDeleteTopic:
+		ok = c.DeleteTopic != nil
+	case TypeUpdatePartition:
+		ok = c.UpdatePartition != nil
+	default:
+		return fmt.Errorf("%w: unknown command type %q", ErrMalformedCommand, c.Type)
+	}
+	if !ok || set != 1 {
+		return fmt.Errorf("%w: command %q must carry exactly its own body", ErrMalformedCommand, c.Type)
+	}
+	return nil
+}

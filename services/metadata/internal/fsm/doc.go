@@ -1,0 +1,24 @@
+// Package fsm is the metadata service's replicated state machine: the one
+// place where the cluster model (storage nodes, topics, partitions, cluster
+// id) changes. Raft feeds it committed commands in log order on one goroutine;
+// everything else reads copies.
+//
+// Invariants:
+//   - Apply is deterministic: its outcome depends only on the current state,
+//     the command bytes and the entry's Raft index, never on clocks, maps'
+//     iteration order, randomness or I/O. Anything non-deterministic (replica
+//     placement, cluster id generation, liveness decisions) is decided by the
+//     leader before proposing and carried in the command.
+//   - A command that fails validation (unknown topic, stale epoch, malformed
+//     bytes) leaves the state untouched and comes back as Result.Err; Apply
+//     never panics on a command's content.
+//   - Version is the Raft index of the last command that changed the state, so
+//     it only grows. Each change closes the channel returned by Changed, which
+//     is how long-polling watchers wake up.
+//   - A node's epoch is the Raft index of its latest registration: unique and
+//     monotonic without a separate counter.
+//   - A partition's PartitionEpoch grows by one on every change of its state and
+//     LeaderEpoch by one on every change of its leader; UpdatePartition only
+//     applies when the proposer saw the current values of both.
+//   - Readers get deep copies; no slice or map of the live state escapes.
+package fsm

@@ -1,0 +1,251 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// Sentinel errors of Apply. They come back in Result.Err, wrapped with %w and
+// the details; the API maps them to wire codes and HTTP statuses.
+var (
+	// ErrMalformedCommand: the entry's bytes are not a valid command.
+	ErrMalformedCommand = errors.New("malformed command")
+	// ErrTopicExists: CreateTopic for a name in use.
+	ErrTopicExists = errors.New("topic already exists")
+	// ErrUnknownTopic: the named topic does not exist.
+	ErrUnknownTopic = errors.New("unknown topic")
+	// ErrUnknownPartition: the topic has no such partition.
+	ErrUnknownPartition = errors.New("unknown partition")
+	// ErrUnknownNode: the storage node was never registered.
+	ErrUnknownNode = errors.New("unknown storage node")
+	// ErrInvalidTopic: a CreateTopic's name, shape, placement or config is invalid.
+	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrStaleNodeEpoch: a liveness change names an old registration.
+	ErrStaleNodeEpoch = errors.New("stale node epoch")
+	// ErrFencedLeaderEpoch: an UpdatePartition was based on an old leader epoch.
+	ErrFencedLeaderEpoch = errors.New("fenced leader epoch")
+	// ErrStalePartitionEpoch: an UpdatePartition was based on an old partition epoch.
+	ErrStalePartitionEpoch = errors.New("stale partition epoch")
+	// ErrInvalidPartitionState: an UpdatePartition's leader or ISR is not valid.
+	ErrInvalidPartitionState = errors.New("invalid partition state")
+	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
+	ErrCorruptSnapshot = errors.New("corrupt snapshot")
+)
+
+// state is the replicated model. Its maps are owned by the FSM.
+type state struct {
+	clusterID string
+	version   uint64
+	nodes     map[int32]*cluster.Node
+	topics    map[string]*cluster.Topic
+}
+
+func newState() state {
+	return state{nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}}
+}
+
+// FSM is the metadata state machine. Apply, Snapshot and Restore are called
+// by raft from its FSM goroutine; the read methods from any goroutine.
+type FSM struct {
+	mu      sync.RWMutex
+	st      state         // guarded by mu
+	changed chan struct{} // closed and replaced on every change; guarded by mu
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an empty FSM.
+func New() *FSM {
+	return &FSM{st: newState(), changed: make(chan struct{})}
+}
+
+// Apply applies one committed entry and returns a *Result. Called by raft on
+// its FSM goroutine, in log order.
+func (f *FSM) Apply(l *raft.Log) any {
+	cmd, err := DecodeCommand(l.Data)
+	if err != nil {
+		return &Result{Index: l.Index, Err: err}
+	}
+	return f.ApplyCommand(l.Index, cmd)
+}
+
+// ApplyCommand applies cmd as the entry at index. It is Apply without the
+// decoding, for tests and tools that replay commands.
+func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := &Result{Index: index}
+	var changed bool
+	switch cmd.Type {
+	case TypeInitCluster:
+		changed, res.Err = f.st.initCluster(cmd.InitCluster)
+	case TypeRegisterNode:
+		res.Epoch, res.Err = f.st.registerNode(index, cmd.RegisterNode)
+	case TypeSetNodeAlive:
+		changed, res.Err = f.st.setNodeAlive(cmd.SetNodeAlive)
+	case TypeCreateTopic:
+		res.Topic, res.Err = f.st.createTopic(cmd.CreateTopic)
+	case TypeDeleteTopic:
+		res.Err = f.st.deleteTopic(cmd.DeleteTopic)
+	case TypeUpdatePartition:
+		res.Partition, res.Err = f.st.updatePartition(cmd.UpdatePartition)
+	default:
+		res.Err = cmd.check()
+	}
+	switch cmd.Type {
+	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeUpdatePartition:
+		changed = res.Err == nil
+	}
+	if changed {
+		f.st.version = index
+		f.notifyLocked()
+	}
+	return res
+}
+
+// notifyLocked wakes every watcher. Callers hold mu for writing.
+func (f *FSM) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Changed returns the current version and a channel closed at the next change.
+func (f *FSM) Changed() (uint64, <-chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.version, f.changed
+}
+
+// WaitNewer blocks until the version is greater than since or ctx ends, and
+// returns the version it saw last (ctx's error when it ended first).
+func (f *FSM) WaitNewer(ctx context.Context, since uint64) (uint64, error) {
+	for {
+		v, ch := f.Changed()
+		if v > since {
+			return v, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return v, ctx.Err()
+		}
+	}
+}
+
+// Version returns the Raft index of the last change (0 before any).
+func (f *FSM) Version() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.version
+}
+
+// ClusterID returns the cluster id, empty until InitCluster was applied.
+func (f *FSM) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.clusterID
+}
+
+// Cluster returns a deep copy of the whole model, nodes by id and topics by
+// name. (raft.FSM already owns the name Snapshot.)
+func (f *FSM) Cluster() *cluster.Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.export()
+}
+
+// Topic returns a deep copy of the named topic.
+func (f *FSM) Topic(name string) (cluster.Topic, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.st.topics[name]
+	if !ok {
+		return cluster.Topic{}, false
+	}
+	return copyTopic(t), true
+}
+
+// Topics returns deep copies of every topic, by name.
+func (f *FSM) Topics() []cluster.Topic {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.sortedTopics()
+}
+
+// Node returns a copy of the storage node with the given id.
+func (f *FSM) Node(id int32) (cluster.Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.st.nodes[id]
+	if !ok {
+		return cluster.Node{}, false
+	}
+	return *n, true
+}
+
+// Nodes returns copies of every storage node, by id.
+func (f *FSM) Nodes() []cluster.Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.sortedNodes()
+}
+
+// Counts returns the number of storage nodes and topics.
+func (f *FSM) Counts() (nodes, topics int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.st.nodes), len(f.st.topics)
+}
+
+func (s *state) export() *cluster.Snapshot {
+	return &cluster.Snapshot{
+		Version:   s.version,
+		ClusterID: s.clusterID,
+		Nodes:     s.sortedNodes(),
+		Topics:    s.sortedTopics(),
+	}
+}
+
+func (s *state) sortedNodes() []cluster.Node {
+	out := make([]cluster.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (s *state) sortedTopics() []cluster.Topic {
+	out := make([]cluster.Topic, 0, len(s.topics))
+	for _, t := range s.topics {
+		out = append(out, copyTopic(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// copyTopic deep-copies t: config map and every partition's slices.
+func copyTopic(t *cluster.Topic) cluster.Topic {
+	c := *t
+	c.Config = make(map[string]string, len(t.Config))
+	for k, v := range t.Config {
+		c.Config[k] = v
+	}
+	c.Partitions = make([]cluster.Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		c.Partitions[i] = copyPartition(p)
+	}
+	return c
+}
+
+func copyPartition(p cluster.Partition) cluster.Partition {
+	p.Replicas = append([]int32(nil), p.Replicas...)
+	p.ISR = append([]int32(nil), p.ISR...)
+	return p
+}

@@ -1,0 +1,238 @@
+package fsm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+func reg(id int32, rack string) Command {
+	return Command{Type: TypeRegisterNode, RegisterNode: &RegisterNode{ID: id, Addr: "n:1", Rack: rack}}
+}
+
+func create(name string, rf int, replicas ...[]int32) Command {
+	return Command{Type: TypeCreateTopic, CreateTopic: &CreateTopic{Name: name, ReplicationFactor: rf, Replicas: replicas}}
+}
+
+func update(topic string, part, le, pe, leader int32, isr ...int32) Command {
+	return Command{Type: TypeUpdatePartition, UpdatePartition: &UpdatePartition{
+		Topic: topic, Partition: part, LeaderEpoch: le, PartitionEpoch: pe, Leader: leader, ISR: isr}}
+}
+
+// harness feeds commands to an FSM as raft would, at indexes 1, 2, ...
+type harness struct {
+	*FSM
+	idx uint64 // index of the last entry fed
+}
+
+func newHarness() *harness { return &harness{FSM: New()} }
+
+// applyAll applies commands and fails the test on any rejection; it returns
+// the last index.
+func (h *harness) applyAll(t *testing.T, cmds ...Command) uint64 {
+	t.Helper()
+	for _, c := range cmds {
+		if r := h.apply(t, c); r.Err != nil {
+			t.Fatalf("setup command %s at %d: %v", c.Type, r.Index, r.Err)
+		}
+	}
+	return h.idx
+}
+
+// apply encodes c as JSON (not with Encode: tests send invalid commands too)
+// and applies it at the next index.
+func (h *harness) apply(t *testing.T, c Command) *Result {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.idx++
+	r, ok := h.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: b}).(*Result)
+	if !ok {
+		t.Fatalf("Apply returned %T", r)
+	}
+	return r
+}
+
+func TestApply(t *testing.T) {
+	base := []Command{reg(1, "a"), reg(2, "b"), reg(3, "c"), create("orders", 2, []int32{1, 2}, []int32{2, 3})}
+	tests := []struct {
+		name    string
+		cmd     Command
+		wantErr error
+		check   func(t *testing.T, f *FSM, r *Result)
+	}{
+		{name: "register new node gets epoch = index", cmd: reg(4, "d"), check: func(t *testing.T, f *FSM, r *Result) {
+			n, ok := f.Node(4)
+			if !ok || n.Epoch != int64(r.Index) || r.Epoch != n.Epoch || !n.Alive || n.Rack != "d" {
+				t.Fatalf("node = %+v, result epoch %d, index %d", n, r.Epoch, r.Index)
+			}
+		}},
+		{name: "re-register bumps epoch", cmd: reg(1, "a"), check: func(t *testing.T, f *FSM, r *Result) {
+			if n, _ := f.Node(1); n.Epoch != int64(r.Index) || n.Epoch <= 1 {
+				t.Fatalf("epoch = %d; want %d", n.Epoch, r.Index)
+			}
+		}},
+		{name: "register negative id", cmd: Command{Type: TypeRegisterNode, RegisterNode: &RegisterNode{ID: -1, Addr: "x:1"}}, wantErr: ErrMalformedCommand},
+		{name: "set dead with current epoch", cmd: Command{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 2, Epoch: 2, Alive: false}},
+			check: func(t *testing.T, f *FSM, r *Result) {
+				if n, _ := f.Node(2); n.Alive {
+					t.Fatal("node 2 still alive")
+				}
+				if f.Version() != r.Index {
+					t.Fatalf("version = %d; want %d", f.Version(), r.Index)
+				}
+			}},
+		{name: "set dead with stale epoch", cmd: Command{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 2, Epoch: 1, Alive: false}}, wantErr: ErrStaleNodeEpoch},
+		{name: "set alive on unknown node", cmd: Command{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 9, Epoch: 1, Alive: true}}, wantErr: ErrUnknownNode},
+		{name: "set alive when alive is a no-op", cmd: Command{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 2, Epoch: 2, Alive: true}},
+			check: func(t *testing.T, f *FSM, r *Result) {
+				if f.Version() == r.Index {
+					t.Fatal("a no-op changed the version")
+				}
+			}},
+		{name: "create topic", cmd: create("logs", 3, []int32{3, 1, 2}), check: func(t *testing.T, f *FSM, r *Result) {
+			want := cluster.Topic{Name: "logs", ReplicationFactor: 3, Config: map[string]string{},
+				Partitions: []cluster.Partition{{ID: 0, Replicas: []int32{3, 1, 2}, Leader: 3, ISR: []int32{3, 1, 2}}}}
+			got, _ := f.Topic("logs")
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(*r.Topic, want) {
+				t.Fatalf("topic = %+v, result %+v; want %+v", got, *r.Topic, want)
+			}
+		}},
+		{name: "create existing topic", cmd: create("orders", 1, []int32{1}), wantErr: ErrTopicExists},
+		{name: "create with bad name", cmd: create("a/b", 1, []int32{1}), wantErr: ErrInvalidTopic},
+		{name: "create with no partitions", cmd: create("t", 1), wantErr: ErrInvalidTopic},
+		{name: "create with wrong replica count", cmd: create("t", 2, []int32{1}), wantErr: ErrInvalidTopic},
+		{name: "create with duplicate replica", cmd: create("t", 2, []int32{1, 1}), wantErr: ErrInvalidTopic},
+		{name: "create on unregistered node", cmd: create("t", 1, []int32{7}), wantErr: ErrInvalidTopic},
+		{name: "create with bad config", cmd: Command{Type: TypeCreateTopic, CreateTopic: &CreateTopic{
+			Name: "t", ReplicationFactor: 1, Replicas: [][]int32{{1}}, Config: map[string]string{"retention.ms": "soon"}}}, wantErr: ErrInvalidTopic},
+		{name: "delete topic", cmd: Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "orders"}}, check: func(t *testing.T, f *FSM, r *Result) {
+			if _, ok := f.Topic("orders"); ok {
+				t.Fatal("topic still there")
+			}
+		}},
+		{name: "delete unknown topic", cmd: Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "nope"}}, wantErr: ErrUnknownTopic},
+		{name: "shrink ISR", cmd: update("orders", 0, 0, 0, 1, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			want := cluster.Partition{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}, PartitionEpoch: 1}
+			if !reflect.DeepEqual(*r.Partition, want) {
+				t.Fatalf("partition = %+v; want %+v", *r.Partition, want)
+			}
+		}},
+		{name: "new leader bumps leader epoch", cmd: update("orders", 1, 0, 0, 3, 3), check: func(t *testing.T, f *FSM, r *Result) {
+			if r.Partition.Leader != 3 || r.Partition.LeaderEpoch != 1 || r.Partition.PartitionEpoch != 1 {
+				t.Fatalf("partition = %+v", *r.Partition)
+			}
+		}},
+		{name: "offline partition", cmd: update("orders", 1, 0, 0, -1, 2), check: func(t *testing.T, f *FSM, r *Result) {
+			if r.Partition.Leader != -1 || r.Partition.LeaderEpoch != 1 {
+				t.Fatalf("partition = %+v", *r.Partition)
+			}
+		}},
+		{name: "update with stale leader epoch", cmd: update("orders", 0, 5, 0, 1, 1), wantErr: ErrFencedLeaderEpoch},
+		{name: "update with stale partition epoch", cmd: update("orders", 0, 0, 3, 1, 1), wantErr: ErrStalePartitionEpoch},
+		{name: "update leader outside ISR", cmd: update("orders", 0, 0, 0, 2, 1), wantErr: ErrInvalidPartitionState},
+		{name: "update ISR outside replicas", cmd: update("orders", 0, 0, 0, 1, 1, 3), wantErr: ErrInvalidPartitionState},
+		{name: "update unknown partition", cmd: update("orders", 9, 0, 0, 1, 1), wantErr: ErrUnknownPartition},
+		{name: "update unknown topic", cmd: update("nope", 0, 0, 0, 1, 1), wantErr: ErrUnknownTopic},
+		{name: "init cluster", cmd: Command{Type: TypeInitCluster, InitCluster: &InitCluster{ClusterID: "c1"}}, check: func(t *testing.T, f *FSM, r *Result) {
+			if f.ClusterID() != "c1" {
+				t.Fatalf("cluster id = %q", f.ClusterID())
+			}
+		}},
+		{name: "unknown type", cmd: Command{Type: "explode"}, wantErr: ErrMalformedCommand},
+		{name: "type without body", cmd: Command{Type: TypeDeleteTopic}, wantErr: ErrMalformedCommand},
+		{name: "two bodies", cmd: Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "orders"}, InitCluster: &InitCluster{ClusterID: "x"}}, wantErr: ErrMalformedCommand},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness()
+			h.applyAll(t, base...)
+			f := h.FSM
+			before := f.Cluster()
+			r := h.apply(t, tc.cmd)
+			if tc.wantErr != nil {
+				if !errors.Is(r.Err, tc.wantErr) {
+					t.Fatalf("err = %v; want %v", r.Err, tc.wantErr)
+				}
+				if after := f.Cluster(); !reflect.DeepEqual(before, after) {
+					t.Fatalf("a rejected command changed the state:\n%+v\n%+v", before, after)
+				}
+				return
+			}
+			if r.Err != nil {
+				t.Fatalf("err = %v", r.Err)
+			}
+			if tc.check != nil {
+				tc.check(t, f, r)
+			}
+		})
+	}
+}
+
+func TestApplyGarbageBytes(t *testing.T) {
+	f := New()
+	for _, b := range [][]byte{nil, []byte("{"), []byte(`{"type":"create_topic","create_topic":{"replicas":"x"}}`), []byte("[]")} {
+		r := f.Apply(&raft.Log{Index: 1, Data: b}).(*Result)
+		if !errors.Is(r.Err, ErrMalformedCommand) {
+			t.Errorf("Apply(%q) err = %v; want ErrMalformedCommand", b, r.Err)
+		}
+	}
+	if f.Version() != 0 {
+		t.Fatalf("version = %d after garbage", f.Version())
+	}
+}
+
+func TestReadersGetCopies(t *testing.T) {
+	h := newHarness()
+	h.applyAll(t, reg(1, ""), reg(2, ""), create("t", 2, []int32{1, 2}))
+	f := h.FSM
+	tp, _ := f.Topic("t")
+	tp.Partitions[0].ISR[0] = 99
+	tp.Config["x"] = "y"
+	snap := f.Cluster()
+	snap.Topics[0].Partitions[0].Replicas[0] = 99
+	again, _ := f.Topic("t")
+	if again.Partitions[0].ISR[0] != 1 || again.Partitions[0].Replicas[0] != 1 || len(again.Config) != 0 {
+		t.Fatalf("state changed through a copy: %+v", again)
+	}
+}
+
+func TestWaitNewer(t *testing.T) {
+	h := newHarness()
+	f := h.FSM
+	v := h.applyAll(t, reg(1, ""))
+	// Already newer: returns at once.
+	if got, err := f.WaitNewer(context.Background(), v-1); err != nil || got != v {
+		t.Fatalf("WaitNewer(v-1) = %d, %v", got, err)
+	}
+	// Not newer: times out.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := f.WaitNewer(ctx, v); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitNewer(v) without change = %v; want deadline", err)
+	}
+	// A change wakes a waiter.
+	done := make(chan uint64)
+	go func() {
+		got, _ := f.WaitNewer(context.Background(), v)
+		done <- got
+	}()
+	v2 := h.applyAll(t, reg(2, ""))
+	select {
+	case got := <-done:
+		if got != v2 {
+			t.Fatalf("woke at %d; want %d", got, v2)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watcher not woken by a change")
+	}
+}

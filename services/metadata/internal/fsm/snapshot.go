@@ -1,0 +1,88 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// snapshotFormat is bumped when the snapshot's JSON changes incompatibly.
+const snapshotFormat = 1
+
+// snapshotData is the JSON written to a raft snapshot: the whole state.
+type snapshotData struct {
+	Format    int             `json:"format"`
+	ClusterID string          `json:"cluster_id"`
+	Version   uint64          `json:"version"`
+	Nodes     []cluster.Node  `json:"nodes"`
+	Topics    []cluster.Topic `json:"topics"`
+}
+
+// fsmSnapshot holds the encoded state taken at Snapshot time.
+type fsmSnapshot struct{ data []byte }
+
+// Snapshot captures the state. Raft calls it on the FSM goroutine, so the
+// state cannot change meanwhile; the copy is encoded here and written later by
+// Persist on another goroutine. The metadata state is small (kilobytes to a few
+// megabytes), so encoding eagerly is simpler than a copy-on-write structure.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	d := snapshotData{
+		Format:    snapshotFormat,
+		ClusterID: f.st.clusterID,
+		Version:   f.st.version,
+		Nodes:     f.st.sortedNodes(),
+		Topics:    f.st.sortedTopics(),
+	}
+	f.mu.RUnlock()
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w", err)
+	}
+	return &fsmSnapshot{data: b}, nil
+}
+
+// Persist writes the snapshot to sink and closes it (cancels it on error).
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm snapshot persist: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release frees nothing: the bytes are garbage collected.
+func (s *fsmSnapshot) Release() {}
+
+// Restore replaces the state with a snapshot's. Raft calls it on the FSM
+// goroutine with no concurrent Apply. Watchers are woken.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var d snapshotData
+	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+		return fmt.Errorf("fsm restore: %w: %w", ErrCorruptSnapshot, err)
+	}
+	if d.Format != snapshotFormat {
+		return fmt.Errorf("fsm restore: %w: snapshot format %d, want %d", ErrCorruptSnapshot, d.Format, snapshotFormat)
+	}
+	st := newState()
+	st.clusterID = d.ClusterID
+	st.version = d.Version
+	for i := range d.Nodes {
+		n := d.Nodes[i]
+		st.nodes[n.ID] = &n
+	}
+	for i := range d.Topics {
+		t := copyTopic(&d.Topics[i])
+		st.topics[t.Name] = &t
+	}
+	f.mu.Lock()
+	f.st = st
+	f.notifyLocked()
+	f.mu.Unlock()
+	return nil
+}

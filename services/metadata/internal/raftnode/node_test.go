@@ -1,0 +1,223 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+)
+
+func testConfig(dir string) Config {
+	c := DefaultConfig()
+	c.RaftAddr = "127.0.0.1:0"
+	c.HTTPAddr = "127.0.0.1:1"
+	c.DataDir = dir
+	c.Bootstrap = true
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.LogLevel = "error"
+	return c
+}
+
+func startNode(t *testing.T, cfg Config) (*Node, *fsm.FSM) {
+	t.Helper()
+	f := fsm.New()
+	n, err := New(cfg, f, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !n.IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("single voter did not become leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n, f
+}
+
+func register(t *testing.T, n *Node, id int32) *fsm.Result {
+	t.Helper()
+	res, err := n.Apply(context.Background(), fsm.Command{Type: fsm.TypeRegisterNode, RegisterNode: &fsm.RegisterNode{ID: id, Addr: "h:1"}})
+	if err != nil || res.Err != nil {
+		t.Fatalf("apply = %+v, %v", res, err)
+	}
+	return res
+}
+
+func TestRestartFromLogAndSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	n, f := startNode(t, cfg)
+	leaders := make(chan bool, 4)
+	n.OnLeadership(func(b bool) { leaders <- b })
+	r1 := register(t, n, 1)
+	if err := n.Snapshot(context.Background()); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	r2 := register(t, n, 2) // after the snapshot: only in the log
+	if f.Version() != r2.Index {
+		t.Fatalf("version = %d; want %d", f.Version(), r2.Index)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-leaders:
+		if b {
+			t.Fatal("got leadership true on stop")
+		}
+	default:
+		t.Fatal("subscribers not told that leadership ended at Stop")
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*")); len(snaps) == 0 {
+		t.Fatal("no snapshot on disk")
+	}
+
+	cfg.Bootstrap = false // existing state is enough
+	n2, f2 := startNode(t, cfg)
+	defer n2.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for f2.Version() < r2.Index {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted FSM at version %d; want %d", f2.Version(), r2.Index)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for id, r := range map[int32]*fsm.Result{1: r1, 2: r2} {
+		if node, ok := f2.Node(id); !ok || node.Epoch != int64(r.Index) {
+			t.Fatalf("after restart node %d = %+v, %v; want epoch %d", id, node, ok, r.Index)
+		}
+	}
+	if err := n2.Linearize(context.Background()); err != nil {
+		t.Fatalf("linearize on the leader: %v", err)
+	}
+}
+
+func TestNotLeaderAndForwardErrors(t *testing.T) {
+	f := fsm.New()
+	cfg := testConfig(t.TempDir())
+	cfg.Bootstrap = false // never elects: no configuration
+	n, err := New(cfg, f, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Apply(context.Background(), fsm.Command{Type: fsm.TypeDeleteTopic, DeleteTopic: &fsm.DeleteTopic{Name: "x"}}); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Apply before Start = %v; want ErrNotStarted", err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if _, err := n.Apply(context.Background(), fsm.Command{Type: fsm.TypeDeleteTopic, DeleteTopic: &fsm.DeleteTopic{Name: "x"}}); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Apply without a leader = %v; want ErrNoLeader", err)
+	}
+	if err := n.Ready(); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Ready without a leader = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.Linearize(ctx); !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Linearize on a non-leader = %v", err)
+	}
+	if _, err := n.Apply(context.Background(), fsm.Command{Type: "bogus"}); !errors.Is(err, fsm.ErrMalformedCommand) {
+		t.Fatalf("Apply of a malformed command = %v", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	n, _ := startNode(t, testConfig(t.TempDir()))
+	defer n.Stop()
+	register(t, n, 1)
+	reg := prometheus.NewRegistry()
+	if err := n.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP sluice_metadata_raft_is_leader 1 when this member is the Raft leader.
+# TYPE sluice_metadata_raft_is_leader gauge
+sluice_metadata_raft_is_leader 1
+# HELP sluice_metadata_storage_nodes Number of registered storage nodes.
+# TYPE sluice_metadata_storage_nodes gauge
+sluice_metadata_storage_nodes 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_metadata_raft_is_leader", "sluice_metadata_storage_nodes"); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := testutil.GatherAndCount(reg); c != 8 {
+		t.Fatalf("%d metrics; want 8", c)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := testConfig("d")
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"empty id", func(c *Config) { c.ID = "" }, "-id"},
+		{"id with =", func(c *Config) { c.ID = "a=b" }, "-id"},
+		{"bad raft addr", func(c *Config) { c.RaftAddr = "x" }, "-raft-addr"},
+		{"unspecified raft addr alone", func(c *Config) { c.RaftAddr = "0.0.0.0:1" }, "-raft-addr"},
+		{"self not in peers", func(c *Config) { c.Peers = []Peer{{ID: "2", RaftAddr: "h:1", HTTPAddr: "h:2"}} }, "-peers"},
+		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Hour }, "lease"},
+		{"bad log level", func(c *Config) { c.LogLevel = "shout" }, "-raft-log-level"},
+	}
+	for _, tc := range tests {
+		c := testConfig("d")
+		tc.mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v; want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	got, err := ParsePeers(" a=h1:1=h1:2 ,b=h2:1=h2:2,")
+	if err != nil || len(got) != 2 || got[1] != (Peer{ID: "b", RaftAddr: "h2:1", HTTPAddr: "h2:2"}) || got[0].String() != "a=h1:1=h1:2" {
+		t.Fatalf("ParsePeers = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"a", "a=h:1", "=h:1=h:2", "a=h=h:2", "a=h:1=h"} {
+		if _, err := ParsePeers(bad); err == nil {
+			t.Errorf("ParsePeers(%q) accepted", bad)
+		}
+	}
+}
+
+func TestHCLogAdapter(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := newHCLogger(log, hclog.Warn).Named("transport").With("peer", "2")
+	h.Info("hidden")
+	h.Warn("failed to contact", "id", "3", "odd")
+	h.Error("boom")
+	out := buf.String()
+	if strings.Contains(out, "hidden") {
+		t.Fatalf("info line passed a warn filter:\n%s", out)
+	}
+	for _, want := range []string{"level=WARN", `msg="failed to contact"`, "logger=raft.transport", "peer=2", "id=3", "extra=odd", "level=ERROR", "msg=boom"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
