@@ -41,6 +41,9 @@ const (
 	FencedLeaderEpoch            Code = 74
 	UnknownLeaderEpoch           Code = 75
 	InvalidRecord                Code = 87
+	StaleBrokerEpoch             Code = 77
+	InvalidUpdateVersion         Code = 108
+	UnknownNode                  Code = 1002
 	ThrottlingQuotaExceeded      Code = 89
 	BrokerNotAvailable           Code = 8
 	UnknownAPI                   Code = 1000
@@ -86,6 +89,9 @@ var table = map[Code]Info{
 	StorageError:                 {StorageError, "KAFKA_STORAGE_ERROR", true, "the storage node failed to read or write its disk"},
 	FencedLeaderEpoch:            {FencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "the leader epoch in the request is older than the current one"},
 	UnknownLeaderEpoch:           {UnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "the leader epoch in the request is newer than this node knows"},
+	StaleBrokerEpoch:             {StaleBrokerEpoch, "STALE_BROKER_EPOCH", false, "the storage node's registration epoch is older than the current one; register again"},
+	InvalidUpdateVersion:         {InvalidUpdateVersion, "INVALID_UPDATE_VERSION", false, "the partition epoch in the request is not the current one"},
+	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, "no storage node with this id is registered; register first"},
 	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
 	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},

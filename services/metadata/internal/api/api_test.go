@@ -75,8 +75,8 @@ func TestSingleNodeAPI(t *testing.T) {
 	if err := c.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 1, Epoch: epochs[0]}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, c.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 1, Epoch: epochs[0] - 1}), protocol.InvalidRequest)
-	wantCode(t, c.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 42, Epoch: 1}), protocol.InvalidRequest)
+	wantCode(t, c.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 1, Epoch: epochs[0] - 1}), protocol.StaleBrokerEpoch)
+	wantCode(t, c.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 42, Epoch: 1}), protocol.UnknownNode)
 	_, err = c.Register(ctx, cluster.RegisterRequest{ID: 4, Addr: "no-port"})
 	wantCode(t, err, protocol.InvalidRequest)
 
@@ -154,8 +154,8 @@ func TestSingleNodeAPI(t *testing.T) {
 		{"GET", "/v1/elsewhere", nil, 404, protocol.InvalidRequest},
 		{"GET", "/v1/cluster?since=x", nil, 400, protocol.InvalidRequest},
 		{"GET", "/v1/topics?consistent=maybe", nil, 400, protocol.InvalidRequest},
-		{"POST", "/v1/nodes/heartbeat", []byte(`{"id":1,"epoch":1}`), 409, protocol.InvalidRequest},
-		{"POST", "/v1/nodes/heartbeat", []byte(`{"id":77,"epoch":1}`), 404, protocol.InvalidRequest},
+		{"POST", "/v1/nodes/heartbeat", []byte(`{"id":1,"epoch":1}`), 409, protocol.StaleBrokerEpoch},
+		{"POST", "/v1/nodes/heartbeat", []byte(`{"id":77,"epoch":1}`), 404, protocol.UnknownNode},
 		{"POST", "/v1/internal/apply", []byte(`{"type":"explode"}`), 400, protocol.InvalidRequest},
 	}
 	for _, s := range statuses {
