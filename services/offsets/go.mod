@@ -1,6 +1,6 @@
 module github.com/sluicemq/sluice/services/offsets
 
-go 1.26.0
+go 1.26
 
 require (
 	github.com/sluicemq/sluice/libs v0.0.0

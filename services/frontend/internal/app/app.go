@@ -1,0 +1,102 @@
+// Package app wires the frontend together as one fx application: the metadata
+// client and cache, the storage connection pool, the producer and the public
+// HTTP server, next to the admin listener of libs/service.
+//
+// Start order follows the dependencies (cache, pool, producer, HTTP server)
+// and fx stops in reverse: the HTTP server drains first, then the pool closes
+// its storage connections and the cache stops its watch. Every goroutine the
+// frontend runs belongs to one of these and is waited for on stop.
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/services/frontend/internal/config"
+	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
+	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
+	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+)
+
+// Parse reads flags (and SLUICE_* variables), validates them and returns the
+// fx options of a frontend; service.Main adds the service module.
+func Parse(args []string) ([]fx.Option, error) {
+	c, err := config.Parse(args)
+	if err != nil {
+		return nil, err
+	}
+	return Options(c), nil
+}
+
+// Options returns the fx options of a frontend with configuration c, without
+// service.Module (tests add it, or their own logger and registry).
+func Options(c config.Config) []fx.Option {
+	return []fx.Option{
+		fx.Supply(c, c.Common, c.HTTP, c.Produce, c.Cache, service.Identity{Service: "frontend", NodeID: c.NodeID}),
+		Module(),
+	}
+}
+
+// Module provides the frontend's parts and starts the HTTP server.
+func Module() fx.Option {
+	return fx.Module("frontend",
+		fx.Provide(
+			func(c config.Config) *cluster.Client { return cluster.NewClient(service.SplitList(c.Metadata)) },
+			newPool,
+			func(reg prometheus.Registerer) *produce.Metrics { return produce.NewMetrics(reg) },
+			newProducer,
+			newServer,
+		),
+		metacache.Module(),
+		fx.Invoke(func(*httpapi.Server) {}),
+	)
+}
+
+func newPool(lc fx.Lifecycle, id service.Identity) *storageclient.Pool {
+	p := storageclient.NewPool("sluice-frontend/" + id.NodeID)
+	lc.Append(fx.StopHook(p.Close))
+	return p
+}
+
+// producerParams are what the producer needs.
+type producerParams struct {
+	fx.In
+	Config  produce.Config
+	Cache   *metacache.Cache
+	Pool    *storageclient.Pool
+	Metrics *produce.Metrics
+	Log     *slog.Logger
+}
+
+func newProducer(p producerParams) (*produce.Producer, error) {
+	return produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Metrics, p.Log.With("component", "produce"))
+}
+
+// serverParams are what the HTTP server needs.
+type serverParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    httpapi.Config
+	Producer  *produce.Producer
+	Client    *cluster.Client
+	Cache     *metacache.Cache
+	Log       *slog.Logger
+}
+
+func newServer(p serverParams) (*httpapi.Server, error) {
+	s, err := httpapi.New(p.Config, p.Producer, p.Client, p.Cache, p.Log.With("component", "http"))
+	if err != nil {
+		return nil, err
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error { s.Start(); return nil },
+		OnStop:  s.Stop,
+	})
+	return s, nil
+}

@@ -1,0 +1,121 @@
+// Package config is the frontend's configuration: one struct holding each
+// component's Config, filled from flags with SLUICE_* environment fallbacks
+// and validated with messages that name the flag at fault.
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
+	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
+	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+)
+
+// DefaultAdminAddr is the default listen address of the admin HTTP server.
+const DefaultAdminAddr = "127.0.0.1:8081"
+
+// Config is the whole frontend configuration.
+type Config struct {
+	// Common holds the admin listener and logging settings.
+	Common service.Common
+	// NodeID names this frontend in logs; the host name when empty.
+	NodeID string
+	// Metadata is the comma-separated list of metadata service addresses.
+	Metadata string
+	// HTTP is the public listener.
+	HTTP httpapi.Config
+	// Produce tunes forwarding to storage.
+	Produce produce.Config
+	// Cache tunes the metadata watch.
+	Cache metacache.Config
+}
+
+// Default returns the configuration the binary starts from.
+func Default() Config {
+	return Config{
+		Common:   service.Common{AdminAddr: DefaultAdminAddr, LogLevel: "info", LogFormat: "json"},
+		Metadata: "http://127.0.0.1:7070",
+		HTTP:     httpapi.DefaultConfig(),
+		Produce:  produce.DefaultConfig(),
+		Cache:    metacache.DefaultConfig(),
+	}
+}
+
+// Register adds the frontend's flags to fs, with c's values as defaults.
+func (c *Config) Register(fs *service.FlagSet) {
+	c.Common.Register(fs, c.Common.AdminAddr)
+	fs.String(&c.NodeID, "node-id", c.NodeID, "name of this frontend in logs (default: the host name)")
+	fs.String(&c.NodeID, "id", c.NodeID, "alias of -node-id")
+	fs.String(&c.Metadata, "metadata", c.Metadata, "comma-separated metadata service addresses")
+	fs.String(&c.HTTP.Addr, "http-addr", c.HTTP.Addr, "listen address of the public HTTP API (produce and admin routes)")
+	fs.Int(&c.HTTP.MaxBodyBytes, "max-body-bytes", c.HTTP.MaxBodyBytes, "largest request body accepted; larger ones get 413")
+	fs.Duration(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time allowed to read one request")
+	fs.Duration(&c.HTTP.WriteTimeout, "http-write-timeout", c.HTTP.WriteTimeout, "time allowed to write one response")
+	fs.Duration(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.Duration(&c.HTTP.AdminTimeout, "admin-timeout", c.HTTP.AdminTimeout, "time allowed for a topic admin request forwarded to metadata")
+	fs.Int(&c.Produce.MaxRecords, "max-records", c.Produce.MaxRecords, "largest number of records in one produce request; more get 413")
+	fs.Duration(&c.Produce.Timeout, "produce-timeout", c.Produce.Timeout, "time allowed for a produce request, retries included")
+	fs.Int(&c.Produce.Retries, "produce-retries", c.Produce.Retries, "resends of a partition's batch after a retriable error")
+	fs.Duration(&c.Produce.RetryBackoff, "retry-backoff", c.Produce.RetryBackoff, "first pause before a resend; doubles up to -retry-backoff-max")
+	fs.Duration(&c.Produce.MaxRetryBackoff, "retry-backoff-max", c.Produce.MaxRetryBackoff, "longest pause before a resend")
+	fs.Duration(&c.Cache.WatchWait, "metadata-watch-wait", c.Cache.WatchWait, "how long one metadata watch long-poll waits for a change")
+}
+
+// Validate checks every field and names the flag of the first bad one.
+func (c *Config) Validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if len(service.SplitList(c.Metadata)) == 0 {
+		return fmt.Errorf("flag -metadata: no address")
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		return err
+	}
+	p := c.Produce
+	switch {
+	case p.MaxRecords < 1:
+		return fmt.Errorf("flag -max-records: %d must be at least 1", p.MaxRecords)
+	case p.Timeout < time.Millisecond || p.Timeout > 24*time.Hour:
+		return fmt.Errorf("flag -produce-timeout: %v must be between 1ms and 24h", p.Timeout)
+	case p.Retries < 0:
+		return fmt.Errorf("flag -produce-retries: %d must not be negative", p.Retries)
+	case p.RetryBackoff <= 0:
+		return fmt.Errorf("flag -retry-backoff: %v must be positive", p.RetryBackoff)
+	case p.MaxRetryBackoff < p.RetryBackoff:
+		return fmt.Errorf("flag -retry-backoff-max: %v is below -retry-backoff %v", p.MaxRetryBackoff, p.RetryBackoff)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("produce flags: %w", err)
+	}
+	if c.Cache.WatchWait <= 0 || c.Cache.WatchWait > 10*time.Minute {
+		return fmt.Errorf("flag -metadata-watch-wait: %v must be between 0 and 10m", c.Cache.WatchWait)
+	}
+	if err := c.Cache.Validate(); err != nil {
+		return fmt.Errorf("metadata cache: %w", err)
+	}
+	return nil
+}
+
+// Parse reads the command line (and SLUICE_* variables) over the defaults and
+// validates the result.
+func Parse(args []string) (Config, error) {
+	c := Default()
+	fs := service.NewFlagSet("sluice-frontend")
+	c.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	if c.NodeID == "" {
+		if h, err := os.Hostname(); err == nil {
+			c.NodeID = h
+		}
+	}
+	return c, nil
+}

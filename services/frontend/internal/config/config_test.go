@@ -1,0 +1,60 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Addr != "127.0.0.1:8080" || c.Common.AdminAddr != "127.0.0.1:8081" || c.Metadata != "http://127.0.0.1:7070" ||
+		c.HTTP.MaxBodyBytes != 8<<20 || c.Produce.MaxRecords != 10000 || c.Produce.Timeout != 30*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+	if c.NodeID == "" {
+		t.Error("node id not defaulted to the host name")
+	}
+}
+
+func TestFlagsAndEnvironment(t *testing.T) {
+	t.Setenv("SLUICE_MAX_RECORDS", "5")
+	t.Setenv("SLUICE_PRODUCE_TIMEOUT", "2s")
+	c, err := Parse([]string{"-http-addr", "0.0.0.0:9999", "-node-id", "fe-1", "-max-body-bytes", "4096", "-produce-timeout", "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Addr != "0.0.0.0:9999" || c.NodeID != "fe-1" || c.HTTP.MaxBodyBytes != 4096 || c.Produce.MaxRecords != 5 || c.Produce.Timeout != 3*time.Second {
+		t.Fatalf("parsed %+v", c)
+	}
+	if c, err := Parse([]string{"-id", "fe-2"}); err != nil || c.NodeID != "fe-2" {
+		t.Fatalf("-id alias: %+v %v", c.NodeID, err)
+	}
+}
+
+func TestValidationNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-http-addr", "nope"}, "-http-addr"},
+		{[]string{"-admin-addr", "nope"}, "-admin-addr"},
+		{[]string{"-metadata", " , "}, "-metadata"},
+		{[]string{"-max-body-bytes", "10"}, "-max-body-bytes"},
+		{[]string{"-max-records", "0"}, "-max-records"},
+		{[]string{"-produce-timeout", "0s"}, "-produce-timeout"},
+		{[]string{"-produce-retries", "-1"}, "-produce-retries"},
+		{[]string{"-retry-backoff", "1s", "-retry-backoff-max", "10ms"}, "-retry-backoff-max"},
+		{[]string{"-metadata-watch-wait", "0s"}, "-metadata-watch-wait"},
+		{[]string{"-log-level", "loud"}, "-log-level"},
+		{[]string{"-max-records", "many"}, "-max-records"},
+	} {
+		_, err := Parse(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: err %v, want one naming %s", tc.args, err, tc.flag)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package fakecluster
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Metadata is a fake metadata service on 127.0.0.1. It is safe for concurrent
+// use.
+type Metadata struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	snap      cluster.Snapshot // guarded by mu
+	changed   chan struct{}    // closed and replaced on every change; guarded by mu
+	snapshots int              // GET /v1/cluster answered without since; guarded by mu
+	down      bool             // answer 503 to everything; guarded by mu
+}
+
+// NewMetadata starts a fake metadata service with the given storage nodes.
+// Close it when done.
+func NewMetadata(nodes ...cluster.Node) *Metadata {
+	m := &Metadata{changed: make(chan struct{})}
+	m.snap = cluster.Snapshot{Version: 1, ClusterID: "fake", Nodes: nodes}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	return m
+}
+
+// URL returns the service's base URL.
+func (m *Metadata) URL() string { return m.srv.URL }
+
+// Close stops the server.
+func (m *Metadata) Close() {
+	m.srv.CloseClientConnections()
+	m.srv.Close()
+}
+
+// Update changes the model under the lock and publishes a new version.
+func (m *Metadata) Update(f func(s *cluster.Snapshot)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(&m.snap)
+	m.bumpLocked()
+}
+
+func (m *Metadata) bumpLocked() {
+	m.snap.Version++
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// AddTopic creates a topic whose partition p is led by leaders[p] (-1: none).
+func (m *Metadata) AddTopic(name string, leaders ...int32) {
+	m.Update(func(s *cluster.Snapshot) {
+		t := cluster.Topic{Name: name, ReplicationFactor: 1, Config: map[string]string{}}
+		for p, l := range leaders {
+			t.Partitions = append(t.Partitions, cluster.Partition{ID: int32(p), Replicas: []int32{l}, Leader: l, ISR: []int32{l}})
+		}
+		s.Topics = append(s.Topics, t)
+		s.SortStable()
+	})
+}
+
+// SetLeader moves a partition's leadership.
+func (m *Metadata) SetLeader(topic string, partition, leader int32) {
+	m.Update(func(s *cluster.Snapshot) {
+		if t, ok := s.Topic(topic); ok {
+			t.Partitions[partition].Leader = leader
+			t.Partitions[partition].LeaderEpoch++
+		}
+	})
+}
+
+// SetDown makes every request fail with 503 (or work again).
+func (m *Metadata) SetDown(down bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.down = down
+}
+
+// Snapshots returns how many plain GET /v1/cluster requests were answered.
+func (m *Metadata) Snapshots() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snapshots
+}
+
+// Version returns the current version.
+func (m *Metadata) Version() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snap.Version
+}
+
+// current returns a deep-enough copy of the snapshot (the JSON encoding
+// happens outside the lock).
+func (m *Metadata) currentLocked() cluster.Snapshot {
+	b, _ := json.Marshal(m.snap)
+	var s cluster.Snapshot
+	_ = json.Unmarshal(b, &s)
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, code protocol.Code, msg string) {
+	writeJSON(w, status, cluster.ErrorBody{ErrorCode: int16(code), Error: msg})
+}
+
+func (m *Metadata) serve(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	down := m.down
+	m.mu.Unlock()
+	if down {
+		writeErr(w, http.StatusServiceUnavailable, protocol.NotController, "fake metadata is down")
+		return
+	}
+	switch {
+	case r.URL.Path == "/v1/cluster" && r.Method == http.MethodGet:
+		m.cluster(w, r)
+	case r.URL.Path == "/v1/topics" && r.Method == http.MethodGet:
+		m.mu.Lock()
+		s := m.currentLocked()
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"topics": s.Topics})
+	case r.URL.Path == "/v1/topics" && r.Method == http.MethodPost:
+		m.create(w, r)
+	case strings.HasPrefix(r.URL.Path, "/v1/topics/"):
+		m.topic(w, r, strings.TrimPrefix(r.URL.Path, "/v1/topics/"))
+	default:
+		writeErr(w, http.StatusNotFound, protocol.InvalidRequest, "no route")
+	}
+}
+
+func (m *Metadata) cluster(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("since") {
+		m.mu.Lock()
+		m.snapshots++
+		s := m.currentLocked()
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, s)
+		return
+	}
+	since, _ := strconv.ParseUint(q.Get("since"), 10, 64)
+	waitMs, _ := strconv.ParseInt(q.Get("wait_ms"), 10, 64)
+	deadline := time.NewTimer(time.Duration(waitMs) * time.Millisecond)
+	defer deadline.Stop()
+	for {
+		m.mu.Lock()
+		s, ch := m.currentLocked(), m.changed
+		m.mu.Unlock()
+		if s.Version > since {
+			writeJSON(w, http.StatusOK, s)
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			writeJSON(w, http.StatusOK, s)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (m *Metadata) create(w http.ResponseWriter, r *http.Request) {
+	var req cluster.CreateTopicRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, protocol.InvalidRequest, err.Error())
+		return
+	}
+	if err := cluster.ValidateTopicName(req.Name); err != nil {
+		writeErr(w, http.StatusBadRequest, protocol.InvalidTopic, err.Error())
+		return
+	}
+	if req.Partitions < 1 {
+		writeErr(w, http.StatusBadRequest, protocol.InvalidPartitions, "partitions must be at least 1")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.snap.Topic(req.Name); ok {
+		writeErr(w, http.StatusConflict, protocol.TopicAlreadyExists, "topic "+req.Name+" exists")
+		return
+	}
+	t := cluster.Topic{Name: req.Name, ReplicationFactor: req.ReplicationFactor, Config: req.Config}
+	for p := 0; p < req.Partitions; p++ {
+		leader := int32(-1)
+		if n := len(m.snap.Nodes); n > 0 {
+			leader = m.snap.Nodes[p%n].ID
+		}
+		t.Partitions = append(t.Partitions, cluster.Partition{ID: int32(p), Replicas: []int32{leader}, Leader: leader, ISR: []int32{leader}})
+	}
+	m.snap.Topics = append(m.snap.Topics, t)
+	m.snap.SortStable()
+	m.bumpLocked()
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (m *Metadata) topic(w http.ResponseWriter, r *http.Request, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.snap.Topic(name)
+	if !ok {
+		writeErr(w, http.StatusNotFound, protocol.UnknownTopicOrPartition, "unknown topic "+name)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		writeJSON(w, http.StatusOK, t)
+	case http.MethodDelete:
+		kept := m.snap.Topics[:0]
+		for _, x := range m.snap.Topics {
+			if x.Name != name {
+				kept = append(kept, x)
+			}
+		}
+		m.snap.Topics = kept
+		m.bumpLocked()
+		writeJSON(w, http.StatusOK, struct{}{})
+	default:
+		writeErr(w, http.StatusMethodNotAllowed, protocol.InvalidRequest, "method")
+	}
+}

@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Routes, matched by hand over the decoded path.
+const (
+	pathTopics      = "/v1/topics"
+	pathTopicPrefix = "/v1/topics/"
+	pathCluster     = "/v1/cluster"
+	suffixRecords   = "/records"
+)
+
+// headerRequestID carries the request id in both directions.
+const headerRequestID = "X-Request-Id"
+
+// handle is the fasthttp handler: it sets the request id, routes, and logs.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	id := s.ids.take(ctx.Request.Header.Peek(headerRequestID))
+	ctx.Response.Header.Set(headerRequestID, id)
+	defer func() {
+		if v := recover(); v != nil {
+			// A bug, not input: every input error is a value. Answer rather
+			// than take the whole server down (fasthttp does not recover).
+			s.log.Error("handler panic", "request_id", id, "panic", fmt.Sprint(v))
+			writeError(ctx, fasthttp.StatusInternalServerError, protocol.UnknownServerError, "internal error")
+		}
+		s.logRequest(ctx, id, start)
+	}()
+	s.route(ctx, id)
+}
+
+func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
+	path := string(ctx.Path())
+	method := string(ctx.Method())
+	switch {
+	case path == pathTopics:
+		switch method {
+		case fasthttp.MethodGet:
+			s.listTopics(ctx)
+		case fasthttp.MethodPost:
+			s.createTopic(ctx)
+		default:
+			methodNotAllowed(ctx, "GET, POST")
+		}
+	case path == pathCluster:
+		if method != fasthttp.MethodGet {
+			methodNotAllowed(ctx, "GET")
+			return
+		}
+		s.getCluster(ctx)
+	case strings.HasPrefix(path, pathTopicPrefix):
+		rest := path[len(pathTopicPrefix):]
+		if topic, ok := strings.CutSuffix(rest, suffixRecords); ok && topic != "" && !strings.Contains(topic, "/") {
+			if method != fasthttp.MethodPost {
+				methodNotAllowed(ctx, "POST")
+				return
+			}
+			s.produce(ctx, id, topic)
+			return
+		}
+		if rest == "" || strings.Contains(rest, "/") {
+			notFound(ctx, method, path)
+			return
+		}
+		switch method {
+		case fasthttp.MethodGet:
+			s.describeTopic(ctx, rest)
+		case fasthttp.MethodDelete:
+			s.deleteTopic(ctx, rest)
+		default:
+			methodNotAllowed(ctx, "GET, DELETE")
+		}
+	default:
+		notFound(ctx, method, path)
+	}
+}
+
+func (s *Server) logRequest(ctx *fasthttp.RequestCtx, id string, start time.Time) {
+	status := ctx.Response.StatusCode()
+	args := []any{
+		"request_id", id, "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"status", status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000,
+		"remote", ctx.RemoteAddr().String(),
+	}
+	switch {
+	case status >= 500:
+		s.log.Warn("http request", append(args, "error", errorText(ctx))...)
+	default:
+		s.log.Debug("http request", args...)
+	}
+}
+
+// errorText returns the reason of an error response, for the log line.
+func errorText(ctx *fasthttp.RequestCtx) string {
+	b := ctx.Response.Body()
+	if len(b) > 512 {
+		b = b[:512]
+	}
+	return string(b)
+}
+
+// handleReadError answers requests fasthttp could not read: an oversized body
+// gets 413 with the limit, a header too large 431, a slow client 408, and
+// anything else 400, all with the JSON error body.
+func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
+	id := s.ids.take(ctx.Request.Header.Peek(headerRequestID))
+	ctx.Response.Header.Set(headerRequestID, id)
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		if strings.HasSuffix(string(ctx.Path()), suffixRecords) {
+			s.producer.Metrics().Requests.WithLabelValues(strconv.Itoa(fasthttp.StatusRequestEntityTooLarge)).Inc()
+		}
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge,
+			fmt.Sprintf("request body larger than %d bytes (-max-body-bytes)", s.cfg.MaxBodyBytes))
+	case errors.As(err, &small):
+		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, protocol.InvalidRequest, "request headers too large")
+	case isTimeout(err):
+		writeError(ctx, fasthttp.StatusRequestTimeout, protocol.RequestTimedOut, "request not read in time")
+	default:
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "cannot read the request: "+err.Error())
+	}
+	s.log.Debug("http request refused", "request_id", id, "status", ctx.Response.StatusCode(), "err", err)
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func notFound(ctx *fasthttp.RequestCtx, method, path string) {
+	writeError(ctx, fasthttp.StatusNotFound, protocol.InvalidRequest, fmt.Sprintf("no route for %s %s", method, path))
+}
+
+func methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
+	ctx.Response.Header.Set("Allow", allow)
+	writeError(ctx, fasthttp.StatusMethodNotAllowed, protocol.InvalidRequest,
+		fmt.Sprintf("method %s not allowed here (allowed: %s)", ctx.Method(), allow))
+}
+
+// requestIDs generates request ids: a random per-process prefix and a counter,
+// unique across frontends without a syscall per request.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail on supported platforms
+	return &requestIDs{prefix: hex.EncodeToString(b[:])}
+}
+
+// take returns the client's id when it is usable (1 to 128 visible ASCII
+// characters), else a new one.
+func (r *requestIDs) take(client []byte) string {
+	if len(client) > 0 && len(client) <= 128 {
+		ok := true
+		for _, c := range client {
+			if c <= ' ' || c > '~' {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return string(client)
+		}
+	}
+	return r.prefix + "-" + strconv.FormatUint(r.n.Add(1), 36)
+}

@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
+	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+)
+
+// Config is the HTTP listener's configuration.
+type Config struct {
+	// Addr is the listen address of the public HTTP API.
+	Addr string
+	// MaxBodyBytes is the largest request body accepted; larger ones get 413.
+	MaxBodyBytes int
+	// ReadTimeout bounds reading one request (headers and body); WriteTimeout
+	// bounds writing one response; IdleTimeout bounds a keep-alive connection's
+	// wait for its next request.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
+	// AdminTimeout bounds one admin request forwarded to the metadata service.
+	AdminTimeout time.Duration
+	// MaxWatchWait caps the wait_ms of a GET /v1/cluster long-poll.
+	MaxWatchWait time.Duration
+}
+
+// DefaultConfig returns the settings used by the binary.
+func DefaultConfig() Config {
+	return Config{
+		Addr:         "127.0.0.1:8080",
+		MaxBodyBytes: 8 << 20,
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+		AdminTimeout: 15 * time.Second,
+		MaxWatchWait: time.Minute,
+	}
+}
+
+// Validate checks the address and ranges.
+func (c Config) Validate() error {
+	if err := service.ValidateAddr("http-addr", c.Addr); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 1<<30:
+		return fmt.Errorf("flag -max-body-bytes: %d must be between 1 KiB and 1 GiB", c.MaxBodyBytes)
+	case c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
+		return fmt.Errorf("http read, write and idle timeouts must be positive")
+	case c.AdminTimeout <= 0 || c.MaxWatchWait <= 0:
+		return fmt.Errorf("admin timeout and watch wait must be positive")
+	}
+	return nil
+}
+
+// Admin is the metadata service's admin API as the frontend forwards it;
+// *cluster.Client is one. Errors carrying a wire code are *protocol.Error.
+type Admin interface {
+	CreateTopic(ctx context.Context, req cluster.CreateTopicRequest) (*cluster.Topic, error)
+	ListTopics(ctx context.Context) ([]cluster.Topic, error)
+	DescribeTopic(ctx context.Context, name string) (*cluster.Topic, error)
+	DeleteTopic(ctx context.Context, name string) error
+}
+
+// Server is the frontend's public HTTP API.
+type Server struct {
+	cfg      Config
+	producer *produce.Producer
+	admin    Admin
+	cache    *metacache.Cache
+	log      *slog.Logger
+	ids      *requestIDs
+
+	ln  net.Listener
+	srv *fasthttp.Server
+	wg  sync.WaitGroup // the Serve goroutine
+
+	// base ends when Stop begins; long-polls run under it so that they do
+	// not hold the shutdown up.
+	base   context.Context
+	cancel context.CancelFunc
+}
+
+// New listens on cfg.Addr. Start must be called to serve.
+func New(cfg Config, producer *produce.Producer, admin Admin, cache *metacache.Cache, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	s := &Server{cfg: cfg, producer: producer, admin: admin, cache: cache, log: log, ids: newRequestIDs(), ln: ln}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.srv = &fasthttp.Server{
+		Name:               "sluice-frontend",
+		Handler:            s.handle,
+		ErrorHandler:       s.handleReadError,
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		ReadBufferSize:     16 << 10,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{log},
+	}
+	return s, nil
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Start serves in a goroutine that Stop waits for.
+func (s *Server) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	s.log.Info("http listener started", "addr", s.Addr())
+}
+
+// Stop ends long-polls, lets requests in progress finish until ctx ends, and
+// waits for the serving goroutine.
+func (s *Server) Stop(ctx context.Context) error {
+	s.cancel()
+	err := s.srv.ShutdownWithContext(ctx)
+	_ = s.ln.Close() // Shutdown closes it; closing again covers a server never started
+	s.wg.Wait()
+	return err
+}
+
+// fasthttpLogger sends fasthttp's own messages to the service's logger.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...), "component", "fasthttp")
+}

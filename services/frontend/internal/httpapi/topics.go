@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// The admin routes forward to the metadata service with the same paths,
+// bodies and error bodies, so a cluster.Client works against a frontend as it
+// does against metadata.
+
+func (s *Server) adminContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.cfg.AdminTimeout)
+}
+
+// createTopic serves POST /v1/topics: 201 with the topic as placed.
+func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
+	var req cluster.CreateTopicRequest
+	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "create topic body: "+err.Error())
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	t, err := s.admin.CreateTopic(actx, req)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusCreated, t)
+}
+
+// listTopics serves GET /v1/topics: {"topics":[...]}.
+func (s *Server) listTopics(ctx *fasthttp.RequestCtx) {
+	actx, cancel := s.adminContext()
+	defer cancel()
+	ts, err := s.admin.ListTopics(actx)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	if ts == nil {
+		ts = []cluster.Topic{}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Topics []cluster.Topic `json:"topics"`
+	}{ts})
+}
+
+// describeTopic serves GET /v1/topics/{topic}.
+func (s *Server) describeTopic(ctx *fasthttp.RequestCtx, name string) {
+	actx, cancel := s.adminContext()
+	defer cancel()
+	t, err := s.admin.DescribeTopic(actx, name)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, t)
+}
+
+// deleteTopic serves DELETE /v1/topics/{topic}: 200 {}.
+func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
+	actx, cancel := s.adminContext()
+	defer cancel()
+	if err := s.admin.DeleteTopic(actx, name); err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, struct{}{})
+}
+
+// getCluster serves GET /v1/cluster. Without since it fetches the current
+// snapshot from metadata (and updates the cache with it). With since (and
+// wait_ms) it is the watch: it answers from the cache as soon as its version
+// is above since, or with the current snapshot once wait_ms (capped) passes.
+func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	if !args.Has("since") {
+		actx, cancel := s.adminContext()
+		defer cancel()
+		snap, err := s.cache.Refresh(actx)
+		if err != nil {
+			writeErr(ctx, err)
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusOK, snap)
+		return
+	}
+	since, err := strconv.ParseUint(string(args.Peek("since")), 10, 64)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "since must be a version number")
+		return
+	}
+	var wait time.Duration
+	if v := args.Peek("wait_ms"); len(v) > 0 {
+		ms, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || ms < 0 {
+			writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "wait_ms must be a non-negative integer")
+			return
+		}
+		wait = min(time.Duration(ms)*time.Millisecond, s.cfg.MaxWatchWait)
+	}
+	wctx, cancel := context.WithTimeout(s.base, wait)
+	defer cancel()
+	snap, _ := s.cache.WaitNewer(wctx, since)
+	if snap == nil { // nothing cached yet: ask metadata directly
+		actx, cancel := s.adminContext()
+		defer cancel()
+		if snap, err = s.cache.Refresh(actx); err != nil {
+			writeErr(ctx, err)
+			return
+		}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, snap)
+}

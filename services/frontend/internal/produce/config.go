@@ -1,0 +1,58 @@
+package produce
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config tunes how the frontend forwards produce requests.
+type Config struct {
+	// MaxRecords is the largest number of records one request may carry.
+	MaxRecords int
+	// Timeout bounds a whole produce request: every partition's attempts and
+	// retries. The storage request carries what remains of it.
+	Timeout time.Duration
+	// Retries is how many times a partition's batch is resent after a
+	// retriable error (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, a broken
+	// connection ...), each time after a metadata refresh.
+	Retries int
+	// RetryBackoff is the first pause before a retry; it doubles on each retry
+	// of the same batch up to MaxRetryBackoff. A metadata change ends the
+	// pause early.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// UnknownTopicMaxAge: a request for a topic missing from the cached model
+	// refreshes the model first, unless the metadata service answered less
+	// than this long ago (the watch delivers changes within milliseconds, so
+	// a flood of requests for a missing topic need not reach metadata).
+	UnknownTopicMaxAge time.Duration
+}
+
+// DefaultConfig returns the settings used by the binary.
+func DefaultConfig() Config {
+	return Config{
+		MaxRecords:         10000,
+		Timeout:            30 * time.Second,
+		Retries:            8,
+		RetryBackoff:       50 * time.Millisecond,
+		MaxRetryBackoff:    time.Second,
+		UnknownTopicMaxAge: 100 * time.Millisecond,
+	}
+}
+
+// Validate checks ranges and the relation between the backoff bounds.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxRecords < 1:
+		return fmt.Errorf("max records %d must be at least 1", c.MaxRecords)
+	case c.Timeout < time.Millisecond || c.Timeout > 24*time.Hour:
+		return fmt.Errorf("produce timeout %v must be between 1ms and 24h", c.Timeout)
+	case c.Retries < 0:
+		return fmt.Errorf("retries %d must not be negative", c.Retries)
+	case c.RetryBackoff <= 0 || c.MaxRetryBackoff < c.RetryBackoff:
+		return fmt.Errorf("retry backoff %v..%v must be positive and ordered", c.RetryBackoff, c.MaxRetryBackoff)
+	case c.UnknownTopicMaxAge < 0:
+		return fmt.Errorf("unknown topic max age %v must not be negative", c.UnknownTopicMaxAge)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package produce
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the frontend's produce metrics.
+type Metrics struct {
+	// Requests counts produce requests by HTTP status.
+	Requests *prometheus.CounterVec
+	// Records counts records by outcome: "ok" (acknowledged by the leader) or
+	// "error".
+	Records *prometheus.CounterVec
+	// Bytes counts record batch bytes acknowledged by leaders.
+	Bytes prometheus.Counter
+	// Latency is the duration of produce requests, from the body read to the
+	// answer.
+	Latency prometheus.Histogram
+	// Retries counts batch resends after retriable errors.
+	Retries prometheus.Counter
+}
+
+// NewMetrics registers the metrics with reg; a nil reg leaves them
+// unregistered (tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_frontend_produce_requests_total",
+			Help: "Produce requests by HTTP status.",
+		}, []string{"status"}),
+		Records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_frontend_produce_records_total",
+			Help: "Records in produce requests by outcome (ok or error).",
+		}, []string{"result"}),
+		Bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_frontend_produce_bytes_total",
+			Help: "Record batch bytes acknowledged by partition leaders.",
+		}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_frontend_produce_duration_seconds",
+			Help:    "Duration of produce requests.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_frontend_produce_retries_total",
+			Help: "Batches resent to a partition leader after a retriable error.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries)
+	}
+	return m
+}

@@ -1,0 +1,260 @@
+package produce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
+)
+
+// Sentinel errors of a whole request (per-record errors are in Result.Err).
+var (
+	// ErrUnknownTopic: the topic is not in the cluster model, even after a
+	// refresh (HTTP 404, UNKNOWN_TOPIC_OR_PARTITION).
+	ErrUnknownTopic = protocol.UnknownTopicOrPartition.Err("unknown topic")
+	// ErrMetadataUnavailable: the frontend has no usable cluster model and the
+	// metadata service does not answer (HTTP 503).
+	ErrMetadataUnavailable = errors.New("cluster metadata unavailable")
+)
+
+// Metadata is the routing information the Producer needs; *metacache.Cache is
+// one. Methods are called from request goroutines concurrently.
+type Metadata interface {
+	// Route returns the topic's current routing view.
+	Route(topic string) (*metacache.Route, bool)
+	// Refresh fetches the cluster model from the metadata service now.
+	Refresh(ctx context.Context) (*cluster.Snapshot, error)
+	// RefreshOlder is Refresh unless the model was heard from the metadata
+	// service less than maxAge ago.
+	RefreshOlder(ctx context.Context, maxAge time.Duration) (*cluster.Snapshot, error)
+	// Changed returns a channel closed when a newer model is published.
+	Changed() <-chan struct{}
+}
+
+// Sender sends one produce request to a storage node and returns its answer.
+// It is called concurrently; requests for one partition are never in flight
+// together from one produce request, and a Sender must keep the order of
+// requests it is given on one address (storageclient's Conn does).
+type Sender interface {
+	Produce(ctx context.Context, addr string, req *protocol.ProduceRequest, batch []byte) (protocol.ProduceResponse, error)
+}
+
+// Result is the outcome of one record, in request order.
+type Result struct {
+	Partition int32
+	Offset    int64 // valid when Err is nil
+	Err       error
+}
+
+// Producer routes parsed records to partition leaders. It is safe for
+// concurrent use and holds nothing beyond the request it is serving.
+type Producer struct {
+	cfg      Config
+	meta     Metadata
+	send     Sender
+	sticky   stickyTable
+	metrics  *Metrics
+	log      *slog.Logger
+	now      func() time.Time
+	builders sync.Pool // *record.Builder, one per partition in flight
+}
+
+// NewProducer returns a Producer. metrics and log may be nil.
+func NewProducer(cfg Config, meta Metadata, send Sender, metrics *Metrics, log *slog.Logger) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Producer{cfg: cfg, meta: meta, send: send, metrics: metrics, log: log, now: time.Now}
+	p.builders.New = func() any { return record.NewBuilder(record.CodecNone) }
+	return p, nil
+}
+
+// Config returns the producer's configuration.
+func (p *Producer) Config() Config { return p.cfg }
+
+// Metrics returns the producer's metrics.
+func (p *Producer) Metrics() *Metrics { return p.metrics }
+
+// Produce appends recs to topic with the given acks and returns one Result
+// per record in request order. The error is for the whole request:
+// ErrUnknownTopic or ErrMetadataUnavailable. Partitions are written
+// concurrently; the records of one partition go in one batch, in request
+// order, and Produce returns only when every batch has an answer, so the next
+// request on the same client connection cannot overtake this one.
+func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []Input) ([]Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	route, err := p.route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(recs))
+	if route.Partitions() == 0 {
+		err := protocol.LeaderNotAvailable.Err("topic %q has no partitions yet", topic)
+		for i := range results {
+			results[i] = Result{Partition: -1, Err: err}
+		}
+		p.metrics.Records.WithLabelValues("error").Add(float64(len(recs)))
+		return results, nil
+	}
+	n := route.Partitions()
+	pl := assign(recs, n, func() int32 { return p.sticky.pick(topic, n) })
+	for i, err := range pl.rejected {
+		results[i] = Result{Partition: recs[i].Partition, Err: err}
+	}
+	ts := p.now().UnixMilli()
+	if len(pl.groups) == 1 {
+		p.produceGroup(ctx, topic, acks, route, &pl.groups[0], recs, ts, results)
+	} else {
+		var wg sync.WaitGroup
+		for gi := range pl.groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.produceGroup(ctx, topic, acks, route, &pl.groups[gi], recs, ts, results)
+			}()
+		}
+		wg.Wait()
+	}
+	var ok int
+	for i := range results {
+		if results[i].Err == nil {
+			ok++
+		}
+	}
+	p.metrics.Records.WithLabelValues("ok").Add(float64(ok))
+	if ok < len(results) {
+		p.metrics.Records.WithLabelValues("error").Add(float64(len(results) - ok))
+	}
+	return results, nil
+}
+
+// route finds the topic, refreshing the model once when it is not there (it
+// may have been created through another frontend a moment ago) and the model
+// is older than UnknownTopicMaxAge.
+func (p *Producer) route(ctx context.Context, topic string) (*metacache.Route, error) {
+	if r, ok := p.meta.Route(topic); ok {
+		return r, nil
+	}
+	snap, err := p.meta.RefreshOlder(ctx, p.cfg.UnknownTopicMaxAge)
+	if r, ok := p.meta.Route(topic); ok {
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMetadataUnavailable, err)
+	}
+	if snap == nil {
+		return nil, ErrMetadataUnavailable
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownTopic, topic)
+}
+
+// produceGroup builds one partition's batch, sends it with retries and fills
+// the results of its records. It writes only results[g.index...].
+func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, route *metacache.Route, g *group, recs []Input, now int64, results []Result) {
+	b := p.builders.Get().(*record.Builder)
+	defer func() { b.Reset(); p.builders.Put(b) }()
+	b.Reset()
+	for _, i := range g.index {
+		rec := recs[i].Record
+		if rec.Timestamp == 0 {
+			rec.Timestamp = now
+		}
+		b.Append(rec)
+	}
+	batch, err := b.Build()
+	var resp protocol.ProduceResponse
+	if err == nil {
+		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch)
+	} else if errors.Is(err, record.ErrTooLarge) {
+		err = protocol.MessageTooLarge.Err("%v", err)
+	}
+	for j, i := range g.index {
+		if err != nil {
+			results[i] = Result{Partition: g.partition, Err: err}
+		} else {
+			results[i] = Result{Partition: g.partition, Offset: resp.BaseOffset + int64(j)}
+		}
+	}
+	if err == nil {
+		p.metrics.Bytes.Add(float64(len(batch)))
+	}
+}
+
+// sendWithRetry sends batch to the partition's leader, and after a retriable
+// error waits (backoff, cut short by a metadata change), refreshes the model
+// and resends the same bytes to the leader it names. Nothing else of this
+// request is sent to the partition meanwhile, so the order holds.
+func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte) (protocol.ProduceResponse, error) {
+	backoff := p.cfg.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		resp, err := p.sendOnce(ctx, topic, acks, route, part, batch)
+		if err == nil {
+			return resp, nil
+		}
+		if attempt >= p.cfg.Retries || !retriable(err) || ctx.Err() != nil {
+			return resp, err
+		}
+		p.metrics.Retries.Inc()
+		p.log.Debug("produce retry", "topic", topic, "partition", part, "attempt", attempt+1, "err", err)
+		changed := p.meta.Changed()
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-changed:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return resp, err
+		}
+		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+		_, _ = p.meta.Refresh(ctx) // on failure the held view is used again
+		r, ok := p.meta.Route(topic)
+		if !ok {
+			return resp, protocol.UnknownTopicOrPartition.Err("topic %q was deleted", topic)
+		}
+		route = r
+	}
+}
+
+func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte) (protocol.ProduceResponse, error) {
+	addr := route.Leader(part)
+	if addr == "" {
+		return protocol.ProduceResponse{}, protocol.LeaderNotAvailable.Err("partition %d of %q has no leader", part, topic)
+	}
+	timeout := int32(p.cfg.Timeout / time.Millisecond)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = int32(max(time.Until(dl)/time.Millisecond, 1))
+	}
+	req := protocol.ProduceRequest{Topic: topic, Partition: part, Acks: acks, TimeoutMs: timeout}
+	return p.send.Produce(ctx, addr, &req, batch)
+}
+
+// retriable reports whether resending the same batch may succeed. The table's
+// retriable codes qualify except those where the leader may already hold the
+// records (a timeout after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND) or
+// where a resend cannot help (CORRUPT_RECORD: the bytes are ours). Resends
+// after a broken connection may still duplicate a batch: delivery is
+// at-least-once, as with a non-idempotent Kafka producer.
+func retriable(err error) bool {
+	switch c := protocol.CodeOf(err); c {
+	case protocol.RequestTimedOut, protocol.NotEnoughReplicasAfterAppend, protocol.CorruptRecord:
+		return false
+	default:
+		return c.Retriable()
+	}
+}
