@@ -1,8 +1,9 @@
 # Sluice monorepo. `make help` lists the targets.
 MODULES := libs services/metadata services/frontend services/storage services/offsets tools integration
-BINARIES := services/metadata/cmd/sluice-metadata services/frontend/cmd/sluice-frontend \
-            services/storage/cmd/sluice-storage services/offsets/cmd/sluice-offsets \
-            tools/cmd/sluicectl tools/cmd/sluice-dev
+PKG := github.com/sluicemq/sluice
+BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/frontend/cmd/sluice-frontend \
+            $(PKG)/services/storage/cmd/sluice-storage $(PKG)/services/offsets/cmd/sluice-offsets \
+            $(PKG)/tools/cmd/sluicectl $(PKG)/tools/cmd/sluice-dev
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
@@ -13,10 +14,7 @@ help: ## list the targets
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
-	@for b in $(BINARIES); do \
-		echo "build $$(basename $$b)"; \
-		(cd $$(dirname $$(dirname $$(dirname $$b))) && $(GO) build -o $(CURDIR)/bin/ ./cmd/$$(basename $$b)) || exit 1; \
-	done
+	$(GO) build -o bin/ $(BINARIES)
 
 test: ## run every module's tests with -race
 	@set -e; for m in $(MODULES); do \
