@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
 // topicIDFile records, in each partition directory, the ID of the topic
 // incarnation the log belongs to (Kafka's partition.metadata).
-const topicIDFile = "partition.metadata"
+const topicIDFile = seglog.PartitionMetadataFile
 
 // checkTopicID makes dir belong to the topic with the given id: a directory left
 // by an earlier topic of the same name (deleted and created again while this

@@ -1,0 +1,220 @@
+package log
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// AppendInfo describes what one append wrote.
+type AppendInfo struct {
+	BaseOffset   int64 // offset of the first record appended
+	LastOffset   int64 // offset of the last record appended
+	MaxTimestamp int64 // largest batch max timestamp; -1 when no batch has one
+	Batches      int   // batches appended
+	Bytes        int   // bytes appended
+	AppendTime   int64 // wall-clock ms of the append (Config.Now)
+}
+
+// Append appends one or more concatenated RecordBatch v2 batches as the
+// partition leader. It validates every batch (record.Validate: length, magic,
+// CRC-32C; the errors wrap record.ErrCorrupt or record.ErrShortBatch, or
+// ErrBatchTooLarge) before writing anything, then assigns consecutive offsets
+// from the log end offset, stamps each batch's base offset and leaderEpoch in
+// place (batches is modified), rolls the segment if needed, and writes the
+// whole slice with one write. It returns once the bytes are in the page cache;
+// WaitFlushed(ctx, info.LastOffset+1) waits for them to be on disk.
+func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.append(batches, leaderEpoch, false)
+}
+
+// AppendReplica appends batches fetched from the leader as a follower: the
+// offsets and leader epochs already stamped are kept. The first batch must
+// start at the log end offset and offsets must increase from batch to batch
+// (ErrOffsetMismatch otherwise).
+func (l *Log) AppendReplica(batches []byte) (AppendInfo, error) {
+	return l.append(batches, 0, true)
+}
+
+// batchSummary is what validation learned about an append.
+type batchSummary struct {
+	batches int
+	offsets int64 // offsets the batches take (sum of lastOffsetDelta+1)
+	first   int64 // replica: first base offset
+	last    int64 // replica: last offset
+	maxTs   int64
+}
+
+// validateBatches checks every batch of an append without touching the log.
+func validateBatches(b []byte, maxBatch int, replica bool) (batchSummary, error) {
+	sum := batchSummary{maxTs: -1}
+	if len(b) == 0 {
+		return sum, fmt.Errorf("%w: no batch to append", record.ErrShortBatch)
+	}
+	if len(b) > MaxSegmentBytes {
+		return sum, fmt.Errorf("%w: %d bytes in one append", ErrBatchTooLarge, len(b))
+	}
+	for pos := 0; pos < len(b); sum.batches++ {
+		h, err := record.Validate(b[pos:])
+		if err != nil {
+			return sum, fmt.Errorf("batch %d at byte %d: %w", sum.batches, pos, err)
+		}
+		if h.Size() > maxBatch {
+			return sum, fmt.Errorf("%w: batch %d is %d bytes, the limit is %d", ErrBatchTooLarge, sum.batches, h.Size(), maxBatch)
+		}
+		if !replica && (h.RecordCount < 1 || h.LastOffsetDelta != h.RecordCount-1) {
+			return sum, fmt.Errorf("%w: batch %d has %d records and last offset delta %d", record.ErrCorrupt, sum.batches, h.RecordCount, h.LastOffsetDelta)
+		}
+		if replica {
+			if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
+				return sum, fmt.Errorf("%w: batch %d has base offset %d", ErrOffsetMismatch, sum.batches, h.BaseOffset)
+			}
+			if sum.batches > 0 && h.BaseOffset <= sum.last {
+				return sum, fmt.Errorf("%w: batch %d starts at %d, after offset %d", ErrOffsetMismatch, sum.batches, h.BaseOffset, sum.last)
+			}
+			if sum.batches == 0 {
+				sum.first = h.BaseOffset
+			}
+			sum.last = h.LastOffset()
+		}
+		sum.offsets += int64(h.LastOffsetDelta) + 1
+		sum.maxTs = max(sum.maxTs, h.MaxTimestamp)
+		pos += h.Size()
+	}
+	return sum, nil
+}
+
+func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
+	l.mu.RLock()
+	maxBatch := l.cfg.MaxBatchBytes
+	l.mu.RUnlock()
+	// CRC-32C runs before taking the append lock, so appenders validate in
+	// parallel.
+	sum, err := validateBatches(b, maxBatch, replica)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	err, cfg := l.checkLocked(), l.cfg
+	l.mu.RUnlock()
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	now := cfg.now()
+	base, last := l.end, l.end+sum.offsets-1
+	if replica {
+		if sum.first != l.end {
+			return AppendInfo{}, fmt.Errorf("%w: first batch at offset %d, log end offset is %d", ErrOffsetMismatch, sum.first, l.end)
+		}
+		last = sum.last
+	}
+	s := l.segs[len(l.segs)-1]
+	if shouldRoll(s, cfg, len(b), last, now) {
+		if s, err = l.roll(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
+	if last-s.base > math.MaxUint32 {
+		return AppendInfo{}, fmt.Errorf("%w: offsets %d to %d do not fit one segment", ErrBatchTooLarge, base, last)
+	}
+	next, err := l.stamp(b, s, base, epoch, replica, cfg.IndexIntervalBytes)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if err := l.write(s, b); err != nil {
+		return AppendInfo{}, err
+	}
+
+	l.mu.Lock()
+	s.size += int64(len(b))
+	s.next = next
+	s.index = append(s.index, l.build.index...)
+	s.times = append(s.times, l.build.times...)
+	s.modMs = now.UnixMilli()
+	l.end = next
+	l.notifyLocked()
+	l.mu.Unlock()
+	if s.firstAppend.IsZero() {
+		s.firstAppend = now
+	}
+	return AppendInfo{
+		BaseOffset: base, LastOffset: next - 1, MaxTimestamp: sum.maxTs,
+		Batches: sum.batches, Bytes: len(b), AppendTime: now.UnixMilli(),
+	}, nil
+}
+
+// shouldRoll reports whether an append of n bytes up to offset last must go to
+// a new segment. An empty segment always takes the append.
+func shouldRoll(s *segment, cfg Config, n int, last int64, now time.Time) bool {
+	if s.size == 0 {
+		return false
+	}
+	return s.size+int64(n) > cfg.SegmentBytes ||
+		(!s.firstAppend.IsZero() && now.Sub(s.firstAppend) >= time.Duration(cfg.SegmentMs)*time.Millisecond) ||
+		last-s.base > math.MaxUint32
+}
+
+// stamp sets offsets and the leader epoch in the batches (leader appends) and
+// computes their index entries into l.build. It returns the next offset.
+// appendMu must be held.
+func (l *Log) stamp(b []byte, s *segment, off int64, epoch int32, replica bool, interval int) (int64, error) {
+	l.build.reset(interval, s.index, s.times)
+	for pos := 0; pos < len(b); {
+		h, err := record.ParseHeader(b[pos:])
+		if err != nil { // validated already: only a caller changing b meanwhile
+			return 0, fmt.Errorf("batch at byte %d changed during append: %w", pos, err)
+		}
+		if !replica {
+			record.SetBaseOffset(b[pos:], off)
+			record.SetLeaderEpoch(b[pos:], epoch)
+			h.BaseOffset = off
+		}
+		l.build.add(uint32(h.BaseOffset-s.base), s.size+int64(pos), h.MaxTimestamp)
+		off = h.LastOffset() + 1
+		pos += h.Size()
+	}
+	return off, nil
+}
+
+// write puts the batches and their index entries in the page cache. A failure
+// fails the log: what reached the files is unknown, and Open will recover.
+// appendMu must be held.
+func (l *Log) write(s *segment, b []byte) error {
+	_, err := s.log.WriteAt(b, s.size)
+	if err == nil {
+		l.idxBuf = appendIndexBytes(l.idxBuf[:0], l.build.index)
+		l.timeBuf = appendTimeBytes(l.timeBuf[:0], l.build.times)
+		err = s.writeIndexEntries(l.idxBuf, l.timeBuf, len(s.index), len(s.times))
+	}
+	if err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.failLocked(fmt.Errorf("append to segment %d: %w", s.base, err))
+	}
+	return nil
+}
+
+// roll starts a new active segment at the log end offset and hands the old
+// one to the flusher. appendMu must be held.
+func (l *Log) roll() (*segment, error) {
+	old := l.segs[len(l.segs)-1]
+	s, err := createSegment(l.dir, l.end)
+	if err != nil {
+		return nil, fmt.Errorf("log: roll at offset %d: %w", l.end, err)
+	}
+	old.retire()
+	l.mu.Lock()
+	l.segs = append(l.segs, s)
+	old.acquire()
+	l.unsynced = append(l.unsynced, old)
+	l.dirDirty = true
+	l.mu.Unlock()
+	l.requestFlush()
+	l.logger.Debug("rolled segment", "old", old.base, "old_bytes", old.size, "new", s.base)
+	return s, nil
+}

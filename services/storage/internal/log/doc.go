@@ -1,0 +1,62 @@
+// Package log is a partition's segment log: an append-only sequence of Kafka
+// RecordBatch v2 batches stored as a directory of segment files, each with a
+// sparse offset index and a time index.
+//
+// # On disk
+//
+// A partition is one directory. A segment whose first batch has base offset B
+// is the three files
+//
+//	%020d.log        the batches, back to back, exactly as the producer sent
+//	                 them apart from the stamped base offset and leader epoch
+//	%020d.index      sparse offset index: (offset-B uint32, file position uint32),
+//	                 big endian, one entry for the segment's first batch and then
+//	                 one for the next batch that starts IndexIntervalBytes or more
+//	                 after the previous entry
+//	%020d.timeindex  time index: (max timestamp int64, offset-B uint32), one entry
+//	                 for every batch whose max timestamp is greater than every
+//	                 earlier one in the segment; the offset is the batch's base
+//
+// Index entries always point at a batch's first byte and name that batch's base
+// offset, so a look-up lands on a batch boundary and scans batch headers forward.
+//
+// # Invariants
+//
+//   - Offsets strictly increase through the log: every batch's base offset is
+//     greater than the previous batch's last offset, and a segment's base offset
+//     is the base offset of its first batch. Append assigns them consecutively
+//     from the log end offset; AppendReplica keeps the leader's offsets.
+//   - The log holds whole batches only. Append validates every batch (length,
+//     magic, CRC-32C) before writing any byte; Read returns whole batches; a
+//     torn or corrupt tail found on start-up is cut at the last valid batch.
+//   - Only the last segment (the active one) is written. Older segments change
+//     only by deletion (retention) or truncation (TruncateTo).
+//   - The indexes are derived data: the active segment's are rebuilt from a scan
+//     on every Open; an older segment's are checked and rebuilt when missing or
+//     inconsistent.
+//
+// # Durability
+//
+// Append returns when the batches are in the page cache (readable, and safe
+// against a process crash, not against power loss). They are durable once
+// WaitFlushed for an offset above them returns: one flusher goroutine per log
+// fsyncs the active segment, any segments rolled since its last pass (with their
+// indexes) and the directory when files were created or removed, and releases
+// every waiter that pass covered (group commit). The active segment's indexes
+// are not fsynced on each pass because Open rebuilds them from the segment.
+// A failed write or fsync makes the log fail: every later Append and
+// WaitFlushed returns ErrFailed and the log must be reopened (which recovers
+// from what the disk really holds), because after a failed fsync the page cache
+// can no longer be trusted to match the disk.
+//
+// # Concurrency
+//
+// Lock order: Log.appendMu, then Log.mu, then segment.idxMu.
+//
+// Appends (and roll, truncation, reconfiguration) are serialized by appendMu,
+// which is held while the batch is written to the page cache but never across an
+// fsync. Readers take mu as a read lock only to pick a segment and copy index
+// slices; their file reads are positioned reads (pread) outside every lock, on
+// a segment kept open by a reference count until the returned Slice is
+// released, even if retention deletes the segment meanwhile.
+package log

@@ -1,0 +1,228 @@
+package log
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// Log is one partition's segment log. All methods are safe for concurrent use.
+type Log struct {
+	dir    string
+	logger *slog.Logger
+	dirF   *os.File // the directory, for fsync after creating or removing files
+
+	// appendMu serializes Append, AppendReplica, roll, TruncateTo, SetConfig
+	// and Close. It is held while batches are written to the page cache, never
+	// across an fsync (TruncateTo alone holds it across file truncation and
+	// removal, so no append can land in a file being cut).
+	appendMu sync.Mutex
+	build    indexBuilder // guarded by appendMu: new index entries of one append
+	idxBuf   []byte       // guarded by appendMu: their encoding
+	timeBuf  []byte       // guarded by appendMu
+
+	// mu guards the fields below. It is held only for in-memory work: picking
+	// segments, copying index slices, publishing an append. Fields also marked
+	// appendMu are written with both held and may be read with either.
+	mu        sync.RWMutex
+	cfg       Config        // mu+appendMu
+	segs      []*segment    // mu+appendMu; oldest first, the last is active; never empty while open
+	end       int64         // mu+appendMu; log end offset
+	closed    bool          // mu+appendMu
+	failed    error         // mu; sticky write/fsync failure (wraps ErrFailed)
+	changed   chan struct{} // mu; closed when end moves or the log closes
+	unsynced  []*segment    // mu; rolled (or recovered) segments awaiting fsync, each with a reference
+	dirDirty  bool          // mu; files created or removed since the last directory fsync
+	truncGen  uint64        // mu; bumped by TruncateTo so an overlapping flush does not advance flushed
+	flushedCh chan struct{} // mu; closed and replaced after each flush pass
+
+	flushed atomic.Int64 // written under mu; every offset below it is fsynced
+	fsyncs  atomic.Int64 // fsync calls made (files and directory), for tests and metrics
+
+	kick chan struct{} // capacity 1: a flush is wanted
+	stop chan struct{} // closed by Close to stop the flusher
+	done chan struct{} // closed when the flusher has returned
+}
+
+// Open opens (creating if needed) the log in dir, recovering it as described
+// in the package doc, and starts its flusher. logger may be nil.
+func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("log: create %s: %w", dir, err)
+	}
+	dirF, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	l := &Log{
+		dir:       dir,
+		logger:    logger.With(slog.String("log", dir)),
+		dirF:      dirF,
+		cfg:       cfg,
+		changed:   make(chan struct{}),
+		flushedCh: make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			s.release()
+		}
+		_ = dirF.Close()
+		return nil, fmt.Errorf("log: recover %s: %w", dir, err)
+	}
+	l.end = l.segs[len(l.segs)-1].next
+	l.flushed.Store(l.segs[0].base)
+	// Nothing recovered is known to be on disk (the previous process may have
+	// died before its flush), so the flusher's first pass syncs every segment.
+	for _, s := range l.segs {
+		s.acquire()
+		l.unsynced = append(l.unsynced, s)
+	}
+	go l.flushLoop()
+	l.requestFlush()
+	return l, nil
+}
+
+// StartOffset returns the log start offset: the first segment's base offset.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[0].base
+}
+
+// EndOffset returns the log end offset: the offset the next record gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.end
+}
+
+// Size returns the bytes of all segments' .log files.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// Segments returns the number of segments.
+func (l *Log) Segments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// SetConfig replaces the configuration; it applies from the next append (roll)
+// and the next EnforceRetention. A nil cfg.Now keeps the current clock.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if cfg.Now == nil {
+		cfg.Now = l.cfg.Now
+	}
+	l.cfg = cfg
+	return nil
+}
+
+// Changed returns a channel that is closed when the log end offset moves
+// (append or truncation) or the log closes. Call it again after each close for
+// the next change. Fetch long-polls wait on it.
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.changed
+}
+
+// notifyLocked wakes the waiters on Changed. mu must be held for writing.
+func (l *Log) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// failLocked records a write or fsync failure; mu must be held for writing.
+func (l *Log) failLocked(err error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+		l.logger.Error("log failed; it must be reopened", slog.Any("err", err))
+	}
+	return l.failed
+}
+
+// checkLocked returns the error that stops a write, if any; mu must be held.
+func (l *Log) checkLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
+}
+
+// Close stops the flusher, fsyncs everything and releases the files. A Slice
+// still held keeps its segment open until released. Close is idempotent.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.appendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.appendMu.Unlock()
+
+	close(l.stop)
+	<-l.done
+	err := l.flush(true) // nothing else runs the flush now
+
+	l.mu.Lock()
+	close(l.changed) // left closed: Changed keeps reporting the close
+	segs := l.segs
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+	if cerr := l.dirF.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("log: close directory: %w", cerr)
+	}
+	return err
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("log: delete %s: %w", l.dir, err)
+	}
+	return cerr
+}

@@ -1,0 +1,201 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// EnforceRetention deletes the oldest non-active segments that retention
+// allows: while the oldest one's largest timestamp is more than RetentionMs
+// before now, or the log without it would still hold RetentionBytes or more
+// (Kafka's rules). The log start offset moves to the first remaining segment.
+// Readers holding a Slice of a deleted segment keep reading it until they
+// release it. It returns how many segments it deleted.
+func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
+	l.appendMu.Lock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.appendMu.Unlock()
+		return 0, ErrClosed
+	}
+	n := retentionVictims(l.segs, l.cfg, now.UnixMilli())
+	victims := slices.Clone(l.segs[:n])
+	if n > 0 {
+		l.segs = slices.Clone(l.segs[n:])
+		l.dirDirty = true
+	}
+	start := l.segs[0].base
+	l.mu.Unlock()
+	l.appendMu.Unlock()
+
+	// File removal needs no lock: these names are below the log start offset
+	// now and no roll can create them again.
+	var errs []error
+	for _, s := range victims {
+		s.retire()
+		if err := s.removeFiles(); err != nil {
+			errs = append(errs, fmt.Errorf("log: delete segment %d: %w", s.base, err))
+		}
+		l.logger.Info("retention deleted segment", slog.Int64("segment", s.base),
+			slog.Int64("bytes", s.size), slog.Int64("start_offset", start))
+		s.release()
+	}
+	if n > 0 {
+		l.requestFlush() // sync the directory
+	}
+	return n, errors.Join(errs...)
+}
+
+// retentionVictims returns how many of the oldest segments retention deletes;
+// the last (active) segment always stays.
+func retentionVictims(segs []*segment, cfg Config, nowMs int64) int {
+	var total int64
+	for _, s := range segs {
+		total += s.size
+	}
+	n := 0
+	for ; n < len(segs)-1; n++ {
+		s := segs[n]
+		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
+		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.size
+	}
+	return n
+}
+
+// TruncateTo removes every record at and after offset, which must be a batch
+// boundary (ErrNotBatchBoundary otherwise) between the log start and end
+// offsets (ErrOffsetOutOfRange otherwise): later segments are deleted and the
+// segment holding offset is cut, with its indexes, and becomes active again.
+// The log end offset becomes offset and the flushed offset is lowered to it.
+// A follower calls this to drop a suffix the leader does not have.
+//
+// It holds the append lock throughout, file truncation included, so no append
+// lands in a file being cut. A reader holding a Slice of a cut segment may
+// then read fewer bytes than the Slice's Size (an unexpected EOF); one holding
+// a deleted segment reads it until released.
+func (l *Log) TruncateTo(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	err, start, end := l.checkLocked(), l.segs[0].base, l.end
+	l.mu.RUnlock()
+	switch {
+	case err != nil:
+		return err
+	case offset < start || offset > end:
+		return fmt.Errorf("%w: truncate to %d, the log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, end)
+	case offset == end:
+		return nil
+	}
+	// With appendMu held the segment list and the active segment's fields are
+	// stable (retention also takes appendMu).
+	k, cut, err := l.findCut(offset)
+	if err != nil {
+		return err
+	}
+	s := l.segs[k]
+	idx := cutIndex(s.index, cut)
+	times := cutTimes(s.times, offset-s.base)
+
+	l.mu.Lock()
+	victims := slices.Clone(l.segs[k+1:])
+	l.segs = slices.Clone(l.segs[:k+1])
+	s.index, s.times, s.size, s.next = idx, times, cut, offset
+	l.end = offset
+	if l.flushed.Load() > offset {
+		l.flushed.Store(offset)
+	}
+	l.truncGen++
+	l.dirDirty = l.dirDirty || len(victims) > 0
+	l.notifyLocked()
+	l.mu.Unlock()
+
+	errs := l.cutFiles(s, cut, len(idx), len(times), victims)
+	l.logger.Info("truncated log", slog.Int64("end_offset", offset),
+		slog.Int64("segment", s.base), slog.Int("segments_deleted", len(victims)))
+	if errs != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.failLocked(errs)
+	}
+	return nil
+}
+
+// findCut locates offset: the segment to keep as active and the position to
+// cut it at. appendMu must be held.
+func (l *Log) findCut(offset int64) (int, int64, error) {
+	i := 0
+	for i+1 < len(l.segs) && l.segs[i+1].base <= offset {
+		i++
+	}
+	s := l.segs[i]
+	if offset == s.base && i > 0 {
+		return i - 1, l.segs[i-1].size, nil // drop segment i whole
+	}
+	v := segView{seg: s, size: s.size, next: s.next, index: s.index}
+	sc := getScanner(s.log, s.size)
+	defer putScanner(sc)
+	pos, h, err := v.find(sc, offset, func(h record.Header) bool {
+		return h.LastOffset() >= offset
+	})
+	switch {
+	case errors.Is(err, errNotFound):
+		return i, s.size, nil // offset is past the segment's last batch
+	case err != nil:
+		return 0, 0, err
+	case h.BaseOffset < offset:
+		return 0, 0, fmt.Errorf("%w: offset %d is inside the batch %d-%d", ErrNotBatchBoundary, offset, h.BaseOffset, h.LastOffset())
+	}
+	return i, pos, nil
+}
+
+// cutIndex returns a copy of the entries of batches before position cut.
+func cutIndex(idx []indexEntry, cut int64) []indexEntry {
+	n := 0
+	for n < len(idx) && int64(idx[n].pos) < cut {
+		n++
+	}
+	return slices.Clone(idx[:n])
+}
+
+// cutTimes returns a copy of the entries of batches before relative offset rel.
+func cutTimes(times []timeEntry, rel int64) []timeEntry {
+	n := 0
+	for n < len(times) && int64(times[n].rel) < rel {
+		n++
+	}
+	return slices.Clone(times[:n])
+}
+
+// cutFiles does TruncateTo's file work: cut s and its indexes, reopen them for
+// appends, delete the later segments. appendMu must be held.
+func (l *Log) cutFiles(s *segment, cut int64, nIdx, nTimes int, victims []*segment) error {
+	var errs []error
+	if err := s.log.Truncate(cut); err != nil {
+		errs = append(errs, fmt.Errorf("truncate segment %d: %w", s.base, err))
+	}
+	if err := s.reopenForAppend(nIdx, nTimes); err != nil {
+		errs = append(errs, fmt.Errorf("segment %d: %w", s.base, err))
+	}
+	if cut == 0 {
+		s.firstAppend = time.Time{}
+	}
+	for _, v := range victims {
+		v.retire()
+		if err := v.removeFiles(); err != nil {
+			errs = append(errs, fmt.Errorf("delete segment %d: %w", v.base, err))
+		}
+		v.release()
+	}
+	return errors.Join(errs...)
+}
