@@ -127,19 +127,20 @@ func ListOffset(ctx context.Context, meta *Metadata, pool *storageclient.Pool, t
 // reader's offset (possibly none), advancing the offset past them.
 func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 	var resp protocol.FetchResponse
-	var payload []byte
+	var res storageclient.Result
 	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
 		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
 			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1}
-		res, err := c.Call(ctx, protocol.APIFetch, req, nil, &resp)
-		payload = res.Payload
+		var err error
+		res, err = c.Call(ctx, protocol.APIFetch, req, nil, &resp)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	defer res.Release() // records are copied out below
 	r.hw = resp.HighWatermark
-	r.it.Reset(payload)
+	r.it.Reset(res.Payload)
 	r.it.SetStartOffset(r.offset)
 	var out []record.Record
 	for r.it.Next() {

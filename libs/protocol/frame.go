@@ -33,6 +33,9 @@ type FrameReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
+	// Alloc, when set, supplies the buffer for a frame larger than the current
+	// one (for example from a pool); it must return a slice of length n.
+	Alloc func(n int) []byte
 }
 
 // NewFrameReader reads frames of at most max bytes (DefaultMaxFrame when max <= 0).
@@ -61,7 +64,11 @@ func (fr *FrameReader) Next() ([]byte, error) {
 		return nil, fmt.Errorf("%w: empty frame", ErrMalformedFrame)
 	}
 	if cap(fr.buf) < n {
-		fr.buf = make([]byte, n, growCap(n))
+		if fr.Alloc != nil {
+			fr.buf = fr.Alloc(n)
+		} else {
+			fr.buf = make([]byte, n, growCap(n))
+		}
 	}
 	fr.buf = fr.buf[:n]
 	if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
@@ -76,6 +83,10 @@ func (fr *FrameReader) Next() ([]byte, error) {
 // Detach hands the current buffer to the caller (who may keep the last frame)
 // and makes the reader allocate a fresh one for the next frame.
 func (fr *FrameReader) Detach() { fr.buf = nil }
+
+// GrowCap rounds a frame size up to the buffer capacity a reader allocates for
+// it (a power of two, at least 4 KiB), so pooled buffers come in few sizes.
+func GrowCap(n int) int { return growCap(n) }
 
 func growCap(n int) int {
 	c := 4096

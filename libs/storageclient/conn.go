@@ -25,11 +25,36 @@ import (
 // a NETWORK_EXCEPTION so callers treat it as retriable.
 var ErrClosed = &protocol.Error{Code: protocol.NetworkException, Message: "connection closed"}
 
-// Result is a response's header, its raw payload and its decoded body.
+// Result is a response's header and its raw payload.
 type Result struct {
 	Header  protocol.ResponseHeader
 	Payload []byte
+
+	buf *[]byte // the pooled frame buffer Payload aliases, or nil
 }
+
+// Release hands the payload's buffer back to the connection's pool; Payload
+// must not be used afterwards. Calling it is optional (an unreleased buffer is
+// garbage collected) but saves an allocation per response on hot paths such
+// as consumers and followers.
+func (r *Result) Release() {
+	if r.buf != nil {
+		putBuf(r.buf)
+		r.buf, r.Payload = nil, nil
+	}
+}
+
+// bufPool holds frame buffers handed out to callers with large payloads.
+var bufPool sync.Pool
+
+func getBuf(n int) []byte {
+	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n, protocol.GrowCap(n))
+}
+
+func putBuf(p *[]byte) { bufPool.Put(p) }
 
 type pending struct {
 	resp protocol.Body
@@ -163,6 +188,7 @@ func (c *Conn) fail(cause error) {
 func (c *Conn) readLoop() {
 	defer close(c.done)
 	fr := protocol.NewFrameReader(c.nc, 0)
+	fr.Alloc = getBuf
 	dec := protocol.NewDecoder()
 	for {
 		frame, err := fr.Next()
@@ -189,7 +215,9 @@ func (c *Conn) readLoop() {
 		}
 		p.res = Result{Header: h, Payload: dec.Payload()}
 		if len(p.res.Payload) > 0 {
-			fr.Detach() // the caller keeps the frame buffer
+			buf := frame[:cap(frame)]
+			p.res.buf = &buf
+			fr.Detach() // the caller keeps the frame buffer until Release
 		}
 		close(p.done)
 	}

@@ -2,11 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -82,9 +79,7 @@ type Server struct {
 	log      *slog.Logger
 	ids      *requestIDs
 
-	ln  net.Listener
-	srv *fasthttp.Server
-	wg  sync.WaitGroup // the Serve goroutine
+	http *service.HTTPServer
 
 	// base ends when Stop begins; long-polls run under it so that they do
 	// not hold the shutdown up.
@@ -100,13 +95,10 @@ func New(cfg Config, producer *produce.Producer, admin Admin, cache *metacache.C
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
-	}
-	s := &Server{cfg: cfg, producer: producer, admin: admin, cache: cache, log: log, ids: newRequestIDs(), ln: ln}
+	s := &Server{cfg: cfg, producer: producer, admin: admin, cache: cache, log: log, ids: newRequestIDs()}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.srv = &fasthttp.Server{
+	var err error
+	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{
 		Name:               "sluice-frontend",
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -115,40 +107,22 @@ func New(cfg Config, producer *produce.Producer, admin Admin, cache *metacache.C
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		ReadBufferSize:     16 << 10,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{log},
+	}, log)
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // Addr returns the listener's address.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Server) Addr() string { return s.http.Addr() }
 
 // Start serves in a goroutine that Stop waits for.
-func (s *Server) Start() {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, net.ErrClosed) {
-			s.log.Error("http server stopped", "err", err)
-		}
-	}()
-	s.log.Info("http listener started", "addr", s.Addr())
-}
+func (s *Server) Start() { s.http.Start() }
 
 // Stop ends long-polls, lets requests in progress finish until ctx ends, and
 // waits for the serving goroutine.
 func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
-	err := s.srv.ShutdownWithContext(ctx)
-	_ = s.ln.Close() // Shutdown closes it; closing again covers a server never started
-	s.wg.Wait()
-	return err
-}
-
-// fasthttpLogger sends fasthttp's own messages to the service's logger.
-type fasthttpLogger struct{ log *slog.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn(fmt.Sprintf(format, args...), "component", "fasthttp")
+	return s.http.Stop(ctx)
 }

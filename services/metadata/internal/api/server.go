@@ -9,13 +9,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
@@ -35,13 +35,12 @@ type Server struct {
 	ctrl *controller.Controller
 	log  *slog.Logger
 
-	ln  net.Listener
-	srv *fasthttp.Server
+	ln   net.Listener
+	http *service.HTTPServer
 
 	base    context.Context // cancelled by Stop: ends long polls and proposals
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the Serve goroutine
-	waiting atomic.Int64   // long polls waiting for a change
+	waiting atomic.Int64 // long polls waiting for a change
 }
 
 // New listens on cfg.Addr (unless WithListener) and prepares the server.
@@ -61,7 +60,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM, ctrl *controller.Controlle
 		s.ln = ln
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.srv = &fasthttp.Server{
+	s.http = service.NewHTTPServer(s.ln, &fasthttp.Server{
 		Name:                  "sluice-metadata",
 		Handler:               s.route,
 		ErrorHandler:          s.protocolError,
@@ -69,9 +68,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM, ctrl *controller.Controlle
 		ReadTimeout:           cfg.ReadTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
 		NoDefaultServerHeader: true,
-		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{log},
-	}
+	}, log)
 	return s, nil
 }
 
@@ -82,28 +79,13 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Start serves in a goroutine that Stop waits for.
-func (s *Server) Start() {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.srv.Serve(s.ln); err != nil {
-			s.log.Error("http server stopped", "err", err)
-		}
-	}()
-	s.log.Info("http api listening", "addr", s.Addr())
-}
+func (s *Server) Start() { s.http.Start() }
 
 // Stop ends long polls, stops accepting, waits for requests in flight (up to
 // ctx) and for the Serve goroutine.
 func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
-	err := s.srv.ShutdownWithContext(ctx)
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("http api shutdown: %w", err)
-	}
-	_ = s.ln.Close() // Serve may not have run; closing twice is harmless
-	s.wg.Wait()
-	return err
+	return s.http.Stop(ctx)
 }
 
 // route dispatches on path and method.
@@ -210,12 +192,4 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 
 func writeJSONError(ctx *fasthttp.RequestCtx, status int, code protocol.Code, msg string) {
 	writeJSON(ctx, status, errorBodyOf(code, msg))
-}
-
-// fasthttpLogger routes fasthttp's log lines (connection errors, mostly caused
-// by clients, whose requests get a JSON error anyway) to slog at debug level.
-type fasthttpLogger struct{ log *slog.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Debug("fasthttp: " + fmt.Sprintf(format, args...)) // mostly client-caused connection errors
 }

@@ -15,14 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/offsets/internal/store"
 )
 
@@ -39,11 +38,9 @@ type OffsetsResponse struct {
 
 // Server serves the API.
 type Server struct {
-	st  *store.Store
-	log *slog.Logger
-	ln  net.Listener
-	srv *fasthttp.Server
-	wg  sync.WaitGroup
+	st   *store.Store
+	log  *slog.Logger
+	http *service.HTTPServer
 }
 
 // MaxBodyBytes bounds a request body.
@@ -51,36 +48,23 @@ const MaxBodyBytes = 4 << 20
 
 // New listens on addr.
 func New(addr string, st *store.Store, log *slog.Logger) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+	s := &Server{st: st, log: log}
+	var err error
+	s.http, err = service.ListenHTTP(addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: MaxBodyBytes, Name: "sluice-offsets", NoDefaultServerHeader: true}, log)
 	if err != nil {
-		return nil, fmt.Errorf("offsets listener: %w", err)
+		return nil, err
 	}
-	s := &Server{st: st, log: log, ln: ln}
-	s.srv = &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: MaxBodyBytes, Name: "sluice-offsets", NoDefaultServerHeader: true}
 	return s, nil
 }
 
 // Addr returns the listen address.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Server) Addr() string { return s.http.Addr() }
 
 // Start serves in a goroutine that Stop waits for.
-func (s *Server) Start() {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.srv.Serve(s.ln); err != nil {
-			s.log.Error("offsets API stopped", "err", err)
-		}
-	}()
-	s.log.Info("offsets API started", "addr", s.Addr())
-}
+func (s *Server) Start() { s.http.Start() }
 
 // Stop shuts the server down.
-func (s *Server) Stop(ctx context.Context) error {
-	err := s.srv.ShutdownWithContext(ctx)
-	s.wg.Wait()
-	return err
-}
+func (s *Server) Stop(ctx context.Context) error { return s.http.Stop(ctx) }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := strings.Trim(string(ctx.Path()), "/")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // helperEnv makes the test binary act as a storage server for the strace test.
@@ -149,12 +152,15 @@ func BenchmarkFetchSendfile(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	offset := int64(0)
+	var resp protocol.FetchResponse
 	for i := 0; i < b.N; i++ {
-		_, payload, err := fetch(b, c, "t", 0, offset, 1<<20, 0)
+		req := &protocol.FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1 << 20, ReplicaID: -1}
+		res, err := c.Call(context.Background(), protocol.APIFetch, req, nil, &resp)
 		if err != nil {
 			b.Fatal(err)
 		}
-		offset = nextOffset(payload, offset)
+		offset = nextOffset(res.Payload, offset)
+		res.Release() // a consumer reuses its buffers; so does this one
 		if offset >= end {
 			offset = 0
 		}
@@ -184,15 +190,28 @@ func beUint32(b []byte) uint32 {
 
 // BenchmarkRawSendfile is the physical limit for BenchmarkFetchSendfile: the
 // same 1 MiB ranges of a 64 MiB file sent with sendfile over loopback to a
-// reader that discards them, with no protocol at all.
+// reader that discards them, with no protocol at all. The file is written the
+// way the log writes a segment (one write per ~64 KiB batch), because the
+// kernel's page-cache folios, and with them sendfile's cost, depend on the
+// write size: see BenchmarkRawSendfileLargeWrites.
 func BenchmarkRawSendfile(b *testing.B) {
+	chunk := batch(b, 64, "f", 1000, 1)
+	benchRawSendfile(b, chunk)
+}
+
+// BenchmarkRawSendfileLargeWrites is BenchmarkRawSendfile over a file written
+// in 1 MiB writes.
+func BenchmarkRawSendfileLargeWrites(b *testing.B) {
+	benchRawSendfile(b, make([]byte, 1<<20))
+}
+
+func benchRawSendfile(b *testing.B, chunk []byte) {
 	f, err := os.CreateTemp(b.TempDir(), "raw")
 	if err != nil {
 		b.Fatal(err)
 	}
-	buf := make([]byte, 1<<20)
-	for i := 0; i < 64; i++ {
-		if _, err := f.Write(buf); err != nil {
+	for written := 0; written < 64<<20+len(chunk); written += len(chunk) {
+		if _, err := f.Write(chunk); err != nil {
 			b.Fatal(err)
 		}
 	}
