@@ -68,8 +68,8 @@ type Conn struct {
 	nc       net.Conn
 	clientID string
 
-	wmu sync.Mutex // serialises writes and guards enc and nextID
-	enc *protocol.Encoder
+	wmu    sync.Mutex // serialises writes and guards enc and nextID
+	enc    *protocol.Encoder
 	nextID uint32
 
 	mu      sync.Mutex          // guards pending and err

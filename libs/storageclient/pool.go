@@ -10,8 +10,8 @@ import (
 type Pool struct {
 	clientID string
 
-	mu    sync.Mutex       // guards conns and closed
-	conns map[string]*Conn // by address
+	mu     sync.Mutex       // guards conns and closed
+	conns  map[string]*Conn // by address
 	closed bool
 }
 
