@@ -7,7 +7,7 @@ BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/fronten
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test vet fmt tidy run clean bench
+.PHONY: help build test vet fmt tidy run clean bench figures
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ fmt: ## fail when any file is not gofmt-formatted
 
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+figures: ## measure the storage figures of docs/performance.md (append and fetch vs their physical limits)
+	@tools/scripts/storage-figures.sh
 
 bench: ## run the Go benchmarks of the hot paths
 	@set -e; for m in libs services/storage; do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...); done

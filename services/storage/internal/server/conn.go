@@ -151,11 +151,14 @@ func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl se
 		return
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-	if _, err := c.nc.Write(prefix); err != nil {
-		c.close()
+	if sl.Size() == 0 {
+		if _, err := c.nc.Write(prefix); err != nil {
+			c.close()
+		}
 		return
 	}
-	if sl.Size() == 0 {
+	if err := writeMore(c.nc, prefix); err != nil {
+		c.close()
 		return
 	}
 	if err := sendFile(c.nc, sl.File(), sl.Pos(), sl.Size()); err != nil {

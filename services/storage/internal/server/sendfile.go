@@ -75,3 +75,36 @@ func copyFile(w io.Writer, f *os.File, off, n int64) error {
 	_, err := io.Copy(w, io.NewSectionReader(f, off, n))
 	return err
 }
+
+// writeMore writes p to the socket with MSG_MORE, so the kernel holds the
+// small frame header back and sends it in one segment with the sendfile data
+// that follows, instead of waking the reader for a header alone.
+func writeMore(conn *net.TCPConn, p []byte) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			n, err := syscall.SendmsgN(int(fd), p, nil, nil, syscall.MSG_MORE)
+			if n > 0 {
+				p = p[n:]
+			}
+			switch {
+			case err == syscall.EAGAIN:
+				return false
+			case err == syscall.EINTR:
+				continue
+			case err != nil:
+				sendErr = fmt.Errorf("send header: %w", err)
+				return true
+			}
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	return sendErr
+}
