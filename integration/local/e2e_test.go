@@ -114,9 +114,9 @@ func postJSON(t *testing.T, url string, body any) produceReply {
 }
 
 // waitLeaders waits until every partition's leader answers a ListOffsets.
-func waitLeaders(t *testing.T, ctx context.Context, c interface{ MetadataURL() string }, topic string, partitions int) {
+func waitLeaders(t *testing.T, ctx context.Context, c interface{ MetadataURLs() []string }, topic string, partitions int) {
 	t.Helper()
-	meta := client.NewMetadata(client.NewAdmin([]string{c.MetadataURL()}))
+	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
 	pool := storageclient.NewPool("e2e")
 	defer pool.Close()
 	deadline := time.Now().Add(30 * time.Second)
@@ -139,9 +139,9 @@ func waitLeaders(t *testing.T, ctx context.Context, c interface{ MetadataURL() s
 
 // checkReadBack reads every partition from the start and checks that every
 // produced record is there at its acknowledged offset, once, and in per-key order.
-func checkReadBack(t *testing.T, ctx context.Context, c interface{ MetadataURL() string }, sent []produced) {
+func checkReadBack(t *testing.T, ctx context.Context, c interface{ MetadataURLs() []string }, sent []produced) {
 	t.Helper()
-	meta := client.NewMetadata(client.NewAdmin([]string{c.MetadataURL()}))
+	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
 	pool := storageclient.NewPool("e2e-read")
 	defer pool.Close()
 	want := map[string]produced{}

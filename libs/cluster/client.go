@@ -45,10 +45,12 @@ func NewClient(addrs []string) *Client {
 	return &Client{addrs: norm, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
 }
 
-// Snapshot returns the current cluster metadata.
+// Snapshot returns the current cluster metadata. The read is linearizable (the
+// Raft leader answers after confirming its leadership), so it reflects every
+// change acknowledged before it, such as a topic just created.
 func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	var s Snapshot
-	err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &s)
+	err := c.do(ctx, http.MethodGet, "/v1/cluster?consistent=true", nil, &s)
 	return &s, err
 }
 
@@ -73,19 +75,19 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name), nil, nil)
 }
 
-// ListTopics returns every topic.
+// ListTopics returns every topic (a linearizable read).
 func (c *Client) ListTopics(ctx context.Context) ([]Topic, error) {
 	var out struct {
 		Topics []Topic `json:"topics"`
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/topics", nil, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/topics?consistent=true", nil, &out)
 	return out.Topics, err
 }
 
-// DescribeTopic returns one topic.
+// DescribeTopic returns one topic (a linearizable read).
 func (c *Client) DescribeTopic(ctx context.Context, name string) (*Topic, error) {
 	var t Topic
-	err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(name), nil, &t)
+	err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(name)+"?consistent=true", nil, &t)
 	return &t, err
 }
 

@@ -1,6 +1,6 @@
-// Package localcluster starts a Sluice cluster as processes on 127.0.0.1: one
-// metadata voter, N storage nodes, a frontend and an offsets service, each with
-// its own data directory and log file. `make run` (through sluice-dev) and the
+// Package localcluster starts a Sluice cluster as processes on 127.0.0.1: a
+// metadata Raft group (three voters by default), N storage nodes, a frontend and
+// an offsets service, each with its own data directory and log file. `make run` (through sluice-dev) and the
 // end-to-end tests use it.
 //
 // Start brings the processes up in dependency order and waits for each one's
@@ -19,7 +19,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +29,8 @@ import (
 
 // Ports are the listen ports of a local cluster.
 type Ports struct {
+	// MetadataHTTP, MetadataRaft and MetadataAdmin are voter 1's ports; voter i
+	// adds 3*(i-1) to each.
 	MetadataHTTP, MetadataRaft, MetadataAdmin int
 	FrontendHTTP, FrontendAdmin               int
 	OffsetsHTTP, OffsetsAdmin                 int
@@ -41,28 +45,25 @@ func DefaultPorts() Ports {
 		OffsetsHTTP: 7080, OffsetsAdmin: 7081, StorageBase: 9101, StorageAdminBase: 9111}
 }
 
-// FreePorts picks unused ports for a cluster with the given storage nodes.
+// FreePorts picks unused ports for a cluster with the given storage nodes and
+// up to MaxVoters metadata voters: one run of consecutive free ports, laid out
+// as DefaultPorts lays out its fixed ones.
 func FreePorts(storage int) (Ports, error) {
-	n := 7 + 2*storage
-	ps := make([]int, 0, n)
-	for len(ps) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return Ports{}, err
+	n := 3*MaxVoters + 4 + 2*storage
+	for base := 20000 + (os.Getpid()%200)*150; base < 60000; base += 151 {
+		if !runFree(base, n) {
+			continue
 		}
-		defer ln.Close()
-		ps = append(ps, ln.Addr().(*net.TCPAddr).Port)
+		m := base + 3*MaxVoters
+		return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
+			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: m + 2, OffsetsAdmin: m + 3,
+			StorageBase: m + 4, StorageAdminBase: m + 4 + storage}, nil
 	}
-	p := Ports{MetadataHTTP: ps[0], MetadataRaft: ps[1], MetadataAdmin: ps[2], FrontendHTTP: ps[3], FrontendAdmin: ps[4], OffsetsHTTP: ps[5], OffsetsAdmin: ps[6]}
-	// Storage ports must be consecutive; find a free run.
-	for base := 20000 + (os.Getpid()%200)*100; base < 60000; base += 97 {
-		if runFree(base, storage) && runFree(base+storage, storage) {
-			p.StorageBase, p.StorageAdminBase = base, base+storage
-			return p, nil
-		}
-	}
-	return Ports{}, errors.New("localcluster: no free run of ports for storage nodes")
+	return Ports{}, errors.New("localcluster: no free run of ports")
 }
+
+// MaxVoters bounds the metadata voters of a local cluster.
+const MaxVoters = 5
 
 func runFree(base, n int) bool {
 	for i := 0; i < n; i++ {
@@ -80,8 +81,11 @@ type Config struct {
 	BinDir  string // holds sluice-metadata, sluice-storage, sluice-frontend, sluice-offsets
 	DataDir string // data and logs go under it
 	Storage int    // storage nodes (default 3)
+	Voters  int    // metadata voters, 1 to MaxVoters (default 3)
 	Ports   Ports
-	// Extra flags per process name ("metadata", "storage-1", "frontend", "offsets").
+	// Extra flags per process name ("metadata-1", "storage-1", "frontend",
+	// "offsets"); those under "metadata" go to every voter and those under
+	// "storage" to every storage node.
 	Extra map[string][]string
 	// Log, when set, receives progress lines.
 	Log io.Writer
@@ -111,6 +115,12 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Storage <= 0 {
 		cfg.Storage = 3
 	}
+	if cfg.Voters <= 0 {
+		cfg.Voters = 3
+	}
+	if cfg.Voters > MaxVoters {
+		return nil, fmt.Errorf("localcluster: %d voters, at most %d", cfg.Voters, MaxVoters)
+	}
 	if cfg.Ports == (Ports{}) {
 		cfg.Ports = DefaultPorts()
 	}
@@ -123,10 +133,19 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	p := cfg.Ports
-	metaURL := "http://" + addr(p.MetadataHTTP)
 	c := &Cluster{cfg: cfg}
-	c.add("metadata", "sluice-metadata", addr(p.MetadataAdmin), "-id", "1", "-http-addr", addr(p.MetadataHTTP), "-raft-addr", addr(p.MetadataRaft),
-		"-admin-addr", addr(p.MetadataAdmin), "-data-dir", filepath.Join(abs, "metadata"), "-bootstrap")
+	var peers, urls []string
+	for i := 1; i <= cfg.Voters; i++ {
+		h, r, _ := c.voterPorts(i)
+		peers = append(peers, fmt.Sprintf("%d=%s=%s", i, addr(r), addr(h)))
+		urls = append(urls, "http://"+addr(h))
+	}
+	metaURL := strings.Join(urls, ",")
+	for i := 1; i <= cfg.Voters; i++ {
+		h, r, a := c.voterPorts(i)
+		c.add(voterName(i), "sluice-metadata", addr(a), "-id", strconv.Itoa(i), "-http-addr", addr(h), "-raft-addr", addr(r),
+			"-admin-addr", addr(a), "-data-dir", filepath.Join(abs, voterName(i)), "-bootstrap", "-peers", strings.Join(peers, ","))
+	}
 	for i := 1; i <= cfg.Storage; i++ {
 		c.add("storage-"+strconv.Itoa(i), "sluice-storage", addr(p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
 			"-addr", addr(p.StorageBase+i-1), "-admin-addr", addr(p.StorageAdminBase+i-1),
@@ -141,7 +160,28 @@ func New(cfg Config) (*Cluster, error) {
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
+// voterName names metadata voter i (and its data directory).
+func voterName(i int) string { return "metadata-" + strconv.Itoa(i) }
+
+// voterPorts returns voter i's HTTP, Raft and admin ports.
+func (c *Cluster) voterPorts(i int) (int, int, int) {
+	p, d := c.cfg.Ports, 3*(i-1)
+	return p.MetadataHTTP + d, p.MetadataRaft + d, p.MetadataAdmin + d
+}
+
+// Voters returns the metadata voters' processes.
+func (c *Cluster) Voters() []*Proc {
+	var out []*Proc
+	for i := 1; i <= c.cfg.Voters; i++ {
+		out = append(out, c.Proc(voterName(i)))
+	}
+	return out
+}
+
 func (c *Cluster) add(name, bin, admin string, args ...string) {
+	if group, _, ok := strings.Cut(name, "-"); ok {
+		args = append(args, c.cfg.Extra[group]...)
+	}
 	args = append(args, c.cfg.Extra[name]...)
 	c.Procs = append(c.Procs, &Proc{Name: name, Bin: filepath.Join(c.cfg.BinDir, bin), Args: args, AdminAddr: admin,
 		LogPath: filepath.Join(c.cfg.DataDir, "logs", name+".log")})
@@ -150,8 +190,19 @@ func (c *Cluster) add(name, bin, admin string, args ...string) {
 // FrontendURL is the frontend's base URL.
 func (c *Cluster) FrontendURL() string { return "http://" + addr(c.cfg.Ports.FrontendHTTP) }
 
-// MetadataURL is the metadata service's base URL.
-func (c *Cluster) MetadataURL() string { return "http://" + addr(c.cfg.Ports.MetadataHTTP) }
+// MetadataURL is the metadata voters' base URLs, comma-separated (the form of
+// every -metadata flag).
+func (c *Cluster) MetadataURL() string { return strings.Join(c.MetadataURLs(), ",") }
+
+// MetadataURLs is the metadata voters' base URLs.
+func (c *Cluster) MetadataURLs() []string {
+	var urls []string
+	for i := 1; i <= c.cfg.Voters; i++ {
+		h, _, _ := c.voterPorts(i)
+		urls = append(urls, "http://"+addr(h))
+	}
+	return urls
+}
 
 // OffsetsURL is the offsets service's base URL.
 func (c *Cluster) OffsetsURL() string { return "http://" + addr(c.cfg.Ports.OffsetsHTTP) }
@@ -166,10 +217,25 @@ func (c *Cluster) Proc(name string) *Proc {
 	return nil
 }
 
-// Start starts every process in order, waiting for each to be ready.
+// Start starts every process in order: the metadata voters together (none is
+// ready before a quorum runs), then the others one by one, waiting for each to
+// be ready.
 func (c *Cluster) Start(ctx context.Context) error {
+	voters := c.Voters()
+	for _, p := range voters {
+		if err := c.launch(p); err != nil {
+			c.Stop()
+			return err
+		}
+	}
 	for _, p := range c.Procs {
-		if err := c.StartProc(ctx, p); err != nil {
+		var err error
+		if slices.Contains(voters, p) {
+			err = c.WaitReady(ctx, p)
+		} else {
+			err = c.StartProc(ctx, p)
+		}
+		if err != nil {
 			c.Stop()
 			return err
 		}
@@ -179,6 +245,22 @@ func (c *Cluster) Start(ctx context.Context) error {
 
 // StartProc starts one process and waits until its /readyz answers 200.
 func (c *Cluster) StartProc(ctx context.Context, p *Proc) error {
+	if err := c.launch(p); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, p)
+}
+
+// WaitReady waits until a started process's /readyz answers 200.
+func (c *Cluster) WaitReady(ctx context.Context, p *Proc) error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	return waitReady(ctx, p, exited)
+}
+
+// launch starts one process without waiting for it.
+func (c *Cluster) launch(p *Proc) error {
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -198,7 +280,7 @@ func (c *Cluster) StartProc(ctx context.Context, p *Proc) error {
 	if c.cfg.Log != nil {
 		fmt.Fprintf(c.cfg.Log, "started %-10s pid %d, log %s\n", p.Name, cmd.Process.Pid, p.LogPath)
 	}
-	return waitReady(ctx, p, exited)
+	return nil
 }
 
 func waitReady(ctx context.Context, p *Proc, exited <-chan struct{}) error {

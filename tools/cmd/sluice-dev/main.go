@@ -1,5 +1,5 @@
 // Command sluice-dev starts a local Sluice cluster as processes on 127.0.0.1
-// (one metadata voter, three storage nodes, a frontend and an offsets service),
+// (three metadata voters, three storage nodes, a frontend and an offsets service),
 // prints where everything is, and stops it all cleanly on Ctrl-C. Data stays in
 // the data directory between runs. `make run` runs it.
 package main
@@ -19,14 +19,19 @@ func main() {
 	bin := flag.String("bin", "./bin", "directory holding the service binaries")
 	data := flag.String("data", "./data", "data directory (kept between runs)")
 	storage := flag.Int("storage", 3, "number of storage nodes")
+	voters := flag.Int("voters", 3, "number of metadata voters: 1 or 3")
 	flag.Parse()
+	if *voters != 1 && *voters != 3 {
+		fmt.Fprintln(os.Stderr, "sluice-dev: flag -voters: must be 1 or 3")
+		os.Exit(2)
+	}
 	if *storage < 1 || *storage > 9 {
 		fmt.Fprintln(os.Stderr, "sluice-dev: flag -storage: must be between 1 and 9")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := localcluster.New(localcluster.Config{BinDir: *bin, DataDir: *data, Storage: *storage, Log: os.Stdout})
+	c, err := localcluster.New(localcluster.Config{BinDir: *bin, DataDir: *data, Storage: *storage, Voters: *voters, Log: os.Stdout})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-dev:", err)
 		os.Exit(1)
@@ -39,7 +44,7 @@ func main() {
 	fmt.Printf(`
 Sluice is running (data in %s, logs in %s/logs):
   frontend   %s   (produce, admin; metrics on 127.0.0.1:%d)
-  metadata   %s
+  metadata   %s   (Raft voters)
   offsets    %s
   storage    127.0.0.1:%d..%d
 Try it:

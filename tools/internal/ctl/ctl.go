@@ -19,7 +19,7 @@ import (
 // Defaults point at the local cluster that `make run` starts.
 const (
 	DefaultFrontend = "http://127.0.0.1:8080"
-	DefaultMetadata = "http://127.0.0.1:7070"
+	DefaultMetadata = "http://127.0.0.1:7070,http://127.0.0.1:7073,http://127.0.0.1:7076"
 )
 
 // Env is what a command runs against.
@@ -44,7 +44,8 @@ usage: sluicectl [--frontend URL] [--metadata URL] COMMAND ...
   cluster status [-o json]
 
 --frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce and topic changes;
---metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `) answers reads and finds partition leaders.
+--metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `)
+  answers reads and finds partition leaders; any voter will do.
 --format takes kcat's placeholders: %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, \n and \t.
 `
@@ -159,4 +160,15 @@ func checkOutput(o string) error {
 		return fmt.Errorf("%w: -o %q is not table or json", errUsage, o)
 	}
 	return nil
+}
+
+// addrs splits a comma-separated address flag.
+func addrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

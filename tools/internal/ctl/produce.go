@@ -56,7 +56,11 @@ func produce(ctx context.Context, env Env, args []string) error {
 	default:
 		return fmt.Errorf("%w: --acks %q is not all, leader or none", errUsage, *acks)
 	}
-	endpoint := strings.TrimRight(env.Frontend, "/") + "/v1/topics/" + url.PathEscape(pos[0]) + "/records?acks=" + *acks
+	frontends := addrs(env.Frontend)
+	if len(frontends) == 0 {
+		return fmt.Errorf("%w: no frontend address", errUsage)
+	}
+	endpoint := strings.TrimRight(frontends[0], "/") + "/v1/topics/" + url.PathEscape(pos[0]) + "/records?acks=" + *acks
 	sc := bufio.NewScanner(env.Stdin)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var batch []httpRecord

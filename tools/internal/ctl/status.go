@@ -30,7 +30,7 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
 		return err
 	}
-	snap, err := cluster.NewClient([]string{env.Metadata}).Snapshot(ctx)
+	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster status: %w", err)
 	}

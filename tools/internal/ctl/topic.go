@@ -44,7 +44,7 @@ func topicCreate(ctx context.Context, env Env, args []string) error {
 	if *rf < 1 {
 		return fmt.Errorf("%w: --replication-factor must be at least 1", errUsage)
 	}
-	t, err := cluster.NewClient([]string{env.Frontend}).CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
+	t, err := cluster.NewClient(addrs(env.Frontend)).CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", pos[0], err)
 	}
@@ -62,7 +62,7 @@ func topicList(ctx context.Context, env Env, args []string) error {
 	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
 		return err
 	}
-	topics, err := cluster.NewClient([]string{env.Metadata}).ListTopics(ctx)
+	topics, err := cluster.NewClient(addrs(env.Metadata)).ListTopics(ctx)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
@@ -91,7 +91,7 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	if err := firstErr(exactly(pos, 1, "a topic name"), checkOutput(*o)); err != nil {
 		return err
 	}
-	t, err := cluster.NewClient([]string{env.Metadata}).DescribeTopic(ctx, pos[0])
+	t, err := cluster.NewClient(addrs(env.Metadata)).DescribeTopic(ctx, pos[0])
 	if err != nil {
 		return fmt.Errorf("describe topic %s: %w", pos[0], err)
 	}
@@ -126,7 +126,7 @@ func topicDelete(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 1, "a topic name"); err != nil {
 		return err
 	}
-	if err := cluster.NewClient([]string{env.Frontend}).DeleteTopic(ctx, pos[0]); err != nil {
+	if err := cluster.NewClient(addrs(env.Frontend)).DeleteTopic(ctx, pos[0]); err != nil {
 		return fmt.Errorf("delete topic %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "deleted topic %s\n", pos[0])

@@ -126,3 +126,42 @@ func waitVisible(t *testing.T, ms []*member, topic string) {
 		return true
 	})
 }
+
+// TestCreatedTopicIsVisibleAtOnceThroughAnyMember is read-your-writes across
+// members: the client's snapshot and describe are linearizable, so a topic
+// created through one follower is seen through the other follower at once,
+// before that follower has applied the entry.
+func TestCreatedTopicIsVisibleAtOnceThroughAnyMember(t *testing.T) {
+	ms := startCluster(t, 3, clusterOpts{})
+	ctx := context.Background()
+	lead := leader(ms)
+	if lead == nil {
+		t.Fatal("no leader")
+	}
+	var followers []*member
+	for _, m := range ms {
+		if m != lead {
+			followers = append(followers, m)
+		}
+	}
+	if _, err := client(followers[0]).Register(ctx, cluster.RegisterRequest{ID: 1, Addr: "127.0.0.1:9001"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		name := "rw-" + string(rune('a'+i))
+		if _, err := client(followers[i%2]).CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+		other := client(followers[(i+1)%2])
+		snap, err := other.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := snap.Topic(name); !ok {
+			t.Fatalf("topic %s created through one follower is missing from the other's snapshot (version %d)", name, snap.Version)
+		}
+		if _, err := other.DescribeTopic(ctx, name); err != nil {
+			t.Fatalf("describe %s through the other follower: %v", name, err)
+		}
+	}
+}
