@@ -261,13 +261,22 @@ func (c *Cluster) WaitReady(ctx context.Context, p *Proc) error {
 
 // launch starts one process without waiting for it.
 func (c *Cluster) launch(p *Proc) error {
+	p.mu.Lock()
+	running := p.cmd != nil
+	p.mu.Unlock()
+	if running {
+		return fmt.Errorf("start %s: already running", p.Name)
+	}
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches the launcher only; it stops children in order
+	// Ctrl-C reaches the launcher only, which stops the children in order. A
+	// launcher killed with SIGKILL leaves them running (they hold the ports
+	// until stopped by hand: pkill -f sluice-).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // APIKey names a storage protocol API.
@@ -265,10 +266,50 @@ func malformed(what string, err error, n int) error {
 	return fmt.Errorf("%w: %s has %d fields", ErrMalformedFrame, what, n)
 }
 
+// maxSkip bounds the values skipped in one body: more than any newer peer's
+// extra fields, few enough to refuse a frame built to make the decoder work.
+const maxSkip = 1 << 16
+
+// skipN skips n msgpack values without recursion: nested arrays and maps add
+// their elements to the count of values left, so a frame of deeply nested
+// containers cannot grow the stack (msgpack's own Skip recurses per level).
 func skipN(dec *msgpack.Decoder, n int) error {
-	for i := 0; i < n; i++ {
-		if err := dec.Skip(); err != nil {
+	return SkipValues(dec, n)
+}
+
+// SkipValues skips n msgpack values iteratively, refusing more than 65,536
+// values in all. Decoders of untrusted input use it instead of Decoder.Skip.
+func SkipValues(dec *msgpack.Decoder, n int) error {
+	left, seen := n, 0
+	for left > 0 {
+		if seen++; seen > maxSkip {
+			return fmt.Errorf("more than %d values to skip", maxSkip)
+		}
+		c, err := dec.PeekCode()
+		if err != nil {
 			return err
+		}
+		left--
+		switch {
+		case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+			k, err := dec.DecodeArrayLen()
+			if err != nil {
+				return err
+			}
+			left += max(k, 0)
+		case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+			k, err := dec.DecodeMapLen()
+			if err != nil {
+				return err
+			}
+			left += 2 * max(k, 0)
+		default:
+			if err := dec.Skip(); err != nil { // a scalar, string, binary or extension
+				return err
+			}
+		}
+		if left > maxSkip {
+			return fmt.Errorf("more than %d values to skip", maxSkip)
 		}
 	}
 	return nil

@@ -190,3 +190,23 @@ func BenchmarkDecodeProduceRequest(b *testing.B) {
 		}
 	}
 }
+
+func TestDeeplyNestedUnknownFieldsAreRefusedWithoutRecursion(t *testing.T) {
+	// A request header with one extra field: 1M nested one-element arrays.
+	// msgpack's own Skip would recurse a million levels deep.
+	var b bytes.Buffer
+	b.Write([]byte{0x96, 0x00, 0x00, 0x01, 0xa0, 0x00})
+	b.Write(bytes.Repeat([]byte{0x91}, 1<<20))
+	b.WriteByte(0xc0)
+	d := NewDecoder()
+	var h RequestHeader
+	if err := d.Request(b.Bytes(), &h); !errors.Is(err, ErrMalformedFrame) {
+		t.Fatalf("err = %v, want ErrMalformedFrame", err)
+	}
+	// A few nested unknown fields are fine and skipped.
+	var ok bytes.Buffer
+	ok.Write([]byte{0x96, 0x00, 0x00, 0x01, 0xa0, 0x00, 0x92, 0x91, 0x01, 0x81, 0xa1, 'k', 0x02, 0xc0})
+	if err := d.Request(ok.Bytes(), &h); err != nil {
+		t.Fatalf("nested extra field: %v", err)
+	}
+}

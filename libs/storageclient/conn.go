@@ -114,8 +114,15 @@ func (c *Conn) Call(ctx context.Context, key protocol.APIKey, req protocol.Body,
 		return p.res, p.res.Header.Err()
 	case <-ctx.Done():
 		c.mu.Lock()
+		_, waiting := c.pending[id]
 		delete(c.pending, id)
 		c.mu.Unlock()
+		if !waiting {
+			// The reader already took the call and is decoding into resp:
+			// wait for it, so resp is not written after Call returns.
+			<-p.done
+			p.res.Release()
+		}
 		return Result{}, &protocol.Error{Code: protocol.RequestTimedOut, Message: ctx.Err().Error()}
 	}
 }
@@ -227,7 +234,7 @@ func (c *Conn) readLoop() {
 type nopBody struct{}
 
 func (nopBody) EncodeMsgpack(e *msgpackEncoder) error { return nil }
-func (nopBody) DecodeMsgpack(d *msgpackDecoder) error { return d.Skip() }
+func (nopBody) DecodeMsgpack(d *msgpackDecoder) error { return protocol.SkipValues(d, 1) }
 
 // IsRetriable reports whether err is worth retrying (after a metadata refresh).
 func IsRetriable(err error) bool {

@@ -89,13 +89,16 @@ func produce(ctx context.Context, env Env, args []string) error {
 			p := int32(*partition)
 			rec.Partition = &p
 		}
-		batch = append(batch, rec)
-		size += len(line) + 32
-		if len(batch) >= produceBatchRecords || size >= produceBatchBytes {
+		// Base64 grows a binary line by a third; JSON escaping may double a
+		// text one. Flush first when this record would take the request over.
+		recSize := 2*len(sc.Text()) + 64
+		if len(batch) > 0 && (len(batch) >= produceBatchRecords || size+recSize > produceBatchBytes) {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
+		batch = append(batch, rec)
+		size += recSize
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("reading stdin: %w", err)

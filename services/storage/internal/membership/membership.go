@@ -39,9 +39,10 @@ type Member struct {
 	mgr    *replica.Manager
 	log    *slog.Logger
 
-	epoch   atomic.Int64  // current registration epoch, 0 before the first
-	version atomic.Uint64 // version of the last applied snapshot
-	applied atomic.Bool   // a snapshot was applied
+	epoch    atomic.Int64          // current registration epoch, 0 before the first
+	version  atomic.Uint64         // version of the last applied snapshot
+	applied  atomic.Bool           // a snapshot was applied
+	applyErr atomic.Pointer[error] // the last apply's failure, nil when it worked
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -65,6 +66,9 @@ func (m *Member) Ready() error {
 	}
 	if !m.applied.Load() {
 		return errors.New("no cluster metadata applied yet")
+	}
+	if p := m.applyErr.Load(); p != nil {
+		return fmt.Errorf("applying cluster metadata: %w", *p)
 	}
 	return nil
 }
@@ -140,11 +144,20 @@ func (m *Member) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// watchLoop follows the cluster model and applies each new snapshot.
+// watchLoop follows the cluster model and applies each new snapshot. The first
+// snapshot is a linearizable read (a lagging metadata member could otherwise
+// describe a past in which live partitions do not exist yet). A snapshot that
+// fails to apply is retried after a pause, and the node is not ready meanwhile.
 func (m *Member) watchLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithTimeout(ctx, m.cfg.WatchWait+10*time.Second)
-		snap, err := m.client.Watch(wctx, m.version.Load(), m.cfg.WatchWait)
+		var snap *cluster.Snapshot
+		var err error
+		if m.applied.Load() && m.applyErr.Load() == nil {
+			snap, err = m.client.Watch(wctx, m.version.Load(), m.cfg.WatchWait)
+		} else {
+			snap, err = m.client.Snapshot(wctx)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -153,15 +166,28 @@ func (m *Member) watchLoop(ctx context.Context) {
 			}
 			continue
 		}
-		if m.applied.Load() && snap.Version <= m.version.Load() {
+		if m.applied.Load() && m.applyErr.Load() == nil && snap.Version <= m.version.Load() {
 			continue
 		}
-		if err := m.mgr.Apply(snap); err != nil {
-			m.log.Error("applying cluster metadata failed", "version", snap.Version, "err", err)
+		if err := m.mgr.Apply(snap, m.current(snap)); err != nil {
+			m.log.Error("applying cluster metadata failed; retrying", "version", snap.Version, "err", err)
+			m.applyErr.Store(&err)
+			m.applied.Store(true)
+			sleep(ctx, time.Second)
+			continue
 		}
+		m.applyErr.Store(nil)
 		m.version.Store(snap.Version)
 		m.applied.Store(true)
 	}
+}
+
+// current reports whether snap is at least as new as this node's registration
+// (it lists the node with its current epoch or a later one): only such a
+// snapshot may delete partitions.
+func (m *Member) current(snap *cluster.Snapshot) bool {
+	n, ok := snap.Node(m.cfg.NodeID)
+	return ok && n.Epoch >= m.epoch.Load()
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -69,34 +69,55 @@ func (m *Manager) dirName(k Key) string {
 }
 
 // Apply makes the set of open replicas match the snapshot: it opens the logs of
-// partitions assigned to this node, updates roles and configuration, and deletes
-// the logs of partitions no longer assigned (deleted topics, including directories
-// left on disk from topics deleted while the node was down).
-func (m *Manager) Apply(snap *cluster.Snapshot) error {
+// partitions assigned to this node and updates roles and configuration. When
+// allowDelete is set it also deletes the logs of partitions no longer assigned
+// (deleted topics, including directories left on disk from topics deleted while
+// the node was down); callers allow it only for a snapshot known to be current
+// (one that includes this node's latest registration), since a stale snapshot
+// would make live partitions look deleted.
+func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	want := map[Key]struct{}{}
 	var errs []error
 	for _, t := range snap.Topics {
-		cfg, err := cluster.ParseTopicConfig(t.Config, t.ReplicationFactor)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
-			continue
+		cfg, cfgErr := cluster.ParseTopicConfig(t.Config, t.ReplicationFactor)
+		if cfgErr != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, cfgErr))
 		}
 		for _, p := range t.Partitions {
 			if !contains(p.Replicas, m.self) {
 				continue
 			}
 			k := Key{t.Name, p.ID}
+			// Kept even when the config cannot be read (a newer metadata
+			// service may know keys this node does not): never delete data
+			// for a partition that is still assigned here.
 			want[k] = struct{}{}
+			if cfgErr != nil {
+				m.setLeaderOnly(k, p)
+				continue
+			}
 			if err := m.ensure(k, t.ID, p, cfg); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	m.dropExcept(want)
-	m.removeStrays(want)
+	if allowDelete {
+		m.dropExcept(want)
+		m.removeStrays(want)
+	}
 	return errors.Join(errs...)
+}
+
+// setLeaderOnly updates an open replica's role without touching its config.
+func (m *Manager) setLeaderOnly(k Key, p cluster.Partition) {
+	m.mu.RLock()
+	r := m.replicas[k]
+	m.mu.RUnlock()
+	if r != nil {
+		r.setState(p, r.State().Config)
+	}
 }
 
 func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster.TopicConfig) error {
@@ -120,6 +141,7 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	if r != nil {
 		if r.State().Config != cfg {
 			if err := r.Log.SetConfig(LogConfig(cfg)); err != nil {
+				r.setState(p, r.State().Config) // the role still changes
 				return fmt.Errorf("%s: config: %w", k, err)
 			}
 		}

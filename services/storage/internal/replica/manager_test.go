@@ -36,7 +36,7 @@ func TestApplyOpensAndDeletesReplicas(t *testing.T) {
 	}
 	defer m.Close()
 	// Node 2 holds a-1 (leader) and b-0 (follower), not a-0.
-	if err := m.Apply(snap(1, topic("a", []int32{1}, []int32{2, 1}), topic("b", []int32{1, 2}))); err != nil {
+	if err := m.Apply(snap(1, topic("a", []int32{1}, []int32{2, 1}), topic("b", []int32{1, 2})), true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Get("a", 0); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
@@ -60,7 +60,7 @@ func TestApplyOpensAndDeletesReplicas(t *testing.T) {
 		t.Fatalf("stray directory kept: %v", err)
 	}
 	// Topic b deleted: its log directory goes.
-	if err := m.Apply(snap(2, topic("a", []int32{1}, []int32{2, 1}))); err != nil {
+	if err := m.Apply(snap(2, topic("a", []int32{1}, []int32{2, 1})), true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Get("b", 0); err == nil {
@@ -96,7 +96,7 @@ func TestRecreatedTopicGetsAFreshLog(t *testing.T) {
 	defer m.Close()
 	old := topic("t", []int32{1})
 	old.ID = "id-1"
-	if err := m.Apply(snap(1, old)); err != nil {
+	if err := m.Apply(snap(1, old), true); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := m.Get("t", 0)
@@ -106,7 +106,7 @@ func TestRecreatedTopicGetsAFreshLog(t *testing.T) {
 	// Deleted and created again between two snapshots this node saw.
 	fresh := topic("t", []int32{1})
 	fresh.ID = "id-2"
-	if err := m.Apply(snap(3, fresh)); err != nil {
+	if err := m.Apply(snap(3, fresh), true); err != nil {
 		t.Fatal(err)
 	}
 	r, _ = m.Get("t", 0)
@@ -122,5 +122,63 @@ func TestRecreatedTopicGetsAFreshLog(t *testing.T) {
 	}
 	if stale, err := checkTopicID(filepath.Join(dir, "t-0"), "id-3"); err != nil || !stale {
 		t.Fatalf("stale %v err %v", stale, err)
+	}
+}
+
+func TestApplyNeverDeletesAssignedOrUnconfirmedData(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManager(dir, 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tp := topic("t", []int32{1})
+	if err := m.Apply(snap(1, tp), true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := m.Get("t", 0)
+	if _, err := r.Log.Append(testBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A config key this node does not know (a newer metadata service): an
+	// error, but the partition and its data stay.
+	odd := topic("t", []int32{1})
+	odd.Config["future.key"] = "1"
+	if err := m.Apply(snap(2, odd), true); err == nil {
+		t.Fatal("unknown config key accepted silently")
+	}
+	if r, err := m.Get("t", 0); err != nil || r.Log.EndOffset() != 1 {
+		t.Fatalf("partition after a config it cannot read: %v", err)
+	}
+	// A snapshot without the topic that is not known to be current deletes nothing.
+	if err := m.Apply(snap(3), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get("t", 0); err != nil {
+		t.Fatalf("unconfirmed snapshot deleted a replica: %v", err)
+	}
+}
+
+func TestEmptyTopicIDFileIsRewrittenNotTrusted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A crash left the id file empty.
+	if err := os.WriteFile(filepath.Join(dir, topicIDFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := checkTopicID(dir, "abc")
+	if err != nil || stale {
+		t.Fatalf("stale %v err %v", stale, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "00000000000000000000.log")); err != nil {
+		t.Fatalf("data deleted on an empty id file: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, topicIDFile)); string(b) != "topic_id: abc\n" {
+		t.Fatalf("id file %q", b)
 	}
 }

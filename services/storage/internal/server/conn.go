@@ -27,7 +27,20 @@ type conn struct {
 
 func newConn(s *Server, nc *net.TCPConn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, s.cfg.MaxInFlight), enc: protocol.NewEncoder()}
+	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, s.cfg.MaxInFlight), enc: protocol.NewEncoder()}
+	// Closing the socket when the context ends unblocks the reader even for a
+	// connection accepted while the server was stopping.
+	context.AfterFunc(ctx, func() { _ = nc.Close() })
+	return c
+}
+
+// apiLabel bounds the metric label values: clients choose API keys.
+func apiLabel(k protocol.APIKey) string {
+	switch k {
+	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets:
+		return k.String()
+	}
+	return "unknown"
 }
 
 func (c *conn) close() {
@@ -64,7 +77,7 @@ func (c *conn) serve() {
 			c.writeError(0, protocol.MalformedFrame, err.Error())
 			return
 		}
-		c.s.metrics.Requests.WithLabelValues(h.APIKey.String()).Inc()
+		c.s.metrics.Requests.WithLabelValues(apiLabel(h.APIKey)).Inc()
 		switch h.APIKey {
 		case protocol.APIProduce:
 			c.produce(&h, dec)
@@ -110,7 +123,7 @@ func (c *conn) respond(h *protocol.RequestHeader, body protocol.Body, payload []
 func (c *conn) respondErr(h *protocol.RequestHeader, err error) {
 	defer c.release()
 	code := codeFor(err)
-	c.s.metrics.Errors.WithLabelValues(h.APIKey.String(), code.String()).Inc()
+	c.s.metrics.Errors.WithLabelValues(apiLabel(h.APIKey), code.String()).Inc()
 	c.writeError(h.CorrelationID, code, err.Error())
 }
 

@@ -32,7 +32,7 @@ func startServer(t testing.TB, dir string, snap *cluster.Snapshot, cfg Config) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.Apply(snap); err != nil {
+	if err := mgr.Apply(snap, true); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Addr = "127.0.0.1:0"
