@@ -46,6 +46,15 @@ type FetchRequest struct {
 	MinBytes  int32
 	// ReplicaID is -1 for consumers and the follower's node id for replication.
 	ReplicaID int32
+	// CurrentLeaderEpoch is the leader epoch the fetcher believes current, or
+	// -1 to skip the check. A leader answers FENCED_LEADER_EPOCH to an older
+	// one and UNKNOWN_LEADER_EPOCH to a newer one.
+	CurrentLeaderEpoch int32
+	// FlushedOffset is, for a follower, the offset below which its log is
+	// fsynced (-1 for consumers). With the fsync flush policy the leader counts
+	// a record toward the high watermark only once every in-sync replica has
+	// flushed it.
+	FlushedOffset int64
 }
 
 // FetchResponse precedes the fetched batches, which form the payload.
@@ -53,6 +62,57 @@ type FetchResponse struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+}
+
+// OffsetForLeaderEpochRequest asks a leader where the given epoch ends in its
+// log (Kafka's KIP-101): a follower that joins a new leader sends its latest
+// epoch and truncates its log to the answer.
+type OffsetForLeaderEpochRequest struct {
+	Topic              string
+	Partition          int32
+	CurrentLeaderEpoch int32 // the epoch of the leader being asked, or -1
+	LeaderEpoch        int32 // the epoch whose end is wanted
+}
+
+// OffsetForLeaderEpochResponse answers with the largest epoch at or below the
+// one asked for and the offset where it ends (the next epoch's start, or the
+// log end for the latest); both are -1 when the leader has no such epoch.
+type OffsetForLeaderEpochResponse struct {
+	LeaderEpoch int32
+	EndOffset   int64
+}
+
+// EncodeMsgpack implements Body.
+func (r *OffsetForLeaderEpochRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(4), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(int64(r.CurrentLeaderEpoch)), e.EncodeInt(int64(r.LeaderEpoch)))
+}
+
+// DecodeMsgpack implements Body.
+func (r *OffsetForLeaderEpochRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(4) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.CurrentLeaderEpoch = int32(f.int())
+		r.LeaderEpoch = int32(f.int())
+	}
+	return f.end("offset for leader epoch request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *OffsetForLeaderEpochResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(2), e.EncodeInt(int64(r.LeaderEpoch)), e.EncodeInt(r.EndOffset))
+}
+
+// DecodeMsgpack implements Body.
+func (r *OffsetForLeaderEpochResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(2) {
+		r.LeaderEpoch = int32(f.int())
+		r.EndOffset = f.int()
+	}
+	return f.end("offset for leader epoch response")
 }
 
 // ListOffsetsRequest asks for the earliest or latest offset of a partition, or the
@@ -108,14 +168,17 @@ func (r *ProduceResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 
 // EncodeMsgpack implements Body.
 func (r *FetchRequest) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(7), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+	return firstErr(e.EncodeArrayLen(9), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
 		e.EncodeInt(r.Offset), e.EncodeInt(int64(r.MaxBytes)), e.EncodeInt(int64(r.MaxWaitMs)),
-		e.EncodeInt(int64(r.MinBytes)), e.EncodeInt(int64(r.ReplicaID)))
+		e.EncodeInt(int64(r.MinBytes)), e.EncodeInt(int64(r.ReplicaID)), e.EncodeInt(int64(r.CurrentLeaderEpoch)),
+		e.EncodeInt(r.FlushedOffset))
 }
 
-// DecodeMsgpack implements Body.
+// DecodeMsgpack implements Body. The last two fields are optional (older
+// fetchers send seven): they then default to -1.
 func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
+	r.CurrentLeaderEpoch, r.FlushedOffset = -1, -1
 	if f.begin(7) {
 		r.Topic = f.str()
 		r.Partition = int32(f.int())
@@ -124,6 +187,12 @@ func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 		r.MaxWaitMs = int32(f.int())
 		r.MinBytes = int32(f.int())
 		r.ReplicaID = int32(f.int())
+		if f.optional() {
+			r.CurrentLeaderEpoch = int32(f.int())
+		}
+		if f.optional() {
+			r.FlushedOffset = f.int()
+		}
 	}
 	return f.end("fetch request")
 }
@@ -195,6 +264,15 @@ func (f *fields) begin(min int) bool {
 		f.n -= min
 	}
 	return f.err == nil
+}
+
+// optional reports whether one more (optional) field follows, and counts it.
+func (f *fields) optional() bool {
+	if f.err != nil || f.n == 0 {
+		return false
+	}
+	f.n--
+	return true
 }
 
 func (f *fields) int() int64 {

@@ -17,6 +17,8 @@ const (
 	APIProduce     APIKey = 0
 	APIFetch       APIKey = 1
 	APIListOffsets APIKey = 2
+	// APIOffsetForLeaderEpoch asks a leader where an epoch ends in its log.
+	APIOffsetForLeaderEpoch APIKey = 3
 )
 
 func (k APIKey) String() string {
@@ -27,6 +29,8 @@ func (k APIKey) String() string {
 		return "Fetch"
 	case APIListOffsets:
 		return "ListOffsets"
+	case APIOffsetForLeaderEpoch:
+		return "OffsetForLeaderEpoch"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

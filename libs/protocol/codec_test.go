@@ -27,6 +27,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{APIProduce, &ProduceRequest{Topic: "orders", Partition: 3, Acks: AcksAll, TimeoutMs: 5000}, &ProduceRequest{}, []byte("batch-bytes")},
 		{APIFetch, &FetchRequest{Topic: "t", Partition: 0, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500, MinBytes: 1, ReplicaID: -1}, &FetchRequest{}, nil},
 		{APIListOffsets, &ListOffsetsRequest{Topic: "t", Partition: 7, Timestamp: TimestampEarliest}, &ListOffsetsRequest{}, nil},
+		{APIFetch, &FetchRequest{Topic: "t", Offset: 9, MaxBytes: 10, ReplicaID: 2, CurrentLeaderEpoch: 4, FlushedOffset: 7}, &FetchRequest{}, nil},
+		{APIOffsetForLeaderEpoch, &OffsetForLeaderEpochRequest{Topic: "t", Partition: 1, CurrentLeaderEpoch: 5, LeaderEpoch: 3}, &OffsetForLeaderEpochRequest{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.key.String(), func(t *testing.T) {
@@ -208,5 +210,22 @@ func TestDeeplyNestedUnknownFieldsAreRefusedWithoutRecursion(t *testing.T) {
 	ok.Write([]byte{0x96, 0x00, 0x00, 0x01, 0xa0, 0x00, 0x92, 0x91, 0x01, 0x81, 0xa1, 'k', 0x02, 0xc0})
 	if err := d.Request(ok.Bytes(), &h); err != nil {
 		t.Fatalf("nested extra field: %v", err)
+	}
+}
+
+func TestOlderFetchRequestDefaultsNewFields(t *testing.T) {
+	// Seven fields, as a fetcher written before CurrentLeaderEpoch sends.
+	frame := encodeRequest(t, RequestHeader{APIKey: APIFetch}, oldFetch{}, nil)
+	d := NewDecoder()
+	var h RequestHeader
+	if err := d.Request(frame[LengthSize:], &h); err != nil {
+		t.Fatal(err)
+	}
+	var r FetchRequest
+	if err := d.Body(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.CurrentLeaderEpoch != -1 || r.FlushedOffset != -1 || r.Topic != "t" || r.ReplicaID != -1 {
+		t.Fatalf("%+v", r)
 	}
 }

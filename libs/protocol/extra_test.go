@@ -11,3 +11,13 @@ func (x extraField) EncodeMsgpack(e *msgpack.Encoder) error {
 }
 
 func (x extraField) DecodeMsgpack(d *msgpack.Decoder) error { return x.r.DecodeMsgpack(d) }
+
+// oldFetch encodes the seven-field fetch request of the first protocol version.
+type oldFetch struct{}
+
+func (oldFetch) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(7), e.EncodeString("t"), e.EncodeInt(0), e.EncodeInt(0), e.EncodeInt(100),
+		e.EncodeInt(0), e.EncodeInt(0), e.EncodeInt(-1))
+}
+
+func (oldFetch) DecodeMsgpack(*msgpack.Decoder) error { return nil }
