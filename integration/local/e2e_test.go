@@ -183,3 +183,24 @@ func checkReadBack(t *testing.T, ctx context.Context, c interface{ MetadataURLs(
 		t.Fatalf("read %d records, %d were acknowledged", got, len(sent))
 	}
 }
+
+// tryPost is postJSON without failing the test (for load during failures).
+func tryPost(ctx context.Context, url string, body any) (produceReply, error) {
+	var r produceReply
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return r, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+	}
+	return r, json.Unmarshal(data, &r)
+}

@@ -130,7 +130,7 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 	var res storageclient.Result
 	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
 		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
-			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1}
+			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1}
 		var err error
 		res, err = c.Call(ctx, protocol.APIFetch, req, nil, &resp)
 		return err

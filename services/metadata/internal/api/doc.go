@@ -8,13 +8,15 @@
 //	DELETE /v1/topics/{name}                                   {}
 //	POST   /v1/nodes/register    cluster.RegisterRequest -> cluster.RegisterResponse
 //	POST   /v1/nodes/heartbeat   cluster.HeartbeatRequest -> {}
+//	POST   /v1/nodes/shutdown    cluster.ShutdownRequest -> cluster.ShutdownResponse
+//	POST   /v1/partitions/alter  cluster.AlterPartitionRequest -> cluster.Partition
 //	POST   /v1/internal/apply    a forwarded fsm.Command -> raftnode.ApplyResponse
 //
 // Every member answers every route. Writes (topic create/delete, register,
-// heartbeat) run on the Raft leader: another member relays the request to the
-// leader's HTTP API unchanged and relays the answer back (raftnode.Forward); a
-// relayed request reaching a non-leader gets 503 NOT_CONTROLLER, so nothing
-// loops and clients try the next address. Reads are served from the local FSM
+// heartbeat, shutdown, partition alter) run on the Raft leader: another
+// member relays the request to the leader's HTTP API unchanged and relays the
+// answer back (raftnode.Forward); a relayed request reaching a non-leader gets
+// 503 NOT_CONTROLLER, so nothing loops and clients try the next address. Reads are served from the local FSM
 // (possibly slightly stale on a follower); with consistent=true they are
 // linearizable: the leader answers after VerifyLeader and Barrier, and
 // followers relay them. Write answers come from the leader after the entry is
@@ -26,7 +28,9 @@
 //
 // Every error is a cluster.ErrorBody {error_code, error} with a wire code from
 // libs/protocol and an HTTP status: 400 bad input (the reason in the message),
-// 404 unknown topic or node, 409 conflicts and fenced epochs, 413 body too
-// large, 503 no leader reachable (NOT_CONTROLLER, retriable), 504 timeout, 500
+// 404 unknown topic or node, 409 conflicts and fenced epochs
+// (STALE_BROKER_EPOCH for a node's registration, FENCED_LEADER_EPOCH and
+// INVALID_UPDATE_VERSION for a partition's leader and partition epochs), 413
+// body too large, 503 no leader reachable (NOT_CONTROLLER, retriable), 504 timeout, 500
 // otherwise. errors.go is the one place internal errors become codes.
 package api

@@ -33,13 +33,16 @@ var mapping = []struct {
 	{fsm.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
 	{fsm.ErrStaleNodeEpoch, http.StatusConflict, protocol.StaleBrokerEpoch},
 	{fsm.ErrFencedLeaderEpoch, http.StatusConflict, protocol.FencedLeaderEpoch},
-	// No wire code for a stale partition epoch yet (Kafka: INVALID_UPDATE_VERSION).
 	{fsm.ErrStalePartitionEpoch, http.StatusConflict, protocol.InvalidUpdateVersion},
 	{fsm.ErrInvalidPartitionState, http.StatusBadRequest, protocol.InvalidRequest},
+	// Kafka answers INVALID_REQUEST when AlterPartition comes from a node that
+	// is not the leader at the current leader epoch, and INELIGIBLE_REPLICA
+	// when it adds a fenced or shutting-down node (INVALID_REQUEST here).
+	{fsm.ErrNotPartitionLeader, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrIneligibleReplica, http.StatusBadRequest, protocol.InvalidRequest},
 	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},
 	{controller.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
-	// No wire code for a fenced node epoch yet (Kafka: STALE_BROKER_EPOCH).
 	{controller.ErrFencedEpoch, http.StatusConflict, protocol.StaleBrokerEpoch},
 	{controller.ErrNotActive, http.StatusServiceUnavailable, protocol.NotController},
 	{raftnode.ErrNotLeader, http.StatusServiceUnavailable, protocol.NotController},
@@ -68,9 +71,9 @@ func classify(err error) (int, protocol.Code) {
 // statusOf is the HTTP status of a bare wire code.
 func statusOf(c protocol.Code) int {
 	switch c {
-	case protocol.UnknownTopicOrPartition:
+	case protocol.UnknownTopicOrPartition, protocol.UnknownNode:
 		return http.StatusNotFound
-	case protocol.TopicAlreadyExists, protocol.FencedLeaderEpoch:
+	case protocol.TopicAlreadyExists, protocol.FencedLeaderEpoch, protocol.StaleBrokerEpoch, protocol.InvalidUpdateVersion:
 		return http.StatusConflict
 	case protocol.NotController:
 		return http.StatusServiceUnavailable

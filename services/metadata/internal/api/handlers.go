@@ -228,6 +228,41 @@ func (s *Server) heartbeat(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, http.StatusOK, struct{}{})
 }
 
+// alterPartition commits an ISR change asked by a partition leader. Runs on
+// the leader.
+func (s *Server) alterPartition(ctx *fasthttp.RequestCtx) {
+	var req cluster.AlterPartitionRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	p, err := s.ctrl.AlterPartition(rctx, req)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, p)
+}
+
+// shutdown runs a storage node's controlled shutdown. Runs on the leader.
+func (s *Server) shutdown(ctx *fasthttp.RequestCtx) {
+	var req cluster.ShutdownRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	remaining, err := s.ctrl.ControlledShutdown(rctx, req)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, cluster.ShutdownResponse{Remaining: remaining})
+}
+
 // applyForwarded commits a command another member's raftnode.Apply relayed.
 // It never relays further: only the leader applies.
 func (s *Server) applyForwarded(ctx *fasthttp.RequestCtx) {

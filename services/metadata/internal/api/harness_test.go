@@ -24,6 +24,7 @@ type member struct {
 	ctrl    *controller.Controller
 	srv     *Server
 	http    string
+	dataDir string
 	stopped bool
 }
 
@@ -47,6 +48,9 @@ func (m *member) stop(t *testing.T) {
 
 type clusterOpts struct {
 	sessionTimeout time.Duration
+	// preferredInterval is the preferred-leader election period; zero
+	// disables it, so that tests not about it see no leadership moves.
+	preferredInterval time.Duration
 }
 
 func testLogger() *slog.Logger {
@@ -99,6 +103,7 @@ func startCluster(t *testing.T, n int, o clusterOpts) []*member {
 		}
 		ccfg := controller.DefaultConfig()
 		ccfg.SessionTimeout = o.sessionTimeout
+		ccfg.PreferredLeaderInterval = o.preferredInterval
 		ctrl, err := controller.New(ccfg, node, f, l)
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +120,7 @@ func startCluster(t *testing.T, n int, o clusterOpts) []*member {
 		}
 		ctrl.Start()
 		srv.Start()
-		m := &member{id: id, fsm: f, node: node, ctrl: ctrl, srv: srv, http: cfg.HTTPAddr}
+		m := &member{id: id, fsm: f, node: node, ctrl: ctrl, srv: srv, http: cfg.HTTPAddr, dataDir: cfg.DataDir}
 		members[i] = m
 		t.Cleanup(func() { m.stop(t) })
 	}

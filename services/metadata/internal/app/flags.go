@@ -19,6 +19,8 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Bool(&cfg.Raft.Bootstrap, "bootstrap", false, "bootstrap the raft group when there is no existing state")
 	fs.String(&peers, "peers", "", "voters as id=raftaddr=httpaddr,... (this member included); empty: a single voter")
 	fs.Duration(&cfg.Controller.SessionTimeout, "session-timeout", cfg.Controller.SessionTimeout, "storage node session timeout")
+	fs.Duration(&cfg.Controller.PreferredLeaderInterval, "preferred-leader-interval", cfg.Controller.PreferredLeaderInterval,
+		"how often leadership moves back to preferred replicas that are alive and in the ISR; 0 disables")
 	fs.String(&cfg.Raft.LogLevel, "raft-log-level", cfg.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

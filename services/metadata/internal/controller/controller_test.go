@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,12 +158,11 @@ func TestHeartbeatAndFencing(t *testing.T) {
 	}
 }
 
-func TestSessionExpiryAndReturn(t *testing.T) {
+func TestSessionExpiryFencesAndRegistrationRevives(t *testing.T) {
 	c, r, clk := newTest(t, nil)
 	lead(t, c)
 	e1, _ := c.Register(context.Background(), cluster.RegisterRequest{ID: 1, Addr: "a:1"})
 	e2, _ := c.Register(context.Background(), cluster.RegisterRequest{ID: 2, Addr: "b:1"})
-
 	clk.advance(4 * time.Second)
 	_ = c.Heartbeat(cluster.HeartbeatRequest{ID: 2, Epoch: e2})
 	clk.advance(3 * time.Second) // node 1 silent for 7s, node 2 for 3s
@@ -170,25 +170,41 @@ func TestSessionExpiryAndReturn(t *testing.T) {
 	if alive(t, r.f, 1) || !alive(t, r.f, 2) {
 		t.Fatalf("after 7s: node1 alive=%v node2 alive=%v; want false, true", alive(t, r.f, 1), alive(t, r.f, 2))
 	}
-	// Heartbeats with the current epoch bring node 1 back.
-	if err := c.Heartbeat(cluster.HeartbeatRequest{ID: 1, Epoch: e1}); err != nil {
-		t.Fatal(err)
+	// Fenced: the epoch moved on, and the old one is refused.
+	if n, _ := r.f.Node(1); n.Epoch <= e2 {
+		t.Fatalf("fenced node 1 has epoch %d; want above %d", n.Epoch, e2)
+	}
+	if err := c.Heartbeat(cluster.HeartbeatRequest{ID: 1, Epoch: e1}); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("heartbeat with the fenced epoch = %v; want ErrFencedEpoch", err)
 	}
 	c.checkSessions()
-	if !alive(t, r.f, 1) {
-		t.Fatal("node 1 not alive again after a heartbeat")
+	if alive(t, r.f, 1) {
+		t.Fatal("a fenced node came back without registering")
 	}
-	// Re-registration revives too, with a new epoch.
+	// A fenced node learns nothing it could heartbeat with: even its new
+	// epoch is refused while it is dead.
+	n1, _ := r.f.Node(1)
+	if err := c.Heartbeat(cluster.HeartbeatRequest{ID: 1, Epoch: n1.Epoch}); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("heartbeat of a dead node = %v; want ErrFencedEpoch", err)
+	}
+	// Registration revives, with a new epoch.
+	e1b, err := c.Register(context.Background(), cluster.RegisterRequest{ID: 1, Addr: "a:1"})
+	if err != nil || e1b <= n1.Epoch {
+		t.Fatalf("re-register = %d, %v", e1b, err)
+	}
+	if !alive(t, r.f, 1) {
+		t.Fatal("node 1 not alive after re-registering")
+	}
+	if err := c.Heartbeat(cluster.HeartbeatRequest{ID: 1, Epoch: e1b}); err != nil {
+		t.Fatal(err)
+	}
+	// A second expiry of an already fenced node proposes nothing.
 	clk.advance(10 * time.Second)
 	c.checkSessions()
-	if alive(t, r.f, 1) || alive(t, r.f, 2) {
-		t.Fatal("nodes still alive after 10s of silence")
-	}
-	if _, err := c.Register(context.Background(), cluster.RegisterRequest{ID: 2, Addr: "b:1"}); err != nil {
-		t.Fatal(err)
-	}
-	if !alive(t, r.f, 2) {
-		t.Fatal("node 2 not alive after re-registering")
+	v := r.f.Version()
+	c.checkSessions()
+	if r.f.Version() != v {
+		t.Fatal("checking dead nodes again changed the state")
 	}
 }
 
@@ -252,6 +268,18 @@ func TestConfigValidate(t *testing.T) {
 	bad.SessionTimeout = 0
 	if err := bad.Validate(); err == nil {
 		t.Fatal("zero session timeout validated")
+	}
+	for _, d := range []time.Duration{-time.Second, time.Millisecond} {
+		bad = DefaultConfig()
+		bad.PreferredLeaderInterval = d
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "-preferred-leader-interval") {
+			t.Fatalf("preferred leader interval %v: %v", d, err)
+		}
+	}
+	off := DefaultConfig()
+	off.PreferredLeaderInterval = 0
+	if err := off.Validate(); err != nil {
+		t.Fatalf("disabled preferred leader election: %v", err)
 	}
 	if got := DefaultConfig().interval(); got != time.Second {
 		t.Fatalf("interval = %v; want 1s", got)

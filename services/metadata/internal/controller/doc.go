@@ -1,32 +1,45 @@
 // Package controller is the part of the metadata service that acts on the
-// cluster rather than answering requests. It is active only on the Raft
-// leader: it starts when this member gains leadership (after a Barrier, so it
-// sees every committed change) and drops all its in-memory state when
-// leadership is lost.
+// cluster rather than answering requests (Kafka KRaft's controller). It is
+// active only on the Raft leader: it starts when this member gains leadership
+// (after a Barrier, so it sees every committed change) and drops all its
+// in-memory state when leadership is lost.
 //
-// Today it owns storage node liveness:
+// Storage node liveness:
 //   - sessions live only in the leader's memory: a heartbeat renews one and
-//     never goes through Raft; registrations and liveness changes do;
-//   - a new leader gives every registered node a full session timeout to send
-//     it a heartbeat before expiring it, so a leader change fences no one;
-//   - a node whose session lapses is marked dead (SetNodeAlive false, proposed
-//     with the node's epoch so it cannot undo a newer registration); a node
-//     that heartbeats this leader with its current epoch, or registers again,
-//     is alive again;
-//   - a heartbeat with another epoch than the registered one is fenced
-//     (ErrFencedEpoch): the node must register again and gets a new epoch.
+//     never goes through Raft; registrations and fencing do;
+//   - a new leader gives every alive node a full session timeout to send it a
+//     heartbeat before expiring it, so a leader change fences no one;
+//   - a node whose session lapses is fenced (FenceNode, proposed with the
+//     node's epoch so it cannot undo a newer registration): marked dead and
+//     its epoch bumped, so its next heartbeat, AlterPartition or shutdown
+//     request fails with ErrFencedEpoch / STALE_BROKER_EPOCH and it must
+//     register again. Only a registration brings a dead node back.
 //
-// After every session check it reconciles partitions with liveness (a simple
-// first version of failover; see elect for the rule): dead nodes leave ISRs,
-// partitions led by a dead node get a new leader from the ISR (clean election;
-// unclean only when the topic sets unclean.leader.election=true), bumping the
-// leader epoch, and offline partitions get a leader when an ISR member
-// returns. Each change is an UpdatePartition carrying the epochs it was based
-// on, so it cannot overwrite a concurrent ISR change.
+// Partitions (the pure rules are in election.go, table-tested):
+//   - after every session check, and at once after a registration, the
+//     controller brings every partition in line with liveness (elect): dead
+//     nodes leave ISRs unless they are the last member (then the ISR is kept
+//     and the partition goes offline with leader -1); a partition whose leader
+//     died gets the first alive ISR replica in replica order (leader epoch
+//     +1); with none, unclean election only when the topic sets
+//     unclean.leader.election=true; an offline partition whose ISR holds a
+//     returning node gets it as leader. A returning node is never put back
+//     into ISRs: leaders do that with AlterPartition once it caught up;
+//   - AlterPartition: ISR changes requested by partition leaders, accepted
+//     only from the current leader at its current node, leader and partition
+//     epochs, adding only alive nodes that are not shutting down;
+//   - every Config.PreferredLeaderInterval, leadership moves back to each
+//     partition's preferred (first) replica when it is alive, in the ISR and
+//     not the leader;
+//   - ControlledShutdown marks a node as leaving, moves its leaderships to
+//     other ISR members and takes it out of the ISRs where it is not the last
+//     member, and answers how many partitions it still leads.
+//
+// Every change is one Raft command: an UpdatePartition carrying the epochs it
+// was decided from, so a decision taken on a stale view (a concurrent ISR
+// change, a previous leader's) is rejected by Apply and taken again from the
+// new state. Decisions use the FSM's state and the controller's clock; the
+// commands carry the outcome, so Apply stays deterministic.
 //
 // It also proposes the cluster id once, when a leader finds none.
-//
-// Decisions are taken from the FSM's state and the session table with the
-// controller's clock; the commands carry the outcome, so Apply stays
-// deterministic.
 package controller

@@ -1,51 +1,77 @@
 package controller
 
 import (
-	"context"
-	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
-// elect computes a partition's leader and ISR given which nodes are alive. It
-// is a pure rule (Kafka's, simplified):
-//   - dead nodes leave the ISR, except that the ISR never becomes empty: its
-//     last member stays, so a clean election can pick it when it returns;
-//   - a leader that is alive and in the ISR stays;
-//   - otherwise the first replica (in replica order, so the preferred leader
-//     first) that is alive and in the ISR leads;
-//   - with none, unclean election (when the topic allows it) picks the first
-//     alive replica and makes it the whole ISR: records may be lost;
-//   - with none at all the partition goes offline (leader -1).
+// The partition rules of this file are pure functions of the FSM's state: no
+// clock, no I/O. The controller runs them on the Raft leader and proposes
+// their outcome as UpdatePartition commands carrying the epochs they were
+// computed from.
+
+// nodeState is what the election rules need to know about a storage node.
+type nodeState uint8
+
+const (
+	// stateDead: not registered, or fenced (session expired). A dead node
+	// leaves every ISR where it is not the last member and never leads.
+	stateDead nodeState = iota
+	// stateLeaving: alive but in controlled shutdown. It leaves every ISR
+	// where it is not the last alive member and leads only where no alive
+	// ISR member can.
+	stateLeaving
+	// stateAlive: registered and heartbeating.
+	stateAlive
+)
+
+// liveness maps node ids to their state; a missing id is dead.
+type liveness map[int32]nodeState
+
+// livenessOf derives liveness from the FSM's view.
+func livenessOf(v fsm.View) liveness {
+	l := make(liveness, len(v.Nodes))
+	for _, n := range v.Nodes {
+		switch {
+		case !n.Alive:
+			l[n.ID] = stateDead
+		case v.ShuttingDown[n.ID]:
+			l[n.ID] = stateLeaving
+		default:
+			l[n.ID] = stateAlive
+		}
+	}
+	return l
+}
+
+// elect computes a partition's leader and ISR from node liveness. It is the
+// rule applied after a node expires, asks for a controlled shutdown or
+// registers again, and on every session check (it is idempotent, so it also
+// finishes what a previous leader left half done):
 //
-// changed is false when the result equals the current state.
-func elect(p cluster.Partition, alive func(int32) bool, unclean bool) (leader int32, isr []int32, changed bool) {
-	isr = make([]int32, 0, len(p.ISR))
-	for _, id := range p.ISR {
-		if alive(id) {
-			isr = append(isr, id)
-		}
-	}
-	if len(isr) == 0 && len(p.ISR) > 0 {
-		isr = []int32{p.ISR[len(p.ISR)-1]}
-	}
-	leader = -1
-	if p.Leader >= 0 && alive(p.Leader) && slices.Contains(isr, p.Leader) {
-		leader = p.Leader
-	} else {
-		for _, id := range p.Replicas {
-			if alive(id) && slices.Contains(isr, id) {
-				leader = id
-				break
-			}
-		}
-	}
+//  1. ISR: dead and leaving members leave it. If that would empty it, the
+//     leaving members stay; if it would still be empty, the ISR is kept as it
+//     is (Kafka keeps the last replica so that a clean election is possible
+//     when it returns). A node is never added to the ISR here.
+//  2. Leader: the current leader stays while it is alive and in the ISR;
+//     otherwise the first replica, in replica order, that is alive and in the
+//     ISR; failing that a leaving ISR member (the current leader first); and
+//     failing that no one (-1, offline).
+//  3. Unclean election, only when the topic allows it and step 2 found no
+//     one: the first alive replica leads and becomes the whole ISR (records
+//     it lacks are lost).
+//
+// changed is false when the result equals the current state. A new leader
+// means a new leader epoch when the change is applied; any change means a new
+// partition epoch.
+func elect(p cluster.Partition, live liveness, unclean bool) (leader int32, isr []int32, changed bool) {
+	isr = shrinkISR(p.ISR, live)
+	leader = chooseLeader(p, isr, live)
 	if leader == -1 && unclean {
 		for _, id := range p.Replicas {
-			if alive(id) {
+			if live[id] == stateAlive {
 				leader, isr = id, []int32{id}
 				break
 			}
@@ -55,63 +81,108 @@ func elect(p cluster.Partition, alive func(int32) bool, unclean bool) (leader in
 	return leader, isr, changed
 }
 
-// reconcilePartitions proposes a new leader and ISR for every partition whose
-// leader or ISR holds a dead node, and elects a leader for offline partitions
-// whose replicas came back. It is idempotent: a partition already in the
-// right state proposes nothing, so it runs on every session check and also
-// repairs what a previous leader left half done.
-func (c *Controller) reconcilePartitions() {
-	aliveSet := map[int32]bool{}
-	for _, n := range c.fsm.Nodes() {
-		aliveSet[n.ID] = n.Alive
+// shrinkISR is step 1 of elect.
+func shrinkISR(isr []int32, live liveness) []int32 {
+	for _, least := range []nodeState{stateAlive, stateLeaving} {
+		var out []int32
+		for _, id := range isr {
+			if live[id] >= least {
+				out = append(out, id)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
 	}
-	alive := func(id int32) bool { return aliveSet[id] }
-	for _, t := range c.fsm.Topics() {
+	return slices.Clone(isr)
+}
+
+// chooseLeader is step 2 of elect.
+func chooseLeader(p cluster.Partition, isr []int32, live liveness) int32 {
+	for _, want := range []nodeState{stateAlive, stateLeaving} {
+		if p.Leader >= 0 && live[p.Leader] == want && slices.Contains(isr, p.Leader) {
+			return p.Leader
+		}
+		for _, id := range p.Replicas {
+			if live[id] == want && slices.Contains(isr, id) {
+				return id
+			}
+		}
+	}
+	return -1
+}
+
+// preferred is the preferred-leader rule: when the partition's first replica
+// is alive (not leaving), in the ISR and not the leader, it should lead. The
+// ISR does not change.
+func preferred(p cluster.Partition, live liveness) (leader int32, move bool) {
+	if len(p.Replicas) == 0 {
+		return p.Leader, false
+	}
+	pref := p.Replicas[0]
+	if pref == p.Leader || live[pref] != stateAlive || !slices.Contains(p.ISR, pref) {
+		return p.Leader, false
+	}
+	return pref, true
+}
+
+// change is one partition's decided new state, with the state it was
+// decided from (whose epochs the proposal carries).
+type change struct {
+	topic  string
+	from   cluster.Partition
+	leader int32
+	isr    []int32
+}
+
+// involves reports whether the change concerns node id (as old leader or ISR
+// member).
+func (ch change) involves(id int32) bool {
+	return ch.from.Leader == id || slices.Contains(ch.from.ISR, id)
+}
+
+// planElections applies elect to every partition and returns the changes,
+// in topic and partition order. Unclean election follows each topic's
+// unclean.leader.election.
+func planElections(topics []cluster.Topic, live liveness) []change {
+	var out []change
+	for _, t := range topics {
 		unclean := false
 		if cfg, err := cluster.ParseTopicConfig(t.Config, t.ReplicationFactor); err == nil {
 			unclean = cfg.UncleanElection
 		}
 		for _, p := range t.Partitions {
-			leader, isr, changed := elect(p, alive, unclean)
-			if !changed {
-				continue
-			}
-			if !c.proposePartition(t.Name, p, leader, isr) {
-				return // leadership lost or stopping: the next leader reconciles
+			if leader, isr, changed := elect(p, live, unclean); changed {
+				out = append(out, change{topic: t.Name, from: p, leader: leader, isr: isr})
 			}
 		}
 	}
+	return out
 }
 
-// proposePartition commits one partition change; false means stop trying now.
-func (c *Controller) proposePartition(topic string, p cluster.Partition, leader int32, isr []int32) bool {
-	if !c.Active() {
-		return false
+// planPreferred applies preferred to every partition and returns the
+// leadership moves, in topic and partition order.
+func planPreferred(topics []cluster.Topic, live liveness) []change {
+	var out []change
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			if leader, move := preferred(p, live); move {
+				out = append(out, change{topic: t.Name, from: p, leader: leader, isr: slices.Clone(p.ISR)})
+			}
+		}
 	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeUpdatePartition, UpdatePartition: &fsm.UpdatePartition{
-		Topic: topic, Partition: p.ID, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: leader, ISR: isr,
-	}})
-	if err != nil {
-		c.log.Warn("partition change not committed; will retry", "topic", topic, "partition", p.ID, "err", err)
-		return !errors.Is(err, context.Canceled)
+	return out
+}
+
+// ledBy counts the partitions node id leads.
+func ledBy(topics []cluster.Topic, id int32) int {
+	n := 0
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			if p.Leader == id {
+				n++
+			}
+		}
 	}
-	if res.Err != nil {
-		// Raced with another change (e.g. an ISR update from the leader):
-		// the next check starts from the new state.
-		c.log.Debug("partition change rejected", "topic", topic, "partition", p.ID, "err", res.Err)
-		return true
-	}
-	part := topic + "-" + strconv.Itoa(int(p.ID))
-	switch {
-	case leader == -1:
-		c.log.Error("partition offline: no live replica in the ISR", "partition", part, "isr", isr, "replicas", p.Replicas)
-	case leader != p.Leader:
-		c.log.Warn("partition leader elected", "partition", part, "leader", leader, "previous", p.Leader,
-			"leader_epoch", res.Partition.LeaderEpoch, "isr", isr)
-	default:
-		c.log.Info("partition ISR shrunk", "partition", part, "isr", isr)
-	}
-	return true
+	return n
 }

@@ -37,7 +37,46 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 		Epoch:          epoch,
 		Alive:          true,
 	}
+	delete(s.shuttingDown, c.ID)
 	return epoch, nil
+}
+
+// currentNode returns the node when it is registered at epoch.
+func (s *state) currentNode(id int32, epoch int64) (*cluster.Node, error) {
+	n, ok := s.nodes[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: node %d", ErrUnknownNode, id)
+	}
+	if n.Epoch != epoch {
+		return nil, fmt.Errorf("%w: node %d is at epoch %d, not %d", ErrStaleNodeEpoch, id, n.Epoch, epoch)
+	}
+	return n, nil
+}
+
+func (s *state) fenceNode(index uint64, c *FenceNode) (int64, error) {
+	n, err := s.currentNode(c.ID, c.Epoch)
+	if err != nil {
+		return 0, err
+	}
+	n.Alive = false
+	n.Epoch = int64(index)
+	delete(s.shuttingDown, c.ID)
+	return n.Epoch, nil
+}
+
+func (s *state) shutdownNode(c *ShutdownNode) (bool, error) {
+	n, err := s.currentNode(c.ID, c.Epoch)
+	if err != nil {
+		return false, err
+	}
+	if !n.Alive {
+		return false, fmt.Errorf("%w: node %d is dead; it must register again", ErrStaleNodeEpoch, c.ID)
+	}
+	if s.shuttingDown[c.ID] {
+		return false, nil
+	}
+	s.shuttingDown[c.ID] = true
+	return true, nil
 }
 
 func (s *state) setNodeAlive(c *SetNodeAlive) (bool, error) {
@@ -123,15 +162,23 @@ func (s *state) deleteTopic(c *DeleteTopic) error {
 	return nil
 }
 
-func (s *state) updatePartition(c *UpdatePartition) (*cluster.Partition, error) {
-	t, ok := s.topics[c.Topic]
+// partition returns the live partition (not a copy).
+func (s *state) partition(topic string, id int32) (*cluster.Partition, error) {
+	t, ok := s.topics[topic]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Topic)
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 	}
-	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, c.Topic, c.Partition)
+	if id < 0 || int(id) >= len(t.Partitions) {
+		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, topic, id)
 	}
-	p := &t.Partitions[c.Partition]
+	return &t.Partitions[id], nil
+}
+
+func (s *state) updatePartition(c *UpdatePartition) (*cluster.Partition, error) {
+	p, err := s.partition(c.Topic, c.Partition)
+	if err != nil {
+		return nil, err
+	}
 	if c.LeaderEpoch != p.LeaderEpoch {
 		return nil, fmt.Errorf("%w: %s-%d is at leader epoch %d, not %d", ErrFencedLeaderEpoch, c.Topic, c.Partition, p.LeaderEpoch, c.LeaderEpoch)
 	}
@@ -149,6 +196,59 @@ func (s *state) updatePartition(c *UpdatePartition) (*cluster.Partition, error) 
 	p.PartitionEpoch++
 	out := copyPartition(*p)
 	return &out, nil
+}
+
+func (s *state) alterPartition(c *AlterPartition) (*cluster.Partition, error) {
+	p, err := s.checkAlterPartition(c)
+	if err != nil {
+		return nil, err
+	}
+	p.ISR = slices.Clone(c.ISR)
+	p.PartitionEpoch++
+	out := copyPartition(*p)
+	return &out, nil
+}
+
+// checkAlterPartition validates an AlterPartition against the state (see
+// AlterPartition for the order of the checks) and returns the live partition
+// it would change. It changes nothing.
+func (s *state) checkAlterPartition(c *AlterPartition) (*cluster.Partition, error) {
+	n, err := s.currentNode(c.LeaderID, c.NodeEpoch)
+	if err != nil {
+		return nil, err
+	}
+	if !n.Alive {
+		return nil, fmt.Errorf("%w: node %d is dead; it must register again", ErrStaleNodeEpoch, c.LeaderID)
+	}
+	p, err := s.partition(c.Topic, c.Partition)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s-%d", c.Topic, c.Partition)
+	if c.LeaderEpoch != p.LeaderEpoch {
+		return nil, fmt.Errorf("%w: %s is at leader epoch %d, not %d", ErrFencedLeaderEpoch, name, p.LeaderEpoch, c.LeaderEpoch)
+	}
+	if c.LeaderID != p.Leader {
+		return nil, fmt.Errorf("%w: node %d does not lead %s at leader epoch %d (leader %d)", ErrNotPartitionLeader, c.LeaderID, name, p.LeaderEpoch, p.Leader)
+	}
+	if c.PartitionEpoch != p.PartitionEpoch {
+		return nil, fmt.Errorf("%w: %s is at partition epoch %d, not %d", ErrStalePartitionEpoch, name, p.PartitionEpoch, c.PartitionEpoch)
+	}
+	if err := validPartitionState(p.Replicas, c.LeaderID, c.ISR); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidPartitionState, name, err)
+	}
+	for _, id := range c.ISR {
+		if slices.Contains(p.ISR, id) {
+			continue
+		}
+		if m := s.nodes[id]; m == nil || !m.Alive {
+			return nil, fmt.Errorf("%w: %s: node %d cannot join the ISR: it is not alive", ErrIneligibleReplica, name, id)
+		}
+		if s.shuttingDown[id] {
+			return nil, fmt.Errorf("%w: %s: node %d cannot join the ISR: it is shutting down", ErrIneligibleReplica, name, id)
+		}
+	}
+	return p, nil
 }
 
 // validPartitionState checks that the ISR is a set of replicas and that a

@@ -19,6 +19,9 @@ const (
 	TypeCreateTopic     CommandType = "create_topic"
 	TypeDeleteTopic     CommandType = "delete_topic"
 	TypeUpdatePartition CommandType = "update_partition"
+	TypeFenceNode       CommandType = "fence_node"
+	TypeShutdownNode    CommandType = "shutdown_node"
+	TypeAlterPartition  CommandType = "alter_partition"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -31,6 +34,9 @@ type Command struct {
 	CreateTopic     *CreateTopic     `json:"create_topic,omitempty"`
 	DeleteTopic     *DeleteTopic     `json:"delete_topic,omitempty"`
 	UpdatePartition *UpdatePartition `json:"update_partition,omitempty"`
+	FenceNode       *FenceNode       `json:"fence_node,omitempty"`
+	ShutdownNode    *ShutdownNode    `json:"shutdown_node,omitempty"`
+	AlterPartition  *AlterPartition  `json:"alter_partition,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -48,9 +54,11 @@ type RegisterNode struct {
 	Rack           string `json:"rack,omitempty"`
 }
 
-// SetNodeAlive records the controller's liveness decision for a node. It only
-// applies when Epoch is the node's current epoch, so a decision about an old
-// registration cannot override a newer one.
+// SetNodeAlive records a liveness decision for a node without fencing it. It
+// only applies when Epoch is the node's current epoch, so a decision about an
+// old registration cannot override a newer one. The controller now expires
+// nodes with FenceNode; SetNodeAlive stays so that logs written before keep
+// replaying the same way.
 type SetNodeAlive struct {
 	ID    int32 `json:"id"`
 	Epoch int64 `json:"epoch"`
@@ -86,15 +94,52 @@ type UpdatePartition struct {
 	ISR            []int32 `json:"isr"`
 }
 
+// FenceNode records that a node's session expired: the node is marked dead
+// and its epoch becomes the entry's index, so every request it still sends
+// with the old epoch (heartbeat, AlterPartition, shutdown) is rejected and it
+// must register again. It applies only when Epoch is the node's current epoch.
+// It also ends a controlled shutdown in progress.
+type FenceNode struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// ShutdownNode records that a node asked for a controlled shutdown: until it
+// registers again or is fenced it may not join an ISR or be elected leader
+// while another replica can lead. It applies only when Epoch is the current
+// epoch of an alive node; repeating it changes nothing.
+type ShutdownNode struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// AlterPartition is an ISR change requested by a partition's leader (Kafka's
+// AlterPartition). It applies only when, in this order: LeaderID is a
+// registered, alive node at NodeEpoch; the partition exists; LeaderEpoch is
+// current; LeaderID is the partition's leader; PartitionEpoch is current; the
+// new ISR holds the leader, only replicas, no duplicates; and every member it
+// adds is alive and not shutting down. It bumps the partition epoch, never the
+// leader epoch.
+type AlterPartition struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	LeaderID       int32   `json:"leader_id"`
+	NodeEpoch      int64   `json:"node_epoch"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+	ISR            []int32 `json:"isr"`
+}
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
 	Index uint64
-	// Epoch is the node's new epoch (RegisterNode).
+	// Epoch is the node's new epoch (RegisterNode, FenceNode).
 	Epoch int64
 	// Topic is the created topic (CreateTopic), a deep copy.
 	Topic *cluster.Topic
-	// Partition is the updated partition (UpdatePartition), a deep copy.
+	// Partition is the updated partition (UpdatePartition, AlterPartition), a
+	// deep copy.
 	Partition *cluster.Partition
 	// Err is the reason the command was rejected; the state is then unchanged.
 	Err error
@@ -119,31 +164,28 @@ func DecodeCommand(b []byte) (Command, error) {
 
 // check verifies that exactly the body named by Type is set.
 func (c Command) check() error {
+	bodies := map[CommandType]bool{
+		TypeInitCluster:     c.InitCluster != nil,
+		TypeRegisterNode:    c.RegisterNode != nil,
+		TypeSetNodeAlive:    c.SetNodeAlive != nil,
+		TypeCreateTopic:     c.CreateTopic != nil,
+		TypeDeleteTopic:     c.DeleteTopic != nil,
+		TypeUpdatePartition: c.UpdatePartition != nil,
+		TypeFenceNode:       c.FenceNode != nil,
+		TypeShutdownNode:    c.ShutdownNode != nil,
+		TypeAlterPartition:  c.AlterPartition != nil,
+	}
+	own, known := bodies[c.Type]
+	if !known {
+		return fmt.Errorf("%w: unknown command type %q", ErrMalformedCommand, c.Type)
+	}
 	set := 0
-	for _, p := range []bool{c.InitCluster != nil, c.RegisterNode != nil, c.SetNodeAlive != nil,
-		c.CreateTopic != nil, c.DeleteTopic != nil, c.UpdatePartition != nil} {
-		if p {
+	for _, present := range bodies {
+		if present {
 			set++
 		}
 	}
-	var ok bool
-	switch c.Type {
-	case TypeInitCluster:
-		ok = c.InitCluster != nil
-	case TypeRegisterNode:
-		ok = c.RegisterNode != nil
-	case TypeSetNodeAlive:
-		ok = c.SetNodeAlive != nil
-	case TypeCreateTopic:
-		ok = c.CreateTopic != nil
-	case TypeDeleteTopic:
-		ok = c.DeleteTopic != nil
-	case TypeUpdatePartition:
-		ok = c.UpdatePartition != nil
-	default:
-		return fmt.Errorf("%w: unknown command type %q", ErrMalformedCommand, c.Type)
-	}
-	if !ok || set != 1 {
+	if !own || set != 1 {
 		return fmt.Errorf("%w: command %q must carry exactly its own body", ErrMalformedCommand, c.Type)
 	}
 	return nil

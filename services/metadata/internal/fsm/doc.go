@@ -15,10 +15,16 @@
 //   - Version is the Raft index of the last command that changed the state, so
 //     it only grows. Each change closes the channel returned by Changed, which
 //     is how long-polling watchers wake up.
-//   - A node's epoch is the Raft index of its latest registration: unique and
-//     monotonic without a separate counter.
+//   - A node's epoch is the Raft index of its latest registration or fencing
+//     (FenceNode, when its session expired): unique and monotonic without a
+//     separate counter. Fencing marks the node dead and invalidates the epoch
+//     it holds, so only a new registration brings it back.
+//   - A node in controlled shutdown (ShutdownNode) stays alive but may not join
+//     an ISR; the mark ends when it registers again or is fenced.
 //   - A partition's PartitionEpoch grows by one on every change of its state and
-//     LeaderEpoch by one on every change of its leader; UpdatePartition only
-//     applies when the proposer saw the current values of both.
+//     LeaderEpoch by one on every change of its leader; UpdatePartition (the
+//     controller's elections) only applies when the proposer saw the current
+//     values of both, and AlterPartition (a leader's ISR change) also only
+//     when it comes from the current leader at its current node epoch.
 //   - Readers get deep copies; no slice or map of the live state escapes.
 package fsm

@@ -32,8 +32,15 @@ var (
 	ErrFencedLeaderEpoch = errors.New("fenced leader epoch")
 	// ErrStalePartitionEpoch: an UpdatePartition was based on an old partition epoch.
 	ErrStalePartitionEpoch = errors.New("stale partition epoch")
-	// ErrInvalidPartitionState: an UpdatePartition's leader or ISR is not valid.
+	// ErrInvalidPartitionState: an UpdatePartition's or AlterPartition's
+	// leader or ISR is not valid.
 	ErrInvalidPartitionState = errors.New("invalid partition state")
+	// ErrNotPartitionLeader: an AlterPartition from a node that does not lead
+	// the partition at the leader epoch it names.
+	ErrNotPartitionLeader = errors.New("not the partition leader")
+	// ErrIneligibleReplica: an AlterPartition adds to the ISR a node that is
+	// dead, fenced or shutting down.
+	ErrIneligibleReplica = errors.New("ineligible replica")
 	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
 	ErrCorruptSnapshot = errors.New("corrupt snapshot")
 )
@@ -44,10 +51,14 @@ type state struct {
 	version   uint64
 	nodes     map[int32]*cluster.Node
 	topics    map[string]*cluster.Topic
+	// shuttingDown holds the nodes in controlled shutdown (ShutdownNode),
+	// until they register again or are fenced. It is not part of
+	// cluster.Snapshot; the controller reads it through View.
+	shuttingDown map[int32]bool
 }
 
 func newState() state {
-	return state{nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}}
+	return state{nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{}}
 }
 
 // FSM is the metadata state machine. Apply, Snapshot and Restore are called
@@ -95,11 +106,17 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Err = f.st.deleteTopic(cmd.DeleteTopic)
 	case TypeUpdatePartition:
 		res.Partition, res.Err = f.st.updatePartition(cmd.UpdatePartition)
+	case TypeFenceNode:
+		res.Epoch, res.Err = f.st.fenceNode(index, cmd.FenceNode)
+	case TypeShutdownNode:
+		changed, res.Err = f.st.shutdownNode(cmd.ShutdownNode)
+	case TypeAlterPartition:
+		res.Partition, res.Err = f.st.alterPartition(cmd.AlterPartition)
 	default:
 		res.Err = cmd.check()
 	}
 	switch cmd.Type {
-	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeUpdatePartition:
+	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
 		changed = res.Err == nil
 	}
 	if changed {
@@ -194,6 +211,37 @@ func (f *FSM) Nodes() []cluster.Node {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.st.sortedNodes()
+}
+
+// View is a consistent copy of the whole model, for decisions that need
+// more than cluster.Snapshot holds.
+type View struct {
+	*cluster.Snapshot
+	// ShuttingDown holds the nodes in controlled shutdown.
+	ShuttingDown map[int32]bool
+}
+
+// View returns the model and the nodes in controlled shutdown, both at the
+// same version.
+func (f *FSM) View() View {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sd := make(map[int32]bool, len(f.st.shuttingDown))
+	for id := range f.st.shuttingDown {
+		sd[id] = true
+	}
+	return View{Snapshot: f.st.export(), ShuttingDown: sd}
+}
+
+// CheckAlterPartition tells whether c would apply to the current state,
+// with the error Apply would return, without changing anything. The leader
+// calls it before proposing so that stale requests cost no log entry; Apply
+// checks again.
+func (f *FSM) CheckAlterPartition(c AlterPartition) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, err := f.st.checkAlterPartition(&c)
+	return err
 }
 
 // Counts returns the number of storage nodes and topics.

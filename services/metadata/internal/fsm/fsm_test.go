@@ -21,6 +21,21 @@ func create(name string, rf int, replicas ...[]int32) Command {
 	return Command{Type: TypeCreateTopic, CreateTopic: &CreateTopic{Name: name, ReplicationFactor: rf, Replicas: replicas}}
 }
 
+func fence(id int32, epoch int64) Command {
+	return Command{Type: TypeFenceNode, FenceNode: &FenceNode{ID: id, Epoch: epoch}}
+}
+
+func shutdown(id int32, epoch int64) Command {
+	return Command{Type: TypeShutdownNode, ShutdownNode: &ShutdownNode{ID: id, Epoch: epoch}}
+}
+
+// alter is an AlterPartition of orders-0 (replicas 1, 2; leader 1 at epoch 1
+// in TestApply's base state).
+func alter(leader int32, nodeEpoch int64, le, pe int32, isr ...int32) Command {
+	return Command{Type: TypeAlterPartition, AlterPartition: &AlterPartition{
+		Topic: "orders", Partition: 0, LeaderID: leader, NodeEpoch: nodeEpoch, LeaderEpoch: le, PartitionEpoch: pe, ISR: isr}}
+}
+
 func update(topic string, part, le, pe, leader int32, isr ...int32) Command {
 	return Command{Type: TypeUpdatePartition, UpdatePartition: &UpdatePartition{
 		Topic: topic, Partition: part, LeaderEpoch: le, PartitionEpoch: pe, Leader: leader, ISR: isr}}
@@ -66,6 +81,7 @@ func TestApply(t *testing.T) {
 	base := []Command{reg(1, "a"), reg(2, "b"), reg(3, "c"), create("orders", 2, []int32{1, 2}, []int32{2, 3})}
 	tests := []struct {
 		name    string
+		setup   []Command // applied after base
 		cmd     Command
 		wantErr error
 		check   func(t *testing.T, f *FSM, r *Result)
@@ -143,6 +159,71 @@ func TestApply(t *testing.T) {
 		{name: "update ISR outside replicas", cmd: update("orders", 0, 0, 0, 1, 1, 3), wantErr: ErrInvalidPartitionState},
 		{name: "update unknown partition", cmd: update("orders", 9, 0, 0, 1, 1), wantErr: ErrUnknownPartition},
 		{name: "update unknown topic", cmd: update("nope", 0, 0, 0, 1, 1), wantErr: ErrUnknownTopic},
+		// Fencing and controlled shutdown.
+		{name: "fence bumps the epoch and marks dead", cmd: fence(2, 2), check: func(t *testing.T, f *FSM, r *Result) {
+			n, _ := f.Node(2)
+			if n.Alive || n.Epoch != int64(r.Index) || r.Epoch != n.Epoch || f.Version() != r.Index {
+				t.Fatalf("node = %+v, result %+v, version %d", n, r, f.Version())
+			}
+		}},
+		{name: "fence with a stale epoch", cmd: fence(2, 1), wantErr: ErrStaleNodeEpoch},
+		{name: "fence twice", setup: []Command{fence(2, 2)}, cmd: fence(2, 2), wantErr: ErrStaleNodeEpoch},
+		{name: "fence unknown node", cmd: fence(9, 1), wantErr: ErrUnknownNode},
+		{name: "fence ends a shutdown", setup: []Command{shutdown(1, 1)}, cmd: fence(1, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			if len(f.View().ShuttingDown) != 0 {
+				t.Fatal("still shutting down")
+			}
+		}},
+		{name: "shutdown marks the node", cmd: shutdown(1, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			if !f.View().ShuttingDown[1] || f.Version() != r.Index {
+				t.Fatalf("view %+v, version %d", f.View().ShuttingDown, f.Version())
+			}
+		}},
+		{name: "shutdown twice is a no-op", setup: []Command{shutdown(1, 1)}, cmd: shutdown(1, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			if f.Version() == r.Index {
+				t.Fatal("a no-op changed the version")
+			}
+		}},
+		{name: "shutdown with a stale epoch", cmd: shutdown(1, 7), wantErr: ErrStaleNodeEpoch},
+		{name: "shutdown of a dead node", setup: []Command{{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 2, Epoch: 2}}},
+			cmd: shutdown(2, 2), wantErr: ErrStaleNodeEpoch},
+		{name: "shutdown of an unknown node", cmd: shutdown(9, 1), wantErr: ErrUnknownNode},
+		{name: "registration ends a shutdown", setup: []Command{shutdown(1, 1)}, cmd: reg(1, "a"), check: func(t *testing.T, f *FSM, r *Result) {
+			if len(f.View().ShuttingDown) != 0 {
+				t.Fatal("still shutting down")
+			}
+		}},
+		// AlterPartition, in the order of its checks.
+		{name: "alter shrinks the ISR", cmd: alter(1, 1, 0, 0, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			want := cluster.Partition{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}, PartitionEpoch: 1}
+			if got, _ := f.Topic("orders"); !reflect.DeepEqual(*r.Partition, want) || !reflect.DeepEqual(got.Partitions[0], want) {
+				t.Fatalf("partition = %+v; want %+v", *r.Partition, want)
+			}
+		}},
+		{name: "alter adds an alive node", setup: []Command{alter(1, 1, 0, 0, 1)}, cmd: alter(1, 1, 0, 1, 1, 2), check: func(t *testing.T, f *FSM, r *Result) {
+			if p := r.Partition; p.PartitionEpoch != 2 || p.LeaderEpoch != 0 || len(p.ISR) != 2 {
+				t.Fatalf("partition = %+v", *p)
+			}
+		}},
+		{name: "alter from an unknown node", cmd: alter(9, 1, 0, 0, 9), wantErr: ErrUnknownNode},
+		{name: "alter with a stale node epoch", cmd: alter(1, 0, 0, 0, 1), wantErr: ErrStaleNodeEpoch},
+		{name: "alter from a fenced leader", setup: []Command{fence(1, 1)}, cmd: alter(1, 1, 0, 0, 1), wantErr: ErrStaleNodeEpoch},
+		{name: "alter of an unknown topic", cmd: Command{Type: TypeAlterPartition, AlterPartition: &AlterPartition{Topic: "nope", LeaderID: 1, NodeEpoch: 1, ISR: []int32{1}}}, wantErr: ErrUnknownTopic},
+		{name: "alter of an unknown partition", cmd: Command{Type: TypeAlterPartition, AlterPartition: &AlterPartition{Topic: "orders", Partition: 5, LeaderID: 1, NodeEpoch: 1, ISR: []int32{1}}}, wantErr: ErrUnknownPartition},
+		{name: "alter with a stale leader epoch", setup: []Command{update("orders", 0, 0, 0, 2, 1, 2)}, cmd: alter(2, 2, 0, 1, 2), wantErr: ErrFencedLeaderEpoch},
+		{name: "alter from a node that is not the leader", cmd: alter(2, 2, 0, 0, 2), wantErr: ErrNotPartitionLeader},
+		{name: "alter with a stale partition epoch", setup: []Command{alter(1, 1, 0, 0, 1)}, cmd: alter(1, 1, 0, 0, 1, 2), wantErr: ErrStalePartitionEpoch},
+		{name: "alter to an ISR without the leader", cmd: alter(1, 1, 0, 0, 2), wantErr: ErrInvalidPartitionState},
+		{name: "alter to an empty ISR", cmd: alter(1, 1, 0, 0), wantErr: ErrInvalidPartitionState},
+		{name: "alter to an ISR outside the replicas", cmd: alter(1, 1, 0, 0, 1, 3), wantErr: ErrInvalidPartitionState},
+		{name: "alter to an ISR with a duplicate", cmd: alter(1, 1, 0, 0, 1, 1), wantErr: ErrInvalidPartitionState},
+		{name: "alter adds a dead node", setup: []Command{alter(1, 1, 0, 0, 1), fence(2, 2)}, cmd: alter(1, 1, 0, 1, 1, 2), wantErr: ErrIneligibleReplica},
+		{name: "alter adds a shutting-down node", setup: []Command{alter(1, 1, 0, 0, 1), shutdown(2, 2)}, cmd: alter(1, 1, 0, 1, 1, 2), wantErr: ErrIneligibleReplica},
+		{name: "alter may keep a dead member", setup: []Command{fence(2, 2)}, cmd: alter(1, 1, 0, 0, 2, 1), check: func(t *testing.T, f *FSM, r *Result) {
+			if r.Partition.PartitionEpoch != 1 {
+				t.Fatalf("partition = %+v", *r.Partition)
+			}
+		}},
 		{name: "init cluster", cmd: Command{Type: TypeInitCluster, InitCluster: &InitCluster{ClusterID: "c1"}}, check: func(t *testing.T, f *FSM, r *Result) {
 			if f.ClusterID() != "c1" {
 				t.Fatalf("cluster id = %q", f.ClusterID())
@@ -156,14 +237,15 @@ func TestApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
 			h.applyAll(t, base...)
+			h.applyAll(t, tc.setup...)
 			f := h.FSM
-			before := f.Cluster()
+			before := f.View()
 			r := h.apply(t, tc.cmd)
 			if tc.wantErr != nil {
 				if !errors.Is(r.Err, tc.wantErr) {
 					t.Fatalf("err = %v; want %v", r.Err, tc.wantErr)
 				}
-				if after := f.Cluster(); !reflect.DeepEqual(before, after) {
+				if after := f.View(); !reflect.DeepEqual(before, after) {
 					t.Fatalf("a rejected command changed the state:\n%+v\n%+v", before, after)
 				}
 				return

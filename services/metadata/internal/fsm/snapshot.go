@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -20,6 +21,9 @@ type snapshotData struct {
 	Version   uint64          `json:"version"`
 	Nodes     []cluster.Node  `json:"nodes"`
 	Topics    []cluster.Topic `json:"topics"`
+	// ShuttingDown lists the nodes in controlled shutdown, by id. Added
+	// without a format change: older snapshots simply have none.
+	ShuttingDown []int32 `json:"shutting_down,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -38,7 +42,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		Nodes:     f.st.sortedNodes(),
 		Topics:    f.st.sortedTopics(),
 	}
+	for id := range f.st.shuttingDown {
+		d.ShuttingDown = append(d.ShuttingDown, id)
+	}
 	f.mu.RUnlock()
+	slices.Sort(d.ShuttingDown)
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, fmt.Errorf("fsm snapshot: %w", err)
@@ -79,6 +87,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for i := range d.Topics {
 		t := copyTopic(&d.Topics[i])
 		st.topics[t.Name] = &t
+	}
+	for _, id := range d.ShuttingDown {
+		st.shuttingDown[id] = true
 	}
 	f.mu.Lock()
 	f.st = st

@@ -28,8 +28,16 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		create("orders", 2, []int32{1, 2}, []int32{2, 1}),
 		update("orders", 1, 0, 0, 2, 2),
 		Command{Type: TypeSetNodeAlive, SetNodeAlive: &SetNodeAlive{ID: 1, Epoch: 2, Alive: false}},
+		reg(3, "c"), reg(4, "d"), // epochs 7, 8
+		create("events", 3, []int32{3, 4, 2}),
+		Command{Type: TypeAlterPartition, AlterPartition: &AlterPartition{Topic: "events", LeaderID: 3, NodeEpoch: 7, ISR: []int32{3, 2}}},
+		fence(2, 3), // node 2 dead at epoch 11
+		shutdown(4, 8),
 	)
-	want := h.Cluster()
+	want := h.View()
+	if n, _ := h.Node(2); n.Alive || n.Epoch != 11 || !want.ShuttingDown[4] {
+		t.Fatalf("setup: node 2 = %+v, shutting down %v", n, want.ShuttingDown)
+	}
 
 	snap, err := h.Snapshot()
 	if err != nil {
@@ -46,13 +54,21 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	if got := g.Cluster(); !reflect.DeepEqual(got, want) {
+	if got := g.View(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored state differs:\n got %+v\nwant %+v", got, want)
 	}
 	select {
 	case <-woken:
 	default:
 		t.Fatal("Restore did not wake watchers")
+	}
+	// The restored state decides as the original did: the fenced epoch and
+	// the shutdown mark still hold, the partition epochs go on.
+	if err := g.CheckAlterPartition(AlterPartition{Topic: "events", LeaderID: 3, NodeEpoch: 7, PartitionEpoch: 1, ISR: []int32{3, 2, 4}}); !errors.Is(err, ErrIneligibleReplica) {
+		t.Fatalf("adding a shutting-down node after restore = %v; want ErrIneligibleReplica", err)
+	}
+	if r := g.ApplyCommand(99, fence(2, 3)); !errors.Is(r.Err, ErrStaleNodeEpoch) {
+		t.Fatalf("fencing the old epoch again after restore = %v; want ErrStaleNodeEpoch", r.Err)
 	}
 	// The restored FSM keeps applying: a re-registration bumps the epoch.
 	r := g.Apply(&raft.Log{Index: 100, Data: mustEncode(t, reg(1, "a"))}).(*Result)

@@ -26,6 +26,12 @@ type AppendInfo struct {
 // place (batches is modified), rolls the segment if needed, and writes the
 // whole slice with one write. It returns once the bytes are in the page cache;
 // WaitFlushed(ctx, info.LastOffset+1) waits for them to be on disk.
+//
+// leaderEpoch is the caller's leader epoch. One below the latest epoch in the
+// leader-epoch cache is refused with ErrStaleEpoch (a fenced leader must not
+// write); one above it starts a cache entry at info.BaseOffset, made durable
+// in the checkpoint file before the batches are written. A negative epoch
+// (record.NoLeaderEpoch, a log used without replication) is never cached.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	return l.append(batches, leaderEpoch, false)
 }
@@ -33,7 +39,10 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 // AppendReplica appends batches fetched from the leader as a follower: the
 // offsets and leader epochs already stamped are kept. The first batch must
 // start at the log end offset and offsets must increase from batch to batch
-// (ErrOffsetMismatch otherwise).
+// (ErrOffsetMismatch otherwise). Each batch whose leader epoch is greater than
+// the latest in the leader-epoch cache (and every earlier batch's) starts a
+// cache entry at its base offset, made durable before the batches are
+// written; a batch with a lower epoch adds nothing.
 func (l *Log) AppendReplica(batches []byte) (AppendInfo, error) {
 	return l.append(batches, 0, true)
 }
@@ -105,6 +114,9 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	if err != nil {
 		return AppendInfo{}, err
 	}
+	if latest := latestEpoch(l.epochs); !replica && epoch < latest {
+		return AppendInfo{}, fmt.Errorf("%w: append with leader epoch %d, the log has epoch %d", ErrStaleEpoch, epoch, latest)
+	}
 	now := cfg.now()
 	base, last := l.end, l.end+sum.offsets-1
 	if replica {
@@ -125,6 +137,11 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	next, err := l.stamp(b, s, base, epoch, replica, cfg.IndexIntervalBytes)
 	if err != nil {
 		return AppendInfo{}, err
+	}
+	if add := l.newEpochs(b, epoch, base, replica); len(add) > 0 {
+		if err := l.assignEpochs(add); err != nil {
+			return AppendInfo{}, err
+		}
 	}
 	if err := l.write(s, b); err != nil {
 		return AppendInfo{}, err

@@ -20,6 +20,15 @@
 // Index entries always point at a batch's first byte and name that batch's base
 // offset, so a look-up lands on a batch boundary and scans batch headers forward.
 //
+// Two small text files sit beside the segments:
+//
+//	leader-epoch-checkpoint    the leader-epoch cache (epochs.go, epochfile.go):
+//	                           for each leader epoch, the offset of its first
+//	                           record, in Kafka's format; derived data that
+//	                           recovery rebuilds from the batch headers if lost
+//	high-watermark-checkpoint  the last checkpointed high watermark
+//	                           (hwcheckpoint.go); it may lag
+//
 // # Invariants
 //
 //   - Offsets strictly increase through the log: every batch's base offset is
@@ -49,14 +58,25 @@
 // from what the disk really holds), because after a failed fsync the page cache
 // can no longer be trusted to match the disk.
 //
+// The leader-epoch checkpoint is written durably (file and directory fsync)
+// before the first batch of a new epoch is written and by TruncateTo, so it
+// never lacks an epoch the durable log holds; entries it has beyond the
+// recovered log are dropped on Open. The high-watermark checkpoint is written
+// by the flusher at most once a second and by Close. Failed writes of either
+// fail the log too.
+//
 // # Concurrency
 //
-// Lock order: Log.appendMu, then Log.mu, then segment.idxMu.
+// Lock order: Log.appendMu, then Log.ckptMu, then Log.mu, then segment.idxMu.
+// ckptMu only serializes the checkpoint files' writes; the leader-epoch cache
+// itself is guarded by mu (written with appendMu also held), and the high
+// watermark is an atomic changed under mu.
 //
 // Appends (and roll, truncation, reconfiguration) are serialized by appendMu,
-// which is held while the batch is written to the page cache but never across an
-// fsync. Readers take mu as a read lock only to pick a segment and copy index
-// slices; their file reads are positioned reads (pread) outside every lock, on
-// a segment kept open by a reference count until the returned Slice is
-// released, even if retention deletes the segment meanwhile.
+// which is held while the batch is written to the page cache but never across
+// a segment fsync (only across the leader-epoch checkpoint's, once per leader
+// change and on TruncateTo). Readers take mu as a read lock only to pick a
+// segment and copy index slices; their file reads are positioned reads (pread)
+// outside every lock, on a segment kept open by a reference count until the
+// returned Slice is released, even if retention deletes the segment meanwhile.
 package log

@@ -24,9 +24,14 @@ var (
 	ErrFailed = errors.New("log: failed after an I/O error")
 	// ErrInvalidConfig: a Config field is out of range.
 	ErrInvalidConfig = errors.New("log: invalid config")
+	// ErrStaleEpoch: Append was given a leader epoch lower than the latest in
+	// the leader-epoch cache: the caller is a fenced leader (Kafka's
+	// FENCED_LEADER_EPOCH).
+	ErrStaleEpoch = errors.New("log: leader epoch is older than the log's")
 )
 
-// PartitionMetadataFile is the one file besides segments and indexes a log
-// directory may hold: the replica manager's record of the topic id. Recovery
-// leaves it alone.
+// PartitionMetadataFile is the replica manager's record of the topic id in a
+// log directory. Recovery leaves it alone; besides it and the segments, a log
+// directory holds only the log's own EpochCheckpointFile and
+// HighWatermarkFile.
 const PartitionMetadataFile = "partition.metadata"

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Group commit. One flusher goroutine per log, started by Open and stopped by
@@ -22,8 +23,12 @@ func (l *Log) requestFlush() {
 	}
 }
 
+// flushLoop is the flusher goroutine: flush passes on request, and the
+// high-watermark checkpoint every hwCheckpointInterval when it changed.
 func (l *Log) flushLoop() {
 	defer close(l.done)
+	tick := time.NewTicker(hwCheckpointInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-l.stop:
@@ -31,6 +36,8 @@ func (l *Log) flushLoop() {
 		case <-l.kick:
 			// A failure is kept in l.failed and reported to every waiter.
 			_ = l.flush(false)
+		case <-tick.C:
+			_ = l.saveHighWatermark() // a failure fails the log, as above
 		}
 	}
 }

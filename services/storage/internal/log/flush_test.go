@@ -58,7 +58,7 @@ func TestWaitFlushedEdges(t *testing.T) {
 	l := openLog(t, t.TempDir(), testConfig())
 	info := mustAppend(t, l, nBatch(t, 2, 10, 1))
 	ctx := context.Background()
-	_, err := l.Append(nBatch(t, 1, 10, 2), 1)
+	_, err := l.Append(nBatch(t, 1, 10, 2), 7) // mustAppend's epoch
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,8 @@ func TestWaitFlushedEdges(t *testing.T) {
 	wantErr(t, l.WaitFlushed(ctx, l.EndOffset()+1), ErrClosed)
 }
 
-// TestConcurrentUse runs appenders, readers, waiters, retention and a
+// TestConcurrentUse runs appenders (with rising leader epochs, so some are
+// fenced), readers, waiters, epoch and high-watermark users, retention and a
 // truncation together; with -race it checks the locking.
 func TestConcurrentUse(t *testing.T) {
 	cfg := testConfig()
@@ -109,14 +110,18 @@ func TestConcurrentUse(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	for w := range 3 {
+	for range 3 {
 		wg.Go(func() {
 			for i := range 150 {
-				info, err := l.Append(nBatch(t, 3, 50, int64(i)), int32(w))
+				info, err := l.Append(nBatch(t, 3, 50, int64(i)), int32(i/50))
+				if errors.Is(err, ErrStaleEpoch) {
+					continue // another writer moved to a later epoch first
+				}
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				l.SetHighWatermark(info.LastOffset + 1)
 				if i%10 == 0 {
 					if err := l.WaitFlushed(ctx, info.LastOffset+1); err != nil && !errors.Is(err, ErrOffsetOutOfRange) {
 						t.Error(err)
@@ -148,6 +153,12 @@ func TestConcurrentUse(t *testing.T) {
 				}
 				s.Release()
 				_, _, _ = l.OffsetForTimestamp(75)
+				if hw := l.HighWatermark(); hw < start { // start only grows
+					t.Errorf("high watermark %d below the start offset %d", hw, start)
+				}
+				_, _ = l.EndOffsetForEpoch(1)
+				_ = l.Epochs()
+				_ = l.LatestEpoch()
 				select {
 				case <-l.Changed():
 				case <-stop:
@@ -182,4 +193,5 @@ func TestConcurrentUse(t *testing.T) {
 	if err := l.WaitFlushed(ctx, l.EndOffset()); err != nil {
 		t.Fatal(err)
 	}
+	checkEpochInvariants(t, l)
 }

@@ -76,7 +76,9 @@ func FuzzRecover(f *testing.F) {
 			}
 			off = hs[len(hs)-1].LastOffset() + 1
 		}
-		info, err := l.Append(nBatch(t, 2, 10, 1), 0)
+		// The recovered batches may carry any leader epoch: append at the
+		// latest one (or 0), which is never stale.
+		info, err := l.Append(nBatch(t, 2, 10, 1), max(l.LatestEpoch(), 0))
 		if err != nil || info.BaseOffset != end {
 			t.Fatalf("append after recovery: %+v, %v (end was %d)", info, err, end)
 		}

@@ -16,12 +16,22 @@ type Log struct {
 
 	// appendMu serializes Append, AppendReplica, roll, TruncateTo, SetConfig
 	// and Close. It is held while batches are written to the page cache, never
-	// across an fsync (TruncateTo alone holds it across file truncation and
-	// removal, so no append can land in a file being cut).
+	// across a segment fsync (TruncateTo alone holds it across file truncation
+	// and removal, so no append can land in a file being cut). The leader-epoch
+	// checkpoint's fsyncs are the exception: an append that starts a new epoch
+	// and TruncateTo write it under appendMu, since it must be durable before
+	// the next batch is written; that happens once per leader change.
 	appendMu sync.Mutex
 	build    indexBuilder // guarded by appendMu: new index entries of one append
 	idxBuf   []byte       // guarded by appendMu: their encoding
 	timeBuf  []byte       // guarded by appendMu
+	epochBuf []EpochEntry // guarded by appendMu: cache entries one append starts
+
+	// ckptMu serializes writes of the checkpoint files (EpochCheckpointFile,
+	// HighWatermarkFile) and Close's closing of dirF. It is taken after
+	// appendMu and before mu, and held across those files' fsyncs.
+	ckptMu  sync.Mutex
+	hwSaved int64 // ckptMu; the value in HighWatermarkFile, -1 when unknown
 
 	// mu guards the fields below. It is held only for in-memory work: picking
 	// segments, copying index slices, publishing an append. Fields also marked
@@ -37,6 +47,17 @@ type Log struct {
 	dirDirty  bool          // mu; files created or removed since the last directory fsync
 	truncGen  uint64        // mu; bumped by TruncateTo so an overlapping flush does not advance flushed
 	flushedCh chan struct{} // mu; closed and replaced after each flush pass
+	// epochs is the leader-epoch cache (epochs.go), oldest first. It is
+	// copy-on-write: a change replaces the slice, so a holder of either lock
+	// may keep reading the one it saw.
+	epochs  []EpochEntry // mu+appendMu
+	scanned []EpochEntry // recovery only: epochs seen by rebuild's scans
+
+	// hw is the high watermark (hwcheckpoint.go). It changes under mu:
+	// SetHighWatermark raises it under the read lock (compare-and-swap, so
+	// concurrent raises keep the largest); TruncateTo lowers it and retention
+	// raises it to the new start under the write lock. Readers load it freely.
+	hw atomic.Int64
 
 	flushed atomic.Int64 // written under mu; every offset below it is fsynced
 	fsyncs  atomic.Int64 // fsync calls made (files and directory), for tests and metrics
@@ -81,6 +102,8 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 		return nil, fmt.Errorf("log: recover %s: %w", dir, err)
 	}
 	l.end = l.segs[len(l.segs)-1].next
+	l.recoverEpochs()
+	l.recoverHighWatermark()
 	l.flushed.Store(l.segs[0].base)
 	// Nothing recovered is known to be on disk (the previous process may have
 	// died before its flush), so the flusher's first pass syncs every segment.
@@ -187,8 +210,9 @@ func (l *Log) checkLocked() error {
 	return l.failed
 }
 
-// Close stops the flusher, fsyncs everything and releases the files. A Slice
-// still held keeps its segment open until released. Close is idempotent.
+// Close stops the flusher, fsyncs everything, writes the high-watermark
+// checkpoint and releases the files. A Slice still held keeps its segment
+// open until released. Close is idempotent.
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	l.mu.Lock()
@@ -204,6 +228,9 @@ func (l *Log) Close() error {
 	close(l.stop)
 	<-l.done
 	err := l.flush(true) // nothing else runs the flush now
+	if herr := l.saveHighWatermark(); err == nil {
+		err = herr
+	}
 
 	l.mu.Lock()
 	close(l.changed) // left closed: Changed keeps reporting the close
@@ -212,7 +239,10 @@ func (l *Log) Close() error {
 	for _, s := range segs {
 		s.release()
 	}
-	if cerr := l.dirF.Close(); err == nil && cerr != nil {
+	l.ckptMu.Lock() // a retention pass may still be writing the epoch checkpoint
+	cerr := l.dirF.Close()
+	l.ckptMu.Unlock()
+	if err == nil && cerr != nil {
 		err = fmt.Errorf("log: close directory: %w", cerr)
 	}
 	return err

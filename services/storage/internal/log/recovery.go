@@ -33,6 +33,10 @@ import (
 //     cuts the log there: every later segment is removed, because a log is a
 //     prefix and nothing written after a torn point was acknowledged as
 //     flushed.
+//   - Then the leader-epoch cache and the high watermark are loaded from their
+//     checkpoint files and fitted to the recovered log (recoverEpochs,
+//     recoverHighWatermark); a missing or bad checkpoint is rebuilt or
+//     defaulted, never an error.
 
 // recoveryChunk is the scanner's read size during recovery.
 const recoveryChunk = 1 << 20
@@ -114,6 +118,8 @@ func (l *Log) listSegments() ([]int64, error) {
 		switch {
 		case name == PartitionMetadataFile:
 			// Owned by the replica manager (the topic id); not part of the log.
+		case name == EpochCheckpointFile || name == HighWatermarkFile:
+			// Loaded after the segments (recoverEpochs, recoverHighWatermark).
 		case e.IsDir():
 			l.logger.Warn("unexpected directory in the log; ignored", slog.String("name", name))
 		case ext == "tmp" || ext == "deleted":
@@ -226,6 +232,7 @@ func (l *Log) rebuild(s *segment, sc *batchScanner) (bool, error) {
 	b.reset(l.cfg.IndexIntervalBytes, nil, nil)
 	out := walk(sc, s, 0, s.base, 0, func(pos int64, h record.Header) error {
 		b.add(uint32(h.BaseOffset-s.base), pos, h.MaxTimestamp)
+		l.scanned = noteEpoch(l.scanned, h) // for recoverEpochs
 		return nil
 	})
 	s.index, s.times, s.next = b.index, b.times, out.next

@@ -13,9 +13,12 @@ import (
 // EnforceRetention deletes the oldest non-active segments that retention
 // allows: while the oldest one's largest timestamp is more than RetentionMs
 // before now, or the log without it would still hold RetentionBytes or more
-// (Kafka's rules). The log start offset moves to the first remaining segment.
-// Readers holding a Slice of a deleted segment keep reading it until they
-// release it. It returns how many segments it deleted.
+// (Kafka's rules). The log start offset moves to the first remaining segment;
+// the leader-epoch cache drops the entries wholly below it (the last one
+// starting at or before it moves up to it, and the checkpoint file is
+// rewritten) and the high watermark is raised to it if below. Readers holding
+// a Slice of a deleted segment keep reading it until they release it. It
+// returns how many segments it deleted.
 func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	l.appendMu.Lock()
 	l.mu.Lock()
@@ -26,9 +29,14 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	}
 	n := retentionVictims(l.segs, l.cfg, now.UnixMilli())
 	victims := slices.Clone(l.segs[:n])
+	epochsChanged := false
 	if n > 0 {
 		l.segs = slices.Clone(l.segs[n:])
 		l.dirDirty = true
+		l.epochs, epochsChanged = truncateEpochsFromStart(l.epochs, l.segs[0].base)
+		if l.hw.Load() < l.segs[0].base {
+			l.hw.Store(l.segs[0].base)
+		}
 	}
 	start := l.segs[0].base
 	l.mu.Unlock()
@@ -45,6 +53,13 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		l.logger.Info("retention deleted segment", slog.Int64("segment", s.base),
 			slog.Int64("bytes", s.size), slog.Int64("start_offset", start))
 		s.release()
+	}
+	if epochsChanged {
+		if err := l.saveEpochs(); err != nil {
+			l.mu.Lock()
+			errs = append(errs, l.failLocked(err))
+			l.mu.Unlock()
+		}
 	}
 	if n > 0 {
 		l.requestFlush() // sync the directory
@@ -79,10 +94,14 @@ func retentionVictims(segs []*segment, cfg Config, nowMs int64) int {
 // The log end offset becomes offset and the flushed offset is lowered to it.
 // A follower calls this to drop a suffix the leader does not have.
 //
-// It holds the append lock throughout, file truncation included, so no append
-// lands in a file being cut. A reader holding a Slice of a cut segment may
-// then read fewer bytes than the Slice's Size (an unexpected EOF); one holding
-// a deleted segment reads it until released.
+// Leader-epoch cache entries starting at or after offset are dropped and the
+// checkpoint file rewritten durably before it returns; the high watermark
+// becomes min(high watermark, offset).
+//
+// It holds the append lock throughout, file truncation and the checkpoint's
+// fsyncs included, so no append lands in a file being cut. A reader holding a
+// Slice of a cut segment may then read fewer bytes than the Slice's Size (an
+// unexpected EOF); one holding a deleted segment reads it until released.
 func (l *Log) TruncateTo(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -115,12 +134,20 @@ func (l *Log) TruncateTo(offset int64) error {
 	if l.flushed.Load() > offset {
 		l.flushed.Store(offset)
 	}
+	if l.hw.Load() > offset {
+		l.hw.Store(offset)
+	}
+	var epochsChanged bool
+	l.epochs, epochsChanged = truncateEpochsFromEnd(l.epochs, offset)
 	l.truncGen++
 	l.dirDirty = l.dirDirty || len(victims) > 0
 	l.notifyLocked()
 	l.mu.Unlock()
 
 	errs := l.cutFiles(s, cut, len(idx), len(times), victims)
+	if epochsChanged {
+		errs = errors.Join(errs, l.saveEpochs())
+	}
 	l.logger.Info("truncated log", slog.Int64("end_offset", offset),
 		slog.Int64("segment", s.base), slog.Int("segments_deleted", len(victims)))
 	if errs != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/storage/internal/membership"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
@@ -33,6 +34,7 @@ type Config struct {
 	Metadata       string
 	Heartbeat      time.Duration
 	RetentionCheck time.Duration
+	ReplicaMaxLag  time.Duration
 	Server         server.Config
 }
 
@@ -53,6 +55,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.String(&c.Metadata, "metadata", "http://127.0.0.1:7070", "comma-separated metadata service addresses")
 	fs.Duration(&c.Heartbeat, "heartbeat-interval", time.Second, "interval between heartbeats to metadata")
 	fs.Duration(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "interval between retention passes")
+	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
 	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +99,9 @@ func (c Config) validate() error {
 	if c.RetentionCheck <= 0 {
 		return fmt.Errorf("flag -retention-check-interval: must be positive")
 	}
+	if c.ReplicaMaxLag < 100*time.Millisecond {
+		return fmt.Errorf("flag -replica-lag-time-max: must be at least 100ms")
+	}
 	if err := c.Server.Validate(); err != nil {
 		return fmt.Errorf("flags -max-request-bytes/-max-in-flight: %w", err)
 	}
@@ -106,12 +112,13 @@ func (c Config) validate() error {
 func Module() fx.Option {
 	return fx.Module("storage",
 		fx.Provide(
+			newClients,
 			newManager,
 			func(reg prometheus.Registerer) *server.Metrics { return server.NewMetrics(reg) },
 			newServer,
 			newMember,
 		),
-		fx.Invoke(startRetention),
+		fx.Invoke(enableReplication, startRetention),
 	)
 }
 
@@ -136,8 +143,43 @@ func newServer(lc fx.Lifecycle, c Config, m *replica.Manager, metrics *server.Me
 	return s, nil
 }
 
-func newMember(lc fx.Lifecycle, c Config, mc membership.Config, m *replica.Manager, ready *service.Readiness, log *slog.Logger, _ *server.Server) *membership.Member {
-	mem := membership.New(mc, cluster.NewClient(service.SplitList(c.Metadata)), m, log)
+// clients are the node's connections to metadata and to other storage nodes.
+type clients struct {
+	meta *cluster.Client
+	pool *storageclient.Pool
+}
+
+func newClients(lc fx.Lifecycle, c Config) clients {
+	cl := clients{meta: cluster.NewClient(service.SplitList(c.Metadata)), pool: storageclient.NewPool("storage-" + strconv.Itoa(c.NodeID))}
+	lc.Append(fx.StopHook(cl.pool.Close))
+	return cl
+}
+
+// enableReplication lets the manager run follower fetchers and ask metadata
+// for ISR changes in this node's name; the ISR loop runs with the node.
+func enableReplication(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients) {
+	m.EnableReplication(replica.Replication{
+		Pool:   cl.pool,
+		MaxLag: c.ReplicaMaxLag,
+		Alter: func(ctx context.Context, req cluster.AlterPartitionRequest) (*cluster.Partition, error) {
+			req.NodeEpoch = mem.Epoch()
+			return cl.meta.AlterPartition(ctx, req)
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			wg.Add(1)
+			go func() { defer wg.Done(); m.ISRLoop(ctx) }()
+			return nil
+		},
+		OnStop: func(context.Context) error { cancel(); wg.Wait(); return nil },
+	})
+}
+
+func newMember(lc fx.Lifecycle, mc membership.Config, cl clients, m *replica.Manager, ready *service.Readiness, log *slog.Logger, _ *server.Server) *membership.Member {
+	mem := membership.New(mc, cl.meta, m, log)
 	ready.Add("membership", mem.Ready)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { mem.Start(); return nil },

@@ -28,6 +28,8 @@ type Manager struct {
 	closed   bool
 
 	applyMu sync.Mutex // serialises Apply calls (opening logs happens outside mu)
+
+	repl *replicationState // nil until EnableReplication
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -78,6 +80,7 @@ func (m *Manager) dirName(k Key) string {
 func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	m.setNodes(snap.Nodes)
 	want := map[Key]struct{}{}
 	var errs []error
 	for _, t := range snap.Topics {
@@ -101,6 +104,9 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 			if err := m.ensure(k, t.ID, p, cfg); err != nil {
 				errs = append(errs, err)
 			}
+			if r, _ := m.Get(k.Topic, k.Partition); r != nil {
+				m.reconcileFetcher(r)
+			}
 		}
 	}
 	if allowDelete {
@@ -117,6 +123,7 @@ func (m *Manager) setLeaderOnly(k Key, p cluster.Partition) {
 	m.mu.RUnlock()
 	if r != nil {
 		r.setState(p, r.State().Config)
+		m.reconcileFetcher(r)
 	}
 }
 
@@ -132,6 +139,7 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 		m.mu.Lock()
 		delete(m.replicas, k)
 		m.mu.Unlock()
+		m.stopFetcher(k)
 		if err := r.Log.Delete(); err != nil {
 			return fmt.Errorf("%s: deleting the previous topic's log: %w", k, err)
 		}
@@ -158,7 +166,7 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
 	}
-	r = &Replica{Key: k, Log: l, topicID: topicID}
+	r = newReplica(k, l, topicID, m.self)
 	r.setState(p, cfg)
 	m.mu.Lock()
 	m.replicas[k] = r
@@ -179,6 +187,7 @@ func (m *Manager) dropExcept(want map[Key]struct{}) {
 	}
 	m.mu.Unlock()
 	for _, r := range drop {
+		m.stopFetcher(r.Key)
 		if err := r.Log.Delete(); err != nil {
 			m.log.Error("deleting replica failed", "partition", r.Key.String(), "err", err)
 			continue
@@ -252,6 +261,7 @@ func (m *Manager) RetentionLoop(ctx context.Context, every time.Duration) {
 func (m *Manager) Close() error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	m.closeReplication()
 	m.mu.Lock()
 	rs := m.replicas
 	m.replicas = map[Key]*Replica{}

@@ -2,7 +2,9 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -23,30 +25,69 @@ type Replica struct {
 	Log *seglog.Log
 
 	topicID string // the topic incarnation the log belongs to; set at open
+	self    int32  // this node's id
 
-	mu          sync.RWMutex        // guards the fields below
-	leader      int32               // current leader's node id, -1 when none
-	leaderEpoch int32               // current leader epoch
-	config      cluster.TopicConfig // the topic's configuration
+	mu             sync.RWMutex            // guards the fields below
+	leader         int32                   // current leader's node id, -1 when none
+	leaderEpoch    int32                   // current leader epoch
+	partitionEpoch int32                   // epoch of the partition state (leader and ISR)
+	replicas       []int32                 // assigned replicas, preferred leader first
+	isr            []int32                 // in-sync replicas as metadata last said
+	config         cluster.TopicConfig     // the topic's configuration
+	hw             int64                   // high watermark
+	followers      map[int32]FollowerState // leader only: what each follower's fetches said
+	hwCh           chan struct{}           // closed when hw or the role changes
+	alterPending   bool                    // leader only: an ISR change is in flight
 }
 
 // State is a copy of a replica's role.
 type State struct {
-	Leader      int32
-	LeaderEpoch int32
-	Config      cluster.TopicConfig
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	Config         cluster.TopicConfig
+	HighWatermark  int64
+}
+
+// newReplica wraps an opened log; its high watermark starts at the log's
+// checkpoint.
+func newReplica(k Key, l *seglog.Log, topicID string, self int32) *Replica {
+	return &Replica{Key: k, Log: l, topicID: topicID, self: self, leader: -1, hw: l.HighWatermark(),
+		followers: map[int32]FollowerState{}, hwCh: make(chan struct{})}
 }
 
 // State returns the replica's current role and configuration.
 func (r *Replica) State() State {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return State{Leader: r.leader, LeaderEpoch: r.leaderEpoch, Config: r.config}
+	return State{Leader: r.leader, LeaderEpoch: r.leaderEpoch, PartitionEpoch: r.partitionEpoch,
+		Replicas: slices.Clone(r.replicas), ISR: slices.Clone(r.isr), Config: r.config, HighWatermark: r.hw}
 }
 
-// HighWatermark returns the offset below which records are visible to consumers.
-// With one replica per partition it is the log end offset.
-func (r *Replica) HighWatermark() int64 { return r.Log.EndOffset() }
+// HighWatermark returns the offset below which records are visible to
+// consumers: on a leader the smallest progress over the ISR, on a follower the
+// leader's high watermark as of the last fetch (capped by its own log end).
+func (r *Replica) HighWatermark() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.hw
+}
+
+// Changed returns a channel closed when the high watermark or the replica's
+// role changes next.
+func (r *Replica) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.hwCh
+}
+
+// notifyLocked wakes everything waiting on Changed; mu must be held.
+func (r *Replica) notifyLocked() {
+	close(r.hwCh)
+	r.hwCh = make(chan struct{})
+}
 
 // CheckLeader returns NOT_LEADER_OR_FOLLOWER unless self leads the partition.
 func (r *Replica) CheckLeader(self int32) (State, error) {
@@ -57,10 +98,39 @@ func (r *Replica) CheckLeader(self int32) (State, error) {
 	return s, nil
 }
 
+// setState applies the partition state metadata published. A new leader epoch
+// resets what a leader knew of its followers and wakes every waiter so that
+// acks=all waits of a deposed leader fail.
 func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	roleChanged := p.LeaderEpoch != r.leaderEpoch || p.Leader != r.leader
+	if p.LeaderEpoch < r.leaderEpoch {
+		return // an older snapshot than one already applied
+	}
 	r.leader, r.leaderEpoch, r.config = p.Leader, p.LeaderEpoch, cfg
+	if p.PartitionEpoch >= r.partitionEpoch || roleChanged {
+		r.partitionEpoch, r.replicas, r.isr = p.PartitionEpoch, slices.Clone(p.Replicas), slices.Clone(p.ISR)
+		r.alterPending = false
+	}
+	if roleChanged {
+		// A new leader gives every in-sync follower a full lag period to
+		// fetch before it may drop it (Kafka's leader-election time).
+		r.followers = map[int32]FollowerState{}
+		if p.Leader == r.self {
+			now := time.Now()
+			for _, id := range p.ISR {
+				if id != r.self {
+					r.followers[id] = FollowerState{CaughtUpAt: now}
+				}
+			}
+		}
+		r.hw = min(r.hw, r.Log.EndOffset())
+		r.notifyLocked()
+	}
+	if r.leader == r.self {
+		r.recomputeHWLocked()
+	}
 }
 
 // LogConfig maps a topic's configuration to the log's.

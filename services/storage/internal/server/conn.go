@@ -37,7 +37,7 @@ func newConn(s *Server, nc *net.TCPConn) *conn {
 // apiLabel bounds the metric label values: clients choose API keys.
 func apiLabel(k protocol.APIKey) string {
 	switch k {
-	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets:
+	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch:
 		return k.String()
 	}
 	return "unknown"
@@ -85,6 +85,8 @@ func (c *conn) serve() {
 			c.fetch(&h, dec)
 		case protocol.APIListOffsets:
 			c.listOffsets(&h, dec)
+		case protocol.APIOffsetForLeaderEpoch:
+			c.offsetForLeaderEpoch(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

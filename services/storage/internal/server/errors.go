@@ -24,6 +24,8 @@ func codeFor(err error) protocol.Code {
 		return protocol.CorruptRecord
 	case errors.Is(err, seglog.ErrClosed):
 		return protocol.NotLeaderOrFollower
+	case errors.Is(err, seglog.ErrStaleEpoch):
+		return protocol.FencedLeaderEpoch
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.RequestTimedOut
 	case errors.Is(err, protocol.ErrMalformedFrame):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
 // produce appends the payload's batches inline (keeping per-connection order)
@@ -31,7 +32,7 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
-	st, err := r.CheckLeader(c.s.mgr.Self())
+	st, err := r.CheckProduce(req.Acks)
 	if err != nil {
 		c.respondErr(h, err)
 		return
@@ -41,14 +42,20 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
+	r.Progressed()
 	c.s.metrics.BytesIn.Add(float64(info.Bytes))
 	resp := &protocol.ProduceResponse{BaseOffset: info.BaseOffset, LastOffset: info.LastOffset, LogAppendTime: -1, LogStartOffset: r.Log.StartOffset()}
-	if req.Acks != protocol.AcksAll || st.Config.FlushPolicy != cluster.FlushFsync {
+	durable := st.Config.FlushPolicy != cluster.FlushReplication
+	if req.Acks != protocol.AcksAll {
 		c.respond(h, resp, nil)
 		c.s.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+		if durable { // the records still count toward the high watermark only once flushed
+			c.goRequest(func() { c.flushed(r, info.LastOffset+1, 30*time.Second) })
+		}
 		return
 	}
-	// acks=all with fsync durability: answer once group commit covers the batch.
+	// acks=all: answer once the high watermark (the smallest progress over the
+	// ISR: flushed offsets under the fsync policy) passes the batch.
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -56,13 +63,33 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	c.goRequest(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		defer cancel()
-		if err := r.Log.WaitFlushed(ctx, info.LastOffset+1); err != nil {
-			c.respondErr(h, protocol.RequestTimedOut.Err("records at %d..%d appended but not yet durable: %v", info.BaseOffset, info.LastOffset, err))
+		if durable {
+			if err := r.Log.WaitFlushed(ctx, info.LastOffset+1); err != nil {
+				c.respondErr(h, protocol.RequestTimedOut.Err("records at %d..%d appended but not yet durable: %v", info.BaseOffset, info.LastOffset, err))
+				return
+			}
+			r.Progressed()
+		}
+		if err := r.WaitHighWatermark(ctx, info.LastOffset+1, st.LeaderEpoch); err != nil {
+			if protocol.CodeOf(err) == protocol.UnknownServerError {
+				err = protocol.RequestTimedOut.Err("records at %d..%d appended but not acknowledged by the in-sync replicas in time: %v", info.BaseOffset, info.LastOffset, err)
+			}
+			c.respondErr(h, err)
 			return
 		}
 		c.respond(h, resp, nil)
 		c.s.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
 	})
+}
+
+// flushed waits for the leader's log to be fsynced up to offset and lets the
+// high watermark move.
+func (c *conn) flushed(r *replica.Replica, offset int64, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(c.s.ctx, timeout)
+	defer cancel()
+	if err := r.Log.WaitFlushed(ctx, offset); err == nil {
+		r.Progressed()
+	}
 }
 
 // fetch long-polls until enough bytes are below the high watermark or the wait
@@ -86,42 +113,83 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
+	follower := req.ReplicaID >= 0
+	if follower {
+		if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
+			c.respondErr(h, err)
+			return
+		}
+		c.s.mgr.Alter(r, r.FollowerFetched(req.ReplicaID, req.Offset, req.FlushedOffset, time.Now(), c.s.mgr.MaxLag()))
+	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
 	if wait > c.s.cfg.MaxFetchWait {
 		wait = c.s.cfg.MaxFetchWait
 	}
-	c.goRequest(func() {
-		deadline := time.Now().Add(wait)
-		var timer *time.Timer
-		for {
-			changed := r.Log.Changed()
-			hw := r.HighWatermark()
-			sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), hw)
-			if err != nil {
-				c.respondErr(h, err)
-				return
-			}
-			left := time.Until(deadline)
-			if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
-				body := &protocol.FetchResponse{HighWatermark: hw, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset()}
-				c.respondSlice(h, body, sl)
-				return
-			}
-			sl.Release()
-			if timer == nil {
-				timer = time.NewTimer(left)
-				defer timer.Stop()
-			}
-			select {
-			case <-changed:
-			case <-timer.C:
-				deadline = time.Now() // answer with what there is
-			case <-c.ctx.Done():
-				c.release()
-				return
-			}
+	c.goRequest(func() { c.pollFetch(h, &req, r, follower, wait) })
+}
+
+// pollFetch long-polls one fetch: followers read up to the log end, consumers
+// up to the high watermark; either wakes on appends and high-watermark moves.
+func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, r *replica.Replica, follower bool, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	var timer *time.Timer
+	for {
+		appended, moved := r.Log.Changed(), r.Changed()
+		hw := r.HighWatermark()
+		limit := hw
+		if follower {
+			limit = r.Log.EndOffset()
 		}
-	})
+		sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
+		if err != nil {
+			c.respondErr(h, err)
+			return
+		}
+		left := time.Until(deadline)
+		if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
+			body := &protocol.FetchResponse{HighWatermark: hw, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset()}
+			c.respondSlice(h, body, sl)
+			return
+		}
+		sl.Release()
+		if timer == nil {
+			timer = time.NewTimer(left)
+			defer timer.Stop()
+		}
+		select {
+		case <-appended:
+		case <-moved:
+		case <-timer.C:
+			deadline = time.Now() // answer with what there is
+		case <-c.ctx.Done():
+			c.release()
+			return
+		}
+	}
+}
+
+// offsetForLeaderEpoch tells a follower where an epoch ends in the leader's log.
+func (c *conn) offsetForLeaderEpoch(h *protocol.RequestHeader, dec *protocol.Decoder) {
+	var req protocol.OffsetForLeaderEpochRequest
+	if err := dec.Body(&req); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	r, err := c.s.mgr.Get(req.Topic, req.Partition)
+	if err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	if _, err := r.CheckLeader(c.s.mgr.Self()); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	end, epoch := r.Log.EndOffsetForEpoch(req.LeaderEpoch)
+	c.respond(h, &protocol.OffsetForLeaderEpochResponse{LeaderEpoch: epoch, EndOffset: end}, nil)
 }
 
 // listOffsets answers the earliest, latest or by-timestamp offset.

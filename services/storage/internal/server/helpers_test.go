@@ -119,3 +119,34 @@ func values(t testing.TB, payload []byte, from int64) (offsets []int64, vals []s
 	}
 	return offsets, vals
 }
+
+// waitHW polls ListOffsets(latest) until the high watermark reaches want.
+func waitHW(t testing.TB, c *storageclient.Conn, topic string, p int32, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var lr protocol.ListOffsetsResponse
+		_, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: p, Timestamp: protocol.TimestampLatest}, nil, &lr)
+		if err == nil && lr.Offset >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("high watermark stuck at %d (want %d): %v", lr.Offset, want, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// appendVisible appends directly to a replica's log, flushes, and moves its
+// high watermark, as a produce with acks=all would.
+func appendVisible(t testing.TB, r *replica.Replica, payload []byte) {
+	t.Helper()
+	info, err := r.Log.Append(payload, r.State().LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Log.WaitFlushed(context.Background(), info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	r.Progressed()
+}

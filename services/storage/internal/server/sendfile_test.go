@@ -37,9 +37,7 @@ func TestSendfileHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r.Log.Size() < fillBytes {
-		if _, err := r.Log.Append(batch(t, 64, "s", 1000, 1), 0); err != nil {
-			t.Fatal(err)
-		}
+		appendVisible(t, r, batch(t, 64, "s", 1000, 1))
 	}
 	fmt.Printf("ADDR %s %d\n", s.Addr(), r.Log.Size())
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -142,9 +140,7 @@ func BenchmarkFetchSendfile(b *testing.B) {
 	r, _ := mgr.Get("t", 0)
 	chunk := batch(b, 64, "f", 1000, 1)
 	for r.Log.Size() < 64<<20 {
-		if _, err := r.Log.Append(append([]byte(nil), chunk...), 0); err != nil {
-			b.Fatal(err)
-		}
+		appendVisible(b, r, append([]byte(nil), chunk...))
 	}
 	c := dial(b, s.Addr())
 	end := r.Log.EndOffset()

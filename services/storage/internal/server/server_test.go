@@ -29,6 +29,9 @@ func TestProduceFetchListOffsets(t *testing.T) {
 			t.Fatalf("acks %d: offsets %d..%d", acks, resp.BaseOffset, resp.LastOffset)
 		}
 	}
+	// Under the fsync policy the high watermark counts flushed records only;
+	// acks=leader and none answered before the flush, so wait for it.
+	waitHW(t, c, "t", 1, 30)
 	fr, payload, err := fetch(t, c, "t", 1, 15, 1<<20, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +206,7 @@ func TestConcurrentFetchesOfOneSegment(t *testing.T) {
 	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
 	c := dial(t, s.Addr())
 	for i := 0; i < 50; i++ {
-		if _, err := produce(t, c, "t", 0, 1, batch(t, 20, "c"+itoa(i), 100, 1)); err != nil {
+		if _, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 20, "c"+itoa(i), 100, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}

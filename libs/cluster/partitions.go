@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+)
+
+// AlterPartitionRequest is the body of POST /v1/partitions/alter: a partition
+// leader asks the metadata controller to change the partition's ISR (Kafka's
+// AlterPartition). The answer is the Partition as changed.
+//
+// The change is accepted only when LeaderID is registered and alive at
+// NodeEpoch (else STALE_BROKER_EPOCH, or UNKNOWN_NODE), LeaderEpoch is the
+// partition's current leader epoch (else FENCED_LEADER_EPOCH: the sender is a
+// deposed leader and should refresh its metadata), LeaderID is the current
+// leader (else INVALID_REQUEST), PartitionEpoch is the current partition
+// epoch (else INVALID_UPDATE_VERSION: the partition changed meanwhile; refresh
+// and decide again), and ISR holds the leader, only replicas and no
+// duplicates, and adds only nodes that are alive and not shutting down (else
+// INVALID_REQUEST with the reason). On success the partition epoch grows by
+// one; the leader and leader epoch do not change.
+//
+// A retried request whose first attempt was applied gets
+// INVALID_UPDATE_VERSION: compare the partition in a fresh snapshot with the
+// ISR asked for.
+type AlterPartitionRequest struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	LeaderID       int32   `json:"leader_id"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+	NodeEpoch      int64   `json:"node_epoch"`
+	ISR            []int32 `json:"isr"`
+}
+
+// ShutdownRequest is the body of POST /v1/nodes/shutdown: a storage node
+// about to exit asks the controller to move its leaderships away (controlled
+// shutdown). ID and Epoch are the node's registration.
+type ShutdownRequest struct {
+	ID    int32 `json:"id"`
+	Epoch int64 `json:"epoch"`
+}
+
+// ShutdownResponse answers a controlled shutdown.
+type ShutdownResponse struct {
+	// Remaining is how many partitions the node still leads: zero when every
+	// leadership moved, more when the node is the only ISR member somewhere.
+	Remaining int `json:"remaining"`
+}
+
+// AlterPartition asks the controller to change a partition's ISR; see
+// AlterPartitionRequest for when it is accepted. It returns the partition as
+// changed.
+func (c *Client) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*Partition, error) {
+	var p Partition
+	if err := c.do(ctx, http.MethodPost, "/v1/partitions/alter", req, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ControlledShutdown asks the controller to move the node's leaderships to
+// other ISR members and to take it out of the ISRs where it is not the last
+// member. It returns how many partitions the node still leads; the node may
+// retry while that is not zero, or exit. Its session then expires as usual.
+func (c *Client) ControlledShutdown(ctx context.Context, req ShutdownRequest) (remaining int, err error) {
+	var r ShutdownResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/nodes/shutdown", req, &r); err != nil {
+		return 0, err
+	}
+	return r.Remaining, nil
+}

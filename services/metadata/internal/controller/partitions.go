@@ -1,0 +1,171 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
+)
+
+// maxShutdownRounds bounds how often a controlled shutdown re-plans after
+// its changes raced with others (an ISR change by a leader, say).
+const maxShutdownRounds = 3
+
+// reconcileLocked proposes the outcome of elect for every partition that
+// needs a change. It stops at the first commit failure (leadership lost,
+// stopping, timeout): the next check, on this leader or the next, starts
+// again from the state. Callers hold opMu.
+func (c *Controller) reconcileLocked() {
+	if !c.Active() {
+		return
+	}
+	v := c.fsm.View()
+	for _, ch := range planElections(v.Topics, livenessOf(v)) {
+		ctx, cancel := c.ctx()
+		_, err := c.propose(ctx, ch, "election")
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// electPreferred moves leadership back to preferred replicas (the timer of
+// Config.PreferredLeaderInterval).
+func (c *Controller) electPreferred() {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if !c.Active() {
+		return
+	}
+	v := c.fsm.View()
+	for _, ch := range planPreferred(v.Topics, livenessOf(v)) {
+		ctx, cancel := c.ctx()
+		_, err := c.propose(ctx, ch, "preferred leader")
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// propose commits one decided change as an UpdatePartition carrying the
+// epochs it was decided from. The error is a failure to commit; applied
+// reports whether the FSM took it (false when it was stale: the partition
+// changed meanwhile, and the next plan starts from the new state).
+func (c *Controller) propose(ctx context.Context, ch change, why string) (applied bool, err error) {
+	p := ch.from
+	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeUpdatePartition, UpdatePartition: &fsm.UpdatePartition{
+		Topic: ch.topic, Partition: p.ID, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: ch.leader, ISR: ch.isr,
+	}})
+	part := fmt.Sprintf("%s-%d", ch.topic, p.ID)
+	if err != nil {
+		c.log.Warn("partition change not committed; will retry", "partition", part, "reason", why, "err", err)
+		return false, err
+	}
+	if res.Err != nil {
+		c.log.Debug("partition change rejected as stale", "partition", part, "reason", why, "err", res.Err)
+		return false, nil
+	}
+	np := res.Partition
+	switch {
+	case ch.leader == -1:
+		c.log.Error("partition offline: no live replica in the ISR", "partition", part, "isr", ch.isr, "replicas", p.Replicas,
+			"leader_epoch", np.LeaderEpoch)
+	case ch.leader != p.Leader:
+		c.log.Warn("partition leader elected", "partition", part, "reason", why, "leader", ch.leader, "previous", p.Leader,
+			"leader_epoch", np.LeaderEpoch, "partition_epoch", np.PartitionEpoch, "isr", ch.isr)
+	default:
+		c.log.Info("partition ISR shrunk", "partition", part, "reason", why, "isr", ch.isr, "partition_epoch", np.PartitionEpoch)
+	}
+	return true, nil
+}
+
+// AlterPartition commits an ISR change requested by a partition's leader
+// (see fsm.AlterPartition for the checks and their errors: fsm.ErrUnknownNode,
+// ErrStaleNodeEpoch, ErrUnknownTopic, ErrUnknownPartition,
+// ErrFencedLeaderEpoch, ErrNotPartitionLeader, ErrStalePartitionEpoch,
+// ErrInvalidPartitionState, ErrIneligibleReplica). The request is checked
+// against this leader's state first, so a stale one costs no log entry, and
+// again by Apply. It returns the partition as changed: same leader and leader
+// epoch, the new ISR, the partition epoch plus one.
+func (c *Controller) AlterPartition(ctx context.Context, req cluster.AlterPartitionRequest) (*cluster.Partition, error) {
+	if !c.Active() {
+		return nil, ErrNotActive
+	}
+	cmd := fsm.AlterPartition{
+		Topic: req.Topic, Partition: req.Partition, LeaderID: req.LeaderID, NodeEpoch: req.NodeEpoch,
+		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, ISR: req.ISR,
+	}
+	if err := c.fsm.CheckAlterPartition(cmd); err != nil {
+		return nil, err
+	}
+	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeAlterPartition, AlterPartition: &cmd})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	c.log.Info("partition ISR changed by its leader", "partition", fmt.Sprintf("%s-%d", req.Topic, req.Partition),
+		"leader", req.LeaderID, "isr", res.Partition.ISR, "partition_epoch", res.Partition.PartitionEpoch)
+	return res.Partition, nil
+}
+
+// ControlledShutdown prepares a node's exit: it marks the node as shutting
+// down (it may no longer join an ISR, nor lead where another ISR member can),
+// moves the leadership of every partition it leads to the first alive ISR
+// replica in replica order (leader epoch plus one), and removes it from the
+// ISRs where it is not the last member. It answers how many partitions the
+// node still leads: zero when everything moved, more when it is the only ISR
+// member somewhere (the node may retry later, or exit and let them go
+// offline). The node stays alive until its session expires.
+//
+// Errors: ErrNotActive, ErrUnknownNode, ErrFencedEpoch (stale or fenced
+// epoch), or a failure to commit (the node should retry).
+func (c *Controller) ControlledShutdown(ctx context.Context, req cluster.ShutdownRequest) (int, error) {
+	if !c.Active() {
+		return 0, ErrNotActive
+	}
+	n, ok := c.fsm.Node(req.ID)
+	if err := checkEpoch(n, ok, req.ID, req.Epoch); err != nil {
+		return 0, err
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeShutdownNode, ShutdownNode: &fsm.ShutdownNode{ID: req.ID, Epoch: req.Epoch}})
+	if err != nil {
+		return 0, err
+	}
+	if res.Err != nil {
+		if errors.Is(res.Err, fsm.ErrStaleNodeEpoch) {
+			return 0, fmt.Errorf("%w: %w", ErrFencedEpoch, res.Err)
+		}
+		return 0, res.Err
+	}
+	for range maxShutdownRounds {
+		v := c.fsm.View()
+		var pending, applied int
+		for _, ch := range planElections(v.Topics, livenessOf(v)) {
+			if !ch.involves(req.ID) {
+				continue // other repairs are the session check's business
+			}
+			pending++
+			ok, err := c.propose(ctx, ch, "controlled shutdown")
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				applied++
+			}
+		}
+		if applied == pending {
+			break // nothing raced: the plan is done
+		}
+	}
+	remaining := ledBy(c.fsm.Topics(), req.ID)
+	c.log.Info("storage node in controlled shutdown", "node", req.ID, "epoch", req.Epoch, "still_leads", remaining)
+	return remaining, nil
+}

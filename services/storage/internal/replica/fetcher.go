@@ -1,0 +1,123 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// fetcher replicates one partition on a follower from its leader, for one
+// leader epoch: it first truncates any suffix the leader does not have (found
+// with OffsetForLeaderEpoch, never by falling back to the high watermark),
+// then fetches and appends until its context ends. Under the fsync policy it
+// flushes what it appended before the next fetch, whose FlushedOffset tells
+// the leader how far the follower is durable.
+type fetcher struct {
+	r      *Replica
+	pool   *storageclient.Pool
+	leader string // the leader's internal address
+	epoch  int32
+	log    *slog.Logger
+}
+
+// fetchWait is how long a follower's fetch long-polls on the leader.
+const fetchWait = 500 * time.Millisecond
+
+func (f *fetcher) run(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	truncated := false
+	for ctx.Err() == nil {
+		c, err := f.pool.Get(ctx, f.leader)
+		if err == nil && !truncated {
+			if err = f.truncate(ctx, c); err == nil {
+				truncated = true
+			}
+		}
+		if err == nil {
+			err = f.fetchOnce(ctx, c)
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errDiverged) {
+			truncated = false
+		}
+		f.log.Debug("replica fetch failed; retrying", "partition", f.r.Key.String(), "leader", f.leader, "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// errDiverged asks for a new truncation round.
+var errDiverged = errors.New("replica: log diverged from the leader")
+
+// truncate removes the suffix of the local log that the leader does not hold.
+func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
+	l := f.r.Log
+	latest := l.LatestEpoch()
+	if latest < 0 || l.EndOffset() == l.StartOffset() {
+		return nil
+	}
+	var resp protocol.OffsetForLeaderEpochResponse
+	req := &protocol.OffsetForLeaderEpochRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, CurrentLeaderEpoch: f.epoch, LeaderEpoch: latest}
+	if _, err := c.Call(ctx, protocol.APIOffsetForLeaderEpoch, req, nil, &resp); err != nil {
+		return err
+	}
+	end := resp.EndOffset
+	if resp.LeaderEpoch < 0 || end < 0 {
+		// The leader has no epoch at or below ours: nothing here is known to
+		// be on the leader, so the whole local log goes.
+		end = l.StartOffset()
+	}
+	if end >= l.EndOffset() {
+		return nil
+	}
+	f.log.Warn("truncating a divergent suffix", "partition", f.r.Key.String(), "from", end, "log_end", l.EndOffset(),
+		"local_epoch", latest, "leader_epoch", resp.LeaderEpoch)
+	if err := l.TruncateTo(end); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", f.r.Key, end, err)
+	}
+	return nil
+}
+
+// fetchOnce fetches from the log end offset and appends what arrives.
+func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
+	l := f.r.Log
+	req := &protocol.FetchRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Offset: l.EndOffset(),
+		MaxBytes: 4 << 20, MaxWaitMs: int32(fetchWait.Milliseconds()), MinBytes: 1, ReplicaID: f.r.self,
+		CurrentLeaderEpoch: f.epoch, FlushedOffset: l.FlushedOffset()}
+	var resp protocol.FetchResponse
+	res, err := c.Call(ctx, protocol.APIFetch, req, nil, &resp)
+	if err != nil {
+		if protocol.CodeOf(err) == protocol.OffsetOutOfRange {
+			return fmt.Errorf("%w: %w", errDiverged, err)
+		}
+		return err
+	}
+	defer res.Release()
+	if len(res.Payload) > 0 {
+		if _, err := l.AppendReplica(res.Payload); err != nil {
+			return fmt.Errorf("%w: append: %w", errDiverged, err)
+		}
+		if f.r.Durable() {
+			if err := l.WaitFlushed(ctx, l.EndOffset()); err != nil {
+				return err
+			}
+		}
+	}
+	f.r.SetFollowerHighWatermark(resp.HighWatermark)
+	return nil
+}

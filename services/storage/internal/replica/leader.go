@@ -1,0 +1,169 @@
+package replica
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// durableLocked reports whether records count toward the high watermark only
+// once fsynced (the fsync flush policy); mu must be held.
+func (r *Replica) durableLocked() bool { return r.config.FlushPolicy != cluster.FlushReplication }
+
+// Durable reports whether the topic uses the fsync flush policy.
+func (r *Replica) Durable() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.durableLocked()
+}
+
+// recomputeHWLocked applies the high-watermark rule on a leader and wakes
+// waiters when it moved; mu must be held.
+func (r *Replica) recomputeHWLocked() {
+	self := FollowerState{LEO: r.Log.EndOffset(), Flushed: r.Log.FlushedOffset()}
+	hw := HighWatermark(r.hw, r.self, self, r.isr, r.followers, r.durableLocked())
+	if hw > r.hw {
+		r.hw = hw
+		r.Log.SetHighWatermark(hw)
+		r.notifyLocked()
+	}
+}
+
+// Progressed recomputes a leader's high watermark after its own log moved
+// (an append, or a flush under the fsync policy).
+func (r *Replica) Progressed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == r.self {
+		r.recomputeHWLocked()
+	}
+}
+
+// CheckProduce refuses an acks=all produce before appending when the ISR is
+// smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS), and any produce on a
+// node that does not lead the partition.
+func (r *Replica) CheckProduce(acks int8) (State, error) {
+	s, err := r.CheckLeader(r.self)
+	if err != nil {
+		return s, err
+	}
+	if acks == protocol.AcksAll && len(s.ISR) < s.Config.MinInsyncReplicas {
+		return s, protocol.NotEnoughReplicas.Err("%s has %d in-sync replicas %v, min.insync.replicas is %d",
+			r.Key, len(s.ISR), s.ISR, s.Config.MinInsyncReplicas)
+	}
+	return s, nil
+}
+
+// WaitHighWatermark waits until the high watermark reaches offset while this
+// node stays the leader of the given epoch. It fails with
+// NOT_LEADER_OR_FOLLOWER when the node loses leadership (a deposed leader
+// acknowledges nothing) and with the context's error when it ends.
+func (r *Replica) WaitHighWatermark(ctx context.Context, offset int64, epoch int32) error {
+	for {
+		r.mu.RLock()
+		hw, ch, leader, cur := r.hw, r.hwCh, r.leader, r.leaderEpoch
+		r.mu.RUnlock()
+		if leader != r.self || cur != epoch {
+			return protocol.NotLeaderOrFollower.Err("%s: leadership moved to node %d epoch %d before the records were replicated", r.Key, leader, cur)
+		}
+		if hw >= offset {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// CheckFetcherEpoch compares a fetcher's idea of the leader epoch with the
+// current one: an older one is FENCED_LEADER_EPOCH, a newer one
+// UNKNOWN_LEADER_EPOCH (this node has not heard of it yet). -1 skips the check.
+func (r *Replica) CheckFetcherEpoch(epoch int32) error {
+	if epoch < 0 {
+		return nil
+	}
+	cur := r.State().LeaderEpoch
+	switch {
+	case epoch < cur:
+		return protocol.FencedLeaderEpoch.Err("%s: fetch for leader epoch %d, current is %d", r.Key, epoch, cur)
+	case epoch > cur:
+		return protocol.UnknownLeaderEpoch.Err("%s: fetch for leader epoch %d, this node knows %d", r.Key, epoch, cur)
+	}
+	return nil
+}
+
+// FollowerFetched records a follower's fetch on the leader: its log end and
+// flushed offsets move the high watermark; a follower that caught up may join
+// the ISR, which the returned request (non-nil) asks metadata for.
+func (r *Replica) FollowerFetched(id int32, fetchOffset, flushed int64, now time.Time, maxLag time.Duration) *cluster.AlterPartitionRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != r.self || !slices.Contains(r.replicas, id) {
+		return nil
+	}
+	r.followers[id] = CaughtUp(r.followers[id], fetchOffset, flushed, r.Log.EndOffset(), now)
+	r.recomputeHWLocked()
+	if r.alterPending {
+		return nil
+	}
+	isr, changed := ExpandISR(r.isr, r.replicas, r.followers, r.hw, now, maxLag)
+	if !changed {
+		return nil
+	}
+	return r.alterLocked(isr)
+}
+
+// ShrinkIfLagging returns the request that drops lagging followers from the
+// ISR, or nil when none lags (or an ISR change is already in flight).
+func (r *Replica) ShrinkIfLagging(now time.Time, maxLag time.Duration) *cluster.AlterPartitionRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != r.self || r.alterPending {
+		return nil
+	}
+	isr, changed := ShrinkISR(r.isr, r.self, r.followers, now, maxLag)
+	if !changed {
+		return nil
+	}
+	return r.alterLocked(isr)
+}
+
+func (r *Replica) alterLocked(isr []int32) *cluster.AlterPartitionRequest {
+	r.alterPending = true
+	return &cluster.AlterPartitionRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: r.self,
+		LeaderEpoch: r.leaderEpoch, PartitionEpoch: r.partitionEpoch, ISR: isr}
+}
+
+// Altered applies metadata's answer to an ISR change: the new state on
+// success; on failure the change is dropped and may be asked again.
+func (r *Replica) Altered(p *cluster.Partition, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alterPending = false
+	if err != nil || p == nil || p.LeaderEpoch != r.leaderEpoch || p.PartitionEpoch < r.partitionEpoch {
+		return
+	}
+	r.partitionEpoch, r.isr = p.PartitionEpoch, slices.Clone(p.ISR)
+	if r.leader == r.self {
+		r.recomputeHWLocked()
+	}
+	r.notifyLocked()
+}
+
+// SetFollowerHighWatermark records the leader's high watermark on a follower,
+// capped by the follower's own log end.
+func (r *Replica) SetFollowerHighWatermark(leaderHW int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hw := min(leaderHW, r.Log.EndOffset())
+	if hw != r.hw {
+		r.hw = hw
+		r.Log.SetHighWatermark(hw)
+		r.notifyLocked()
+	}
+}
