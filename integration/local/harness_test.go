@@ -50,7 +50,7 @@ func buildBinaries(t *testing.T) string {
 
 // startCluster starts a cluster on free ports; it is stopped when the test ends,
 // and its logs are printed when the test fails.
-func startCluster(t *testing.T, storage int) *localcluster.Cluster {
+func startCluster(t *testing.T, storage int, extra ...string) *localcluster.Cluster {
 	t.Helper()
 	bin := buildBinaries(t)
 	ports, err := localcluster.FreePorts(storage)
@@ -59,7 +59,7 @@ func startCluster(t *testing.T, storage int) *localcluster.Cluster {
 	}
 	data := t.TempDir()
 	c, err := localcluster.New(localcluster.Config{BinDir: bin, DataDir: data, Storage: storage, Ports: ports,
-		Extra: map[string][]string{"metadata": {"-session-timeout", "3s"}}})
+		Extra: map[string][]string{"metadata": {"-session-timeout", "3s"}, "storage": extra}})
 	if err != nil {
 		t.Fatal(err)
 	}

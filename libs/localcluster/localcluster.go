@@ -366,3 +366,31 @@ func (c *Cluster) Exited() <-chan string {
 	}
 	return ch
 }
+
+// Pause stops a running process with SIGSTOP (it keeps its sockets but does
+// nothing: a hung node); Resume continues it.
+func (c *Cluster) Pause(p *Proc) error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (c *Cluster) Resume(p *Proc) error { return p.signal(syscall.SIGCONT) }
+
+func (p *Proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// MetadataLeader returns the voter process that leads the Raft group, as the
+// given snapshot's leader address names it.
+func (c *Cluster) MetadataLeader(leaderHTTP string) *Proc {
+	for i := 1; i <= c.cfg.Voters; i++ {
+		h, _, _ := c.voterPorts(i)
+		if addr(h) == leaderHTTP || "http://"+addr(h) == leaderHTTP {
+			return c.Proc(voterName(i))
+		}
+	}
+	return nil
+}

@@ -18,6 +18,8 @@ type Status struct {
 	Topics            int            `json:"topics"`
 	Partitions        int            `json:"partitions"`
 	OfflinePartitions int            `json:"offline_partitions"`
+	// UnderReplicated counts partitions whose ISR is smaller than their replicas.
+	UnderReplicated int `json:"under_replicated_partitions"`
 }
 
 func clusterStatus(ctx context.Context, env Env, args []string) error {
@@ -45,6 +47,9 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 			if p.Leader < 0 || !alive[p.Leader] {
 				st.OfflinePartitions++
 			}
+			if len(p.ISR) < len(p.Replicas) {
+				st.UnderReplicated++
+			}
 		}
 	}
 	if st.Nodes == nil {
@@ -53,8 +58,8 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	if *o == "json" {
 		return writeJSON(env, st)
 	}
-	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  leader %s\n", st.ClusterID, st.Version, st.MetadataLeader)
-	fmt.Fprintf(env.Stdout, "topics %d  partitions %d  offline %d\n\n", st.Topics, st.Partitions, st.OfflinePartitions)
+	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  controller (metadata leader) %s\n", st.ClusterID, st.Version, st.MetadataLeader)
+	fmt.Fprintf(env.Stdout, "topics %d  partitions %d  under-replicated %d  offline %d\n\n", st.Topics, st.Partitions, st.UnderReplicated, st.OfflinePartitions)
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NODE\tADDRESS\tADVERTISED\tRACK\tSTATE")
 	for _, n := range st.Nodes {

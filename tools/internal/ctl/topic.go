@@ -8,8 +8,12 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // kvFlags collects repeated --config k=v.
@@ -96,7 +100,12 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("describe topic %s: %w", pos[0], err)
 	}
 	if *o == "json" {
-		return writeJSON(env, t)
+		hws := highWatermarks(ctx, env, t)
+		out := describedTopic{Topic: *t}
+		for i := range t.Partitions {
+			out.HighWatermarks = append(out.HighWatermarks, hws[i])
+		}
+		return writeJSON(env, out)
 	}
 	fmt.Fprintf(env.Stdout, "Topic: %s  Partitions: %d  ReplicationFactor: %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
 	if len(t.Config) > 0 {
@@ -109,10 +118,15 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 			fmt.Fprintf(env.Stdout, "  config %s=%s\n", k, t.Config[k])
 		}
 	}
+	hws := highWatermarks(ctx, env, t)
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR")
-	for _, p := range t.Partitions {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR))
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tHIGH-WATERMARK")
+	for i, p := range t.Partitions {
+		hw := "-"
+		if hws[i] >= 0 {
+			hw = fmt.Sprint(hws[i])
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR), hw)
 	}
 	return w.Flush()
 }
@@ -154,4 +168,32 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// describedTopic is `topic describe -o json`: the topic as metadata holds it
+// plus each partition's high watermark from its leader (-1 when unreachable).
+type describedTopic struct {
+	cluster.Topic
+	HighWatermarks []int64 `json:"high_watermarks"`
+}
+
+// highWatermarks asks each partition's leader for its high watermark; -1 for a
+// partition whose leader does not answer.
+func highWatermarks(ctx context.Context, env Env, t *cluster.Topic) []int64 {
+	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
+	pool := storageclient.NewPool("sluicectl")
+	defer pool.Close()
+	out := make([]int64, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out[i] = -1
+		if p.Leader < 0 {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if hw, err := client.ListOffset(cctx, meta, pool, t.Name, p.ID, protocol.TimestampLatest); err == nil {
+			out[i] = hw
+		}
+		cancel()
+	}
+	return out
 }

@@ -212,8 +212,32 @@ func TestAlterPartitionThroughTheAPI(t *testing.T) {
 		t.Fatalf("a rejected request changed the partition: %+v", got)
 	}
 
+	checkAlterStatuses(t, "http://"+m.http+"/v1/partitions/alter", cur, f1)
+
+	// Adding a dead node is refused with the reason; once it registered
+	// again it may join.
+	b.drop(f2)
+	waitDead(t, c, f2)
+	add := cur
+	add.ISR = []int32{leader, f1, f2}
+	_, err = c.AlterPartition(ctx, add)
+	wantCode(t, err, protocol.InvalidRequest)
+	if !strings.Contains(err.Error(), "not alive") {
+		t.Fatalf("error %q does not say the node is not alive", err)
+	}
+	epochs[f2] = registerOne(t, c, b, f2)
+	np, err = c.AlterPartition(ctx, add)
+	if err != nil || np.PartitionEpoch != 2 || !slices.Equal(np.ISR, add.ISR) {
+		t.Fatalf("adding the returned node = %+v, %v", np, err)
+	}
+}
+
+// checkAlterStatuses checks the HTTP status and code of rejected alters:
+// fenced epochs are conflicts, bad requests 400, unknown topics 404. cur is a
+// request that would apply; f1 a follower.
+func checkAlterStatuses(t *testing.T, base string, cur cluster.AlterPartitionRequest, f1 int32) {
+	t.Helper()
 	// The HTTP statuses: fenced epochs are conflicts, bad requests are 400.
-	base := "http://" + m.http + "/v1/partitions/alter"
 	for _, s := range []struct {
 		edit   func(r *cluster.AlterPartitionRequest)
 		status int
@@ -234,23 +258,6 @@ func TestAlterPartitionThroughTheAPI(t *testing.T) {
 	}
 	if status, eb := rawDo(t, "POST", base, []byte("{")); status != 400 || protocol.Code(eb.ErrorCode) != protocol.InvalidRequest {
 		t.Errorf("bad JSON: HTTP %d %+v", status, eb)
-	}
-
-	// Adding a dead node is refused with the reason; once it registered
-	// again it may join.
-	b.drop(f2)
-	waitDead(t, c, f2)
-	add := cur
-	add.ISR = []int32{leader, f1, f2}
-	_, err = c.AlterPartition(ctx, add)
-	wantCode(t, err, protocol.InvalidRequest)
-	if !strings.Contains(err.Error(), "not alive") {
-		t.Fatalf("error %q does not say the node is not alive", err)
-	}
-	epochs[f2] = registerOne(t, c, b, f2)
-	np, err = c.AlterPartition(ctx, add)
-	if err != nil || np.PartitionEpoch != 2 || !slices.Equal(np.ISR, add.ISR) {
-		t.Fatalf("adding the returned node = %+v, %v", np, err)
 	}
 }
 
@@ -301,28 +308,7 @@ func TestNodeExpiryFencesAndElects(t *testing.T) {
 		LeaderEpoch: clean.LeaderEpoch, PartitionEpoch: clean.PartitionEpoch, ISR: clean.ISR})
 	wantCode(t, err, protocol.StaleBrokerEpoch)
 
-	// Partitions of "orders" (full ISR): a dead leader is replaced by the
-	// first live ISR replica in replica order, leader epoch +1; the dead
-	// leave every ISR.
-	waitFor(t, 10*time.Second, "elections in orders", func() bool {
-		for _, p := range mustDescribe(t, c, "orders").Partitions {
-			if slices.Contains(victims, p.Leader) || len(without(p.ISR, victims...)) != len(p.ISR) {
-				return false
-			}
-		}
-		return true
-	})
-	for i, p := range mustDescribe(t, c, "orders").Partitions {
-		old := orders.Partitions[i]
-		wantISR := without(old.ISR, victims...)
-		wantLeader, wantEpoch := old.Leader, old.LeaderEpoch
-		if slices.Contains(victims, old.Leader) {
-			wantLeader, wantEpoch = without(old.Replicas, victims...)[0], old.LeaderEpoch+1
-		}
-		if p.Leader != wantLeader || p.LeaderEpoch != wantEpoch || !slices.Equal(p.ISR, wantISR) || p.PartitionEpoch != 1 {
-			t.Errorf("orders-%d = %+v; want leader %d, leader epoch %d, ISR %v, partition epoch 1", i, p, wantLeader, wantEpoch, wantISR)
-		}
-	}
+	checkElected(t, c, orders, victims)
 	// "clean": the last ISR member is kept, the partition is offline.
 	waitFor(t, 10*time.Second, "clean-0 offline", func() bool { return partitionOf(t, c, "clean", 0).Leader == -1 })
 	if p := partitionOf(t, c, "clean", 0); !slices.Equal(p.ISR, clean.ISR) || p.LeaderEpoch != clean.LeaderEpoch+1 || p.PartitionEpoch != clean.PartitionEpoch+1 {
@@ -354,6 +340,34 @@ func TestNodeExpiryFencesAndElects(t *testing.T) {
 	}
 	if p := partitionOf(t, c, "dirty", 0); p.Leader != survivor || !slices.Equal(p.ISR, []int32{survivor}) {
 		t.Fatalf("dirty-0 changed when the old leader returned: %+v", p)
+	}
+}
+
+// checkElected waits until no partition of topic (created with a full ISR)
+// names a victim as leader or ISR member, and checks the elections: a dead
+// leader is replaced by the first live ISR replica in replica order, with
+// leader epoch +1; the dead leave every ISR; one change per partition.
+func checkElected(t *testing.T, c *cluster.Client, before *cluster.Topic, victims []int32) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "elections in "+before.Name, func() bool {
+		for _, p := range mustDescribe(t, c, before.Name).Partitions {
+			if slices.Contains(victims, p.Leader) || len(without(p.ISR, victims...)) != len(p.ISR) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, p := range mustDescribe(t, c, before.Name).Partitions {
+		old := before.Partitions[i]
+		wantISR := without(old.ISR, victims...)
+		wantLeader, wantEpoch := old.Leader, old.LeaderEpoch
+		if slices.Contains(victims, old.Leader) {
+			wantLeader, wantEpoch = without(old.Replicas, victims...)[0], old.LeaderEpoch+1
+		}
+		if p.Leader != wantLeader || p.LeaderEpoch != wantEpoch || !slices.Equal(p.ISR, wantISR) || p.PartitionEpoch != old.PartitionEpoch+1 {
+			t.Errorf("%s-%d = %+v; want leader %d, leader epoch %d, ISR %v, partition epoch %d",
+				before.Name, i, p, wantLeader, wantEpoch, wantISR, old.PartitionEpoch+1)
+		}
 	}
 }
 

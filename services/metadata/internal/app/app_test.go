@@ -22,19 +22,22 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	if cfg.Raft.ID != "1" || cfg.API.Addr != "127.0.0.1:7070" || cfg.Raft.RaftAddr != "127.0.0.1:7071" ||
 		cfg.Common.AdminAddr != "127.0.0.1:7072" || cfg.Raft.DataDir != "./data/metadata" || cfg.Raft.Bootstrap ||
-		cfg.Controller.SessionTimeout != 6*time.Second || cfg.Raft.HTTPAddr != cfg.API.Addr {
+		cfg.Controller.SessionTimeout != 6*time.Second || cfg.Controller.PreferredLeaderInterval != 5*time.Second ||
+		cfg.Raft.HTTPAddr != cfg.API.Addr {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 }
 
 func TestParseConfigPeersAndEnv(t *testing.T) {
 	t.Setenv("SLUICE_SESSION_TIMEOUT", "9s")
+	t.Setenv("SLUICE_PREFERRED_LEADER_INTERVAL", "0")
 	cfg, err := ParseConfig([]string{"-id", "b", "-bootstrap", "-raft-addr", "0.0.0.0:7071",
 		"-peers", "a=m1:7071=m1:7070, b=m2:7071=m2:7070,c=m3:7071=m3:7070"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Raft.Peers) != 3 || cfg.Raft.Peers[1].HTTPAddr != "m2:7070" || !cfg.Raft.Bootstrap || cfg.Controller.SessionTimeout != 9*time.Second {
+	if len(cfg.Raft.Peers) != 3 || cfg.Raft.Peers[1].HTTPAddr != "m2:7070" || !cfg.Raft.Bootstrap || cfg.Controller.SessionTimeout != 9*time.Second ||
+		cfg.Controller.PreferredLeaderInterval != 0 {
 		t.Fatalf("config = %+v", cfg)
 	}
 }
@@ -49,6 +52,8 @@ func TestParseConfigErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-admin-addr", "nope"}, "-admin-addr"},
 		{[]string{"-session-timeout", "1ms"}, "-session-timeout"},
 		{[]string{"-session-timeout", "soon"}, "-session-timeout"},
+		{[]string{"-preferred-leader-interval", "-1s"}, "-preferred-leader-interval"},
+		{[]string{"-preferred-leader-interval", "often"}, "-preferred-leader-interval"},
 		{[]string{"-peers", "a=b"}, "-peers"},
 		{[]string{"-peers", "2=h:1=h:2"}, "-peers"}, // this member (-id 1) is missing
 		{[]string{"-peers", "1=h:1=h:2,1=h:3=h:4"}, "-peers"},

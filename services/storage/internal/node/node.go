@@ -183,7 +183,11 @@ func newMember(lc fx.Lifecycle, mc membership.Config, cl clients, m *replica.Man
 	ready.Add("membership", mem.Ready)
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { mem.Start(); return nil },
-		OnStop:  func(context.Context) error { mem.Stop(); return nil },
+		OnStop: func(ctx context.Context) error {
+			controlledShutdown(ctx, mc, cl.meta, mem, log)
+			mem.Stop()
+			return nil
+		},
 	})
 	return mem
 }
@@ -199,4 +203,31 @@ func startRetention(lc fx.Lifecycle, c Config, m *replica.Manager, _ *membership
 		},
 		OnStop: func(context.Context) error { cancel(); wg.Wait(); return nil },
 	})
+}
+
+// controlledShutdown asks metadata to move leadership off this node before it
+// stops serving, so clients fail over without waiting for the session to
+// expire. Partitions with no other in-sync replica stay led by this node (they
+// go offline with it). Transport errors are retried briefly.
+func controlledShutdown(ctx context.Context, mc membership.Config, meta *cluster.Client, mem *membership.Member, log *slog.Logger) {
+	if mem.Epoch() == 0 {
+		return // never registered
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		remaining, err := meta.ControlledShutdown(ctx, cluster.ShutdownRequest{ID: mc.NodeID, Epoch: mem.Epoch()})
+		if err == nil {
+			log.Info("controlled shutdown: leadership moved away", "still_leading", remaining)
+			return
+		}
+		if attempt >= 4 || ctx.Err() != nil {
+			log.Warn("controlled shutdown failed; partitions fail over when the session expires", "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -61,15 +61,23 @@ func (r *Replica) CheckProduce(acks int8) (State, error) {
 // node stays the leader of the given epoch. It fails with
 // NOT_LEADER_OR_FOLLOWER when the node loses leadership (a deposed leader
 // acknowledges nothing) and with the context's error when it ends.
+//
+// When the high watermark passes but the ISR has meanwhile shrunk below
+// min.insync.replicas, the records are in the log but fewer replicas than
+// required hold them: NOT_ENOUGH_REPLICAS_AFTER_APPEND, as in Kafka.
 func (r *Replica) WaitHighWatermark(ctx context.Context, offset int64, epoch int32) error {
 	for {
 		r.mu.RLock()
 		hw, ch, leader, cur := r.hw, r.hwCh, r.leader, r.leaderEpoch
+		isr, minISR := len(r.isr), r.config.MinInsyncReplicas
 		r.mu.RUnlock()
 		if leader != r.self || cur != epoch {
 			return protocol.NotLeaderOrFollower.Err("%s: leadership moved to node %d epoch %d before the records were replicated", r.Key, leader, cur)
 		}
 		if hw >= offset {
+			if isr < minISR {
+				return protocol.NotEnoughReplicasAfterAppend.Err("%s: the ISR shrank to %d replicas, min.insync.replicas is %d", r.Key, isr, minISR)
+			}
 			return nil
 		}
 		select {

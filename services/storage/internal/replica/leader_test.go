@@ -1,0 +1,93 @@
+package replica
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// leaderReplica opens a replica led by node 1 with followers 2 and 3.
+func leaderReplica(t *testing.T, minISR string) (*Manager, *Replica) {
+	t.Helper()
+	m, err := NewManager(t.TempDir(), 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	tp := cluster.Topic{Name: "t", ReplicationFactor: 3, Config: map[string]string{"min.insync.replicas": minISR, "flush.policy": "replication"},
+		Partitions: []cluster.Partition{{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2, 3}}}}
+	if err := m.Apply(&cluster.Snapshot{Version: 1, Topics: []cluster.Topic{tp}}, true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Get("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, r
+}
+
+func TestAcksAllWaitsForTheISRAndFencesDeposedLeaders(t *testing.T) {
+	_, r := leaderReplica(t, "2")
+	if _, err := r.CheckProduce(protocol.AcksAll); err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Log.Append(testBatch(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Progressed()
+	done := make(chan error, 1)
+	go func() { done <- r.WaitHighWatermark(context.Background(), info.LastOffset+1, 1) }()
+	now := time.Now()
+	r.FollowerFetched(2, 1, -1, now, time.Minute)
+	select {
+	case err := <-done:
+		t.Fatalf("acknowledged with follower 3 behind: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.FollowerFetched(3, 1, -1, now, time.Minute)
+	if err := <-done; err != nil {
+		t.Fatalf("after every ISR member fetched: %v", err)
+	}
+	if r.HighWatermark() != 1 {
+		t.Fatalf("high watermark %d", r.HighWatermark())
+	}
+
+	// A deposed leader acknowledges nothing.
+	info, _ = r.Log.Append(testBatch(t), 1)
+	go func() { done <- r.WaitHighWatermark(context.Background(), info.LastOffset+1, 1) }()
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 2, ISR: []int32{2, 3}}, r.State().Config)
+	if err := <-done; protocol.CodeOf(err) != protocol.NotLeaderOrFollower {
+		t.Fatalf("deposed leader's wait: %v", err)
+	}
+}
+
+func TestISRBelowMinInsyncRefusesOrFlagsAcksAll(t *testing.T) {
+	_, r := leaderReplica(t, "3")
+	info, err := r.Log.Append(testBatch(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ISR shrinks to {1, 3} while the produce waits.
+	req := r.ShrinkIfLagging(time.Now().Add(time.Hour), time.Minute)
+	if req == nil {
+		t.Fatal("no shrink proposed for followers that never fetched")
+	}
+	r.Altered(&cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 3}}, nil)
+	r.FollowerFetched(3, 1, -1, time.Now(), time.Minute)
+	err = r.WaitHighWatermark(context.Background(), info.LastOffset+1, 1)
+	if protocol.CodeOf(err) != protocol.NotEnoughReplicasAfterAppend {
+		t.Fatalf("ack with an ISR below min.insync.replicas: %v", err)
+	}
+	if _, err := r.CheckProduce(protocol.AcksAll); protocol.CodeOf(err) != protocol.NotEnoughReplicas {
+		t.Fatalf("produce with a small ISR: %v", err)
+	}
+	if _, err := r.CheckProduce(protocol.AcksLeader); err != nil {
+		t.Fatalf("acks=leader needs no ISR: %v", err)
+	}
+}
