@@ -59,7 +59,7 @@ func startCluster(t *testing.T, storage int, extra ...string) *localcluster.Clus
 	}
 	data := t.TempDir()
 	c, err := localcluster.New(localcluster.Config{BinDir: bin, DataDir: data, Storage: storage, Ports: ports,
-		Extra: map[string][]string{"metadata": {"-session-timeout", "3s"}, "storage": extra}})
+		Extra: map[string][]string{"storage": extra}})
 	if err != nil {
 		t.Fatal(err)
 	}

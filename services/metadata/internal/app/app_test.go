@@ -22,7 +22,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	if cfg.Raft.ID != "1" || cfg.API.Addr != "127.0.0.1:7070" || cfg.Raft.RaftAddr != "127.0.0.1:7071" ||
 		cfg.Common.AdminAddr != "127.0.0.1:7072" || cfg.Raft.DataDir != "./data/metadata" || cfg.Raft.Bootstrap ||
-		cfg.Controller.SessionTimeout != 6*time.Second || cfg.Controller.PreferredLeaderInterval != 5*time.Second ||
+		cfg.Controller.SessionTimeout != 3*time.Second || cfg.Controller.PreferredLeaderInterval != 5*time.Second ||
 		cfg.Raft.HTTPAddr != cfg.API.Addr {
 		t.Fatalf("defaults = %+v", cfg)
 	}

@@ -21,10 +21,10 @@ type Config struct {
 	ProposeTimeout time.Duration
 }
 
-// DefaultConfig returns a 6s session timeout and a preferred-leader election
+// DefaultConfig returns a 3s session timeout (three missed one-second heartbeats) and a preferred-leader election
 // every 5s.
 func DefaultConfig() Config {
-	return Config{SessionTimeout: 6 * time.Second, PreferredLeaderInterval: 5 * time.Second, ProposeTimeout: 10 * time.Second}
+	return Config{SessionTimeout: 3 * time.Second, PreferredLeaderInterval: 5 * time.Second, ProposeTimeout: 10 * time.Second}
 }
 
 // Validate checks the fields.

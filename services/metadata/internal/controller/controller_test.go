@@ -281,7 +281,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := off.Validate(); err != nil {
 		t.Fatalf("disabled preferred leader election: %v", err)
 	}
-	if got := DefaultConfig().interval(); got != time.Second {
-		t.Fatalf("interval = %v; want 1s", got)
+	if got := DefaultConfig().interval(); got != DefaultConfig().SessionTimeout/6 {
+		t.Fatalf("interval = %v; want a sixth of the session timeout", got)
 	}
 }
