@@ -319,6 +319,7 @@ func TestRetentionMovesFirstEpoch(t *testing.T) {
 	cfg.RetentionBytes = l.Size() - first - 1 // exactly the first segment goes
 	cfg.RetentionMs = -1                      // the batches' timestamps are from 1970
 	must(t, l.SetConfig(cfg))
+	l.SetHighWatermark(l.EndOffset())
 	if n, err := l.EnforceRetention(cfg.now()); n != 1 || err != nil {
 		t.Fatalf("retention deleted %d segments: %v", n, err)
 	}
@@ -328,7 +329,7 @@ func TestRetentionMovesFirstEpoch(t *testing.T) {
 	}
 	wantEpochs(t, l, EpochEntry{1, start}, EpochEntry{2, 30})
 	checkEpochInvariants(t, l)
-	if l.HighWatermark() != start {
+	if l.HighWatermark() < start {
 		t.Fatalf("high watermark %d, below the start offset %d", l.HighWatermark(), start)
 	}
 	must(t, l.Close())

@@ -174,6 +174,7 @@ func TestConcurrentUse(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
+			l.SetHighWatermark(l.EndOffset())
 			if _, err := l.EnforceRetention(time.Now()); err != nil {
 				t.Error(err)
 			}

@@ -122,10 +122,10 @@ func TestHighWatermarkRecovery(t *testing.T) {
 			}
 			cfg.RetentionBytes = l.Size() / 2
 			must(t, l.SetConfig(cfg))
+			l.SetHighWatermark(l.EndOffset() - 3)
 			if _, err := l.EnforceRetention(cfg.now()); err != nil || l.StartOffset() == 0 {
 				t.Fatalf("setup: retention %v, start %d", err, l.StartOffset())
 			}
-			l.SetHighWatermark(l.EndOffset() - 3)
 			must(t, l.Close())
 			c.wreck(t, dir)
 			l = openLog(t, dir, cfg)

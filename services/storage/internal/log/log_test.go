@@ -231,6 +231,7 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("%d segments", l.Segments())
 		}
 		// At 3500 segments with timestamp < 2500 are past retention.
+		l.SetHighWatermark(l.EndOffset())
 		n, err := l.EnforceRetention(time.UnixMilli(3500))
 		if err != nil || n != 3 {
 			t.Fatalf("deleted %d, %v; want 3", n, err)
@@ -244,8 +245,24 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("segment file still there: %v", err)
 		}
 		// The active segment stays even when expired.
+		l.SetHighWatermark(l.EndOffset())
 		if n, _ := l.EnforceRetention(time.UnixMilli(1e9)); n != 2 || l.Segments() != 1 {
 			t.Fatalf("deleted %d, %d segments left", n, l.Segments())
+		}
+	})
+	t.Run("never above the high watermark", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.SegmentBytes = 500
+		cfg.RetentionMs = 1000
+		l := openLog(t, t.TempDir(), cfg)
+		for i := range 6 {
+			mustAppend(t, l, nBatch(t, 1, 320, int64(i)*1000))
+		}
+		// Only offsets 0 and 1 are replicated: everything from offset 2 on
+		// stays, however old.
+		l.SetHighWatermark(2)
+		if n, err := l.EnforceRetention(time.UnixMilli(1e9)); err != nil || n != 2 || l.StartOffset() != 2 {
+			t.Fatalf("deleted %d (%v), start offset %d; want 2 segments and start 2", n, err, l.StartOffset())
 		}
 	})
 	t.Run("size", func(t *testing.T) {
@@ -257,6 +274,7 @@ func TestRetention(t *testing.T) {
 			mustAppend(t, l, nBatch(t, 1, 320, time.Now().UnixMilli()+int64(i)))
 		}
 		seg := l.Size() / 6
+		l.SetHighWatermark(l.EndOffset())
 		n, err := l.EnforceRetention(time.Now())
 		if err != nil || l.Size() < cfg.RetentionBytes || l.Size()-seg >= cfg.RetentionBytes {
 			t.Fatalf("deleted %d (%v): %d bytes left for a limit of %d", n, err, l.Size(), cfg.RetentionBytes)
@@ -288,6 +306,7 @@ func TestSliceSurvivesRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.SetHighWatermark(l.EndOffset())
 	if n, err := l.EnforceRetention(time.UnixMilli(1e9)); err != nil || n != 2 {
 		t.Fatalf("deleted %d, %v", n, err)
 	}

@@ -27,7 +27,7 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		l.appendMu.Unlock()
 		return 0, ErrClosed
 	}
-	n := retentionVictims(l.segs, l.cfg, now.UnixMilli())
+	n := retentionVictims(l.segs, l.cfg, now.UnixMilli(), l.hw.Load())
 	victims := slices.Clone(l.segs[:n])
 	epochsChanged := false
 	if n > 0 {
@@ -68,8 +68,10 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 }
 
 // retentionVictims returns how many of the oldest segments retention deletes;
-// the last (active) segment always stays.
-func retentionVictims(segs []*segment, cfg Config, nowMs int64) int {
+// the last (active) segment always stays, and so does every segment holding
+// offsets at or above the high watermark (records not yet replicated to the
+// ISR are never deleted, as in Kafka).
+func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
 	var total int64
 	for _, s := range segs {
 		total += s.size
@@ -77,6 +79,9 @@ func retentionVictims(segs []*segment, cfg Config, nowMs int64) int {
 	n := 0
 	for ; n < len(segs)-1; n++ {
 		s := segs[n]
+		if s.next > hw {
+			break
+		}
 		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
 		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
 		if !byTime && !bySize {
