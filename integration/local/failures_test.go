@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,17 +114,8 @@ func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admin := cluster.NewClient([]string{c.FrontendURL()})
-	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "full", Partitions: 3, ReplicationFactor: 3}); err != nil {
-		t.Fatal(err)
-	}
-	waitFullISR(t, ctx, c, "full", 3)
-
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var got []acked
-	wg.Add(1)
-	go func() { defer wg.Done(); got = produceLoop(loadCtx, t, c.FrontendURL(), "full") }()
+	createReplicated(t, ctx, c, "full", 3, "1")
+	stopLoad := startLoad(ctx, t, c, "full")
 	time.Sleep(time.Second)
 	snap, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
 	if err != nil {
@@ -150,13 +140,8 @@ func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	before := len(got)
 	time.Sleep(3 * time.Second)
-	stopLoad()
-	wg.Wait()
-	if len(got) <= before {
-		t.Log("note: the snapshot of acknowledged records is taken at the end of the load")
-	}
+	got := stopLoad()
 	if err := c.StartProc(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +152,7 @@ func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFullISR(t, ctx, c, "full", 3)
-	stored := readAll(t, ctx, c, "full", 3)
-	for _, a := range got {
-		id := strconv.Itoa(int(a.partition)) + "/" + strconv.FormatInt(a.offset, 10)
-		if stored[id] != a.value {
-			t.Fatalf("acknowledged record %s (%s) is %q after the restart", id, a.value, stored[id])
-		}
-	}
+	checkAcked(t, got, readAll(t, ctx, c, "full", 3))
 	t.Logf("%d acknowledged records survived a metadata leader kill and a full restart", len(got))
 }
 
@@ -189,50 +168,24 @@ func TestIsolatedLeaderIsFencedAndRejoins(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admin := cluster.NewClient([]string{c.FrontendURL()})
-	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "iso", Partitions: 1, ReplicationFactor: 3,
-		Config: map[string]string{"min.insync.replicas": "2"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFullISR(t, ctx, c, "iso", 3)
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var got []acked
-	wg.Add(1)
-	go func() { defer wg.Done(); got = produceLoop(loadCtx, t, c.FrontendURL(), "iso") }()
+	createReplicated(t, ctx, c, "iso", 1, "2")
+	stopLoad := startLoad(ctx, t, c, "iso")
 	time.Sleep(time.Second)
 	old, before := leaderOf(t, ctx, c, "iso", 0)
 	proc := c.Proc("storage-" + strconv.Itoa(int(old)))
 	if err := c.Pause(proc); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		l, p := leaderOf(t, ctx, c, "iso", 0)
-		if l != old && l >= 0 && p.LeaderEpoch > before.LeaderEpoch {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = c.Resume(proc)
-			t.Fatal("no new leader while the old one is cut off")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitNewLeader(t, ctx, c, "iso", old, before.LeaderEpoch)
 	time.Sleep(2 * time.Second) // the new leader takes writes
 	if err := c.Resume(proc); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // the old leader learns the new epoch under load
-	stopLoad()
-	wg.Wait()
+	got := stopLoad()
 	waitFullISR(t, ctx, c, "iso", 3)
 	stored := readAll(t, ctx, c, "iso", 1)
-	for _, a := range got {
-		id := "0/" + strconv.FormatInt(a.offset, 10)
-		if stored[id] != a.value {
-			t.Fatalf("acknowledged record %s (%s) is %q in the final log", id, a.value, stored[id])
-		}
-	}
+	checkAcked(t, got, stored)
 	t.Logf("%d acknowledged records present after the old leader (node %d) rejoined", len(got), old)
 
 	// The replicas converged: move leadership twice in a row (controlled

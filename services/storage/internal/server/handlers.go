@@ -104,13 +104,8 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, protocol.InvalidFetchSize.Err("max bytes %d", req.MaxBytes))
 		return
 	}
-	r, err := c.s.mgr.Get(req.Topic, req.Partition)
-	if err != nil {
-		c.respondErr(h, err)
-		return
-	}
-	if _, err := r.CheckLeader(c.s.mgr.Self()); err != nil {
-		c.respondErr(h, err)
+	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	if !ok {
 		return
 	}
 	follower := req.ReplicaID >= 0
@@ -175,13 +170,8 @@ func (c *conn) offsetForLeaderEpoch(h *protocol.RequestHeader, dec *protocol.Dec
 		c.respondErr(h, err)
 		return
 	}
-	r, err := c.s.mgr.Get(req.Topic, req.Partition)
-	if err != nil {
-		c.respondErr(h, err)
-		return
-	}
-	if _, err := r.CheckLeader(c.s.mgr.Self()); err != nil {
-		c.respondErr(h, err)
+	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	if !ok {
 		return
 	}
 	if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
@@ -199,13 +189,8 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
-	r, err := c.s.mgr.Get(req.Topic, req.Partition)
-	if err != nil {
-		c.respondErr(h, err)
-		return
-	}
-	if _, err := r.CheckLeader(c.s.mgr.Self()); err != nil {
-		c.respondErr(h, err)
+	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	if !ok {
 		return
 	}
 	resp := &protocol.ListOffsetsResponse{Timestamp: -1}
@@ -227,4 +212,18 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		resp.Offset, resp.Timestamp = off, ts
 	}
 	c.respond(h, resp, nil)
+}
+
+// leaderReplica returns the partition's replica when this node leads it, and
+// otherwise answers the request with the reason.
+func (c *conn) leaderReplica(h *protocol.RequestHeader, topic string, partition int32) (*replica.Replica, bool) {
+	r, err := c.s.mgr.Get(topic, partition)
+	if err == nil {
+		_, err = r.CheckLeader(c.s.mgr.Self())
+	}
+	if err != nil {
+		c.respondErr(h, err)
+		return nil, false
+	}
+	return r, true
 }
