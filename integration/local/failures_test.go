@@ -220,3 +220,64 @@ func TestIsolatedLeaderIsFencedAndRejoins(t *testing.T) {
 		waitFullISR(t, ctx, c, "iso", 3)
 	}
 }
+
+// TestCutLinkBetweenLeaderAndFollowers partitions the network between a
+// partition's leader and both its followers while the leader still reaches
+// metadata: the followers stop fetching, the leader shrinks the ISR to itself,
+// and acks=all is refused with NOT_ENOUGH_REPLICAS (min.insync.replicas=2)
+// instead of being acknowledged by one copy. When the links heal the
+// followers catch up, rejoin the ISR, and every acknowledged record is there.
+func TestCutLinkBetweenLeaderAndFollowers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startNetnsCluster(t, 3, "-replica-lag-time-max", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	createReplicated(t, ctx, c, "cut", 1, "2")
+	stopLoad := startLoad(ctx, t, c, "cut")
+	time.Sleep(time.Second)
+	leader, p := leaderOf(t, ctx, c, "cut", 0)
+	var followers []int
+	for _, id := range p.Replicas {
+		if id != leader {
+			followers = append(followers, int(id))
+			if err := c.Cut(int(leader), int(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	healed := false
+	heal := func() {
+		for _, f := range followers {
+			if err := c.Heal(int(leader), f); err != nil {
+				t.Error(err)
+			}
+		}
+		healed = true
+	}
+	defer func() {
+		if !healed {
+			heal()
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, err := produceOne(ctx, c.FrontendURL(), "cut", "during")
+		if err == nil && code == int16(protocol.NotEnoughReplicas) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acks=all never refused while the leader was cut from its followers (code %d, %v)", code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if l, p := leaderOf(t, ctx, c, "cut", 0); l != leader || len(p.ISR) != 1 {
+		t.Fatalf("leader %d ISR %v; want leader %d alone in the ISR", l, p.ISR, leader)
+	}
+	heal()
+	waitFullISR(t, ctx, c, "cut", 3)
+	got := stopLoad()
+	checkAcked(t, got, readAll(t, ctx, c, "cut", 1))
+	t.Logf("%d acknowledged records present after the partition healed", len(got))
+}

@@ -52,6 +52,26 @@ func buildBinaries(t *testing.T) string {
 // and its logs are printed when the test fails.
 func startCluster(t *testing.T, storage int, extra ...string) *localcluster.Cluster {
 	t.Helper()
+	return startClusterWith(t, storage, false, extra...)
+}
+
+// startNetnsCluster starts a cluster whose storage nodes run in their own
+// network namespaces, so links between them can be cut. It needs root and
+// iproute2: without them the test is skipped, except under CI=true where that
+// is a failure.
+func startNetnsCluster(t *testing.T, storage int, extra ...string) *localcluster.Cluster {
+	t.Helper()
+	if err := localcluster.NetnsAvailable(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("network namespaces unavailable under CI: %v", err)
+		}
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	return startClusterWith(t, storage, true, extra...)
+}
+
+func startClusterWith(t *testing.T, storage int, netns bool, extra ...string) *localcluster.Cluster {
+	t.Helper()
 	bin := buildBinaries(t)
 	ports, err := localcluster.FreePorts(storage)
 	if err != nil {
@@ -59,14 +79,14 @@ func startCluster(t *testing.T, storage int, extra ...string) *localcluster.Clus
 	}
 	data := t.TempDir()
 	c, err := localcluster.New(localcluster.Config{BinDir: bin, DataDir: data, Storage: storage, Ports: ports,
-		Extra: map[string][]string{"storage": extra}})
+		Extra: map[string][]string{"storage": extra}, Netns: netns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
-		c.Stop()
+		c.Close()
 		if t.Failed() {
 			for _, p := range c.Procs {
 				b, _ := os.ReadFile(p.LogPath)

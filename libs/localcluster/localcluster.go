@@ -89,6 +89,9 @@ type Config struct {
 	Extra map[string][]string
 	// Log, when set, receives progress lines.
 	Log io.Writer
+	// Netns runs each storage node in its own network namespace so that
+	// links can be cut (Cut, Heal); it needs root and iproute2.
+	Netns bool
 }
 
 // Proc is one process of the cluster.
@@ -99,6 +102,8 @@ type Proc struct {
 	AdminAddr string
 	LogPath   string
 
+	netnsIndex int // storage node index when it runs in its own namespace
+
 	mu     sync.Mutex // guards cmd and exited
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -108,6 +113,7 @@ type Proc struct {
 type Cluster struct {
 	cfg   Config
 	Procs []*Proc
+	netns *netnsLayout // nil unless Config.Netns
 }
 
 // New lays out the cluster's processes without starting them.
@@ -134,22 +140,31 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	p := cfg.Ports
 	c := &Cluster{cfg: cfg}
-	var peers, urls []string
+	if cfg.Netns {
+		c.netns = newNetns(cfg.Storage)
+		if err := c.netns.setup(); err != nil {
+			return nil, err
+		}
+	}
+	var peers []string
 	for i := 1; i <= cfg.Voters; i++ {
 		h, r, _ := c.voterPorts(i)
-		peers = append(peers, fmt.Sprintf("%d=%s=%s", i, addr(r), addr(h)))
-		urls = append(urls, "http://"+addr(h))
+		peers = append(peers, fmt.Sprintf("%d=%s=%s", i, addr(r), c.rootAddr(h)))
 	}
-	metaURL := strings.Join(urls, ",")
+	metaURL := c.MetadataURL()
 	for i := 1; i <= cfg.Voters; i++ {
 		h, r, a := c.voterPorts(i)
-		c.add(voterName(i), "sluice-metadata", addr(a), "-id", strconv.Itoa(i), "-http-addr", addr(h), "-raft-addr", addr(r),
+		c.add(voterName(i), "sluice-metadata", addr(a), "-id", strconv.Itoa(i), "-http-addr", c.rootAddr(h), "-raft-addr", addr(r),
 			"-admin-addr", addr(a), "-data-dir", filepath.Join(abs, voterName(i)), "-bootstrap", "-peers", strings.Join(peers, ","))
 	}
 	for i := 1; i <= cfg.Storage; i++ {
-		c.add("storage-"+strconv.Itoa(i), "sluice-storage", addr(p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
-			"-addr", addr(p.StorageBase+i-1), "-admin-addr", addr(p.StorageAdminBase+i-1),
+		c.add("storage-"+strconv.Itoa(i), "sluice-storage", c.nodeAddr(i, p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
+			"-addr", c.nodeAddr(i, p.StorageBase+i-1), "-admin-addr", c.nodeAddr(i, p.StorageAdminBase+i-1),
 			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL)
+		if c.netns != nil {
+			last := c.Procs[len(c.Procs)-1]
+			last.netnsIndex = i
+		}
 	}
 	c.add("offsets", "sluice-offsets", addr(p.OffsetsAdmin), "-http-addr", addr(p.OffsetsHTTP), "-admin-addr", addr(p.OffsetsAdmin),
 		"-data-dir", filepath.Join(abs, "offsets"))
@@ -159,6 +174,23 @@ func New(cfg Config) (*Cluster, error) {
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// rootAddr is a root-namespace listen address that storage nodes can reach:
+// the bridge address with Netns, 127.0.0.1 otherwise.
+func (c *Cluster) rootAddr(port int) string {
+	if c.netns != nil {
+		return c.netns.rootIP() + ":" + strconv.Itoa(port)
+	}
+	return addr(port)
+}
+
+// nodeAddr is storage node i's listen address.
+func (c *Cluster) nodeAddr(i, port int) string {
+	if c.netns != nil {
+		return c.netns.nodeIP(i) + ":" + strconv.Itoa(port)
+	}
+	return addr(port)
+}
 
 // voterName names metadata voter i (and its data directory).
 func voterName(i int) string { return "metadata-" + strconv.Itoa(i) }
@@ -199,7 +231,7 @@ func (c *Cluster) MetadataURLs() []string {
 	var urls []string
 	for i := 1; i <= c.cfg.Voters; i++ {
 		h, _, _ := c.voterPorts(i)
-		urls = append(urls, "http://"+addr(h))
+		urls = append(urls, "http://"+c.rootAddr(h))
 	}
 	return urls
 }
@@ -271,7 +303,11 @@ func (c *Cluster) launch(p *Proc) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.Bin, p.Args...)
+	bin, args := p.Bin, p.Args
+	if c.netns != nil && p.netnsIndex > 0 {
+		bin, args = c.netns.wrap(p.netnsIndex, p.Bin, p.Args)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Ctrl-C reaches the launcher only, which stops the children in order. A
 	// launcher killed with SIGKILL leaves them running (they hold the ports
@@ -352,6 +388,14 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// Close stops the cluster and removes its network namespaces, if any.
+func (c *Cluster) Close() {
+	c.Stop()
+	if c.netns != nil {
+		c.netns.teardown()
+	}
+}
+
 // Exited returns a channel closed when any process exits on its own.
 func (c *Cluster) Exited() <-chan string {
 	ch := make(chan string, len(c.Procs))
@@ -388,7 +432,7 @@ func (p *Proc) signal(sig syscall.Signal) error {
 func (c *Cluster) MetadataLeader(leaderHTTP string) *Proc {
 	for i := 1; i <= c.cfg.Voters; i++ {
 		h, _, _ := c.voterPorts(i)
-		if addr(h) == leaderHTTP || "http://"+addr(h) == leaderHTTP {
+		if a := c.rootAddr(h); a == leaderHTTP || "http://"+a == leaderHTTP {
 			return c.Proc(voterName(i))
 		}
 	}

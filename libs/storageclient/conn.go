@@ -122,6 +122,12 @@ func (c *Conn) Call(ctx context.Context, key protocol.APIKey, req protocol.Body,
 			// wait for it, so resp is not written after Call returns.
 			<-p.done
 			p.res.Release()
+		} else if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// No answer in time: the peer or the path to it may be gone
+			// without a reset (a cut link leaves TCP retransmitting for
+			// minutes). Drop the connection so the next call redials, as
+			// Kafka clients do on request.timeout.ms.
+			c.fail(fmt.Errorf("no response within the request deadline"))
 		}
 		return Result{}, &protocol.Error{Code: protocol.RequestTimedOut, Message: ctx.Err().Error()}
 	}

@@ -25,8 +25,12 @@ type fetcher struct {
 	log    *slog.Logger
 }
 
-// fetchWait is how long a follower's fetch long-polls on the leader.
-const fetchWait = 500 * time.Millisecond
+// fetchWait is how long a follower's fetch long-polls on the leader;
+// callTimeout bounds a request beyond that (a silently cut link).
+const (
+	fetchWait   = 500 * time.Millisecond
+	callTimeout = 5 * time.Second
+)
 
 func (f *fetcher) run(ctx context.Context) {
 	backoff := 50 * time.Millisecond
@@ -71,6 +75,8 @@ func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
 	if latest < 0 || l.EndOffset() == l.StartOffset() {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	var resp protocol.OffsetForLeaderEpochResponse
 	req := &protocol.OffsetForLeaderEpochRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, CurrentLeaderEpoch: f.epoch, LeaderEpoch: latest}
 	if _, err := c.Call(ctx, protocol.APIOffsetForLeaderEpoch, req, nil, &resp); err != nil {
@@ -100,7 +106,9 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 		MaxBytes: 4 << 20, MaxWaitMs: int32(fetchWait.Milliseconds()), MinBytes: 1, ReplicaID: f.r.self,
 		CurrentLeaderEpoch: f.epoch, FlushedOffset: l.FlushedOffset()}
 	var resp protocol.FetchResponse
-	res, err := c.Call(ctx, protocol.APIFetch, req, nil, &resp)
+	cctx, cancel := context.WithTimeout(ctx, fetchWait+callTimeout)
+	res, err := c.Call(cctx, protocol.APIFetch, req, nil, &resp)
+	cancel()
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.OffsetOutOfRange {
 			return fmt.Errorf("%w: %w", errDiverged, err)
