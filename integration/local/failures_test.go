@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -156,31 +157,74 @@ func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
 	t.Logf("%d acknowledged records survived a metadata leader kill and a full restart", len(got))
 }
 
-// TestIsolatedLeaderIsFencedAndRejoins pauses the leader of a partition under
-// acks=all load (cut off from metadata and followers alike). A new leader is
-// elected; when the old one resumes it acknowledges nothing of what it may
-// still append for its old epoch, truncates to the new leader's log and
-// catches up; every acknowledged record is in the final log.
+// TestIsolatedLeaderIsFencedAndRejoins cuts the leader of a partition off from
+// metadata and its followers under acks=all load, in two ways: a paused
+// process (frozen, then resumed with its stale state) and a network partition
+// (running, but unreachable). A new leader is elected; when the old one comes
+// back it acknowledges nothing of what it may still hold for its old epoch,
+// truncates to the new leader's log and catches up; every acknowledged record
+// is in the final log, and the replicas converge.
 func TestIsolatedLeaderIsFencedAndRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c := startCluster(t, 3)
+	t.Run("paused", func(t *testing.T) {
+		c := startCluster(t, 3)
+		isolatedLeader(t, c, func(node int32) func() {
+			proc := c.Proc("storage-" + strconv.Itoa(int(node)))
+			if err := c.Pause(proc); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := c.Resume(proc); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	})
+	t.Run("partitioned", func(t *testing.T) {
+		c := startNetnsCluster(t, 3)
+		isolatedLeader(t, c, func(node int32) func() {
+			var others []int
+			for i := 0; i <= 3; i++ { // 0: metadata, frontend and this test
+				if i != int(node) {
+					others = append(others, i)
+					if err := c.Cut(int(node), i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			return func() {
+				for _, i := range others {
+					if err := c.Heal(int(node), i); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	})
+}
+
+// isolatedLeader runs the isolation scenario; isolate cuts a node off and
+// returns the function that brings it back.
+func isolatedLeader(t *testing.T, c *localcluster.Cluster, isolate func(node int32) (restore func())) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	createReplicated(t, ctx, c, "iso", 1, "2")
 	stopLoad := startLoad(ctx, t, c, "iso")
 	time.Sleep(time.Second)
 	old, before := leaderOf(t, ctx, c, "iso", 0)
-	proc := c.Proc("storage-" + strconv.Itoa(int(old)))
-	if err := c.Pause(proc); err != nil {
-		t.Fatal(err)
-	}
+	restore := isolate(old)
+	restored := false
+	defer func() {
+		if !restored {
+			restore()
+		}
+	}()
 	waitNewLeader(t, ctx, c, "iso", old, before.LeaderEpoch)
 	time.Sleep(2 * time.Second) // the new leader takes writes
-	if err := c.Resume(proc); err != nil {
-		t.Fatal(err)
-	}
+	restore()
+	restored = true
 	time.Sleep(2 * time.Second) // the old leader learns the new epoch under load
 	got := stopLoad()
 	waitFullISR(t, ctx, c, "iso", 3)
