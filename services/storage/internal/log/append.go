@@ -114,7 +114,7 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	if latest := latestEpoch(l.epochs); !replica && epoch < latest {
+	if latest := max(latestEpoch(l.epochs), l.fence); !replica && epoch < latest {
 		return AppendInfo{}, fmt.Errorf("%w: append with leader epoch %d, the log has epoch %d", ErrStaleEpoch, epoch, latest)
 	}
 	now := cfg.now()
@@ -234,4 +234,15 @@ func (l *Log) roll() (*segment, error) {
 	l.requestFlush()
 	l.logger.Debug("rolled segment", "old", old.base, "old_bytes", old.size, "new", s.base)
 	return s, nil
+}
+
+// Fence refuses, from now on, leader appends with an epoch below epoch. The
+// replica calls it when it learns a new leader epoch: an append that passed
+// its leadership check under the old epoch either completed before Fence
+// returned (and is subject to the truncation a follower does) or fails with
+// ErrStaleEpoch. Fence waits for an append in progress.
+func (l *Log) Fence(epoch int32) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.fence = max(l.fence, epoch)
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -427,4 +428,18 @@ func ExampleLog_EndOffsetForEpoch() {
 	// 2 1
 	// 3 4
 	// -1 -1
+}
+
+func TestFenceRefusesOlderLeaderAppends(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	if _, err := l.Append(nBatch(t, 1, 10, 1), 3); err != nil {
+		t.Fatal(err)
+	}
+	l.Fence(5)
+	if _, err := l.Append(nBatch(t, 1, 10, 1), 3); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("append at a fenced epoch: %v", err)
+	}
+	if _, err := l.Append(nBatch(t, 1, 10, 1), 5); err != nil {
+		t.Fatalf("append at the fence epoch: %v", err)
+	}
 }

@@ -22,6 +22,7 @@ type Log struct {
 	// and TruncateTo write it under appendMu, since it must be durable before
 	// the next batch is written; that happens once per leader change.
 	appendMu sync.Mutex
+	fence    int32        // guarded by appendMu: leader appends below this epoch are refused (Fence)
 	build    indexBuilder // guarded by appendMu: new index entries of one append
 	idxBuf   []byte       // guarded by appendMu: their encoding
 	timeBuf  []byte       // guarded by appendMu
@@ -83,7 +84,7 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{
+	l := &Log{fence: -1,
 		dir:       dir,
 		logger:    logger.With(slog.String("log", dir)),
 		dirF:      dirF,

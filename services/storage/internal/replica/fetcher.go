@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
 // fetcher replicates one partition on a follower from its leader, for one
@@ -83,13 +85,25 @@ func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
 		return err
 	}
 	end := resp.EndOffset
-	if resp.LeaderEpoch < 0 || end < 0 {
+	switch {
+	case resp.LeaderEpoch < 0 || end < 0:
 		// The leader has no epoch at or below ours: nothing here is known to
 		// be on the leader, so the whole local log goes.
 		end = l.StartOffset()
+	case resp.LeaderEpoch < latest:
+		// The leader never had our latest epoch (KIP-279): what we hold of
+		// epochs above the one it answered is not on the leader, so cut at
+		// our own end of that epoch if it comes first.
+		if localEnd, _ := l.EndOffsetForEpoch(resp.LeaderEpoch); localEnd >= 0 {
+			end = min(end, localEnd)
+		}
 	}
 	if end >= l.EndOffset() {
 		return nil
+	}
+	end, err := batchStart(l, end)
+	if err != nil {
+		return err
 	}
 	f.log.Warn("truncating a divergent suffix", "partition", f.r.Key.String(), "from", end, "log_end", l.EndOffset(),
 		"local_epoch", latest, "leader_epoch", resp.LeaderEpoch)
@@ -128,4 +142,29 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	}
 	f.r.SetFollowerHighWatermark(resp.HighWatermark)
 	return nil
+}
+
+// batchStart returns the base offset of the local batch holding offset, so a
+// truncation never cuts a batch in two.
+func batchStart(l *seglog.Log, offset int64) (int64, error) {
+	if offset <= l.StartOffset() {
+		return offset, nil
+	}
+	sl, err := l.Read(offset, 1, l.EndOffset())
+	if err != nil {
+		return 0, err
+	}
+	defer sl.Release()
+	if sl.Size() < record.HeaderSize {
+		return offset, nil
+	}
+	hdr := make([]byte, record.HeaderSize)
+	if _, err := sl.File().ReadAt(hdr, sl.Pos()); err != nil {
+		return 0, err
+	}
+	h, err := record.ParseHeader(hdr)
+	if err != nil {
+		return 0, err
+	}
+	return min(h.BaseOffset, offset), nil
 }

@@ -14,6 +14,12 @@ type FollowerState struct {
 	// CaughtUpAt is the last time the follower's fetch reached the leader's
 	// log end offset (Kafka's lastCaughtUpTime).
 	CaughtUpAt time.Time
+	// prevLeaderEnd and prevFetchAt are the leader's log end offset and the
+	// time of the follower's previous fetch: a fetch that reaches that end
+	// shows the follower was caught up then, even if the leader appended
+	// more meanwhile (Kafka's lastFetchLeaderLogEndOffset).
+	prevLeaderEnd int64
+	prevFetchAt   time.Time
 }
 
 // Progress is a replica's position as it counts toward the high watermark:
@@ -76,15 +82,22 @@ func ExpandISR(isr, replicas []int32, followers map[int32]FollowerState, hw int6
 }
 
 // CaughtUp updates a follower's state for a fetch at fetchOffset when the
-// leader's log ends at leaderEnd; a fetch that reaches the end marks the
-// follower caught up now.
+// leader's log ends at leaderEnd. A fetch that reaches the leader's end marks
+// the follower caught up now; one that reaches the end the leader had at the
+// follower's previous fetch marks it caught up as of that fetch. So a follower
+// keeping pace with a continuous stream of appends stays in the ISR although
+// the leader's end moves on between its fetches.
 func CaughtUp(f FollowerState, fetchOffset, flushed, leaderEnd int64, now time.Time) FollowerState {
 	f.LEO = fetchOffset
 	if flushed >= 0 {
 		f.Flushed = flushed
 	}
-	if fetchOffset >= leaderEnd {
+	switch {
+	case fetchOffset >= leaderEnd:
 		f.CaughtUpAt = now
+	case !f.prevFetchAt.IsZero() && fetchOffset >= f.prevLeaderEnd && f.prevFetchAt.After(f.CaughtUpAt):
+		f.CaughtUpAt = f.prevFetchAt
 	}
+	f.prevLeaderEnd, f.prevFetchAt = leaderEnd, now
 	return f
 }

@@ -71,3 +71,23 @@ func TestCaughtUp(t *testing.T) {
 		t.Fatalf("caught up: %+v", f)
 	}
 }
+
+func TestCaughtUpUnderContinuousAppends(t *testing.T) {
+	// The leader's end moves on between every fetch; the follower always
+	// fetches from where the leader's end was at its previous fetch.
+	t0 := time.Unix(100, 0)
+	var f FollowerState
+	leaderEnd := int64(10)
+	for i := 0; i < 10; i++ {
+		now := t0.Add(time.Duration(i) * time.Second)
+		fetchAt := leaderEnd - 5 // half way between the previous end and now
+		if i > 0 {
+			fetchAt = f.prevLeaderEnd
+		}
+		f = CaughtUp(f, fetchAt, -1, leaderEnd, now)
+		leaderEnd += 10
+	}
+	if lag := t0.Add(9 * time.Second).Sub(f.CaughtUpAt); lag > time.Second {
+		t.Fatalf("a follower keeping pace lags by %v", lag)
+	}
+}

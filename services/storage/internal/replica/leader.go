@@ -24,7 +24,11 @@ func (r *Replica) Durable() bool {
 // waiters when it moved; mu must be held.
 func (r *Replica) recomputeHWLocked() {
 	self := FollowerState{LEO: r.Log.EndOffset(), Flushed: r.Log.FlushedOffset()}
-	hw := HighWatermark(r.hw, r.self, self, r.isr, r.followers, r.durableLocked())
+	isr := r.isr
+	if r.maxISR != nil {
+		isr = r.maxISR
+	}
+	hw := HighWatermark(r.hw, r.self, self, isr, r.followers, r.durableLocked())
 	if hw > r.hw {
 		r.hw = hw
 		r.Log.SetHighWatermark(hw)
@@ -111,7 +115,9 @@ func (r *Replica) CheckFetcherEpoch(epoch int32) error {
 func (r *Replica) FollowerFetched(id int32, fetchOffset, flushed int64, now time.Time, maxLag time.Duration) *cluster.AlterPartitionRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leader != r.self || !slices.Contains(r.replicas, id) {
+	if r.leader != r.self || !slices.Contains(r.replicas, id) || fetchOffset > r.Log.EndOffset() {
+		// A fetch past this leader's end comes from a log that diverged;
+		// it proves nothing until the follower has truncated.
 		return nil
 	}
 	r.followers[id] = CaughtUp(r.followers[id], fetchOffset, flushed, r.Log.EndOffset(), now)
@@ -123,6 +129,7 @@ func (r *Replica) FollowerFetched(id int32, fetchOffset, flushed int64, now time
 	if !changed {
 		return nil
 	}
+	r.maxISR = isr
 	return r.alterLocked(isr)
 }
 
@@ -142,7 +149,7 @@ func (r *Replica) ShrinkIfLagging(now time.Time, maxLag time.Duration) *cluster.
 }
 
 func (r *Replica) alterLocked(isr []int32) *cluster.AlterPartitionRequest {
-	r.alterPending = true
+	r.alterPending, r.alterBase = true, r.partitionEpoch
 	return &cluster.AlterPartitionRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: r.self,
 		LeaderEpoch: r.leaderEpoch, PartitionEpoch: r.partitionEpoch, ISR: isr}
 }
@@ -154,9 +161,11 @@ func (r *Replica) Altered(p *cluster.Partition, err error) {
 	defer r.mu.Unlock()
 	r.alterPending = false
 	if err != nil || p == nil || p.LeaderEpoch != r.leaderEpoch || p.PartitionEpoch < r.partitionEpoch {
+		// The outcome is unknown (the change may have committed with the
+		// answer lost): maxISR stays in force until a snapshot decides.
 		return
 	}
-	r.partitionEpoch, r.isr = p.PartitionEpoch, slices.Clone(p.ISR)
+	r.partitionEpoch, r.isr, r.maxISR = p.PartitionEpoch, slices.Clone(p.ISR), nil
 	if r.leader == r.self {
 		r.recomputeHWLocked()
 	}

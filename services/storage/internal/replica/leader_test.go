@@ -91,3 +91,44 @@ func TestISRBelowMinInsyncRefusesOrFlagsAcksAll(t *testing.T) {
 		t.Fatalf("acks=leader needs no ISR: %v", err)
 	}
 }
+
+func TestPendingExpansionHoldsTheHighWatermark(t *testing.T) {
+	_, r := leaderReplica(t, "1")
+	// ISR {1, 2}; follower 3 is out.
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
+	for i := 0; i < 3; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	r.FollowerFetched(2, 1, -1, now, time.Minute)
+	// Follower 3 reaches the high watermark (1): the leader asks to add it.
+	req := r.FollowerFetched(3, 1, -1, now, time.Minute)
+	if req == nil || len(req.ISR) != 3 {
+		t.Fatalf("no expansion asked: %+v", req)
+	}
+	// Follower 2 races ahead; until metadata answers, follower 3 holds the
+	// high watermark (it may be in the committed ISR).
+	r.FollowerFetched(2, 3, -1, now, time.Minute)
+	if hw := r.HighWatermark(); hw != 1 {
+		t.Fatalf("high watermark %d moved past the joining replica", hw)
+	}
+	// The answer is lost: still held.
+	r.Altered(nil, context.DeadlineExceeded)
+	r.FollowerFetched(2, 3, -1, now, time.Minute)
+	if hw := r.HighWatermark(); hw != 1 {
+		t.Fatalf("high watermark %d moved after an unknown outcome", hw)
+	}
+	// A fetch from past this leader's end (a diverged follower) counts for nothing.
+	r.FollowerFetched(3, 99, -1, now, time.Minute)
+	if hw := r.HighWatermark(); hw != 1 {
+		t.Fatalf("a diverged fetch moved the high watermark to %d", hw)
+	}
+	// Metadata's later state decides: 3 is in; the high watermark follows it.
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1, 2, 3}}, r.State().Config)
+	r.FollowerFetched(3, 3, -1, now, time.Minute)
+	if hw := r.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d after the ISR grew", hw)
+	}
+}

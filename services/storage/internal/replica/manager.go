@@ -187,6 +187,7 @@ func (m *Manager) dropExcept(want map[Key]struct{}) {
 	}
 	m.mu.Unlock()
 	for _, r := range drop {
+		r.depose()
 		m.stopFetcher(r.Key)
 		if err := r.Log.Delete(); err != nil {
 			m.log.Error("deleting replica failed", "partition", r.Key.String(), "err", err)

@@ -38,6 +38,13 @@ type Replica struct {
 	followers      map[int32]FollowerState // leader only: what each follower's fetches said
 	hwCh           chan struct{}           // closed when hw or the role changes
 	alterPending   bool                    // leader only: an ISR change is in flight
+	// maxISR is the ISR plus the replicas an expansion asked to add that
+	// metadata has not confirmed yet; the high watermark counts them too
+	// (Kafka's maximal ISR), so records acknowledged meanwhile are on every
+	// replica the committed ISR may hold. alterBase is the partition epoch the
+	// request was based on.
+	maxISR    []int32
+	alterBase int32
 }
 
 // State is a copy of a replica's role.
@@ -49,6 +56,15 @@ type State struct {
 	ISR            []int32
 	Config         cluster.TopicConfig
 	HighWatermark  int64
+}
+
+// depose marks the replica led by nobody and wakes every waiter (its topic is
+// being deleted).
+func (r *Replica) depose() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leader = -1
+	r.notifyLocked()
 }
 
 // newReplica wraps an opened log; its high watermark starts at the log's
@@ -108,10 +124,19 @@ func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
 	if p.LeaderEpoch < r.leaderEpoch {
 		return // an older snapshot than one already applied
 	}
+	if p.LeaderEpoch > r.leaderEpoch {
+		// Appends that passed a leadership check under an older epoch
+		// finish now or never.
+		r.Log.Fence(p.LeaderEpoch)
+	}
 	r.leader, r.leaderEpoch, r.config = p.Leader, p.LeaderEpoch, cfg
 	if p.PartitionEpoch >= r.partitionEpoch || roleChanged {
 		r.partitionEpoch, r.replicas, r.isr = p.PartitionEpoch, slices.Clone(p.Replicas), slices.Clone(p.ISR)
-		r.alterPending = false
+		if roleChanged || p.PartitionEpoch > r.alterBase {
+			// Metadata decided after the expansion was asked: its ISR is
+			// the truth.
+			r.alterPending, r.maxISR = false, nil
+		}
 	}
 	if roleChanged {
 		// A new leader gives every in-sync follower a full lag period to
