@@ -29,6 +29,9 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 		return 0, fmt.Errorf("%w: node %d has no address", ErrMalformedCommand, c.ID)
 	}
 	epoch := int64(index)
+	if _, known := s.nodes[c.ID]; known {
+		s.bounceLeaderships(c.ID)
+	}
 	s.nodes[c.ID] = &cluster.Node{
 		ID:             c.ID,
 		Addr:           c.Addr,
@@ -39,6 +42,23 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 	}
 	delete(s.shuttingDown, c.ID)
 	return epoch, nil
+}
+
+// bounceLeaderships gives every partition a re-registering node leads a new
+// leader epoch (the leader stays): the node restarted, perhaps without the
+// tail it had not flushed, so followers must truncate against its log again
+// before they count as caught up (Kafka's KIP-380). Deterministic: it depends
+// on the state alone.
+func (s *state) bounceLeaderships(id int32) {
+	for _, t := range s.topics {
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.Leader == id {
+				p.LeaderEpoch++
+				p.PartitionEpoch++
+			}
+		}
+	}
 }
 
 // currentNode returns the node when it is registered at epoch.

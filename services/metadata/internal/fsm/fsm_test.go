@@ -318,3 +318,19 @@ func TestWaitNewer(t *testing.T) {
 		t.Fatal("watcher not woken by a change")
 	}
 }
+
+func TestReRegistrationBouncesLeaderEpochs(t *testing.T) {
+	h := newHarness()
+	h.applyAll(t, reg(1, ""), reg(2, ""), create("orders", 2, []int32{1, 2}, []int32{2, 1}))
+	before, _ := h.Topic("orders")
+	// Node 1 restarts (registers again) before its session expired.
+	h.applyAll(t, reg(1, ""))
+	after, _ := h.Topic("orders")
+	p0, q0 := before.Partitions[0], after.Partitions[0]
+	if q0.Leader != 1 || q0.LeaderEpoch != p0.LeaderEpoch+1 || q0.PartitionEpoch != p0.PartitionEpoch+1 {
+		t.Fatalf("partition led by the restarted node: %+v -> %+v", p0, q0)
+	}
+	if p1, q1 := before.Partitions[1], after.Partitions[1]; !reflect.DeepEqual(p1, q1) {
+		t.Fatalf("partition led by another node changed: %+v -> %+v", p1, q1)
+	}
+}
