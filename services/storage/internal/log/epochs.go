@@ -64,8 +64,8 @@ func (l *Log) LatestEpoch() int32 {
 // or the log end offset when the found epoch is the latest one (so an epoch
 // above every cached one gets the latest epoch and the log end offset). When
 // the cache is empty or epoch is below every cached epoch it returns
-// (UndefinedEpochOffset, UndefinedEpoch), and the follower falls back to its
-// high watermark.
+// (UndefinedEpochOffset, UndefinedEpoch); a follower then holds nothing the
+// leader is known to have and truncates its whole log.
 //
 // Kafka's LeaderEpochFileCache.endOffsetFor differs in two corners: it returns
 // UNDEFINED for an epoch above the latest, and (epoch, first start offset) for
