@@ -249,7 +249,13 @@ func isolatedLeader(t *testing.T, c *localcluster.Cluster, isolate func(node int
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// A new leader's high watermark catches up once its followers
+		// fetch from it (as in Kafka); then it must serve the same log.
 		again := readAll(t, ctx, c, "iso", 1)
+		for wait := time.Now().Add(15 * time.Second); len(again) < len(stored) && time.Now().Before(wait); {
+			time.Sleep(200 * time.Millisecond)
+			again = readAll(t, ctx, c, "iso", 1)
+		}
 		if len(again) != len(stored) {
 			t.Fatalf("round %d: new leader holds %d records, the previous one %d", round, len(again), len(stored))
 		}

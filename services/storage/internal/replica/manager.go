@@ -166,6 +166,16 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
 	}
+	// A recovered log counts as flushed only once fsynced: do it now, so the
+	// replica's durable progress (which the high watermark counts under the
+	// fsync policy) covers everything it holds, even with no new writes.
+	fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = l.WaitFlushed(fctx, l.EndOffset())
+	cancel()
+	if err != nil {
+		_ = l.Close()
+		return fmt.Errorf("open %s: flush the recovered log: %w", k, err)
+	}
 	r = newReplica(k, l, topicID, m.self)
 	r.setState(p, cfg)
 	m.mu.Lock()
