@@ -125,7 +125,7 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	cancel()
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.OffsetOutOfRange {
-			return fmt.Errorf("%w: %w", errDiverged, err)
+			return f.outOfRange(ctx, c, err)
 		}
 		return err
 	}
@@ -167,4 +167,25 @@ func batchStart(l *seglog.Log, offset int64) (int64, error) {
 		return 0, err
 	}
 	return min(h.BaseOffset, offset), nil
+}
+
+// outOfRange handles a fetch offset the leader does not hold. Below the
+// leader's log start (this replica was away longer than retention, or lost its
+// disk) nothing local is still on the leader: the log restarts at the leader's
+// start. Otherwise the logs diverged and a truncation round follows.
+func (f *fetcher) outOfRange(ctx context.Context, c *storageclient.Conn, cause error) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var resp protocol.ListOffsetsResponse
+	req := &protocol.ListOffsetsRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Timestamp: protocol.TimestampEarliest}
+	if _, err := c.Call(ctx, protocol.APIListOffsets, req, nil, &resp); err != nil {
+		return fmt.Errorf("%w: %w", errDiverged, cause)
+	}
+	l := f.r.Log
+	if l.EndOffset() >= resp.Offset {
+		return fmt.Errorf("%w: %w", errDiverged, cause)
+	}
+	f.log.Warn("replica is behind the leader's log start; restarting its log there", "partition", f.r.Key.String(),
+		"log_end", l.EndOffset(), "leader_start", resp.Offset)
+	return l.ResetTo(resp.Offset)
 }

@@ -112,3 +112,54 @@ func readLog(r *replica.Replica) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// TestFollowerBehindTheLeadersLogStartRestartsThere gives a follower an empty
+// log while the leader's retention already deleted its first segments: the
+// follower cannot fetch from offset 0, so it restarts its log at the leader's
+// start offset and then copies the rest.
+func TestFollowerBehindTheLeadersLogStartRestartsThere(t *testing.T) {
+	s1, m1 := startServer(t, t.TempDir(), snapshot("t", 1, map[string]string{"flush.policy": "replication", "segment.bytes": "1024"}), DefaultConfig())
+	lead, _ := m1.Get("t", 0)
+	for i := 0; i < 12; i++ {
+		appendVisible(t, lead, batch(t, 2, "r"+itoa(i), 100, int64(i)))
+	}
+	cfg := lead.Log.Config()
+	cfg.RetentionBytes = 1500
+	if err := lead.Log.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := lead.Log.EnforceRetention(time.Now()); err != nil || n == 0 || lead.Log.StartOffset() == 0 {
+		t.Fatalf("setup: retention deleted %d (%v), start %d", n, err, lead.Log.StartOffset())
+	}
+	m2, err := replica.NewManager(t.TempDir(), 2, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := storageclient.NewPool("node-2")
+	defer pool.Close()
+	m2.EnableReplication(replica.Replication{Pool: pool, MaxLag: time.Minute})
+	defer m2.Close()
+	addrs := map[int32]string{1: s1.Addr(), 2: "127.0.0.1:1"}
+	if err := m1.Apply(twoNodeSnapshot(2, 1, 0, addrs), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Apply(twoNodeSnapshot(2, 1, 0, addrs), true); err != nil {
+		t.Fatal(err)
+	}
+	fol, _ := m2.Get("t", 0)
+	want, err := readLog(lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := readLog(fol)
+		if err == nil && bytes.Equal(got, want) && fol.Log.StartOffset() == lead.Log.StartOffset() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("follower [%d, %d) never matched the leader [%d, %d)", fol.Log.StartOffset(), fol.Log.EndOffset(), lead.Log.StartOffset(), lead.Log.EndOffset())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
