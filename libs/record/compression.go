@@ -149,13 +149,24 @@ var (
 func compressGzip(dst, src []byte) ([]byte, error) {
 	e := gzipEncoders.Get().(*gzipEncoder)
 	defer gzipEncoders.Put(e)
-	e.aw.b = dst
-	e.w.Reset(&e.aw)
-	_, err := e.w.Write(src)
+	return streamCompress(e.w, &e.aw, dst, src)
+}
+
+// streamWriter is a pooled streaming compressor (gzip, lz4).
+type streamWriter interface {
+	Reset(io.Writer)
+	io.WriteCloser
+}
+
+// streamCompress appends src compressed by w to dst, through aw.
+func streamCompress(w streamWriter, aw *appendWriter, dst, src []byte) ([]byte, error) {
+	aw.b = dst
+	w.Reset(aw)
+	_, err := w.Write(src)
 	if err == nil {
-		err = e.w.Close()
+		err = w.Close()
 	}
-	dst, e.aw.b = e.aw.b, nil
+	dst, aw.b = aw.b, nil
 	return dst, err
 }
 
@@ -199,14 +210,7 @@ var (
 func compressLZ4(dst, src []byte) ([]byte, error) {
 	e := lz4Encoders.Get().(*lz4Encoder)
 	defer lz4Encoders.Put(e)
-	e.aw.b = dst
-	e.w.Reset(&e.aw)
-	_, err := e.w.Write(src)
-	if err == nil {
-		err = e.w.Close()
-	}
-	dst, e.aw.b = e.aw.b, nil
-	return dst, err
+	return streamCompress(e.w, &e.aw, dst, src)
 }
 
 func decompressLZ4(dst, src []byte, limit int) ([]byte, error) {

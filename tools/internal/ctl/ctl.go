@@ -149,17 +149,21 @@ func envOr(name, def string) string {
 	return def
 }
 
-// outputFlag registers -o.
-func outputFlag(fs *flag.FlagSet) *string {
+// parseOutputCommand parses the arguments of a read command that takes only
+// -o table|json and n positional arguments (described by what).
+func parseOutputCommand(name string, args []string, n int, what string) (pos []string, output string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	o := fs.String("o", "table", "output format: table or json")
-	return o
-}
-
-func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return fmt.Errorf("%w: -o %q is not table or json", errUsage, o)
+	if pos, err = parseArgs(fs, args); err != nil {
+		return nil, "", err
 	}
-	return nil
+	if err := exactly(pos, n, what); err != nil {
+		return nil, "", err
+	}
+	if *o != "table" && *o != "json" {
+		return nil, "", fmt.Errorf("%w: -o %q is not table or json", errUsage, *o)
+	}
+	return pos, *o, nil
 }
 
 // addrs splits a comma-separated address flag.

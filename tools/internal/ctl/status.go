@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 
@@ -23,13 +22,8 @@ type Status struct {
 }
 
 func clusterStatus(ctx context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
-	o := outputFlag(fs)
-	pos, err := parseArgs(fs, args)
+	_, o, err := parseOutputCommand("cluster status", args, 0, "no arguments")
 	if err != nil {
-		return err
-	}
-	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
 		return err
 	}
 	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
@@ -55,7 +49,7 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	if st.Nodes == nil {
 		st.Nodes = []cluster.Node{}
 	}
-	if *o == "json" {
+	if o == "json" {
 		return writeJSON(env, st)
 	}
 	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  controller (metadata leader) %s\n", st.ClusterID, st.Version, st.MetadataLeader)

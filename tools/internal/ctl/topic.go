@@ -57,13 +57,8 @@ func topicCreate(ctx context.Context, env Env, args []string) error {
 }
 
 func topicList(ctx context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("topic list", flag.ContinueOnError)
-	o := outputFlag(fs)
-	pos, err := parseArgs(fs, args)
+	_, o, err := parseOutputCommand("topic list", args, 0, "no arguments")
 	if err != nil {
-		return err
-	}
-	if err := firstErr(exactly(pos, 0, "no arguments"), checkOutput(*o)); err != nil {
 		return err
 	}
 	topics, err := cluster.NewClient(addrs(env.Metadata)).ListTopics(ctx)
@@ -71,7 +66,7 @@ func topicList(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("list topics: %w", err)
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
-	if *o == "json" {
+	if o == "json" {
 		if topics == nil {
 			topics = []cluster.Topic{}
 		}
@@ -86,20 +81,15 @@ func topicList(ctx context.Context, env Env, args []string) error {
 }
 
 func topicDescribe(ctx context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("topic describe", flag.ContinueOnError)
-	o := outputFlag(fs)
-	pos, err := parseArgs(fs, args)
+	pos, o, err := parseOutputCommand("topic describe", args, 1, "a topic name")
 	if err != nil {
-		return err
-	}
-	if err := firstErr(exactly(pos, 1, "a topic name"), checkOutput(*o)); err != nil {
 		return err
 	}
 	t, err := cluster.NewClient(addrs(env.Metadata)).DescribeTopic(ctx, pos[0])
 	if err != nil {
 		return fmt.Errorf("describe topic %s: %w", pos[0], err)
 	}
-	if *o == "json" {
+	if o == "json" {
 		hws := highWatermarks(ctx, env, t)
 		out := describedTopic{Topic: *t}
 		for i := range t.Partitions {
@@ -159,15 +149,6 @@ func writeJSON(env Env, v any) error {
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // describedTopic is `topic describe -o json`: the topic as metadata holds it

@@ -74,12 +74,15 @@ func newReplica(k Key, l *seglog.Log, topicID string, self int32) *Replica {
 		followers: map[int32]FollowerState{}, hwCh: make(chan struct{})}
 }
 
-// State returns the replica's current role and configuration.
+// State returns the replica's current role and configuration. Its Replicas and
+// ISR slices are shared, not copied (every produce and fetch checks the role):
+// the replica only ever replaces them, never writes into them, and callers
+// must not modify them either.
 func (r *Replica) State() State {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return State{Leader: r.leader, LeaderEpoch: r.leaderEpoch, PartitionEpoch: r.partitionEpoch,
-		Replicas: slices.Clone(r.replicas), ISR: slices.Clone(r.isr), Config: r.config, HighWatermark: r.hw}
+		Replicas: r.replicas, ISR: r.isr, Config: r.config, HighWatermark: r.hw}
 }
 
 // HighWatermark returns the offset below which records are visible to

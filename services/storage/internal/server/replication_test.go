@@ -33,14 +33,7 @@ func TestDivergentFollowerTruncatesToTheLeader(t *testing.T) {
 	s1, m1 := startServer(t, t.TempDir(), snapshot("t", 1, map[string]string{"flush.policy": "replication"}), DefaultConfig())
 	lead, _ := m1.Get("t", 0)
 	// Node 2: its own manager, replicating once told to follow node 1.
-	m2, err := replica.NewManager(t.TempDir(), 2, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := storageclient.NewPool("node-2")
-	defer pool.Close()
-	m2.EnableReplication(replica.Replication{Pool: pool, MaxLag: time.Minute})
-	defer m2.Close()
+	m2 := startFollowerManager(t)
 	addrs := map[int32]string{1: s1.Addr(), 2: "127.0.0.1:1"}
 	// Node 2 starts as leader of epoch 0, then of epoch 1.
 	if err := m2.Apply(twoNodeSnapshot(1, 2, 0, addrs), true); err != nil {
@@ -131,14 +124,7 @@ func TestFollowerBehindTheLeadersLogStartRestartsThere(t *testing.T) {
 	if n, err := lead.Log.EnforceRetention(time.Now()); err != nil || n == 0 || lead.Log.StartOffset() == 0 {
 		t.Fatalf("setup: retention deleted %d (%v), start %d", n, err, lead.Log.StartOffset())
 	}
-	m2, err := replica.NewManager(t.TempDir(), 2, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := storageclient.NewPool("node-2")
-	defer pool.Close()
-	m2.EnableReplication(replica.Replication{Pool: pool, MaxLag: time.Minute})
-	defer m2.Close()
+	m2 := startFollowerManager(t)
 	addrs := map[int32]string{1: s1.Addr(), 2: "127.0.0.1:1"}
 	if err := m1.Apply(twoNodeSnapshot(2, 1, 0, addrs), true); err != nil {
 		t.Fatal(err)
@@ -162,4 +148,17 @@ func TestFollowerBehindTheLeadersLogStartRestartsThere(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startFollowerManager returns node 2's replica manager with replication on.
+func startFollowerManager(t *testing.T) *replica.Manager {
+	t.Helper()
+	m, err := replica.NewManager(t.TempDir(), 2, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := storageclient.NewPool("node-2")
+	m.EnableReplication(replica.Replication{Pool: pool, MaxLag: time.Minute})
+	t.Cleanup(func() { _ = m.Close(); _ = pool.Close() })
+	return m
 }
