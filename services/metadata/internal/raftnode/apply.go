@@ -5,25 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
-
-// ApplyPath is the leader's internal HTTP route that applies a command
-// forwarded by another member. The API serves it with ServeApply's logic.
-const ApplyPath = "/v1/internal/apply"
-
-// ForwardedHeader marks a request relayed by a member; its value is the
-// sender's id. A member that is not leader answers such a request with
-// NOT_CONTROLLER instead of relaying it again, so requests never loop.
-const ForwardedHeader = "X-Sluice-Forwarded-By"
-
-// maxForwardResponse caps a leader's answer read by Forward.
-const maxForwardResponse = 64 << 20
 
 // ApplyResponse is the body of a 200 answer on ApplyPath: the command was
 // committed and applied; Rejected is set when the FSM refused it.
@@ -64,19 +51,16 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (*fsm.Result, error
 	return n.ApplyLocal(ctx, b)
 }
 
-// ApplyLocal proposes encoded command bytes on this member, which must lead.
+// ApplyLocal proposes encoded command bytes on this member, which must lead,
+// and returns the metadata FSM's result.
 func (n *Node) ApplyLocal(ctx context.Context, data []byte) (*fsm.Result, error) {
-	r := n.raft.Load()
-	if r == nil {
-		return nil, ErrNotStarted
-	}
-	f := r.Apply(data, n.timeout(ctx))
-	if err := wait(ctx, f); err != nil {
+	resp, err := n.Node.ApplyLocal(ctx, data)
+	if err != nil {
 		return nil, err
 	}
-	res, ok := f.Response().(*fsm.Result)
+	res, ok := resp.(*fsm.Result)
 	if !ok {
-		return nil, fmt.Errorf("raft apply: unexpected FSM response %T", f.Response())
+		return nil, fmt.Errorf("raft apply: unexpected FSM response %T", resp)
 	}
 	return res, nil
 }
@@ -108,52 +92,4 @@ func decodeErrorBody(status int, body []byte) error {
 		return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
 	}
 	return fmt.Errorf("%w: leader answered HTTP %d: %s", ErrForward, status, bytes.TrimSpace(body))
-}
-
-// Forward relays an HTTP request (method, path with query, JSON body) to the
-// leader's HTTP API and returns its status, content type and body verbatim.
-// It fails with ErrNoLeader, ErrLeaderAddressUnknown, ErrNotLeader (when this
-// member is the leader: the caller should have served the request) or
-// ErrForward. It is bounded by ctx's deadline, or by ForwardTimeout when ctx
-// has none.
-func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byte) (int, string, []byte, error) {
-	if n.raft.Load() == nil {
-		return 0, "", nil, ErrNotStarted
-	}
-	id, addr := n.Leader()
-	switch {
-	case id == "":
-		return 0, "", nil, ErrNoLeader
-	case id == n.cfg.ID:
-		return 0, "", nil, ErrNotLeader
-	case addr == "":
-		return 0, "", nil, fmt.Errorf("%w: leader %q is not in -peers", ErrLeaderAddressUnknown, id)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.cfg.ForwardTimeout)
-		defer cancel()
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+pathQuery, rd)
-	if err != nil {
-		return 0, "", nil, fmt.Errorf("%w: %w", ErrForward, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set(ForwardedHeader, n.cfg.ID)
-	resp, err := n.hc.Do(req)
-	if err != nil {
-		return 0, "", nil, fmt.Errorf("%w: leader %s at %s: %w", ErrForward, id, addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardResponse))
-	if err != nil {
-		return 0, "", nil, fmt.Errorf("%w: leader %s at %s: %w", ErrForward, id, addr, err)
-	}
-	return resp.StatusCode, resp.Header.Get("Content-Type"), data, nil
 }

@@ -1,29 +1,23 @@
-// Package raftnode runs this member of the metadata Raft group (hashicorp/raft)
-// and is the only way the rest of the service reaches Raft.
+// Package raftnode runs this member of the metadata Raft group and is the only
+// way the rest of the service reaches Raft. It is a typed layer over the
+// shared libs/raftgroup.Node, which owns the transport, the bbolt log and
+// stable store, snapshots, bootstrap, leadership fan-out, forwarding to the
+// leader, Linearize/Barrier and the raft gauges (sluice_metadata_raft_*); see
+// that package's documentation for those.
 //
-// What it owns:
-//   - the TCP transport on the raft address, the bbolt log and stable store
-//     (<data-dir>/raft.db) and the file snapshot store (<data-dir>/snapshots);
-//   - bootstrap: with -bootstrap and no existing state it bootstraps the voters
-//     of -peers (or itself alone when -peers is empty); with existing state it
-//     restarts from it and -bootstrap is a no-op, so the flag can stay set;
-//   - leadership notifications, fanned out to subscribers (the controller);
-//   - Apply, which proposes on the leader and, on any other member, forwards
-//     the command to the leader's HTTP API (raft itself never forwards), for
-//     commands whose content does not depend on who proposes them;
+// What this package adds for metadata:
+//   - Apply, which proposes an fsm.Command on the leader and, on any other
+//     member, forwards it to the leader's ApplyPath (raft itself never
+//     forwards), for commands whose content does not depend on who proposes
+//     them; the leader answers with an ApplyResponse;
 //   - Propose, the leader-only variant for decisions taken from the leader's
 //     own view (placement, liveness, elections): never forwarded;
-//   - Forward, which relays an HTTP request to the leader's HTTP API; the API
-//     uses it for every write and for reads that must be linearizable;
-//   - Linearize (VerifyLeader then Barrier) for fresh reads on the leader.
+//   - ApplyLocal, which returns the FSM's *fsm.Result;
+//   - the readiness check "replicated state applied" (the FSM knows the
+//     cluster id) after raftgroup's leader check;
+//   - the FSM gauges (version, topics, storage nodes) and the fx Module.
 //
-// Member addresses: Raft only knows raft addresses, so every member learns the
-// HTTP address of every voter from the -peers flag, whose items read
-// "id=raftaddr=httpaddr". The map is static: a member outside it can be a
-// follower but writes cannot be forwarded to it while it leads (callers get
-// ErrLeaderAddressUnknown, mapped to 503 NOT_CONTROLLER so clients try another
-// member). Dynamic membership would move the map into the FSM.
-//
-// hclog output of raft goes to the service's slog logger through an adapter,
-// at warn level and above by default.
+// The group's names (Config, Peer, the sentinel errors, ApplyPath,
+// ForwardedHeader) are re-exported here so the rest of the service imports
+// one package.
 package raftnode

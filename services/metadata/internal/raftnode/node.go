@@ -1,367 +1,83 @@
 package raftnode
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
-
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
-	"github.com/sluicemq/sluice/services/metadata/internal/raftstore"
 )
 
-// Sentinel errors.
+// Service is the metadata group's name in error messages and metric names.
+const Service = "metadata"
+
+// The group's configuration, options and peer list are raftgroup's.
+type (
+	Config = raftgroup.Config
+	Peer   = raftgroup.Peer
+	Option = raftgroup.Option
+)
+
+// Routes and headers of forwarding, shared with every raft group.
+const (
+	ApplyPath       = raftgroup.ApplyPath
+	ForwardedHeader = raftgroup.ForwardedHeader
+)
+
+// Sentinel errors: raftgroup's, so errors.Is matches whichever package the
+// caller names.
 var (
-	// ErrNotLeader: the operation needs this member to lead and it does not
-	// (or lost leadership while the operation ran).
-	ErrNotLeader = errors.New("this metadata member is not the raft leader")
-	// ErrNoLeader: no leader is known right now (election in progress).
-	ErrNoLeader = errors.New("no raft leader is known")
-	// ErrLeaderAddressUnknown: the leader's HTTP address is not in -peers.
-	ErrLeaderAddressUnknown = errors.New("the raft leader's HTTP address is unknown")
-	// ErrForward: the request could not be relayed to the leader.
-	ErrForward = errors.New("forwarding to the raft leader failed")
-	// ErrNotStarted: the node is not running (before Start or after Stop).
-	ErrNotStarted = errors.New("raft node is not running")
-	// ErrTimeout: a proposal or barrier did not finish in time.
-	ErrTimeout = errors.New("raft operation timed out")
+	ErrNotLeader            = raftgroup.ErrNotLeader
+	ErrNoLeader             = raftgroup.ErrNoLeader
+	ErrLeaderAddressUnknown = raftgroup.ErrLeaderAddressUnknown
+	ErrForward              = raftgroup.ErrForward
+	ErrNotStarted           = raftgroup.ErrNotStarted
+	ErrTimeout              = raftgroup.ErrTimeout
 )
 
-// Option adjusts New.
-type Option func(*Node)
+// errStateNotApplied: Ready's answer until the FSM has applied the entry that
+// gives the cluster its id.
+var errStateNotApplied = errors.New("replicated state not applied yet")
 
-// WithListener makes the transport serve on ln instead of listening on
-// Config.RaftAddr (tests use it to learn every address before any node starts).
-func WithListener(ln net.Listener) Option { return func(n *Node) { n.ln = ln } }
-
-// Node is this member of the Raft group.
-type Node struct {
-	cfg   Config
-	fsm   *fsm.FSM
-	log   *slog.Logger
-	hlog  hclog.Logger
-	self  Peer              // RaftAddr is the advertised transport address
-	http  map[string]string // raft server id -> HTTP address; read-only after New
-	store *raftstore.Store
-	snaps *raft.FileSnapshotStore
-	ln    net.Listener
-	trans *raft.NetworkTransport
-	hc    *http.Client
-
-	raft atomic.Pointer[raft.Raft] // set by Start, cleared by Stop
-
-	mu        sync.Mutex
-	listeners []func(bool) // leadership subscribers; guarded by mu
-
-	stop chan struct{}  // closed by Stop
-	wg   sync.WaitGroup // the leadership goroutine
-}
-
-// New opens the stores and the transport. Start starts raft.
-func New(cfg Config, f *fsm.FSM, log *slog.Logger, opts ...Option) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	n := &Node{cfg: cfg, fsm: f, log: log, stop: make(chan struct{}), http: map[string]string{},
-		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}}
-	for _, o := range opts {
-		o(n)
-	}
-	n.hlog = newHCLogger(log, hclog.LevelFromString(cfg.LogLevel))
-	if err := n.open(); err != nil {
-		n.closeResources()
-		return nil, err
-	}
-	return n, nil
-}
-
-func (n *Node) open() error {
-	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("raft data dir: %w", err)
-	}
-	sc := raftstore.DefaultConfig(filepath.Join(n.cfg.DataDir, "raft.db"))
-	sc.NoSync = n.cfg.NoSync
-	var err error
-	if n.store, err = raftstore.Open(sc); err != nil {
-		return err
-	}
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, n.hlog.Named("snapshots")); err != nil {
-		return fmt.Errorf("raft snapshot store: %w", err)
-	}
-	if n.ln == nil {
-		if n.ln, err = net.Listen("tcp", n.cfg.RaftAddr); err != nil {
-			return fmt.Errorf("raft listener: %w", err)
-		}
-	}
-	n.self = n.cfg.self()
-	if len(n.cfg.Peers) == 0 {
-		// A single voter advertises what it listens on (the port may be :0).
-		n.self.RaftAddr = n.ln.Addr().String()
-	}
-	advertise, err := net.ResolveTCPAddr("tcp", n.self.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("flag -peers: raft address %q of this member: %w", n.self.RaftAddr, err)
-	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{ln: n.ln, advertise: advertise},
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  n.hlog.Named("transport"),
-	})
-	n.http[n.self.ID] = n.self.HTTPAddr
-	for _, p := range n.cfg.Peers {
-		n.http[p.ID] = p.HTTPAddr
-	}
-	return nil
-}
-
-// Start creates the raft instance, bootstraps it when asked and there is no
-// state, and starts following leadership changes.
-func (n *Node) Start() error {
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.ID)
-	rc.Logger = n.hlog
-	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
-	rc.ElectionTimeout = n.cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = n.cfg.CommitTimeout
-	rc.SnapshotInterval = n.cfg.SnapshotInterval
-	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
-	if err := raft.ValidateConfig(rc); err != nil {
-		return fmt.Errorf("raft config: %w", err)
-	}
-	hasState, err := raft.HasExistingState(n.store, n.store, n.snaps)
-	if err != nil {
-		return fmt.Errorf("raft state: %w", err)
-	}
-	r, err := raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, n.trans)
-	if err != nil {
-		return fmt.Errorf("raft: %w", err)
-	}
-	switch {
-	case hasState:
-		n.log.Info("raft restarting from existing state", "dir", n.cfg.DataDir)
-	case n.cfg.Bootstrap:
-		if err := r.BootstrapCluster(n.bootstrapConfiguration()).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			_ = r.Shutdown().Error()
-			return fmt.Errorf("raft bootstrap: %w", err)
-		}
-		n.log.Info("raft bootstrapped", "voters", len(n.bootstrapConfiguration().Servers))
-	default:
-		n.log.Warn("raft has no state and -bootstrap is not set: waiting to be contacted by a leader")
-	}
-	n.raft.Store(r)
-	n.wg.Add(1)
-	go n.watchLeadership(r)
-	return nil
-}
-
-func (n *Node) bootstrapConfiguration() raft.Configuration {
-	peers := n.cfg.Peers
-	if len(peers) == 0 {
-		peers = []Peer{n.self}
-	}
-	var c raft.Configuration
-	for _, p := range peers {
-		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-	}
+// DefaultConfig returns raftgroup's defaults with the metadata service's name,
+// addresses and data directory.
+func DefaultConfig() Config {
+	c := raftgroup.DefaultConfig()
+	c.Service = Service
+	c.RaftAddr = "127.0.0.1:7071"
+	c.HTTPAddr = "127.0.0.1:7070"
+	c.DataDir = "./data/metadata"
 	return c
 }
 
-// watchLeadership fans leadership changes out to the subscribers.
-func (n *Node) watchLeadership(r *raft.Raft) {
-	defer n.wg.Done()
-	ch := r.LeaderCh()
-	for {
-		select {
-		case isLeader := <-ch:
-			n.log.Info("raft leadership changed", "leader", isLeader, "term", r.CurrentTerm())
-			n.mu.Lock()
-			ls := append([]func(bool){}, n.listeners...)
-			n.mu.Unlock()
-			for _, l := range ls {
-				l(isLeader)
-			}
-		case <-n.stop:
-			return
+// ParsePeers parses the -peers flag: comma-separated "id=raftaddr=httpaddr".
+func ParsePeers(s string) ([]Peer, error) { return raftgroup.ParsePeers(s) }
+
+// WithListener makes the transport serve on ln instead of listening on
+// Config.RaftAddr (tests use it to learn every address before any node starts).
+func WithListener(ln net.Listener) Option { return raftgroup.WithListener(ln) }
+
+// Node is this member of the metadata Raft group: a raftgroup.Node running the
+// metadata FSM, whose promoted methods (Start, Stop, IsLeader, Leader,
+// OnLeadership, Forward, Linearize, Barrier, Snapshot, Ready, ...) the service
+// uses as they are, with typed Apply, Propose and ApplyLocal on top.
+type Node struct {
+	*raftgroup.Node
+	fsm *fsm.FSM
+}
+
+// New opens the stores and the transport for f. Start starts raft.
+func New(cfg Config, f *fsm.FSM, log *slog.Logger, opts ...Option) (*Node, error) {
+	applied := raftgroup.WithReady(func() error {
+		if f.ClusterID() == "" {
+			return errStateNotApplied
 		}
-	}
-}
-
-// OnLeadership registers fn to be called with true when this member becomes
-// leader and false when it stops being leader. fn runs on the node's
-// goroutine and must not block.
-func (n *Node) OnLeadership(fn func(isLeader bool)) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.listeners = append(n.listeners, fn)
-}
-
-// Stop shuts raft down, waits for the node's goroutine and closes the
-// transport and the stores. Subscribers get a final false if we were leader.
-func (n *Node) Stop() error {
-	r := n.raft.Swap(nil)
-	var err error
-	if r != nil {
-		wasLeader := r.State() == raft.Leader
-		err = r.Shutdown().Error()
-		close(n.stop)
-		n.wg.Wait()
-		if wasLeader {
-			n.mu.Lock()
-			ls := append([]func(bool){}, n.listeners...)
-			n.mu.Unlock()
-			for _, l := range ls {
-				l(false)
-			}
-		}
-	}
-	return errors.Join(err, n.closeResources())
-}
-
-func (n *Node) closeResources() error {
-	var errs []error
-	if n.trans != nil {
-		errs = append(errs, n.trans.Close())
-	} else if n.ln != nil {
-		errs = append(errs, n.ln.Close())
-	}
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
-	}
-	n.hc.CloseIdleConnections()
-	return errors.Join(errs...)
-}
-
-// ID returns this member's raft server id.
-func (n *Node) ID() string { return n.cfg.ID }
-
-// RaftAddr returns the advertised raft address of this member.
-func (n *Node) RaftAddr() string { return n.self.RaftAddr }
-
-// HTTPAddr returns this member's HTTP address.
-func (n *Node) HTTPAddr() string { return n.self.HTTPAddr }
-
-// IsLeader reports whether this member leads now.
-func (n *Node) IsLeader() bool {
-	r := n.raft.Load()
-	return r != nil && r.State() == raft.Leader
-}
-
-// Leader returns the current leader's id and HTTP address ("" when unknown).
-func (n *Node) Leader() (id, httpAddr string) {
-	r := n.raft.Load()
-	if r == nil {
-		return "", ""
-	}
-	_, lid := r.LeaderWithID()
-	return string(lid), n.http[string(lid)]
-}
-
-// Ready reports why the member cannot serve yet: not started, no leader known,
-// or the replicated state not yet applied (no cluster id).
-func (n *Node) Ready() error {
-	r := n.raft.Load()
-	if r == nil {
-		return ErrNotStarted
-	}
-	if _, id := r.LeaderWithID(); id == "" {
-		return ErrNoLeader
-	}
-	if n.fsm.ClusterID() == "" {
-		return errors.New("replicated state not applied yet")
-	}
-	return nil
-}
-
-// Linearize makes a following read linearizable: it confirms leadership with
-// a quorum (VerifyLeader) and waits until every committed entry is applied to
-// the FSM (Barrier). Only the leader can do it (ErrNotLeader otherwise).
-func (n *Node) Linearize(ctx context.Context) error {
-	r := n.raft.Load()
-	if r == nil {
-		return ErrNotStarted
-	}
-	if err := wait(ctx, r.VerifyLeader()); err != nil {
-		return err
-	}
-	return wait(ctx, r.Barrier(n.timeout(ctx)))
-}
-
-// Barrier waits until every entry committed before the call is applied.
-func (n *Node) Barrier(ctx context.Context) error {
-	r := n.raft.Load()
-	if r == nil {
-		return ErrNotStarted
-	}
-	return wait(ctx, r.Barrier(n.timeout(ctx)))
-}
-
-// timeout is the time left before ctx's deadline, or the apply timeout.
-func (n *Node) timeout(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return max(time.Until(dl), time.Millisecond)
-	}
-	return n.cfg.ApplyTimeout
-}
-
-// wait waits for a raft future or ctx, mapping raft's errors to ours.
-func wait(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }() // ends when raft resolves the future, at the latest on shutdown
-	select {
-	case err := <-done:
-		return mapRaftErr(err)
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
-	}
-}
-
-func mapRaftErr(err error) error {
-	switch {
-	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %w", ErrNotStarted, err)
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	})
+	g, err := raftgroup.New(cfg, f, log, append([]Option{applied}, opts...)...)
+	if err != nil {
+		return nil, err
 	}
-	return err
-}
-
-// streamLayer is raft's TCP stream layer on a listener we opened, advertising
-// the address other members dial.
-type streamLayer struct {
-	ln        net.Listener
-	advertise net.Addr
-}
-
-func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
-func (s *streamLayer) Close() error              { return s.ln.Close() }
-func (s *streamLayer) Addr() net.Addr            { return s.advertise }
-func (s *streamLayer) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(a), timeout)
-}
-
-// Snapshot asks raft for a snapshot now (it also takes them by itself on the
-// SnapshotInterval/SnapshotThreshold schedule) and waits for it.
-func (n *Node) Snapshot(ctx context.Context) error {
-	r := n.raft.Load()
-	if r == nil {
-		return ErrNotStarted
-	}
-	return wait(ctx, r.Snapshot())
+	return &Node{Node: g, fsm: f}, nil
 }

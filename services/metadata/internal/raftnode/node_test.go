@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -165,59 +163,25 @@ sluice_metadata_storage_nodes 1
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	ok := testConfig("d")
-	if err := ok.Validate(); err != nil {
+// TestReadyWaitsForTheClusterID checks the metadata readiness check added on
+// top of raftgroup's leader check.
+func TestReadyWaitsForTheClusterID(t *testing.T) {
+	n, _ := startNode(t, testConfig(t.TempDir()))
+	defer n.Stop()
+	if err := n.Ready(); !errors.Is(err, errStateNotApplied) {
+		t.Fatalf("Ready before InitCluster = %v; want errStateNotApplied", err)
+	}
+	if _, err := n.Propose(context.Background(), fsm.Command{Type: fsm.TypeInitCluster, InitCluster: &fsm.InitCluster{ClusterID: "c1"}}); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		mod  func(*Config)
-		want string
-	}{
-		{"empty id", func(c *Config) { c.ID = "" }, "-id"},
-		{"id with =", func(c *Config) { c.ID = "a=b" }, "-id"},
-		{"bad raft addr", func(c *Config) { c.RaftAddr = "x" }, "-raft-addr"},
-		{"unspecified raft addr alone", func(c *Config) { c.RaftAddr = "0.0.0.0:1" }, "-raft-addr"},
-		{"self not in peers", func(c *Config) { c.Peers = []Peer{{ID: "2", RaftAddr: "h:1", HTTPAddr: "h:2"}} }, "-peers"},
-		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Hour }, "lease"},
-		{"bad log level", func(c *Config) { c.LogLevel = "shout" }, "-raft-log-level"},
-	}
-	for _, tc := range tests {
-		c := testConfig("d")
-		tc.mod(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate = %v; want an error mentioning %q", tc.name, err, tc.want)
-		}
+	if err := n.Ready(); err != nil {
+		t.Fatalf("Ready after InitCluster = %v", err)
 	}
 }
 
-func TestParsePeers(t *testing.T) {
-	got, err := ParsePeers(" a=h1:1=h1:2 ,b=h2:1=h2:2,")
-	if err != nil || len(got) != 2 || got[1] != (Peer{ID: "b", RaftAddr: "h2:1", HTTPAddr: "h2:2"}) || got[0].String() != "a=h1:1=h1:2" {
-		t.Fatalf("ParsePeers = %+v, %v", got, err)
-	}
-	for _, bad := range []string{"a", "a=h:1", "=h:1=h:2", "a=h=h:2", "a=h:1=h"} {
-		if _, err := ParsePeers(bad); err == nil {
-			t.Errorf("ParsePeers(%q) accepted", bad)
-		}
-	}
-}
-
-func TestHCLogAdapter(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := newHCLogger(log, hclog.Warn).Named("transport").With("peer", "2")
-	h.Info("hidden")
-	h.Warn("failed to contact", "id", "3", "odd")
-	h.Error("boom")
-	out := buf.String()
-	if strings.Contains(out, "hidden") {
-		t.Fatalf("info line passed a warn filter:\n%s", out)
-	}
-	for _, want := range []string{"level=WARN", `msg="failed to contact"`, "logger=raft.transport", "peer=2", "id=3", "extra=odd", "level=ERROR", "msg=boom"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+func TestDefaultConfigIsValid(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil || c.Service != Service {
+		t.Fatalf("DefaultConfig = %+v: %v", c, err)
 	}
 }

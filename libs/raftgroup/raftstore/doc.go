@@ -1,5 +1,5 @@
-// Package raftstore is the durable home of the metadata Raft group's log and
-// stable state: a raft.LogStore and a raft.StableStore kept in one bbolt file.
+// Package raftstore is the durable home of a Raft group's log and stable
+// state: a raft.LogStore and a raft.StableStore kept in one bbolt file.
 //
 // Invariants:
 //   - every write is one bbolt read-write transaction, fsynced before the call

@@ -1,4 +1,4 @@
-package raftnode
+package raftgroup
 
 import (
 	"errors"
@@ -27,12 +27,16 @@ func (p Peer) String() string { return p.ID + "=" + p.RaftAddr + "=" + p.HTTPAdd
 
 // Config configures a Node.
 type Config struct {
+	// Service names the group's service ("metadata", "offsets"): it appears in
+	// error messages and in metric names (sluice_<service>_raft_state, ...).
+	// Lowercase letters, digits and '_', starting with a letter.
+	Service string
 	// ID is this member's raft server id.
 	ID string
 	// RaftAddr is the listen address of the raft transport.
 	RaftAddr string
 	// HTTPAddr is this member's HTTP API address as other members and clients
-	// reach it (reported as the metadata leader and used when it is in no peer).
+	// reach it (reported as the leader's address and used when it is in no peer).
 	HTTPAddr string
 	// DataDir holds raft.db and snapshots/.
 	DataDir string
@@ -51,6 +55,10 @@ type Config struct {
 	SnapshotThreshold uint64
 	// SnapshotRetain is how many snapshot files to keep.
 	SnapshotRetain int
+	// NoSnapshotRestoreOnStart stops raft from restoring the latest snapshot
+	// into the FSM at start (raft.Config's field of the same name), for FSMs
+	// that persist their own state and only need the log after it replayed.
+	NoSnapshotRestoreOnStart bool
 	// ApplyTimeout bounds a proposal when the caller's context has no deadline.
 	ApplyTimeout time.Duration
 	// ForwardTimeout bounds a request forwarded to the leader.
@@ -61,13 +69,12 @@ type Config struct {
 	NoSync bool
 }
 
-// DefaultConfig returns hashicorp/raft's timing defaults and the flag defaults.
+// DefaultConfig returns hashicorp/raft's timing defaults and the flag
+// defaults shared by every service. The service fills in Service, RaftAddr,
+// HTTPAddr and DataDir, which differ per service.
 func DefaultConfig() Config {
 	return Config{
 		ID:                 "1",
-		RaftAddr:           "127.0.0.1:7071",
-		HTTPAddr:           "127.0.0.1:7070",
-		DataDir:            "./data/metadata",
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
@@ -83,6 +90,9 @@ func DefaultConfig() Config {
 
 // Validate checks the fields and their relations. Messages name the flags.
 func (c Config) Validate() error {
+	if !validService(c.Service) {
+		return fmt.Errorf("raft service name %q must be lowercase letters, digits or '_', starting with a letter", c.Service)
+	}
 	if c.ID == "" || strings.ContainsAny(c.ID, "=, \t") {
 		return fmt.Errorf("flag -id: %q must be non-empty without '=', ',' or spaces", c.ID)
 	}
@@ -128,6 +138,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("flag -raft-log-level: %q is not trace, debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+// validService reports whether s can be part of a Prometheus metric name.
+func validService(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // self returns this member's peer entry: from Peers, or built from the
