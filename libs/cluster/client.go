@@ -1,19 +1,13 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -21,28 +15,13 @@ import (
 // admin routes). It tries each address in turn and remembers the one that last
 // answered. It is safe for concurrent use.
 type Client struct {
-	addrs []string
-	http  *http.Client
-
-	mu   sync.Mutex
-	next int // index of the address to try first; guarded by mu
+	jc *jsonhttp.Client
 }
 
 // NewClient returns a client for the given base URLs ("http://host:port" or
 // "host:port").
 func NewClient(addrs []string) *Client {
-	norm := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		a = strings.TrimRight(strings.TrimSpace(a), "/")
-		if a == "" {
-			continue
-		}
-		if !strings.Contains(a, "://") {
-			a = "http://" + a
-		}
-		norm = append(norm, a)
-	}
-	return &Client{addrs: norm, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+	return &Client{jc: jsonhttp.New("metadata", addrs, func(c protocol.Code) bool { return c == protocol.NotController })}
 }
 
 // Snapshot returns the current cluster metadata. The read is linearizable (the
@@ -104,83 +83,10 @@ func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) error {
 }
 
 // ErrNoAddress is returned by a client built with no address.
-var ErrNoAddress = errors.New("cluster: no metadata address configured")
+var ErrNoAddress = jsonhttp.ErrNoAddress
 
 // do sends one request, trying every address once on connection errors and on
 // NOT_CONTROLLER answers.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	if len(c.addrs) == 0 {
-		return ErrNoAddress
-	}
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return err
-		}
-	}
-	c.mu.Lock()
-	start := c.next
-	c.mu.Unlock()
-	var lastErr error
-	for i := range c.addrs {
-		idx := (start + i) % len(c.addrs)
-		err := c.once(ctx, c.addrs[idx]+path, method, body, out)
-		if err == nil {
-			c.mu.Lock()
-			c.next = idx
-			c.mu.Unlock()
-			return nil
-		}
-		lastErr = err
-		if ctx.Err() != nil || !retryElsewhere(err) {
-			return err
-		}
-	}
-	return lastErr
-}
-
-func retryElsewhere(err error) bool {
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return pe.Code == protocol.NotController
-	}
-	return true // transport error
-}
-
-func (c *Client) once(ctx context.Context, u, method string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("metadata request %s %s: %w", method, u, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("metadata response %s %s: %w", method, u, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var eb ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
-		}
-		return fmt.Errorf("metadata %s %s: HTTP %d: %s", method, u, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if out == nil || len(data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("metadata response %s %s: %w", method, u, err)
-	}
-	return nil
+	return c.jc.Do(ctx, method, path, in, out)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+
+	"github.com/sluicemq/sluice/libs/jsonhttp"
 )
 
 // Node is a registered storage node.
@@ -115,10 +117,7 @@ type HeartbeatRequest struct {
 }
 
 // ErrorBody is the JSON body of every non-2xx answer of the HTTP APIs.
-type ErrorBody struct {
-	ErrorCode int16  `json:"error_code"`
-	Error     string `json:"error"`
-}
+type ErrorBody = jsonhttp.ErrorBody
 
 // Limits on topic names and shapes.
 const (

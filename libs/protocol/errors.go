@@ -48,6 +48,14 @@ const (
 	BrokerNotAvailable           Code = 8
 	UnknownAPI                   Code = 1000
 	MalformedFrame               Code = 1001
+	// Consumer groups (the offsets service).
+	NotCoordinator    Code = 16
+	InvalidGroupID    Code = 24
+	UnknownMemberID   Code = 25
+	NonEmptyGroup     Code = 68
+	GroupIDNotFound   Code = 69
+	FencedMemberEpoch Code = 110
+	StaleMemberEpoch  Code = 113
 )
 
 // Info describes one wire error code.
@@ -96,6 +104,13 @@ var table = map[Code]Info{
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
 	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},
 	MalformedFrame:               {MalformedFrame, "MALFORMED_FRAME", false, "the frame could not be decoded"},
+	NotCoordinator:               {NotCoordinator, "NOT_COORDINATOR", true, "this offsets replica is not the group coordinator and could not forward; try another"},
+	InvalidGroupID:               {InvalidGroupID, "INVALID_GROUP_ID", false, "the group id is not valid"},
+	UnknownMemberID:              {UnknownMemberID, "UNKNOWN_MEMBER_ID", false, "the member is not in the group (it left or its session expired); drop its partitions and join again"},
+	NonEmptyGroup:                {NonEmptyGroup, "NON_EMPTY_GROUP", false, "the group has active members; the operation needs it empty"},
+	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, "no such group"},
+	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
+	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, "the member does not own a partition it committed; its assignment changed"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

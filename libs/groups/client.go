@@ -1,0 +1,73 @@
+package groups
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/sluicemq/sluice/libs/jsonhttp"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Client talks to the offsets service. Any replica accepts every request (it
+// forwards to the leader); the client tries the next replica when one cannot
+// be reached or answers NOT_COORDINATOR. It is safe for concurrent use.
+type Client struct {
+	jc *jsonhttp.Client
+}
+
+// NewClient returns a client of the offsets replicas at addrs.
+func NewClient(addrs []string) *Client {
+	return &Client{jc: jsonhttp.New("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator })}
+}
+
+func groupPath(group string) string { return "/v1/groups/" + url.PathEscape(group) }
+
+// Heartbeat sends a member's heartbeat (join, renew, report, leave).
+func (c *Client) Heartbeat(ctx context.Context, group string, req HeartbeatRequest) (*HeartbeatResponse, error) {
+	var out HeartbeatResponse
+	err := c.jc.Do(ctx, http.MethodPost, groupPath(group)+"/heartbeat", req, &out)
+	return &out, err
+}
+
+// Commit commits offsets, all or nothing.
+func (c *Client) Commit(ctx context.Context, group string, req CommitRequest) error {
+	return c.jc.Do(ctx, http.MethodPost, groupPath(group)+"/offsets", req, nil)
+}
+
+// Offsets returns a group's committed offsets, of one topic or ("") all.
+func (c *Client) Offsets(ctx context.Context, group, topic string) ([]Committed, error) {
+	var out OffsetsResponse
+	p := groupPath(group) + "/offsets"
+	if topic != "" {
+		p += "?topic=" + url.QueryEscape(topic)
+	}
+	err := c.jc.Do(ctx, http.MethodGet, p, nil, &out)
+	return out.Offsets, err
+}
+
+// List lists the groups.
+func (c *Client) List(ctx context.Context) ([]Listing, error) {
+	var out ListResponse
+	err := c.jc.Do(ctx, http.MethodGet, "/v1/groups", nil, &out)
+	return out.Groups, err
+}
+
+// Describe describes a group with its members and per-partition lag.
+func (c *Client) Describe(ctx context.Context, group string) (*Description, error) {
+	var out Description
+	err := c.jc.Do(ctx, http.MethodGet, groupPath(group), nil, &out)
+	return &out, err
+}
+
+// ResetOffsets moves the committed offsets of a group without members.
+func (c *Client) ResetOffsets(ctx context.Context, group string, req ResetRequest) ([]Committed, error) {
+	var out ResetResponse
+	err := c.jc.Do(ctx, http.MethodPost, groupPath(group)+"/reset-offsets", req, &out)
+	return out.Offsets, err
+}
+
+// Delete deletes a group without members and its offsets.
+func (c *Client) Delete(ctx context.Context, group string) error {
+	return c.jc.Do(ctx, http.MethodDelete, groupPath(group), nil, nil)
+}

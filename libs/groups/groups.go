@@ -1,0 +1,280 @@
+// Package groups is the contract of the offsets service: consumer groups,
+// their members' heartbeats and assignments, and committed offsets. It holds
+// the JSON wire types of the offsets HTTP API and its Client.
+//
+// The group protocol follows Kafka's KIP-848 (server-side assignment):
+//
+//   - A member joins by heartbeating with MemberEpoch 0 and no MemberID; the
+//     coordinator answers with the member's id, its epoch and its assignment.
+//   - Every heartbeat carries the member's subscription and the partitions it
+//     owns right now; every answer carries the full assignment the member
+//     should own now. A partition missing from the answer that the member
+//     owns must be revoked: the member stops reading it, commits its position
+//     and heartbeats again at once without it. A partition moves to another
+//     member only after its old owner reported it released, or the old owner's
+//     session expired, or it failed to revoke within the rebalance timeout.
+//   - The member epoch grows each time the coordinator changes the member's
+//     assignment. An owned list is believed only in a heartbeat carrying the
+//     current epoch (the member has seen its latest assignment), so a delayed
+//     old heartbeat cannot release a partition the member is still reading.
+//   - Heartbeating with MemberEpoch -1 leaves the group; the member's
+//     partitions are free at once (it must have committed first).
+//   - UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH means the member is out: it
+//     must drop every partition without committing and join again.
+//
+// Commits name the member and its epoch and are accepted only for partitions
+// the member holds (assigned or being revoked), so a zombie member — one whose
+// session expired — cannot move the group's position (UNKNOWN_MEMBER_ID), nor
+// can a member commit a partition it no longer owns (STALE_MEMBER_EPOCH). A
+// commit without a member id is accepted only while the group has no members
+// (tools and manually assigned consumers).
+package groups
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// Assignor names.
+const (
+	AssignorRange      = "range"
+	AssignorRoundRobin = "roundrobin"
+	AssignorSticky     = "sticky"
+	// DefaultAssignor is used when a member names none.
+	DefaultAssignor = AssignorSticky
+)
+
+// Member epochs with a special meaning in a heartbeat.
+const (
+	JoinEpoch  int32 = 0
+	LeaveEpoch int32 = -1
+)
+
+// Group states reported by List and Describe.
+const (
+	// StateEmpty: no members (committed offsets may exist).
+	StateEmpty = "empty"
+	// StateReconciling: some member does not own its target assignment yet.
+	StateReconciling = "reconciling"
+	// StateStable: every member owns exactly its target assignment.
+	StateStable = "stable"
+)
+
+// TopicPartitions names partitions of one topic.
+type TopicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// HeartbeatRequest is the body of POST /v1/groups/{group}/heartbeat.
+type HeartbeatRequest struct {
+	// MemberID is empty to join; the coordinator assigns it.
+	MemberID string `json:"member_id,omitempty"`
+	// MemberEpoch is JoinEpoch to join, LeaveEpoch to leave, otherwise the
+	// last epoch the coordinator answered.
+	MemberEpoch int32  `json:"member_epoch"`
+	ClientID    string `json:"client_id,omitempty"`
+	// Topics is the subscription, sent in full on every heartbeat.
+	Topics []string `json:"topics,omitempty"`
+	// Assignor is the member's preferred assignor (range, roundrobin,
+	// sticky); the group uses the one most members name.
+	Assignor string `json:"assignor,omitempty"`
+	// SessionTimeoutMs and RebalanceTimeoutMs apply to this member; 0 takes
+	// the coordinator's defaults.
+	SessionTimeoutMs   int32 `json:"session_timeout_ms,omitempty"`
+	RebalanceTimeoutMs int32 `json:"rebalance_timeout_ms,omitempty"`
+	// Owned is every partition the member owns now.
+	Owned []TopicPartitions `json:"owned"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	MemberID    string `json:"member_id"`
+	MemberEpoch int32  `json:"member_epoch"`
+	// HeartbeatIntervalMs is how often the member should heartbeat.
+	HeartbeatIntervalMs int32 `json:"heartbeat_interval_ms"`
+	// Assignment is the full set the member should own now.
+	Assignment []TopicPartitions `json:"assignment"`
+}
+
+// Offset is one partition's position in a commit.
+type Offset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Offset is the next offset to read (the last processed + 1).
+	Offset   int64  `json:"offset"`
+	Metadata string `json:"metadata,omitempty"`
+}
+
+// CommitRequest is the body of POST /v1/groups/{group}/offsets. It is applied
+// all or nothing.
+type CommitRequest struct {
+	MemberID    string   `json:"member_id,omitempty"`
+	MemberEpoch int32    `json:"member_epoch,omitempty"`
+	Offsets     []Offset `json:"offsets"`
+}
+
+// Committed is a committed offset as stored.
+type Committed struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Metadata  string `json:"metadata,omitempty"`
+	// CommitTimeMs is the commit's wall-clock time in Unix milliseconds.
+	CommitTimeMs int64 `json:"commit_time_ms"`
+}
+
+// OffsetsResponse answers GET /v1/groups/{group}/offsets.
+type OffsetsResponse struct {
+	Group   string      `json:"group"`
+	Offsets []Committed `json:"offsets"`
+}
+
+// Listing is one group in GET /v1/groups.
+type Listing struct {
+	Group   string `json:"group"`
+	State   string `json:"state"`
+	Members int    `json:"members"`
+}
+
+// ListResponse answers GET /v1/groups.
+type ListResponse struct {
+	Groups []Listing `json:"groups"`
+}
+
+// MemberDescription describes one member.
+type MemberDescription struct {
+	MemberID    string            `json:"member_id"`
+	ClientID    string            `json:"client_id,omitempty"`
+	MemberEpoch int32             `json:"member_epoch"`
+	Topics      []string          `json:"topics"`
+	Assignment  []TopicPartitions `json:"assignment"`
+	// Revoking lists partitions the member was asked to release and has not yet.
+	Revoking []TopicPartitions `json:"revoking,omitempty"`
+}
+
+// PartitionLag describes one partition of a group.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Owner is the member holding the partition ("" when none).
+	Owner string `json:"owner,omitempty"`
+	// Committed is the committed offset, -1 when the group committed none.
+	Committed int64 `json:"committed"`
+	// LogStart and LogEnd are the partition's log start offset and high
+	// watermark (-1 when the leader could not be asked; Error says why).
+	LogStart int64 `json:"log_start"`
+	LogEnd   int64 `json:"log_end"`
+	// Lag is the number of records the group has yet to read: LogEnd minus
+	// the committed offset, or minus LogStart when retention has deleted
+	// records past the commit (they can no longer be read) or nothing was
+	// committed. -1 when unknown.
+	Lag   int64  `json:"lag"`
+	Error string `json:"error,omitempty"`
+}
+
+// Description answers GET /v1/groups/{group}.
+type Description struct {
+	Group      string              `json:"group"`
+	State      string              `json:"state"`
+	GroupEpoch int32               `json:"group_epoch"`
+	Assignor   string              `json:"assignor,omitempty"`
+	Members    []MemberDescription `json:"members"`
+	Partitions []PartitionLag      `json:"partitions"`
+	// TotalLag sums the known lags.
+	TotalLag int64 `json:"total_lag"`
+}
+
+// Reset targets.
+const (
+	ResetEarliest  = "earliest"
+	ResetLatest    = "latest"
+	ResetTimestamp = "timestamp"
+	ResetOffset    = "offset"
+)
+
+// ResetRequest is the body of POST /v1/groups/{group}/reset-offsets. The group
+// must have no members.
+type ResetRequest struct {
+	Topic string `json:"topic"`
+	// Partitions to reset; empty means every partition of the topic.
+	Partitions []int32 `json:"partitions,omitempty"`
+	// To is earliest, latest, timestamp (the first offset whose record
+	// timestamp is at or after TimestampMs; the end when none) or offset.
+	To          string `json:"to"`
+	TimestampMs int64  `json:"timestamp_ms,omitempty"`
+	Offset      int64  `json:"offset,omitempty"`
+	// DryRun computes the offsets without committing them.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// ResetResponse lists the new offsets.
+type ResetResponse struct {
+	Offsets []Committed `json:"offsets"`
+}
+
+var groupIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// MaxGroupIDLen bounds a group id.
+const MaxGroupIDLen = 249
+
+// ValidateGroupID checks a group id: 1 to 249 characters of [a-zA-Z0-9._-].
+func ValidateGroupID(id string) error {
+	if id == "" || len(id) > MaxGroupIDLen || !groupIDPattern.MatchString(id) {
+		return fmt.Errorf("group id %q must be 1 to %d characters of [a-zA-Z0-9._-]", id, MaxGroupIDLen)
+	}
+	return nil
+}
+
+// TP is one topic partition.
+type TP struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+func (p TP) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.Partition) }
+
+// Less orders by topic, then partition.
+func (p TP) Less(q TP) bool {
+	if p.Topic != q.Topic {
+		return p.Topic < q.Topic
+	}
+	return p.Partition < q.Partition
+}
+
+// Flatten turns TopicPartitions into sorted, deduplicated TPs.
+func Flatten(tps []TopicPartitions) []TP {
+	var out []TP
+	for _, t := range tps {
+		for _, p := range t.Partitions {
+			out = append(out, TP{t.Topic, p})
+		}
+	}
+	return SortTPs(out)
+}
+
+// SortTPs sorts tps in place, drops duplicates and returns the result.
+func SortTPs(tps []TP) []TP {
+	sort.Slice(tps, func(i, j int) bool { return tps[i].Less(tps[j]) })
+	out := tps[:0]
+	for i, p := range tps {
+		if i == 0 || p != tps[i-1] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Group turns sorted TPs into TopicPartitions, one entry per topic.
+func Group(tps []TP) []TopicPartitions {
+	out := []TopicPartitions{}
+	for _, p := range tps {
+		if n := len(out); n > 0 && out[n-1].Topic == p.Topic {
+			out[n-1].Partitions = append(out[n-1].Partitions, p.Partition)
+			continue
+		}
+		out = append(out, TopicPartitions{Topic: p.Topic, Partitions: []int32{p.Partition}})
+	}
+	return out
+}

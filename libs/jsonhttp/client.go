@@ -1,0 +1,146 @@
+// Package jsonhttp is the JSON-over-HTTP client shared by the SDK's clients of
+// the metadata and offsets services: a list of replicas tried in turn, the one
+// that last answered remembered, and error bodies turned into wire errors.
+package jsonhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// ErrorBody is the JSON body of every error answer of Sluice's HTTP APIs.
+type ErrorBody struct {
+	ErrorCode int16  `json:"error_code"`
+	Error     string `json:"error"`
+}
+
+// ErrNoAddress is returned by a client built with no address.
+var ErrNoAddress = errors.New("no service address configured")
+
+// maxResponse caps an answer's body.
+const maxResponse = 64 << 20
+
+// Client sends JSON requests to one of several replicas of a service. It is
+// safe for concurrent use.
+type Client struct {
+	name    string   // service name, for error messages
+	addrs   []string // base URLs
+	http    *http.Client
+	retryOn func(protocol.Code) bool
+
+	mu   sync.Mutex
+	next int // index of the address to try first; guarded by mu
+}
+
+// New returns a client of the named service at the given base URLs
+// ("http://host:port" or "host:port"). A request is tried on the next address
+// after a transport error or an answer whose code retryElsewhere accepts (the
+// "not the leader and could not forward" codes).
+func New(name string, addrs []string, retryElsewhere func(protocol.Code) bool) *Client {
+	norm := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		a = strings.TrimRight(strings.TrimSpace(a), "/")
+		if a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		norm = append(norm, a)
+	}
+	return &Client{name: name, addrs: norm, retryOn: retryElsewhere,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+}
+
+// Addrs returns the normalized base URLs.
+func (c *Client) Addrs() []string { return c.addrs }
+
+// Do sends one request (in marshalled as JSON unless nil) and decodes a 2xx
+// answer into out (unless nil). A non-2xx answer with an error body becomes a
+// *protocol.Error. It tries every address once on transport errors and
+// retry-elsewhere codes.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	if len(c.addrs) == 0 {
+		return fmt.Errorf("%s: %w", c.name, ErrNoAddress)
+	}
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	start := c.next
+	c.mu.Unlock()
+	var lastErr error
+	for i := range c.addrs {
+		idx := (start + i) % len(c.addrs)
+		err := c.once(ctx, c.addrs[idx]+path, method, body, out)
+		if err == nil {
+			c.mu.Lock()
+			c.next = idx
+			c.mu.Unlock()
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil || !c.retryElsewhere(err) {
+			return err
+		}
+	}
+	return lastErr
+}
+
+func (c *Client) retryElsewhere(err error) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return c.retryOn != nil && c.retryOn(pe.Code)
+	}
+	return true // transport error
+}
+
+func (c *Client) once(ctx context.Context, u, method string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s request %s %s: %w", c.name, method, u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
+		}
+		return fmt.Errorf("%s %s %s: HTTP %d: %s", c.name, method, u, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out == nil || len(data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
+	}
+	return nil
+}
