@@ -1,6 +1,7 @@
 // Package localcluster starts a Sluice cluster as processes on 127.0.0.1: a
 // metadata Raft group (three voters by default), N storage nodes, a frontend and
-// an offsets service, each with its own data directory and log file. `make run` (through sluice-dev) and the
+// an offsets Raft group (three replicas by default), each with its own data
+// directory and log file. `make run` (through sluice-dev) and the
 // end-to-end tests use it.
 //
 // Start brings the processes up in dependency order and waits for each one's
@@ -33,7 +34,9 @@ type Ports struct {
 	// adds 3*(i-1) to each.
 	MetadataHTTP, MetadataRaft, MetadataAdmin int
 	FrontendHTTP, FrontendAdmin               int
-	OffsetsHTTP, OffsetsAdmin                 int
+	// OffsetsHTTP, OffsetsRaft and OffsetsAdmin are offsets replica 1's
+	// ports; replica i adds 3*(i-1) to each.
+	OffsetsHTTP, OffsetsRaft, OffsetsAdmin int
 	// StorageBase is node 1's protocol port; node i uses StorageBase+i-1 and
 	// its admin listener StorageAdminBase+i-1.
 	StorageBase, StorageAdminBase int
@@ -42,28 +45,32 @@ type Ports struct {
 // DefaultPorts are the fixed ports of `make run`.
 func DefaultPorts() Ports {
 	return Ports{MetadataHTTP: 7070, MetadataRaft: 7071, MetadataAdmin: 7072, FrontendHTTP: 8080, FrontendAdmin: 8081,
-		OffsetsHTTP: 7080, OffsetsAdmin: 7081, StorageBase: 9101, StorageAdminBase: 9111}
+		OffsetsHTTP: 7080, OffsetsRaft: 7081, OffsetsAdmin: 7082, StorageBase: 9101, StorageAdminBase: 9111}
 }
 
 // FreePorts picks unused ports for a cluster with the given storage nodes and
 // up to MaxVoters metadata voters: one run of consecutive free ports, laid out
 // as DefaultPorts lays out its fixed ones.
 func FreePorts(storage int) (Ports, error) {
-	n := 3*MaxVoters + 4 + 2*storage
+	n := 3*MaxVoters + 2 + 3*MaxOffsets + 2*storage
 	for base := 20000 + (os.Getpid()%200)*150; base < 60000; base += 151 {
 		if !runFree(base, n) {
 			continue
 		}
 		m := base + 3*MaxVoters
 		return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
-			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: m + 2, OffsetsAdmin: m + 3,
-			StorageBase: m + 4, StorageAdminBase: m + 4 + storage}, nil
+			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: m + 2, OffsetsRaft: m + 3, OffsetsAdmin: m + 4,
+			StorageBase: m + 2 + 3*MaxOffsets, StorageAdminBase: m + 2 + 3*MaxOffsets + storage}, nil
 	}
 	return Ports{}, errors.New("localcluster: no free run of ports")
 }
 
-// MaxVoters bounds the metadata voters of a local cluster.
-const MaxVoters = 5
+// MaxVoters bounds the metadata voters of a local cluster, MaxOffsets its
+// offsets replicas.
+const (
+	MaxVoters  = 5
+	MaxOffsets = 3
+)
 
 func runFree(base, n int) bool {
 	for i := 0; i < n; i++ {
@@ -82,10 +89,11 @@ type Config struct {
 	DataDir string // data and logs go under it
 	Storage int    // storage nodes (default 3)
 	Voters  int    // metadata voters, 1 to MaxVoters (default 3)
+	Offsets int    // offsets replicas, 1 to MaxOffsets (default 3)
 	Ports   Ports
 	// Extra flags per process name ("metadata-1", "storage-1", "frontend",
-	// "offsets"); those under "metadata" go to every voter and those under
-	// "storage" to every storage node.
+	// "offsets-1"); those under "metadata", "storage" or "offsets" go to
+	// every process of that service.
 	Extra map[string][]string
 	// Log, when set, receives progress lines.
 	Log io.Writer
@@ -124,8 +132,11 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Voters <= 0 {
 		cfg.Voters = 3
 	}
-	if cfg.Voters > MaxVoters {
-		return nil, fmt.Errorf("localcluster: %d voters, at most %d", cfg.Voters, MaxVoters)
+	if cfg.Offsets <= 0 {
+		cfg.Offsets = 3
+	}
+	if cfg.Voters > MaxVoters || cfg.Offsets > MaxOffsets {
+		return nil, fmt.Errorf("localcluster: %d voters and %d offsets replicas, at most %d and %d", cfg.Voters, cfg.Offsets, MaxVoters, MaxOffsets)
 	}
 	if cfg.Ports == (Ports{}) {
 		cfg.Ports = DefaultPorts()
@@ -166,8 +177,17 @@ func New(cfg Config) (*Cluster, error) {
 			last.netnsIndex = i
 		}
 	}
-	c.add("offsets", "sluice-offsets", addr(p.OffsetsAdmin), "-http-addr", addr(p.OffsetsHTTP), "-admin-addr", addr(p.OffsetsAdmin),
-		"-data-dir", filepath.Join(abs, "offsets"))
+	var opeers []string
+	for i := 1; i <= cfg.Offsets; i++ {
+		h, r, _ := c.offsetsPorts(i)
+		opeers = append(opeers, fmt.Sprintf("%d=%s=%s", i, addr(r), addr(h)))
+	}
+	for i := 1; i <= cfg.Offsets; i++ {
+		h, r, a := c.offsetsPorts(i)
+		c.add(offsetsName(i), "sluice-offsets", addr(a), "-id", strconv.Itoa(i), "-http-addr", addr(h), "-raft-addr", addr(r),
+			"-admin-addr", addr(a), "-data-dir", filepath.Join(abs, offsetsName(i)), "-bootstrap", "-peers", strings.Join(opeers, ","),
+			"-metadata", metaURL)
+	}
 	c.add("frontend", "sluice-frontend", addr(p.FrontendAdmin), "-http-addr", addr(p.FrontendHTTP), "-admin-addr", addr(p.FrontendAdmin),
 		"-metadata", metaURL)
 	return c, nil
@@ -210,6 +230,24 @@ func (c *Cluster) Voters() []*Proc {
 	return out
 }
 
+// offsetsName names offsets replica i (and its data directory).
+func offsetsName(i int) string { return "offsets-" + strconv.Itoa(i) }
+
+// offsetsPorts returns offsets replica i's HTTP, Raft and admin ports.
+func (c *Cluster) offsetsPorts(i int) (int, int, int) {
+	p, d := c.cfg.Ports, 3*(i-1)
+	return p.OffsetsHTTP + d, p.OffsetsRaft + d, p.OffsetsAdmin + d
+}
+
+// OffsetsReplicas returns the offsets replicas' processes.
+func (c *Cluster) OffsetsReplicas() []*Proc {
+	var out []*Proc
+	for i := 1; i <= c.cfg.Offsets; i++ {
+		out = append(out, c.Proc(offsetsName(i)))
+	}
+	return out
+}
+
 func (c *Cluster) add(name, bin, admin string, args ...string) {
 	if group, _, ok := strings.Cut(name, "-"); ok {
 		args = append(args, c.cfg.Extra[group]...)
@@ -236,8 +274,18 @@ func (c *Cluster) MetadataURLs() []string {
 	return urls
 }
 
-// OffsetsURL is the offsets service's base URL.
-func (c *Cluster) OffsetsURL() string { return "http://" + addr(c.cfg.Ports.OffsetsHTTP) }
+// OffsetsURL is the offsets replicas' base URLs, comma-separated.
+func (c *Cluster) OffsetsURL() string { return strings.Join(c.OffsetsURLs(), ",") }
+
+// OffsetsURLs is the offsets replicas' base URLs.
+func (c *Cluster) OffsetsURLs() []string {
+	var urls []string
+	for i := 1; i <= c.cfg.Offsets; i++ {
+		h, _, _ := c.offsetsPorts(i)
+		urls = append(urls, "http://"+addr(h))
+	}
+	return urls
+}
 
 // Proc returns the named process.
 func (c *Cluster) Proc(name string) *Proc {
@@ -251,9 +299,10 @@ func (c *Cluster) Proc(name string) *Proc {
 
 // Start starts every process in order: the metadata voters together (none is
 // ready before a quorum runs), then the others one by one, waiting for each to
-// be ready.
+// be ready, except the offsets replicas, which also start together.
 func (c *Cluster) Start(ctx context.Context) error {
 	voters := c.Voters()
+	offsets := c.OffsetsReplicas()
 	for _, p := range voters {
 		if err := c.launch(p); err != nil {
 			c.Stop()
@@ -262,9 +311,21 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	for _, p := range c.Procs {
 		var err error
-		if slices.Contains(voters, p) {
+		switch {
+		case slices.Contains(voters, p):
 			err = c.WaitReady(ctx, p)
-		} else {
+		case p == offsets[0]:
+			for _, o := range offsets {
+				if err = c.launch(o); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = c.WaitReady(ctx, p)
+			}
+		case slices.Contains(offsets, p):
+			err = c.WaitReady(ctx, p)
+		default:
 			err = c.StartProc(ctx, p)
 		}
 		if err != nil {

@@ -1,5 +1,6 @@
-// Command sluice-offsets runs the offsets service: committed consumer offsets
-// per group, topic and partition, kept in bbolt.
+// Command sluice-offsets runs a replica of the offsets service: consumer
+// groups (membership, assignment) and their committed offsets, replicated by
+// Raft and kept in bbolt.
 package main
 
 import (
@@ -7,4 +8,4 @@ import (
 	"github.com/sluicemq/sluice/services/offsets/internal/app"
 )
 
-func main() { service.Main("sluice-offsets", app.Parse) }
+func main() { service.Main(app.Name, app.Parse) }

@@ -1,5 +1,7 @@
-// Package app wires the offsets service: configuration from flags, the bbolt
-// store and the HTTP API, as one fx application.
+// Package app wires the offsets service: configuration from flags, the
+// replicated state (a Raft group whose FSM keeps groups and committed offsets
+// in bbolt), the metadata watch, the group coordinator and the HTTP API, as
+// one fx application.
 package app
 
 import (
@@ -8,67 +10,213 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/offsets/internal/api"
-	"github.com/sluicemq/sluice/services/offsets/internal/store"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/topics"
 )
+
+// Name is the binary's and the service's name.
+const Name = "sluice-offsets"
 
 // Config is the offsets service's configuration.
 type Config struct {
 	Common   service.Common
-	ID       string
-	HTTPAddr string
-	DataDir  string
+	Raft     raftgroup.Config
+	API      api.Config
+	Groups   coordinator.Settings
+	Metadata []string
 }
 
-// Parse reads flags and SLUICE_* variables and returns the fx options.
-func Parse(args []string) ([]fx.Option, error) {
-	var c Config
-	fs := service.NewFlagSet("sluice-offsets")
-	c.Common.Register(fs, "127.0.0.1:7081")
-	fs.String(&c.ID, "id", "1", "this replica's id (for logs)")
-	fs.String(&c.HTTPAddr, "http-addr", "127.0.0.1:7080", "listen address of the offsets API")
-	fs.String(&c.DataDir, "data-dir", "./data/offsets", "directory holding the offsets bbolt file")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+// DefaultConfig returns the flag defaults (replica 1 of the local cluster).
+func DefaultConfig() Config {
+	r := raftgroup.DefaultConfig()
+	r.Service = "offsets"
+	r.RaftAddr = "127.0.0.1:7081"
+	r.DataDir = "./data/offsets"
+	// The FSM is the bbolt file itself: no snapshot restore at start.
+	r.NoSnapshotRestoreOnStart = true
+	return Config{
+		Common:   service.Common{AdminAddr: "127.0.0.1:7082", LogLevel: "info", LogFormat: "json"},
+		Raft:     r,
+		API:      api.Config{Addr: "127.0.0.1:7080", RequestTimeout: 10 * time.Second, MaxBodyBytes: 4 << 20},
+		Groups:   coordinator.DefaultSettings(),
+		Metadata: []string{"http://127.0.0.1:7070", "http://127.0.0.1:7073", "http://127.0.0.1:7076"},
 	}
+}
+
+// Validate checks every component.
+func (c Config) Validate() error {
 	if err := c.Common.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := service.ValidateAddr("http-addr", c.HTTPAddr); err != nil {
-		return nil, err
+	if err := service.ValidateAddr("http-addr", c.API.Addr); err != nil {
+		return err
 	}
-	if c.DataDir == "" {
-		return nil, fmt.Errorf("flag -data-dir: empty")
+	if c.API.RequestTimeout <= 0 {
+		return fmt.Errorf("flag -request-timeout: %v must be positive", c.API.RequestTimeout)
 	}
-	return []fx.Option{fx.Supply(c, c.Common, service.Identity{Service: "offsets", NodeID: c.ID}), Module()}, nil
+	if len(c.Metadata) == 0 {
+		return fmt.Errorf("flag -metadata: at least one metadata address is needed")
+	}
+	if err := c.Raft.Validate(); err != nil {
+		return err
+	}
+	return c.Groups.Validate()
 }
 
-// Module provides the store and the API server.
-func Module() fx.Option {
-	return fx.Module("offsets",
-		fx.Provide(newStore, newServer),
-		fx.Invoke(func(*api.Server) {}),
-	)
+// ParseConfig reads flags and SLUICE_* variables into a validated Config.
+func ParseConfig(args []string) (Config, error) {
+	c := DefaultConfig()
+	fs := service.NewFlagSet(Name)
+	var peers, meta string
+	c.Common.Register(fs, c.Common.AdminAddr)
+	fs.String(&c.Raft.ID, "id", c.Raft.ID, "this replica's raft server id")
+	fs.String(&c.API.Addr, "http-addr", c.API.Addr, "listen address of the offsets API")
+	fs.String(&c.Raft.RaftAddr, "raft-addr", c.Raft.RaftAddr, "listen address of the raft transport")
+	fs.String(&c.Raft.DataDir, "data-dir", c.Raft.DataDir, "directory of the state file (groups and offsets), the raft log and snapshots")
+	fs.Bool(&c.Raft.Bootstrap, "bootstrap", false, "bootstrap the raft group when there is no existing state")
+	fs.String(&peers, "peers", "", "replicas as id=raftaddr=httpaddr,... (this one included); empty: a single replica")
+	fs.String(&meta, "metadata", strings.Join(c.Metadata, ","), "metadata service addresses, comma-separated")
+	fs.Duration(&c.Groups.SessionTimeout, "session-timeout", c.Groups.SessionTimeout, "default member session timeout")
+	fs.Duration(&c.Groups.RebalanceTimeout, "rebalance-timeout", c.Groups.RebalanceTimeout, "default time a member may take to release revoked partitions")
+	fs.Duration(&c.Groups.HeartbeatInterval, "heartbeat-interval", c.Groups.HeartbeatInterval, "interval members are told to heartbeat at")
+	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
+	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	p, err := raftgroup.ParsePeers(peers)
+	if err != nil {
+		return c, err
+	}
+	c.Raft.Peers = p
+	c.Raft.HTTPAddr = c.API.Addr
+	c.Metadata = nil
+	for _, a := range strings.Split(meta, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.Metadata = append(c.Metadata, a)
+		}
+	}
+	return c, c.Validate()
 }
 
-func newStore(lc fx.Lifecycle, c Config) (*store.Store, error) {
-	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("flag -data-dir: %w", err)
-	}
-	st, err := store.Open(filepath.Join(c.DataDir, "offsets.db"))
+// Parse is service.Main's parse function: flags to fx options.
+func Parse(args []string) ([]fx.Option, error) {
+	c, err := ParseConfig(args)
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.StopHook(st.Close))
-	return st, nil
+	return Options(c), nil
 }
 
-func newServer(lc fx.Lifecycle, c Config, st *store.Store, log *slog.Logger) (*api.Server, error) {
-	s, err := api.New(c.HTTPAddr, st, log)
+// Options returns the service's fx options, without service.Module.
+func Options(c Config) []fx.Option {
+	return []fx.Option{
+		fx.Supply(c, c.Common, service.Identity{Service: Name, NodeID: c.Raft.ID}),
+		Module(),
+		fx.Invoke(func(*api.Server) {}),
+	}
+}
+
+// Module provides the state, the raft node, the watch, the coordinator and the API.
+func Module() fx.Option {
+	return fx.Module("offsets",
+		fx.Provide(newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
+	)
+}
+
+func newFSM(lc fx.Lifecycle, c Config, log *slog.Logger) (*fsm.FSM, error) {
+	if err := os.MkdirAll(c.Raft.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("flag -data-dir: %w", err)
+	}
+	f, err := fsm.Open(filepath.Join(c.Raft.DataDir, "state.db"), log.With("component", "fsm"))
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(f.Close))
+	return f, nil
+}
+
+type nodeParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	FSM       *fsm.FSM
+	Log       *slog.Logger
+	Metrics   prometheus.Registerer
+	Ready     *service.Readiness
+}
+
+func newNode(p nodeParams) (*raftgroup.Node, error) {
+	n, err := raftgroup.New(p.Config.Raft, p.FSM, p.Log.With("component", "raft"), raftgroup.WithReady(p.FSM.Ready))
+	if err != nil {
+		return nil, err
+	}
+	if err := n.RegisterMetrics(p.Metrics); err != nil {
+		_ = n.Stop()
+		return nil, err
+	}
+	p.Ready.Add("raft", n.Ready)
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error { return n.Start() },
+		OnStop:  func(context.Context) error { return n.Stop() },
+	})
+	return n, nil
+}
+
+func newWatcher(lc fx.Lifecycle, c Config, log *slog.Logger) *topics.Watcher {
+	w := topics.New(cluster.NewClient(c.Metadata), log.With("component", "topics"))
+	lc.Append(fx.StartStopHook(w.Start, w.Stop))
+	return w
+}
+
+func newCoordinator(lc fx.Lifecycle, c Config, f *fsm.FSM, n *raftgroup.Node, w *topics.Watcher, log *slog.Logger) *coordinator.Coordinator {
+	co := coordinator.New(f, n, w, c.Groups, log.With("component", "coordinator"))
+	n.OnLeadership(co.OnLeadership)
+	lc.Append(fx.StartStopHook(co.Start, co.Stop))
+	return co
+}
+
+// logOffsets looks up log offsets at partition leaders for lag and resets.
+type logOffsets struct {
+	meta *client.Metadata
+	pool *storageclient.Pool
+	w    *topics.Watcher
+}
+
+func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher) api.LogOffsets {
+	lo := &logOffsets{meta: client.NewMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPool("sluice-offsets"), w: w}
+	lc.Append(fx.StopHook(lo.pool.Close))
+	return lo
+}
+
+func (l *logOffsets) ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
+	return client.ListOffset(ctx, l.meta, l.pool, topic, partition, ts)
+}
+
+func (l *logOffsets) Topic(name string) (int32, bool) {
+	counts, ok := l.w.Partitions()
+	if !ok {
+		return 0, false
+	}
+	n, ok := counts[name]
+	return n, ok
+}
+
+func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, f *fsm.FSM, ends api.LogOffsets, log *slog.Logger) (*api.Server, error) {
+	s, err := api.New(c.API, n, co, f, ends, log.With("component", "api"))
 	if err != nil {
 		return nil, err
 	}

@@ -12,20 +12,28 @@ import (
 )
 
 func TestParseRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-http-addr", "nonsense"},
-		{"-log-level", "loud"},
-		{"-data-dir", ""},
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-http-addr", "nonsense"}, "http-addr"},
+		{[]string{"-raft-addr", "nonsense"}, "raft-addr"},
+		{[]string{"-log-level", "loud"}, "log-level"},
+		{[]string{"-metadata", " , "}, "metadata"},
+		{[]string{"-session-timeout", "10h"}, "session-timeout"},
+		{[]string{"-heartbeat-interval", "0s"}, "heartbeat-interval"},
+		{[]string{"-peers", "1=x"}, "peers"},
 	} {
-		_, err := Parse(args)
-		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
-			t.Errorf("%v: err = %v, want one naming the flag", args, err)
+		_, err := Parse(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: err = %v, want one naming -%s", tc.args, err, tc.flag)
 		}
 	}
 }
 
 func TestWiringStartsAndStops(t *testing.T) {
-	opts, err := Parse([]string{"-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-data-dir", filepath.Join(t.TempDir(), "o")})
+	opts, err := Parse([]string{"-http-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+		"-data-dir", filepath.Join(t.TempDir(), "o"), "-bootstrap", "-metadata", "127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,36 @@
+package groups
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestValidateGroupID(t *testing.T) {
+	for _, ok := range []string{"g", "orders.v2", "a_b-C9", strings.Repeat("x", MaxGroupIDLen)} {
+		if err := ValidateGroupID(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "a/b", "ü", strings.Repeat("x", MaxGroupIDLen+1)} {
+		if err := ValidateGroupID(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestFlattenAndGroupRoundTrip(t *testing.T) {
+	in := []TopicPartitions{{Topic: "b", Partitions: []int32{2, 0, 2}}, {Topic: "a", Partitions: []int32{1}}, {Topic: "b", Partitions: []int32{1}}}
+	flat := Flatten(in)
+	want := []TP{{"a", 1}, {"b", 0}, {"b", 1}, {"b", 2}}
+	if !slices.Equal(flat, want) {
+		t.Fatalf("Flatten = %v, want %v (sorted, deduplicated)", flat, want)
+	}
+	grouped := Group(flat)
+	if len(grouped) != 2 || grouped[0].Topic != "a" || !slices.Equal(grouped[1].Partitions, []int32{0, 1, 2}) {
+		t.Fatalf("Group = %+v", grouped)
+	}
+	if g := Group(nil); g == nil || len(g) != 0 {
+		t.Fatalf("Group(nil) = %#v, want an empty non-nil slice (JSON [])", g)
+	}
+}

@@ -1,0 +1,61 @@
+package jsonhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func server(t *testing.T, status int, body string, hits *atomic.Int32) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(status)
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestDoFailsOverAndRemembersTheAnsweringReplica(t *testing.T) {
+	var down, notLeader, leader atomic.Int32
+	dead := server(t, 200, "", &down)
+	dead.Close() // connection refused
+	nl := server(t, 503, `{"error_code":16,"error":"not the coordinator"}`, &notLeader)
+	ok := server(t, 200, `{"v":7}`, &leader)
+	c := New("offsets", []string{dead.URL, nl.URL, " " + ok.Listener.Addr().String() + "/ "}, func(code protocol.Code) bool { return code == protocol.NotCoordinator })
+	var out struct{ V int }
+	if err := c.Do(context.Background(), http.MethodGet, "/x", nil, &out); err != nil || out.V != 7 {
+		t.Fatalf("Do = %v, %+v", err, out)
+	}
+	if notLeader.Load() != 1 || leader.Load() != 1 {
+		t.Fatalf("hits: not-leader %d, leader %d", notLeader.Load(), leader.Load())
+	}
+	// The next request goes straight to the replica that answered.
+	if err := c.Do(context.Background(), http.MethodGet, "/x", nil, &out); err != nil || notLeader.Load() != 1 || leader.Load() != 2 {
+		t.Fatalf("second Do: %v, hits %d/%d", err, notLeader.Load(), leader.Load())
+	}
+}
+
+func TestDoReturnsWireErrorsWithoutRetrying(t *testing.T) {
+	var a, b atomic.Int32
+	first := server(t, 409, `{"error_code":25,"error":"member gone"}`, &a)
+	second := server(t, 200, `{}`, &b)
+	c := New("offsets", []string{first.URL, second.URL}, func(code protocol.Code) bool { return code == protocol.NotCoordinator })
+	err := c.Do(context.Background(), http.MethodPost, "/x", map[string]int{"a": 1}, nil)
+	if !errors.Is(err, &protocol.Error{Code: protocol.UnknownMemberID}) || b.Load() != 0 {
+		t.Fatalf("err = %v, second replica hits %d; want UNKNOWN_MEMBER_ID from the first only", err, b.Load())
+	}
+	plain := server(t, 500, "boom", &a)
+	c = New("x", []string{plain.URL}, nil)
+	if err := c.Do(context.Background(), http.MethodGet, "/", nil, nil); err == nil || protocol.CodeOf(err) != protocol.UnknownServerError {
+		t.Fatalf("non-JSON error answer: %v", err)
+	}
+	if err := New("x", nil, nil).Do(context.Background(), http.MethodGet, "/", nil, nil); !errors.Is(err, ErrNoAddress) {
+		t.Fatalf("no address: %v", err)
+	}
+}

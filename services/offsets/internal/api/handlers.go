@@ -1,0 +1,157 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func (s *Server) heartbeat(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	var req groups.HeartbeatRequest
+	if err := decode(ctx, &req); err != nil {
+		return err
+	}
+	resp, err := s.coord.Heartbeat(c, group, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, http.StatusOK, resp)
+	return nil
+}
+
+func (s *Server) commit(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	var req groups.CommitRequest
+	if err := decode(ctx, &req); err != nil {
+		return err
+	}
+	if err := s.coord.Commit(c, group, req); err != nil {
+		return err
+	}
+	writeJSON(ctx, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) offsets(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	if err := s.node.Linearize(c); err != nil {
+		return protocol.NotCoordinator.Err("%v", err)
+	}
+	offs, err := s.fsm.Offsets(group, string(ctx.QueryArgs().Peek("topic")))
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, http.StatusOK, groups.OffsetsResponse{Group: group, Offsets: offs})
+	return nil
+}
+
+func (s *Server) list(c context.Context, ctx *fasthttp.RequestCtx) error {
+	if err := s.node.Linearize(c); err != nil {
+		return protocol.NotCoordinator.Err("%v", err)
+	}
+	out := groups.ListResponse{Groups: []groups.Listing{}}
+	for _, name := range s.fsm.GroupNames() {
+		l := groups.Listing{Group: name, State: groups.StateEmpty}
+		if g, ok := s.fsm.Group(name); ok {
+			l.State, l.Members = g.State(), len(g.Members)
+		}
+		out.Groups = append(out.Groups, l)
+	}
+	writeJSON(ctx, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) delete(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	if err := s.coord.Delete(c, group); err != nil {
+		return err
+	}
+	writeJSON(ctx, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) reset(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	var req groups.ResetRequest
+	if err := decode(ctx, &req); err != nil {
+		return err
+	}
+	if g, ok := s.fsm.Group(group); ok && len(g.Members) > 0 {
+		return protocol.NonEmptyGroup.Err("group %s has %d active members; stop them before resetting its offsets", group, len(g.Members))
+	}
+	offs, err := s.resetTargets(c, req)
+	if err != nil {
+		return err
+	}
+	if !req.DryRun {
+		if err := s.coord.Reset(c, group, offs); err != nil {
+			return err
+		}
+	}
+	out := groups.ResetResponse{Offsets: make([]groups.Committed, 0, len(offs))}
+	for _, o := range offs {
+		out.Offsets = append(out.Offsets, groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+	}
+	writeJSON(ctx, http.StatusOK, out)
+	return nil
+}
+
+// resetTargets computes the new offset of each partition a reset names.
+func (s *Server) resetTargets(c context.Context, req groups.ResetRequest) ([]groups.Offset, error) {
+	n, ok := s.ends.Topic(req.Topic)
+	if !ok {
+		return nil, protocol.UnknownTopicOrPartition.Err("no topic %q", req.Topic)
+	}
+	parts := req.Partitions
+	if len(parts) == 0 {
+		for p := int32(0); p < n; p++ {
+			parts = append(parts, p)
+		}
+	}
+	var out []groups.Offset
+	for _, p := range parts {
+		if p < 0 || p >= n {
+			return nil, protocol.UnknownTopicOrPartition.Err("topic %q has no partition %d", req.Topic, p)
+		}
+		off, err := s.resetTarget(c, req, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, groups.Offset{Topic: req.Topic, Partition: p, Offset: off})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
+}
+
+func (s *Server) resetTarget(c context.Context, req groups.ResetRequest, p int32) (int64, error) {
+	switch req.To {
+	case groups.ResetEarliest:
+		return s.ends.ListOffset(c, req.Topic, p, protocol.TimestampEarliest)
+	case groups.ResetLatest:
+		return s.ends.ListOffset(c, req.Topic, p, protocol.TimestampLatest)
+	case groups.ResetTimestamp:
+		if req.TimestampMs < 0 {
+			return 0, protocol.InvalidRequest.Err("timestamp_ms %d is negative", req.TimestampMs)
+		}
+		off, err := s.ends.ListOffset(c, req.Topic, p, req.TimestampMs)
+		if err == nil && off < 0 { // no record at or after it: the end
+			off, err = s.ends.ListOffset(c, req.Topic, p, protocol.TimestampLatest)
+		}
+		return off, err
+	case groups.ResetOffset:
+		if req.Offset < 0 {
+			return 0, protocol.InvalidRequest.Err("offset %d is negative", req.Offset)
+		}
+		start, err := s.ends.ListOffset(c, req.Topic, p, protocol.TimestampEarliest)
+		if err != nil {
+			return 0, err
+		}
+		end, err := s.ends.ListOffset(c, req.Topic, p, protocol.TimestampLatest)
+		if err != nil {
+			return 0, err
+		}
+		return min(max(req.Offset, start), end), nil // as Kafka's tool: clamp into the log's range
+	}
+	return 0, protocol.InvalidRequest.Err("reset target %q: want earliest, latest, timestamp or offset", req.To)
+}

@@ -1,0 +1,233 @@
+// Package api is the offsets service's HTTP API (fasthttp, JSON), the
+// contract of package libs/groups:
+//
+//	GET    /v1/groups                          list groups
+//	GET    /v1/groups/{group}                  describe: members, assignment, offsets and lag
+//	DELETE /v1/groups/{group}                  delete a group without members
+//	POST   /v1/groups/{group}/heartbeat        member heartbeat (join, renew, leave)
+//	POST   /v1/groups/{group}/offsets          commit, fenced by member
+//	GET    /v1/groups/{group}/offsets[?topic=] committed offsets
+//	POST   /v1/groups/{group}/reset-offsets    reset a group without members
+//
+// Every route runs on the Raft leader, where the coordinator lives; any other
+// replica relays the request to the leader (once: a relayed request reaching a
+// non-leader answers NOT_COORDINATOR so clients try another replica). Errors
+// are JSON {"error_code":N,"error":"reason"} with the codes of libs/protocol.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// Node is what the API needs of the Raft node.
+type Node interface {
+	ID() string
+	// Forward relays a request to the leader and returns its answer.
+	Forward(ctx context.Context, method, pathQuery string, body []byte) (int, string, []byte, error)
+	// Linearize confirms leadership and waits for every committed entry.
+	Linearize(ctx context.Context) error
+}
+
+// LogOffsets looks up a partition's log start offset, high watermark and the
+// first offset at or after a timestamp (-1 when none).
+type LogOffsets interface {
+	ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
+	// Topic returns a topic's partition count from the latest metadata.
+	Topic(name string) (int32, bool)
+}
+
+// Config configures the API.
+type Config struct {
+	Addr string
+	// RequestTimeout bounds one request's work, relaying included.
+	RequestTimeout time.Duration
+	MaxBodyBytes   int
+}
+
+// Server serves the API.
+type Server struct {
+	cfg   Config
+	node  Node
+	coord *coordinator.Coordinator
+	fsm   *fsm.FSM
+	ends  LogOffsets
+	log   *slog.Logger
+	http  *service.HTTPServer
+
+	base   context.Context // cancelled by Stop
+	cancel context.CancelFunc
+}
+
+// New listens on cfg.Addr.
+func New(cfg Config, node Node, coord *coordinator.Coordinator, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, node: node, coord: coord, fsm: f, ends: ends, log: log}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	var err error
+	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: cfg.MaxBodyBytes,
+		Name: "sluice-offsets", NoDefaultServerHeader: true, ErrorHandler: s.protocolError}, log)
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr returns the listen address.
+func (s *Server) Addr() string { return s.http.Addr() }
+
+// Start serves in a goroutine that Stop waits for.
+func (s *Server) Start() { s.http.Start() }
+
+// Stop cancels requests in progress and shuts the server down.
+func (s *Server) Stop(ctx context.Context) error {
+	s.cancel()
+	return s.http.Stop(ctx)
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := strings.Trim(string(ctx.Path()), "/")
+	parts := strings.Split(path, "/")
+	method := string(ctx.Method())
+	if len(parts) < 2 || parts[0] != "v1" || parts[1] != "groups" || len(parts) > 4 {
+		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
+		return
+	}
+	var h func(context.Context, *fasthttp.RequestCtx) error
+	switch {
+	case len(parts) == 2 && method == http.MethodGet:
+		h = s.list
+	case len(parts) == 3 && method == http.MethodGet:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.describe(c, ctx, parts[2]) }
+	case len(parts) == 3 && method == http.MethodDelete:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.delete(c, ctx, parts[2]) }
+	case len(parts) == 4 && parts[3] == "heartbeat" && method == http.MethodPost:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.heartbeat(c, ctx, parts[2]) }
+	case len(parts) == 4 && parts[3] == "offsets" && method == http.MethodPost:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.commit(c, ctx, parts[2]) }
+	case len(parts) == 4 && parts[3] == "offsets" && method == http.MethodGet:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.offsets(c, ctx, parts[2]) }
+	case len(parts) == 4 && parts[3] == "reset-offsets" && method == http.MethodPost:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.reset(c, ctx, parts[2]) }
+	default:
+		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
+		return
+	}
+	if len(parts) > 2 {
+		if err := groups.ValidateGroupID(parts[2]); err != nil {
+			writeErr(ctx, http.StatusBadRequest, protocol.InvalidGroupID, err.Error())
+			return
+		}
+	}
+	rctx, cancel := context.WithTimeout(s.base, s.cfg.RequestTimeout)
+	defer cancel()
+	if !s.coord.Ready() {
+		s.relay(rctx, ctx)
+		return
+	}
+	if err := h(rctx, ctx); err != nil {
+		if errors.Is(err, coordinator.ErrNotLeader) {
+			s.relay(rctx, ctx) // lost leadership meanwhile
+			return
+		}
+		s.fail(ctx, err)
+	}
+}
+
+// relay forwards the request to the leader unless it was already relayed.
+func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
+	if by := ctx.Request.Header.Peek(raftgroup.ForwardedHeader); len(by) > 0 {
+		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator (request relayed by replica %s)", s.node.ID(), by))
+		return
+	}
+	var body []byte
+	if b := ctx.PostBody(); len(b) > 0 {
+		body = append([]byte(nil), b...)
+	}
+	status, ctype, out, err := s.node.Forward(rctx, string(ctx.Method()), string(ctx.RequestURI()), body)
+	if err != nil {
+		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator and could not relay: %v", s.node.ID(), err))
+		return
+	}
+	ctx.SetStatusCode(status)
+	if ctype != "" {
+		ctx.SetContentType(ctype)
+	}
+	ctx.SetBody(out)
+}
+
+func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeErr(ctx, http.StatusRequestEntityTooLarge, protocol.InvalidRequest, fmt.Sprintf("request body is too large: the limit is %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	writeErr(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
+}
+
+// fail answers err with its status and wire code.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	code := protocol.CodeOf(err)
+	status := statusOf(code)
+	if status == http.StatusInternalServerError {
+		s.log.Error("offsets request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+	}
+	writeErr(ctx, status, code, err.Error())
+}
+
+func statusOf(c protocol.Code) int {
+	switch c {
+	case protocol.InvalidRequest, protocol.InvalidGroupID, protocol.InvalidTopic:
+		return http.StatusBadRequest
+	case protocol.GroupIDNotFound, protocol.UnknownTopicOrPartition:
+		return http.StatusNotFound
+	case protocol.UnknownMemberID, protocol.FencedMemberEpoch, protocol.StaleMemberEpoch, protocol.NonEmptyGroup, protocol.InvalidUpdateVersion:
+		return http.StatusConflict
+	case protocol.NotCoordinator:
+		return http.StatusServiceUnavailable
+	case protocol.RequestTimedOut:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// decode parses a JSON body into v.
+func decode(ctx *fasthttp.RequestCtx, v any) error {
+	body := ctx.PostBody()
+	if len(body) == 0 {
+		return protocol.InvalidRequest.Err("empty request body; want JSON")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return protocol.InvalidRequest.Err("request body is not valid JSON for this route: %v", err)
+	}
+	return nil
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error_code":-1,"error":"encoding the answer failed"}`)
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func writeErr(ctx *fasthttp.RequestCtx, status int, code protocol.Code, msg string) {
+	writeJSON(ctx, status, cluster.ErrorBody{ErrorCode: int16(code), Error: msg})
+}

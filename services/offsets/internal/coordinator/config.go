@@ -1,0 +1,55 @@
+package coordinator
+
+import (
+	"fmt"
+	"time"
+)
+
+// Settings are the group protocol's timings.
+type Settings struct {
+	// SessionTimeout is a member's session timeout when it asks for none;
+	// a member asking for one must stay within [MinSessionTimeout,
+	// MaxSessionTimeout]. A member whose heartbeats stop for its session
+	// timeout is removed and its partitions move.
+	SessionTimeout, MinSessionTimeout, MaxSessionTimeout time.Duration
+	// RebalanceTimeout is how long a member may take to release partitions
+	// it was asked to revoke (when it asks for none) before it is removed.
+	RebalanceTimeout time.Duration
+	// HeartbeatInterval is the interval members are told to heartbeat at.
+	HeartbeatInterval time.Duration
+	// ExpiryCheckInterval is how often the leader looks for expired sessions
+	// and revocations.
+	ExpiryCheckInterval time.Duration
+}
+
+// DefaultSettings returns the defaults: 10s sessions (allowed 1s to 5m), 30s
+// rebalance timeout, 500ms heartbeats. The heartbeat is short because a
+// heartbeat that changes nothing costs no Raft entry, and every step of a
+// rebalance waits for one.
+func DefaultSettings() Settings {
+	return Settings{
+		SessionTimeout:      10 * time.Second,
+		MinSessionTimeout:   time.Second,
+		MaxSessionTimeout:   5 * time.Minute,
+		RebalanceTimeout:    30 * time.Second,
+		HeartbeatInterval:   500 * time.Millisecond,
+		ExpiryCheckInterval: 100 * time.Millisecond,
+	}
+}
+
+// Validate checks ranges and relations; messages name the flags.
+func (s Settings) Validate() error {
+	switch {
+	case s.MinSessionTimeout <= 0 || s.MaxSessionTimeout < s.MinSessionTimeout:
+		return fmt.Errorf("session timeout bounds [%v, %v] are not valid", s.MinSessionTimeout, s.MaxSessionTimeout)
+	case s.SessionTimeout < s.MinSessionTimeout || s.SessionTimeout > s.MaxSessionTimeout:
+		return fmt.Errorf("flag -session-timeout: %v is outside [%v, %v]", s.SessionTimeout, s.MinSessionTimeout, s.MaxSessionTimeout)
+	case s.HeartbeatInterval <= 0 || s.HeartbeatInterval*2 > s.MinSessionTimeout:
+		return fmt.Errorf("flag -heartbeat-interval: %v must be positive and at most half the minimum session timeout %v", s.HeartbeatInterval, s.MinSessionTimeout)
+	case s.RebalanceTimeout <= 0:
+		return fmt.Errorf("flag -rebalance-timeout: %v must be positive", s.RebalanceTimeout)
+	case s.ExpiryCheckInterval <= 0:
+		return fmt.Errorf("expiry check interval %v must be positive", s.ExpiryCheckInterval)
+	}
+	return nil
+}

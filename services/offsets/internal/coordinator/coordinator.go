@@ -1,0 +1,343 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// ErrNotLeader: this replica does not lead the offsets Raft group (or has
+// just become leader and is still catching up); the request belongs to the
+// leader.
+var ErrNotLeader = errors.New("this offsets replica is not the coordinator")
+
+// Raft is what the coordinator needs of this replica's Raft node.
+type Raft interface {
+	IsLeader() bool
+	// ApplyLocal proposes a command on this member, which must lead, and
+	// returns the FSM's answer once applied.
+	ApplyLocal(ctx context.Context, data []byte) (any, error)
+	// Barrier waits until every committed entry is applied.
+	Barrier(ctx context.Context) error
+}
+
+// Topics gives the cluster's partition count per topic; ok is false until
+// the first metadata snapshot arrived.
+type Topics interface {
+	Partitions() (counts map[string]int32, ok bool)
+}
+
+type memberKey struct{ group, member string }
+
+// Coordinator runs the groups on the Raft leader: it turns heartbeats into
+// membership changes (Raft entries only when something changed), tracks
+// sessions and revocation deadlines in memory, and proposes commits, resets
+// and deletions. Session clocks restart when a replica becomes leader, so
+// every member gets a full session timeout to find the new leader.
+type Coordinator struct {
+	fsm    *fsm.FSM
+	raft   Raft
+	topics Topics
+	s      Settings
+	log    *slog.Logger
+	now    func() time.Time
+
+	ready atomic.Bool // leader and caught up (a barrier passed since it became leader)
+
+	mu          sync.Mutex             // guards the fields below
+	locks       map[string]*sync.Mutex // per group: one membership change at a time
+	seen        map[memberKey]time.Time
+	revokeSince map[memberKey]time.Time
+	term        uint64 // leadership changes seen, so a stale barrier cannot set ready
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a coordinator; Start runs its expiry loop.
+func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coordinator {
+	return &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
+		locks: map[string]*sync.Mutex{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
+		stop: make(chan struct{})}
+}
+
+// Start starts the expiry loop; Stop ends it.
+func (c *Coordinator) Start() {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(c.s.ExpiryCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+				c.expire()
+			}
+		}
+	}()
+}
+
+// Stop stops the expiry loop and any leadership catch-up and waits for them.
+func (c *Coordinator) Stop() {
+	close(c.stop)
+	c.wg.Wait()
+}
+
+// OnLeadership is the Raft node's leadership callback. On gaining leadership
+// it forgets every session clock (they restart from now) and becomes ready
+// once a barrier shows the FSM has applied everything committed.
+func (c *Coordinator) OnLeadership(isLeader bool) {
+	c.ready.Store(false)
+	c.mu.Lock()
+	c.term++
+	term := c.term
+	c.seen = map[memberKey]time.Time{}
+	c.revokeSince = map[memberKey]time.Time{}
+	c.mu.Unlock()
+	if !isLeader {
+		return
+	}
+	select {
+	case <-c.stop:
+		return // stopped: nothing may start any more
+	default:
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for ctx.Err() == nil {
+			if err := c.raft.Barrier(ctx); err == nil {
+				break
+			}
+			if !c.raft.IsLeader() {
+				return
+			}
+		}
+		c.mu.Lock()
+		if c.term == term && c.raft.IsLeader() {
+			c.ready.Store(true)
+			c.log.Info("group coordinator ready")
+		}
+		c.mu.Unlock()
+	}()
+}
+
+// Ready reports whether this replica coordinates now.
+func (c *Coordinator) Ready() bool { return c.ready.Load() && c.raft.IsLeader() }
+
+func (c *Coordinator) groupLock(group string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.locks[group]
+	if l == nil {
+		l = &sync.Mutex{}
+		c.locks[group] = l
+	}
+	return l
+}
+
+func (c *Coordinator) partitions(g *fsm.Group) map[string]int32 {
+	if p, ok := c.topics.Partitions(); ok {
+		return p
+	}
+	return g.Partitions // no metadata yet: keep the counts the target was computed from
+}
+
+// Heartbeat handles one member heartbeat.
+func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.HeartbeatRequest) (*groups.HeartbeatResponse, error) {
+	if err := groups.ValidateGroupID(group); err != nil {
+		return nil, protocol.InvalidGroupID.Err("%v", err)
+	}
+	if !c.Ready() {
+		return nil, ErrNotLeader
+	}
+	l := c.groupLock(group)
+	l.Lock()
+	defer l.Unlock()
+	g, ok := c.fsm.Group(group)
+	if !ok {
+		g = &fsm.Group{Name: group}
+	}
+	ng := g.Clone()
+	resp, err := Heartbeat(ng, req, c.partitions(g), func() string { return newMemberID(req.ClientID) }, c.s)
+	if err != nil {
+		return nil, err
+	}
+	k := memberKey{group, resp.MemberID}
+	c.mu.Lock()
+	if m := ng.Members[resp.MemberID]; m != nil {
+		c.seen[k] = c.now()
+		if len(m.Revoking) == 0 {
+			delete(c.revokeSince, k)
+		} else if _, ok := c.revokeSince[k]; !ok {
+			c.revokeSince[k] = c.now()
+		}
+	} else {
+		delete(c.seen, k)
+		delete(c.revokeSince, k)
+	}
+	c.mu.Unlock()
+	if changed(g, ng) {
+		if err := c.put(ctx, g.Version, ng); err != nil {
+			return nil, err
+		}
+		if req.MemberEpoch == groups.JoinEpoch {
+			c.log.Info("member joined", "group", group, "member", resp.MemberID, "client_id", req.ClientID, "group_epoch", ng.Epoch)
+		} else if req.MemberEpoch == groups.LeaveEpoch {
+			c.log.Info("member left", "group", group, "member", req.MemberID, "group_epoch", ng.Epoch)
+		}
+	}
+	return resp, nil
+}
+
+func changed(a, b *fsm.Group) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) != string(jb)
+}
+
+func (c *Coordinator) put(ctx context.Context, expect uint64, g *fsm.Group) error {
+	return c.propose(ctx, fsm.Command{Type: fsm.TypePutGroup, PutGroup: &fsm.PutGroup{ExpectVersion: expect, Group: g}})
+}
+
+func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) error {
+	b, err := cmd.Encode()
+	if err != nil {
+		return err
+	}
+	out, err := c.raft.ApplyLocal(ctx, b)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	res, ok := out.(*fsm.Result)
+	if !ok {
+		return fmt.Errorf("offsets raft apply: unexpected FSM answer %T", out)
+	}
+	return res.Err
+}
+
+// Commit commits offsets for a member (or, with no member id, for a group
+// without members). The FSM applies the fencing rule in log order; checking it
+// here first keeps zombies' commits out of the log.
+func (c *Coordinator) Commit(ctx context.Context, group string, req groups.CommitRequest) error {
+	if !c.Ready() {
+		return ErrNotLeader
+	}
+	cmd := &fsm.Commit{Group: group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, Offsets: req.Offsets, TimeMs: c.now().UnixMilli()}
+	g, _ := c.fsm.Group(group)
+	if err := fsm.CheckCommit(g, cmd); err != nil {
+		if req.MemberID != "" {
+			c.log.Warn("commit rejected", "group", group, "member", req.MemberID, "epoch", req.MemberEpoch, "err", err)
+		}
+		return err
+	}
+	return c.propose(ctx, fsm.Command{Type: fsm.TypeCommit, Commit: cmd})
+}
+
+// Reset overwrites offsets of a group without members.
+func (c *Coordinator) Reset(ctx context.Context, group string, offs []groups.Offset) error {
+	if !c.Ready() {
+		return ErrNotLeader
+	}
+	return c.propose(ctx, fsm.Command{Type: fsm.TypeReset, Reset: &fsm.Reset{Group: group, Offsets: offs, TimeMs: c.now().UnixMilli()}})
+}
+
+// Delete deletes a group without members.
+func (c *Coordinator) Delete(ctx context.Context, group string) error {
+	if !c.Ready() {
+		return ErrNotLeader
+	}
+	return c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: group}})
+}
+
+// expire removes members whose session expired or who did not release
+// revoked partitions within their rebalance timeout.
+func (c *Coordinator) expire() {
+	if !c.Ready() {
+		return
+	}
+	now := c.now()
+	for _, g := range c.fsm.GroupsWithMembers() {
+		for _, m := range g.Members {
+			k := memberKey{g.Name, m.ID}
+			c.mu.Lock()
+			seen, ok := c.seen[k]
+			if !ok {
+				seen, c.seen[k] = now, now
+			}
+			since, revoking := c.revokeSince[k]
+			if len(m.Revoking) == 0 {
+				delete(c.revokeSince, k)
+				revoking = false
+			} else if !revoking {
+				since, c.revokeSince[k], revoking = now, now, true
+			}
+			c.mu.Unlock()
+			switch {
+			case now.Sub(seen) > time.Duration(m.SessionTimeoutMs)*time.Millisecond:
+				c.remove(g.Name, m.ID, "session expired")
+			case revoking && now.Sub(since) > time.Duration(m.RebalanceTimeoutMs)*time.Millisecond:
+				c.remove(g.Name, m.ID, "did not release revoked partitions within its rebalance timeout")
+			}
+		}
+	}
+}
+
+// remove takes a member out of its group.
+func (c *Coordinator) remove(group, id, reason string) {
+	l := c.groupLock(group)
+	l.Lock()
+	defer l.Unlock()
+	g, ok := c.fsm.Group(group)
+	if !ok || g.Members[id] == nil {
+		return
+	}
+	ng := g.Clone()
+	RemoveMember(ng, id, c.partitions(g))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.put(ctx, g.Version, ng); err != nil {
+		c.log.Warn("removing a member failed; will retry", "group", group, "member", id, "reason", reason, "err", err)
+		return
+	}
+	c.mu.Lock()
+	delete(c.seen, memberKey{group, id})
+	delete(c.revokeSince, memberKey{group, id})
+	c.mu.Unlock()
+	c.log.Info("member removed", "group", group, "member", id, "reason", reason, "group_epoch", ng.Epoch)
+}
+
+// newMemberID returns "<client id>-<16 hex digits>".
+func newMemberID(clientID string) string {
+	if clientID == "" {
+		clientID = "member"
+	}
+	if len(clientID) > 64 {
+		clientID = clientID[:64]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return clientID + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,235 @@
+package coordinator
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/assign"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// The rules of the group protocol as pure functions over a group's state
+// (a clone the caller owns): what a heartbeat changes and answers, what
+// removing a member changes. No clocks, no I/O: the Coordinator feeds them.
+
+// Heartbeat applies one member heartbeat to g and returns the answer.
+// partitions are the current partition counts of the cluster's topics; newID
+// makes a member id for a join.
+func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]int32, newID func() string, s Settings) (*groups.HeartbeatResponse, error) {
+	if g.Members == nil {
+		g.Members = map[string]*fsm.Member{}
+	}
+	var m *fsm.Member
+	retarget := false
+	switch {
+	case req.MemberEpoch == groups.LeaveEpoch:
+		if g.Members[req.MemberID] != nil {
+			RemoveMember(g, req.MemberID, partitions)
+		}
+		return &groups.HeartbeatResponse{MemberID: req.MemberID, MemberEpoch: groups.LeaveEpoch, Assignment: []groups.TopicPartitions{}}, nil
+	case req.MemberEpoch == groups.JoinEpoch:
+		if req.MemberID != "" {
+			return nil, protocol.InvalidRequest.Err("a join (member epoch 0) carries no member id; the coordinator assigns one")
+		}
+		m = &fsm.Member{ID: newID()}
+		g.Members[m.ID] = m
+		retarget = true
+	case req.MemberEpoch < 0:
+		return nil, protocol.InvalidRequest.Err("member epoch %d is not valid", req.MemberEpoch)
+	default:
+		if m = g.Members[req.MemberID]; m == nil {
+			return nil, protocol.UnknownMemberID.Err("member %q is not in group %s (it left or its session expired); join again", req.MemberID, g.Name)
+		}
+		if req.MemberEpoch > m.Epoch {
+			return nil, protocol.FencedMemberEpoch.Err("member %s sent epoch %d; the coordinator gave it %d; join again", m.ID, req.MemberEpoch, m.Epoch)
+		}
+	}
+	if err := updateMember(m, req, s); err != nil {
+		if req.MemberEpoch == groups.JoinEpoch {
+			delete(g.Members, m.ID)
+		}
+		return nil, err
+	}
+	if !slices.Equal(m.Topics, sortedTopics(req.Topics)) {
+		m.Topics = sortedTopics(req.Topics)
+		retarget = true
+	}
+	if req.MemberEpoch == m.Epoch {
+		// The member has seen its latest assignment: believe its owned list.
+		owned := groups.Flatten(req.Owned)
+		m.Revoking = slices.DeleteFunc(m.Revoking, func(p groups.TP) bool { _, found := slices.BinarySearchFunc(owned, p, cmpTP); return !found })
+	}
+	if retarget || partitionsChanged(g, partitions) {
+		Retarget(g, partitions)
+	}
+	reconcile(g, m)
+	if m.Epoch == 0 {
+		m.Epoch = 1
+	}
+	return &groups.HeartbeatResponse{MemberID: m.ID, MemberEpoch: m.Epoch,
+		HeartbeatIntervalMs: int32(s.HeartbeatInterval.Milliseconds()), Assignment: groups.Group(slices.Clone(m.Assigned))}, nil
+}
+
+// updateMember validates and copies the request's member settings.
+func updateMember(m *fsm.Member, req groups.HeartbeatRequest, s Settings) error {
+	if len(req.Topics) == 0 {
+		return protocol.InvalidRequest.Err("a member must subscribe to at least one topic")
+	}
+	for _, t := range req.Topics {
+		if err := cluster.ValidateTopicName(t); err != nil {
+			return protocol.InvalidTopic.Err("%v", err)
+		}
+	}
+	if _, err := assign.Get(req.Assignor); err != nil {
+		return protocol.InvalidRequest.Err("%v", err)
+	}
+	session := s.SessionTimeout
+	if req.SessionTimeoutMs > 0 {
+		session = time.Duration(req.SessionTimeoutMs) * time.Millisecond
+	}
+	if session < s.MinSessionTimeout || session > s.MaxSessionTimeout {
+		return protocol.InvalidRequest.Err("session timeout %v is outside [%v, %v]", session, s.MinSessionTimeout, s.MaxSessionTimeout)
+	}
+	rebalance := s.RebalanceTimeout
+	if req.RebalanceTimeoutMs > 0 {
+		rebalance = time.Duration(req.RebalanceTimeoutMs) * time.Millisecond
+	}
+	m.ClientID, m.Assignor = req.ClientID, req.Assignor
+	m.SessionTimeoutMs, m.RebalanceTimeoutMs = int32(session.Milliseconds()), int32(rebalance.Milliseconds())
+	return nil
+}
+
+// RemoveMember drops a member (left, expired or fenced): what it held is free
+// at once, and the target is recomputed for the others.
+func RemoveMember(g *fsm.Group, id string, partitions map[string]int32) {
+	delete(g.Members, id)
+	Retarget(g, partitions)
+}
+
+// Retarget starts a new group epoch: the group's assignor computes a new
+// target from the members' subscriptions and the partition counts, keeping
+// the previous target where it can (sticky).
+func Retarget(g *fsm.Group, partitions map[string]int32) {
+	g.Epoch++
+	g.Partitions = subscribedCounts(g, partitions)
+	g.Assignor = chooseAssignor(g)
+	if len(g.Members) == 0 {
+		return
+	}
+	in := assign.Input{Partitions: g.Partitions, Previous: map[string][]groups.TP{}}
+	for _, m := range g.SortedMembers() {
+		in.Members = append(in.Members, assign.Member{ID: m.ID, Topics: m.Topics})
+		in.Previous[m.ID] = m.Target
+	}
+	a, _ := assign.Get(g.Assignor) // chooseAssignor returns valid names only
+	target := a.Assign(in)
+	for id, m := range g.Members {
+		m.Target = target[id]
+	}
+}
+
+// reconcile moves m's assignment toward its target: partitions no longer in
+// the target are revoked; target partitions nobody holds are granted. The
+// member epoch grows when its assignment changed.
+func reconcile(g *fsm.Group, m *fsm.Member) {
+	held := map[groups.TP]string{}
+	for id, o := range g.Members {
+		for _, p := range o.Assigned {
+			held[p] = id
+		}
+		for _, p := range o.Revoking {
+			held[p] = id
+		}
+	}
+	changed := false
+	kept := m.Assigned[:0]
+	for _, p := range m.Assigned {
+		if slices.Contains(m.Target, p) {
+			kept = append(kept, p)
+		} else {
+			m.Revoking = append(m.Revoking, p)
+			changed = true
+		}
+	}
+	m.Assigned = kept
+	for _, p := range m.Target {
+		if _, taken := held[p]; !taken {
+			m.Assigned = append(m.Assigned, p)
+			changed = true
+		}
+	}
+	if changed {
+		m.Assigned = groups.SortTPs(m.Assigned)
+		m.Revoking = groups.SortTPs(m.Revoking)
+		m.Epoch++
+	}
+}
+
+// partitionsChanged reports whether a subscribed topic's partition count
+// differs from the one the target was computed from.
+func partitionsChanged(g *fsm.Group, partitions map[string]int32) bool {
+	now := subscribedCounts(g, partitions)
+	if len(now) != len(g.Partitions) {
+		return true
+	}
+	for t, n := range now {
+		if g.Partitions[t] != n {
+			return true
+		}
+	}
+	return false
+}
+
+// subscribedCounts returns the partition counts of the topics some member
+// subscribes to and the cluster knows.
+func subscribedCounts(g *fsm.Group, partitions map[string]int32) map[string]int32 {
+	out := map[string]int32{}
+	for _, m := range g.Members {
+		for _, t := range m.Topics {
+			if n, ok := partitions[t]; ok {
+				out[t] = n
+			}
+		}
+	}
+	return out
+}
+
+// chooseAssignor picks the assignor most members name (members naming none
+// count for the default); a tie keeps the default, or else goes to the name
+// first in order.
+func chooseAssignor(g *fsm.Group) string {
+	votes := map[string]int{}
+	for _, m := range g.Members {
+		name := m.Assignor
+		if name == "" {
+			name = groups.DefaultAssignor
+		}
+		votes[name]++
+	}
+	best := groups.DefaultAssignor
+	for _, name := range assign.Names() {
+		if votes[name] > votes[best] {
+			best = name
+		}
+	}
+	return best
+}
+
+func sortedTopics(ts []string) []string {
+	out := slices.Clone(ts)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func cmpTP(a, b groups.TP) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
+}

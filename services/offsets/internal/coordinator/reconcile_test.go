@@ -1,0 +1,275 @@
+package coordinator
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// sim drives the pure rules like real members would: each member remembers
+// its id, epoch and owned partitions, and reports them honestly.
+type sim struct {
+	t     *testing.T
+	g     *fsm.Group
+	parts map[string]int32
+	owned map[string][]groups.TP // member -> what it owns as it last understood
+	epoch map[string]int32
+	ids   int
+}
+
+func newSim(t *testing.T, parts map[string]int32) *sim {
+	return &sim{t: t, g: &fsm.Group{Name: "g"}, parts: parts, owned: map[string][]groups.TP{}, epoch: map[string]int32{}}
+}
+
+func (s *sim) newID() string { s.ids++; return fmt.Sprintf("m%d", s.ids) }
+
+func (s *sim) join(topics ...string) string {
+	s.t.Helper()
+	resp, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberEpoch: groups.JoinEpoch, Topics: topics}, s.parts, s.newID, DefaultSettings())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.apply(resp)
+	return resp.MemberID
+}
+
+// beat sends a heartbeat; the member revokes at once whatever the answer
+// leaves out (the next beat reports it released).
+func (s *sim) beat(id string) *groups.HeartbeatResponse {
+	s.t.Helper()
+	req := groups.HeartbeatRequest{MemberID: id, MemberEpoch: s.epoch[id], Topics: s.g.Members[id].Topics, Owned: groups.Group(slices.Clone(s.owned[id]))}
+	resp, err := Heartbeat(s.g, req, s.parts, s.newID, DefaultSettings())
+	if err != nil {
+		s.t.Fatalf("heartbeat of %s: %v", id, err)
+	}
+	s.apply(resp)
+	return resp
+}
+
+func (s *sim) apply(resp *groups.HeartbeatResponse) {
+	s.epoch[resp.MemberID] = resp.MemberEpoch
+	s.owned[resp.MemberID] = groups.Flatten(resp.Assignment)
+	s.checkDisjoint()
+}
+
+// checkDisjoint: no partition is held by two members, and no member owns (in
+// its own view) a partition the coordinator thinks another member holds.
+func (s *sim) checkDisjoint() {
+	s.t.Helper()
+	holder := map[groups.TP]string{}
+	for id, m := range s.g.Members {
+		for _, p := range append(slices.Clone(m.Assigned), m.Revoking...) {
+			if other, ok := holder[p]; ok {
+				s.t.Fatalf("%s held by %s and %s", p, other, id)
+			}
+			holder[p] = id
+		}
+	}
+	for id, owned := range s.owned {
+		if s.g.Members[id] == nil {
+			continue
+		}
+		for _, p := range owned {
+			if h := holder[p]; h != id {
+				s.t.Fatalf("member %s owns %s but the coordinator has it with %q", id, p, h)
+			}
+		}
+	}
+}
+
+func (s *sim) stable() bool {
+	for _, m := range s.g.Members {
+		if len(m.Revoking) > 0 || !slices.Equal(m.Assigned, m.Target) || !slices.Equal(s.owned[m.ID], m.Assigned) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *sim) settle() {
+	s.t.Helper()
+	for round := 0; round < 10; round++ {
+		for _, m := range s.g.SortedMembers() {
+			s.beat(m.ID)
+		}
+		if s.stable() {
+			return
+		}
+	}
+	s.t.Fatalf("group did not settle: %+v", s.g.Members)
+}
+
+func tps(topic string, ps ...int32) []groups.TP {
+	var out []groups.TP
+	for _, p := range ps {
+		out = append(out, groups.TP{Topic: topic, Partition: p})
+	}
+	return out
+}
+
+func TestRevokeBeforeReassign(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 6})
+	m1 := s.join("t")
+	if got := s.owned[m1]; !slices.Equal(got, tps("t", 0, 1, 2, 3, 4, 5)) || s.epoch[m1] < 1 {
+		t.Fatalf("first member owns %v at epoch %d, want all six", got, s.epoch[m1])
+	}
+	m2 := s.join("t")
+	if len(s.owned[m2]) != 0 {
+		t.Fatalf("second member got %v while the first still holds everything", s.owned[m2])
+	}
+	// m1 is told to give up half; until it reports them released m2 gets none.
+	before := s.epoch[m1]
+	s.beat(m1)
+	if len(s.owned[m1]) != 3 || s.epoch[m1] <= before || len(s.g.Members[m1].Revoking) != 3 {
+		t.Fatalf("after retarget m1 owns %v (epoch %d), revoking %v", s.owned[m1], s.epoch[m1], s.g.Members[m1].Revoking)
+	}
+	if s.beat(m2); len(s.owned[m2]) != 0 {
+		t.Fatalf("m2 got %v before m1 released", s.owned[m2])
+	}
+	s.beat(m1) // reports the three released
+	if s.beat(m2); len(s.owned[m2]) != 3 {
+		t.Fatalf("m2 owns %v after m1 released, want 3", s.owned[m2])
+	}
+	if !s.stable() || s.g.State() != groups.StateStable {
+		t.Fatalf("group not stable: %+v", s.g.Members)
+	}
+}
+
+func TestStaleOwnedReportDoesNotRelease(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 4})
+	m1 := s.join("t")
+	s.join("t")
+	oldEpoch := s.epoch[m1]
+	s.beat(m1) // now revoking two
+	// A delayed heartbeat from before the revocation (old epoch, owning only
+	// what it had then minus everything) must not release the revoking set.
+	_, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: m1, MemberEpoch: oldEpoch, Topics: []string{"t"}, Owned: nil}, s.parts, s.newID, DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.g.Members[m1].Revoking) != 2 {
+		t.Fatalf("old-epoch report released partitions: revoking %v", s.g.Members[m1].Revoking)
+	}
+}
+
+func TestLeaveFreesPartitionsAtOnce(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 6})
+	m1, m2 := s.join("t"), s.join("t")
+	s.settle()
+	resp, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: m2, MemberEpoch: groups.LeaveEpoch}, s.parts, s.newID, DefaultSettings())
+	if err != nil || resp.MemberEpoch != groups.LeaveEpoch {
+		t.Fatalf("leave: %+v, %v", resp, err)
+	}
+	delete(s.owned, m2)
+	if s.beat(m1); len(s.owned[m1]) != 6 {
+		t.Fatalf("after the leave m1 owns %v, want all six at its next heartbeat", s.owned[m1])
+	}
+}
+
+func TestRemovedMemberPartitionsMove(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 6})
+	m1, m2, m3 := s.join("t"), s.join("t"), s.join("t")
+	s.settle()
+	kept := slices.Clone(s.owned[m1])
+	RemoveMember(s.g, m3, s.parts)
+	delete(s.owned, m3)
+	s.settle()
+	if len(s.owned[m1])+len(s.owned[m2]) != 6 || len(s.owned[m1]) != 3 {
+		t.Fatalf("after removal m1 %v m2 %v", s.owned[m1], s.owned[m2])
+	}
+	for _, p := range kept {
+		if !slices.Contains(s.owned[m1], p) {
+			t.Fatalf("sticky: m1 lost %s it had before (had %v, has %v)", p, kept, s.owned[m1])
+		}
+	}
+}
+
+func TestHeartbeatErrors(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 2})
+	m1 := s.join("t")
+	for _, tc := range []struct {
+		name string
+		req  groups.HeartbeatRequest
+		want protocol.Code
+	}{
+		{"unknown member", groups.HeartbeatRequest{MemberID: "gone", MemberEpoch: 1, Topics: []string{"t"}}, protocol.UnknownMemberID},
+		{"epoch ahead", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: 99, Topics: []string{"t"}}, protocol.FencedMemberEpoch},
+		{"join with an id", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: 0, Topics: []string{"t"}}, protocol.InvalidRequest},
+		{"join without topics", groups.HeartbeatRequest{MemberEpoch: 0}, protocol.InvalidRequest},
+		{"bad topic", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"a b"}}, protocol.InvalidTopic},
+		{"bad assignor", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, Assignor: "nope"}, protocol.InvalidRequest},
+		{"session too short", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, SessionTimeoutMs: 10}, protocol.InvalidRequest},
+		{"negative epoch", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: -5, Topics: []string{"t"}}, protocol.InvalidRequest},
+	} {
+		_, err := Heartbeat(s.g, tc.req, s.parts, s.newID, DefaultSettings())
+		if got := protocol.CodeOf(err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if len(s.g.Members) != 1 {
+		t.Fatalf("failed joins left members behind: %v", s.g.Members)
+	}
+}
+
+func TestNewPartitionsAreAssigned(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 2})
+	m1, m2 := s.join("t"), s.join("t")
+	s.settle()
+	s.parts = map[string]int32{"t": 4}
+	s.settle()
+	if len(s.owned[m1]) != 2 || len(s.owned[m2]) != 2 {
+		t.Fatalf("after growing to 4 partitions: %v / %v", s.owned[m1], s.owned[m2])
+	}
+}
+
+// TestRandomMembershipKeepsOwnershipExclusive runs random joins, leaves,
+// removals and heartbeats; checkDisjoint runs after every answer, and with
+// membership left alone the group converges to its target.
+func TestRandomMembershipKeepsOwnershipExclusive(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for round := 0; round < 50; round++ {
+		s := newSim(t, map[string]int32{"a": int32(1 + rng.Intn(8)), "b": int32(1 + rng.Intn(8))})
+		for step := 0; step < 60; step++ {
+			members := s.g.SortedMembers()
+			switch r := rng.Intn(10); {
+			case r == 0 || len(members) == 0:
+				topics := [][]string{{"a"}, {"b"}, {"a", "b"}}[rng.Intn(3)]
+				s.join(topics...)
+			case r == 1:
+				id := members[rng.Intn(len(members))].ID
+				if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: id, MemberEpoch: groups.LeaveEpoch}, s.parts, s.newID, DefaultSettings()); err != nil {
+					t.Fatal(err)
+				}
+				delete(s.owned, id)
+			case r == 2:
+				id := members[rng.Intn(len(members))].ID
+				RemoveMember(s.g, id, s.parts)
+				delete(s.owned, id)
+			default:
+				s.beat(members[rng.Intn(len(members))].ID)
+			}
+			s.checkDisjoint()
+		}
+		if len(s.g.Members) > 0 {
+			s.settle()
+			covered := map[groups.TP]bool{}
+			for _, m := range s.g.Members {
+				for _, p := range m.Assigned {
+					covered[p] = true
+				}
+			}
+			want := 0
+			for _, n := range s.g.Partitions {
+				want += int(n)
+			}
+			if len(covered) != want {
+				t.Fatalf("round %d: settled group covers %d partitions, want %d", round, len(covered), want)
+			}
+		}
+	}
+}

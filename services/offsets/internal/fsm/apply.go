@@ -1,0 +1,153 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// applyTx applies one command inside the batch's transaction. A rejection is
+// returned in the Result; an error means the transaction failed.
+func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd Command) (*Result, error) {
+	res := &Result{Index: index}
+	switch cmd.Type {
+	case TypePutGroup:
+		c := cmd.PutGroup
+		cur := f.groupLocked(staged, c.Group.Name)
+		if res.Err = CheckPut(cur, c); res.Err != nil {
+			return res, nil
+		}
+		g := c.Group.Clone()
+		g.Version = index
+		v, err := json.Marshal(g)
+		if err != nil {
+			return nil, err
+		}
+		staged[g.Name] = g
+		return res, tx.Bucket(bucketGroups).Put([]byte(g.Name), v)
+	case TypeCommit:
+		c := cmd.Commit
+		if res.Err = CheckCommit(f.groupLocked(staged, c.Group), c); res.Err != nil {
+			return res, nil
+		}
+		return res, putOffsets(tx, c.Group, c.Offsets, c.TimeMs)
+	case TypeReset:
+		c := cmd.Reset
+		if res.Err = checkEmpty(f.groupLocked(staged, c.Group), c.Group); res.Err == nil {
+			res.Err = ValidateOffsets(c.Group, c.Offsets)
+		}
+		if res.Err != nil {
+			return res, nil
+		}
+		return res, putOffsets(tx, c.Group, c.Offsets, c.TimeMs)
+	case TypeDeleteGroup:
+		name := cmd.DeleteGroup.Group
+		g := f.groupLocked(staged, name)
+		if res.Err = checkEmpty(g, name); res.Err != nil {
+			return res, nil
+		}
+		offs := tx.Bucket(bucketOffsets)
+		if g == nil && offs.Bucket([]byte(name)) == nil {
+			res.Err = protocol.GroupIDNotFound.Err("no group %q", name)
+			return res, nil
+		}
+		staged[name] = nil
+		if err := tx.Bucket(bucketGroups).Delete([]byte(name)); err != nil {
+			return nil, err
+		}
+		if err := offs.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return nil, err
+		}
+		return res, nil
+	}
+	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
+	return res, nil
+}
+
+func putOffsets(tx *bolt.Tx, group string, offs []groups.Offset, timeMs int64) error {
+	b, err := tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(group))
+	if err != nil {
+		return err
+	}
+	for _, o := range offs {
+		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs})
+		if err != nil {
+			return err
+		}
+		if err := b.Put(key(o.Topic, o.Partition), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckPut is the compare-and-set rule of PutGroup.
+func CheckPut(cur *Group, c *PutGroup) error {
+	var have uint64
+	if cur != nil {
+		have = cur.Version
+	}
+	if have != c.ExpectVersion {
+		return protocol.InvalidUpdateVersion.Err("group %s changed meanwhile (version %d, expected %d)", c.Group.Name, have, c.ExpectVersion)
+	}
+	return nil
+}
+
+// ValidateOffsets checks a commit's or reset's offsets.
+func ValidateOffsets(group string, offs []groups.Offset) error {
+	if err := groups.ValidateGroupID(group); err != nil {
+		return protocol.InvalidGroupID.Err("%v", err)
+	}
+	for _, o := range offs {
+		if err := cluster.ValidateTopicName(o.Topic); err != nil {
+			return protocol.InvalidTopic.Err("%v", err)
+		}
+		if o.Partition < 0 || o.Offset < 0 {
+			return protocol.InvalidRequest.Err("%s-%d: negative partition or offset %d", o.Topic, o.Partition, o.Offset)
+		}
+	}
+	return nil
+}
+
+// CheckCommit is the fencing rule of commits: a commit without a member is
+// accepted only while the group has no members; a member's commit only from a
+// current member, at an epoch the coordinator gave it, for partitions it holds.
+func CheckCommit(g *Group, c *Commit) error {
+	if err := ValidateOffsets(c.Group, c.Offsets); err != nil {
+		return err
+	}
+	if c.MemberID == "" {
+		if g != nil && len(g.Members) > 0 {
+			return protocol.UnknownMemberID.Err("group %s has %d active members: commit as one of them", c.Group, len(g.Members))
+		}
+		return nil
+	}
+	var m *Member
+	if g != nil {
+		m = g.Members[c.MemberID]
+	}
+	if m == nil {
+		return protocol.UnknownMemberID.Err("member %s is not in group %s (it left or its session expired): commit rejected", c.MemberID, c.Group)
+	}
+	if c.MemberEpoch > m.Epoch || c.MemberEpoch <= 0 {
+		return protocol.FencedMemberEpoch.Err("member %s of group %s committed at epoch %d; its epoch is %d", c.MemberID, c.Group, c.MemberEpoch, m.Epoch)
+	}
+	for _, o := range c.Offsets {
+		if p := (groups.TP{Topic: o.Topic, Partition: o.Partition}); !m.Holds(p) {
+			return protocol.StaleMemberEpoch.Err("member %s of group %s does not own %s (epoch %d): commit rejected", c.MemberID, c.Group, p, m.Epoch)
+		}
+	}
+	return nil
+}
+
+func checkEmpty(g *Group, name string) error {
+	if g != nil && len(g.Members) > 0 {
+		return protocol.NonEmptyGroup.Err("group %s has %d active members; stop them first", name, len(g.Members))
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluicemq/sluice/libs/groups"
+)
+
+// CommandType names a command in the log. The strings are stored in the Raft
+// log: never rename one.
+type CommandType string
+
+// The commands.
+const (
+	TypePutGroup    CommandType = "put_group"
+	TypeCommit      CommandType = "commit"
+	TypeReset       CommandType = "reset"
+	TypeDeleteGroup CommandType = "delete_group"
+)
+
+// Command is one entry of the offsets log, encoded as JSON: a type and exactly
+// one matching body.
+type Command struct {
+	Type        CommandType  `json:"type"`
+	PutGroup    *PutGroup    `json:"put_group,omitempty"`
+	Commit      *Commit      `json:"commit,omitempty"`
+	Reset       *Reset       `json:"reset,omitempty"`
+	DeleteGroup *DeleteGroup `json:"delete_group,omitempty"`
+}
+
+// PutGroup replaces a group's membership state when its current version is
+// ExpectVersion (0: the group has no membership state yet).
+type PutGroup struct {
+	ExpectVersion uint64 `json:"expect_version"`
+	Group         *Group `json:"group"`
+}
+
+// Commit stores offsets of a group, fenced by member (see package groups): all
+// or nothing.
+type Commit struct {
+	Group       string          `json:"group"`
+	MemberID    string          `json:"member_id,omitempty"`
+	MemberEpoch int32           `json:"member_epoch,omitempty"`
+	Offsets     []groups.Offset `json:"offsets"`
+	// TimeMs is the commit time, chosen by the proposer.
+	TimeMs int64 `json:"time_ms"`
+}
+
+// Reset overwrites offsets of a group that has no members.
+type Reset struct {
+	Group   string          `json:"group"`
+	Offsets []groups.Offset `json:"offsets"`
+	TimeMs  int64           `json:"time_ms"`
+}
+
+// DeleteGroup deletes a group without members, with its offsets.
+type DeleteGroup struct {
+	Group string `json:"group"`
+}
+
+// Encode returns the command's log bytes.
+func (c Command) Encode() ([]byte, error) { return json.Marshal(c) }
+
+// DecodeCommand parses log bytes, checking that the body matches the type.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("offsets command: %w", err)
+	}
+	ok := false
+	switch c.Type {
+	case TypePutGroup:
+		ok = c.PutGroup != nil && c.PutGroup.Group != nil
+	case TypeCommit:
+		ok = c.Commit != nil
+	case TypeReset:
+		ok = c.Reset != nil
+	case TypeDeleteGroup:
+		ok = c.DeleteGroup != nil
+	default:
+		return c, fmt.Errorf("offsets command: unknown type %q", c.Type)
+	}
+	if !ok {
+		return c, fmt.Errorf("offsets command %q: missing body", c.Type)
+	}
+	return c, nil
+}
+
+// Result is what applying a command returns through raft.
+type Result struct {
+	// Index is the entry's Raft index.
+	Index uint64
+	// Err is the FSM's rejection (a *protocol.Error), nil when applied.
+	Err error
+}

@@ -1,0 +1,333 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Bucket and key names in the bbolt file.
+var (
+	bucketMeta    = []byte("meta")
+	bucketGroups  = []byte("groups")
+	bucketOffsets = []byte("offsets") // one sub-bucket per group
+	keyApplied    = []byte("applied")
+)
+
+// ErrBroken is returned for commands arriving after a write to the bbolt
+// file failed: the member stops applying until it is restarted, which replays
+// the entries from the last applied index.
+var ErrBroken = errors.New("offsets state: a write to the state file failed; restart this replica")
+
+// FSM is the offsets state machine. It is safe for concurrent use: raft calls
+// ApplyBatch, Snapshot and Restore; the coordinator and the API read.
+type FSM struct {
+	path string
+	log  *slog.Logger
+
+	mu     sync.RWMutex      // guards db (replaced by Restore), groups and broken
+	db     *bolt.DB          //
+	groups map[string]*Group // membership state by group, as stored
+	broken error             // set when a write failed
+}
+
+// Open opens (creating) the state file at path.
+func Open(path string, log *slog.Logger) (*FSM, error) {
+	f := &FSM{path: path, log: log}
+	if err := f.open(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *FSM) open() error {
+	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("open offsets state %s: %w", f.path, err)
+	}
+	loaded := map[string]*Group{}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketGroups).ForEach(func(k, v []byte) error {
+			var g Group
+			if err := json.Unmarshal(v, &g); err != nil {
+				return fmt.Errorf("group %q: corrupt state record: %w", k, err)
+			}
+			loaded[string(k)] = &g
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("offsets state %s: %w", f.path, err)
+	}
+	f.db, f.groups = db, loaded
+	return nil
+}
+
+// Close closes the state file.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.db.Close()
+}
+
+// AppliedIndex returns the Raft index of the last applied entry.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var idx uint64
+	_ = f.db.View(func(tx *bolt.Tx) error { idx = readApplied(tx); return nil })
+	return idx
+}
+
+func readApplied(tx *bolt.Tx) uint64 {
+	v := tx.Bucket(bucketMeta).Get(keyApplied)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// Apply applies one entry (raft uses ApplyBatch; this is for completeness).
+func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies committed entries in one bbolt transaction, synced before
+// it returns. Entries at or below the stored applied index were applied before
+// a restart and are skipped, so the file is the state and raft need not
+// restore a snapshot on start. Each command's answer is a *Result.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.broken != nil {
+		for i, l := range logs {
+			out[i] = &Result{Index: l.Index, Err: protocol.StorageError.Err("%v", ErrBroken)}
+		}
+		return out
+	}
+	staged := map[string]*Group{} // group -> new state; nil deletes
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		applied := readApplied(tx)
+		last := applied
+		for i, l := range logs {
+			if l.Index <= applied {
+				out[i] = &Result{Index: l.Index}
+				continue
+			}
+			last = l.Index
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			cmd, err := DecodeCommand(l.Data)
+			if err != nil {
+				out[i] = &Result{Index: l.Index, Err: protocol.InvalidRequest.Err("%v", err)}
+				continue
+			}
+			res, err := f.applyTx(tx, staged, l.Index, cmd)
+			if err != nil {
+				return err
+			}
+			out[i] = res
+		}
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], last)
+		return tx.Bucket(bucketMeta).Put(keyApplied, b[:])
+	})
+	if err != nil {
+		f.broken = err
+		f.log.Error("applying offsets commands failed; this replica stops applying until restarted", "err", err)
+		for i, l := range logs {
+			out[i] = &Result{Index: l.Index, Err: protocol.StorageError.Err("%v: %v", ErrBroken, err)}
+		}
+		return out
+	}
+	for name, g := range staged {
+		if g == nil {
+			delete(f.groups, name)
+		} else {
+			f.groups[name] = g
+		}
+	}
+	return out
+}
+
+// groupLocked returns a group's state as of the transaction in progress.
+func (f *FSM) groupLocked(staged map[string]*Group, name string) *Group {
+	if g, ok := staged[name]; ok {
+		return g
+	}
+	return f.groups[name]
+}
+
+// Ready reports a failed state write.
+func (f *FSM) Ready() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.broken
+}
+
+// Group returns a copy of a group's membership state.
+func (f *FSM) Group(name string) (*Group, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	g, ok := f.groups[name]
+	if !ok {
+		return nil, false
+	}
+	return g.Clone(), true
+}
+
+// GroupsWithMembers returns copies of every group that has members.
+func (f *FSM) GroupsWithMembers() []*Group {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Group
+	for _, g := range f.groups {
+		if len(g.Members) > 0 {
+			out = append(out, g.Clone())
+		}
+	}
+	return out
+}
+
+// GroupNames lists every group with membership state or committed offsets.
+func (f *FSM) GroupNames() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	seen := map[string]bool{}
+	for name := range f.groups {
+		seen[name] = true
+	}
+	_ = f.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOffsets).ForEachBucket(func(k []byte) error {
+			seen[string(k)] = true
+			return nil
+		})
+	})
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Offsets returns a group's committed offsets of one topic or ("") all,
+// ordered by topic and partition.
+func (f *FSM) Offsets(group, topic string) ([]groups.Committed, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []groups.Committed{}
+	err := f.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOffsets).Bucket([]byte(group))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			t, _, ok := parseKey(k)
+			if !ok || (topic != "" && t != topic) {
+				return nil
+			}
+			var c groups.Committed
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("group %s: corrupt offset record: %w", group, err)
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool {
+		return groups.TP{Topic: out[i].Topic, Partition: out[i].Partition}.Less(groups.TP{Topic: out[j].Topic, Partition: out[j].Partition})
+	})
+	return out, err
+}
+
+// key is topic NUL partition (4 bytes big endian); NUL cannot occur in a topic name.
+func key(topic string, partition int32) []byte {
+	k := make([]byte, len(topic)+5)
+	copy(k, topic)
+	binary.BigEndian.PutUint32(k[len(topic)+1:], uint32(partition))
+	return k
+}
+
+func parseKey(k []byte) (string, int32, bool) {
+	if len(k) < 6 || k[len(k)-5] != 0 {
+		return "", 0, false
+	}
+	return string(k[:len(k)-5]), int32(binary.BigEndian.Uint32(k[len(k)-4:])), true
+}
+
+// Snapshot captures the state in a read transaction that Persist streams.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	tx, err := f.db.Begin(false)
+	if err != nil {
+		return nil, fmt.Errorf("offsets snapshot: %w", err)
+	}
+	return &snapshot{tx: tx}, nil
+}
+
+type snapshot struct{ tx *bolt.Tx }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.tx.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("offsets snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() { _ = s.tx.Rollback() }
+
+// Restore replaces the state with a snapshot's bbolt file.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	tmp := f.path + ".restore"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("offsets restore: %w", err)
+	}
+	_, err = io.Copy(out, rc)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("offsets restore: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.db.Close(); err != nil {
+		return fmt.Errorf("offsets restore: closing the state file: %w", err)
+	}
+	if err := os.Rename(tmp, f.path); err != nil {
+		return fmt.Errorf("offsets restore: %w", err)
+	}
+	if err := f.open(); err != nil {
+		return err
+	}
+	f.broken = nil
+	return nil
+}

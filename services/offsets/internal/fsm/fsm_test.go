@@ -1,0 +1,215 @@
+package fsm
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func open(t *testing.T, path string) *FSM {
+	t.Helper()
+	f, err := Open(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func entry(t *testing.T, index uint64, cmd Command) *raft.Log {
+	t.Helper()
+	b, err := cmd.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: b}
+}
+
+func commit(group, member string, epoch int32, topic string, partition int32, offset int64) Command {
+	return Command{Type: TypeCommit, Commit: &Commit{Group: group, MemberID: member, MemberEpoch: epoch, TimeMs: 1,
+		Offsets: []groups.Offset{{Topic: topic, Partition: partition, Offset: offset}}}}
+}
+
+func apply(t *testing.T, f *FSM, logs ...*raft.Log) []*Result {
+	t.Helper()
+	var out []*Result
+	for _, r := range f.ApplyBatch(logs) {
+		out = append(out, r.(*Result))
+	}
+	return out
+}
+
+func offsetOf(t *testing.T, f *FSM, group string, partition int32) int64 {
+	t.Helper()
+	offs, err := f.Offsets(group, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offs {
+		if o.Partition == partition {
+			return o.Offset
+		}
+	}
+	return -1
+}
+
+// memberGroup is a group whose member m1 (epoch 3) holds t-0 (assigned) and
+// t-1 (being revoked); t-2 belongs to m2.
+func memberGroup() *Group {
+	return &Group{Name: "g", Epoch: 2, Members: map[string]*Member{
+		"m1": {ID: "m1", Epoch: 3, Topics: []string{"t"}, Assigned: []groups.TP{{Topic: "t", Partition: 0}}, Revoking: []groups.TP{{Topic: "t", Partition: 1}}},
+		"m2": {ID: "m2", Epoch: 1, Topics: []string{"t"}, Assigned: []groups.TP{{Topic: "t", Partition: 2}}},
+	}}
+}
+
+func TestCheckCommitFencing(t *testing.T) {
+	g := memberGroup()
+	for _, tc := range []struct {
+		name string
+		g    *Group
+		c    Command
+		want protocol.Code
+	}{
+		{"no member, no group", nil, commit("g", "", 0, "t", 0, 1), protocol.None},
+		{"no member, empty group", &Group{Name: "g"}, commit("g", "", 0, "t", 0, 1), protocol.None},
+		{"no member, active group", g, commit("g", "", 0, "t", 0, 1), protocol.UnknownMemberID},
+		{"unknown member (zombie)", g, commit("g", "gone", 3, "t", 0, 1), protocol.UnknownMemberID},
+		{"epoch from the future", g, commit("g", "m1", 4, "t", 0, 1), protocol.FencedMemberEpoch},
+		{"epoch zero", g, commit("g", "m1", 0, "t", 0, 1), protocol.FencedMemberEpoch},
+		{"assigned partition", g, commit("g", "m1", 3, "t", 0, 1), protocol.None},
+		{"older epoch, still held", g, commit("g", "m1", 2, "t", 0, 1), protocol.None},
+		{"partition being revoked", g, commit("g", "m1", 3, "t", 1, 1), protocol.None},
+		{"partition of another member", g, commit("g", "m1", 3, "t", 2, 1), protocol.StaleMemberEpoch},
+		{"negative offset", nil, commit("g", "", 0, "t", 0, -1), protocol.InvalidRequest},
+		{"bad topic", nil, commit("g", "", 0, "a/b", 0, 1), protocol.InvalidTopic},
+		{"bad group", nil, commit("g/x", "", 0, "t", 0, 1), protocol.InvalidGroupID},
+	} {
+		if got := protocol.CodeOf(CheckCommit(tc.g, tc.c.Commit)); got != tc.want {
+			t.Errorf("%s: code %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestApplyCommitsAreFencedInLogOrder(t *testing.T) {
+	f := open(t, filepath.Join(t.TempDir(), "state.db"))
+	res := apply(t, f,
+		entry(t, 1, Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}),
+		entry(t, 2, commit("g", "m1", 3, "t", 0, 10)),
+		// m1 is removed (session expired) in the next entry: its later commit is a zombie's.
+		entry(t, 3, Command{Type: TypePutGroup, PutGroup: &PutGroup{ExpectVersion: 1, Group: &Group{Name: "g", Epoch: 3, Members: map[string]*Member{}}}}),
+		entry(t, 4, commit("g", "m1", 3, "t", 0, 99)),
+		// A stale put (the version moved on) is rejected.
+		entry(t, 5, Command{Type: TypePutGroup, PutGroup: &PutGroup{ExpectVersion: 1, Group: memberGroup()}}),
+	)
+	for i, want := range []protocol.Code{protocol.None, protocol.None, protocol.None, protocol.UnknownMemberID, protocol.InvalidUpdateVersion} {
+		if got := protocol.CodeOf(res[i].Err); got != want {
+			t.Errorf("entry %d: %v, want %v", i+1, res[i].Err, want)
+		}
+	}
+	if got := offsetOf(t, f, "g", 0); got != 10 {
+		t.Fatalf("committed offset %d, want 10 (the zombie's 99 must be rejected)", got)
+	}
+	if g, _ := f.Group("g"); g.Version != 3 || len(g.Members) != 0 {
+		t.Fatalf("group = %+v, want version 3 without members", g)
+	}
+}
+
+func TestReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	f := open(t, path)
+	apply(t, f, entry(t, 1, commit("g", "", 0, "t", 0, 5)), entry(t, 2, commit("g", "", 0, "t", 0, 7)))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open(t, path)
+	if got := f.AppliedIndex(); got != 2 {
+		t.Fatalf("applied index after reopen = %d, want 2", got)
+	}
+	// Raft replays the log from its last snapshot: entry 1 again must not
+	// move the offset back to 5.
+	apply(t, f, entry(t, 1, commit("g", "", 0, "t", 0, 5)), entry(t, 2, commit("g", "", 0, "t", 0, 7)), entry(t, 3, commit("g", "", 0, "t", 1, 3)))
+	if got := offsetOf(t, f, "g", 0); got != 7 {
+		t.Fatalf("offset of t-0 = %d after replay, want 7", got)
+	}
+	if got := offsetOf(t, f, "g", 1); got != 3 {
+		t.Fatalf("offset of t-1 = %d, want 3", got)
+	}
+}
+
+func TestResetAndDeleteNeedAnEmptyGroup(t *testing.T) {
+	f := open(t, filepath.Join(t.TempDir(), "state.db"))
+	reset := Command{Type: TypeReset, Reset: &Reset{Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 0, Offset: 1}}}}
+	del := Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g"}}
+	res := apply(t, f,
+		entry(t, 1, del),
+		entry(t, 2, Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}),
+		entry(t, 3, reset),
+		entry(t, 4, del),
+		entry(t, 5, Command{Type: TypePutGroup, PutGroup: &PutGroup{ExpectVersion: 2, Group: &Group{Name: "g"}}}),
+		entry(t, 6, reset),
+		entry(t, 7, del),
+	)
+	for i, want := range []protocol.Code{protocol.GroupIDNotFound, protocol.None, protocol.NonEmptyGroup, protocol.NonEmptyGroup, protocol.None, protocol.None, protocol.None} {
+		if got := protocol.CodeOf(res[i].Err); got != want {
+			t.Errorf("entry %d: %v, want %v", i+1, res[i].Err, want)
+		}
+	}
+	if _, ok := f.Group("g"); ok || len(f.GroupNames()) != 0 {
+		t.Fatalf("group still present after delete: %v", f.GroupNames())
+	}
+}
+
+type bufSink struct{ bytes.Buffer }
+
+func (s *bufSink) ID() string    { return "test" }
+func (s *bufSink) Cancel() error { return nil }
+func (s *bufSink) Close() error  { return nil }
+
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	src := open(t, filepath.Join(t.TempDir(), "state.db"))
+	apply(t, src, entry(t, 1, Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}), entry(t, 2, commit("g", "m1", 3, "t", 0, 42)))
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	dst := open(t, filepath.Join(t.TempDir(), "state.db"))
+	apply(t, dst, entry(t, 1, commit("other", "", 0, "t", 0, 1)))
+	if err := dst.Restore(io.NopCloser(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	if got := offsetOf(t, dst, "g", 0); got != 42 {
+		t.Fatalf("restored offset %d, want 42", got)
+	}
+	if names := dst.GroupNames(); len(names) != 1 || names[0] != "g" {
+		t.Fatalf("restored groups %v, want [g] (the state before the restore is replaced)", names)
+	}
+	if g, ok := dst.Group("g"); !ok || g.Members["m1"].Epoch != 3 || dst.AppliedIndex() != 2 {
+		t.Fatalf("restored group %+v applied %d", g, dst.AppliedIndex())
+	}
+}
+
+func TestDecodeCommandRejectsMalformed(t *testing.T) {
+	for _, b := range []string{``, `{`, `{"type":"nope"}`, `{"type":"commit"}`, `{"type":"put_group","put_group":{}}`} {
+		if _, err := DecodeCommand([]byte(b)); err == nil {
+			t.Errorf("%q decoded without error", b)
+		}
+	}
+	f := open(t, filepath.Join(t.TempDir(), "state.db"))
+	res := apply(t, f, &raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte("garbage")})
+	if protocol.CodeOf(res[0].Err) != protocol.InvalidRequest || f.AppliedIndex() != 1 {
+		t.Fatalf("garbage entry: %v, applied %d", res[0].Err, f.AppliedIndex())
+	}
+}
