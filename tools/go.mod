@@ -4,4 +4,11 @@ go 1.26
 
 require github.com/sluicemq/sluice/libs v0.0.0
 
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+)
+
 replace github.com/sluicemq/sluice/libs => ../libs

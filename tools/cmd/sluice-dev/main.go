@@ -45,11 +45,12 @@ func main() {
 Sluice is running (data in %s, logs in %s/logs):
   frontend   %s   (produce, admin; metrics on 127.0.0.1:%d)
   metadata   %s   (Raft voters)
-  offsets    %s
+  offsets    %s   (Raft replicas: consumer groups and offsets)
   storage    127.0.0.1:%d..%d
 Try it:
   ./bin/sluicectl topic create demo --partitions 3 && printf 'k1:hello\nk2:world\n' | ./bin/sluicectl produce demo --key-separator :
   ./bin/sluicectl consume demo --from-beginning --exit-at-end --format '%%p/%%o %%k=%%s\n'
+  ./bin/sluicectl consume demo --group readers --from-beginning --exit-at-end && ./bin/sluicectl group describe readers
 Ctrl-C stops the cluster.
 `, *data, *data, c.FrontendURL(), p.FrontendAdmin, c.MetadataURL(), c.OffsetsURL(), p.StorageBase, p.StorageBase+*storage-1)
 	exited := c.Exited()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -20,6 +21,7 @@ type consumeOpts struct {
 	offset        int64
 	maxMessages   int
 	exitAtEnd     bool
+	group         string
 	format        *formatter
 }
 
@@ -39,6 +41,7 @@ func consume(ctx context.Context, env Env, args []string) error {
 	fs.Int64Var(&o.offset, "offset", -1, "start at this offset")
 	fs.IntVar(&o.maxMessages, "max-messages", 0, "stop after this many records (0: no limit)")
 	fs.BoolVar(&o.exitAtEnd, "exit-at-end", false, "stop once every partition's end is reached")
+	fs.StringVar(&o.group, "group", "", "consume as a member of this consumer group")
 	format := fs.String("format", `%s\n`, "output format with kcat placeholders")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -49,6 +52,14 @@ func consume(ctx context.Context, env Env, args []string) error {
 	}
 	if o.fromBeginning && o.offset >= 0 {
 		return fmt.Errorf("%w: --from-beginning and --offset exclude each other", errUsage)
+	}
+	if o.group != "" {
+		if o.partition >= 0 || o.offset >= 0 {
+			return fmt.Errorf("%w: --group excludes --partition and --offset (the group assigns partitions and keeps offsets)", errUsage)
+		}
+		if err := groups.ValidateGroupID(o.group); err != nil {
+			return fmt.Errorf("%w: --group: %v", errUsage, err)
+		}
 	}
 	if o.format, err = parseFormat(*format); err != nil {
 		return err
@@ -62,6 +73,9 @@ func consume(ctx context.Context, env Env, args []string) error {
 	t, ok := snap.Topic(topic)
 	if !ok {
 		return fmt.Errorf("consume: %w", protocol.UnknownTopicOrPartition.Err("no topic %q", topic))
+	}
+	if o.group != "" {
+		return consumeGroup(ctx, env, o, topic)
 	}
 	parts := []int32{}
 	for _, p := range t.Partitions {

@@ -1,6 +1,6 @@
 // Package ctl implements sluicectl, the command-line client of a Sluice cluster:
-// topics, producing from stdin, consuming to stdout with kcat-style formats, and
-// cluster status. Every command exits non-zero with the reason on stderr when
+// topics, producing from stdin, consuming to stdout with kcat-style formats
+// (alone or as a consumer-group member), consumer groups, and cluster status. Every command exits non-zero with the reason on stderr when
 // anything fails.
 package ctl
 
@@ -20,6 +20,7 @@ import (
 const (
 	DefaultFrontend = "http://127.0.0.1:8080"
 	DefaultMetadata = "http://127.0.0.1:7070,http://127.0.0.1:7073,http://127.0.0.1:7076"
+	DefaultOffsets  = "http://127.0.0.1:7080,http://127.0.0.1:7083,http://127.0.0.1:7086"
 )
 
 // Env is what a command runs against.
@@ -28,11 +29,12 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	Frontend       string
 	Metadata       string
+	Offsets        string
 }
 
 const usage = `sluicectl: the command-line client of a Sluice cluster
 
-usage: sluicectl [--frontend URL] [--metadata URL] COMMAND ...
+usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
 
   topic create NAME --partitions N --replication-factor R [--config k=v ...]
   topic list [-o json]
@@ -41,11 +43,26 @@ usage: sluicectl [--frontend URL] [--metadata URL] COMMAND ...
   produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
                 [--exit-at-end] [--format FMT]
+  consume TOPIC --group G [--from-beginning] [--max-messages N] [--exit-at-end]
+                [--format FMT]
+  group list [-o json]
+  group describe G [-o json]
+  group reset-offsets G --topic T [--partitions 0,1]
+                --to-earliest | --to-latest | --to-datetime RFC3339 | --to-offset N
+                [--dry-run] [-o json]
+  group delete G
   cluster status [-o json]
 
 --frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce and topic changes;
 --metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `)
   answers reads and finds partition leaders; any voter will do.
+--offsets ($SLUICE_OFFSETS, default ` + DefaultOffsets + `)
+  lists the offsets service's replicas, for consumer groups.
+consume --group joins the group: it reads the partitions the group assigns it from
+their committed offsets (or the end, or the beginning with --from-beginning, when
+there is none) and commits what it printed on exit. --exit-at-end stops once every
+assigned partition is read to its end. group reset-offsets and group delete need a
+group without members.
 --format takes kcat's placeholders: %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, \n and \t.
 `
@@ -55,11 +72,13 @@ var errUsage = errors.New("usage")
 
 // Main runs sluicectl with args (without the program name) and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Frontend: envOr("SLUICE_FRONTEND", DefaultFrontend), Metadata: envOr("SLUICE_METADATA", DefaultMetadata)}
+	env := Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Frontend: envOr("SLUICE_FRONTEND", DefaultFrontend),
+		Metadata: envOr("SLUICE_METADATA", DefaultMetadata), Offsets: envOr("SLUICE_OFFSETS", DefaultOffsets)}
 	fs := flag.NewFlagSet("sluicectl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&env.Frontend, "frontend", env.Frontend, "frontend URL")
 	fs.StringVar(&env.Metadata, "metadata", env.Metadata, "metadata URL")
+	fs.StringVar(&env.Offsets, "offsets", env.Offsets, "offsets service URLs, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stdout, usage)
@@ -107,6 +126,14 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return produce(ctx, env, rest)
 	case cmd == "consume":
 		return consume(ctx, env, rest)
+	case cmd == "group" && sub == "list":
+		return groupList(ctx, env, rest[1:])
+	case cmd == "group" && sub == "describe":
+		return groupDescribe(ctx, env, rest[1:])
+	case cmd == "group" && sub == "reset-offsets":
+		return groupResetOffsets(ctx, env, rest[1:])
+	case cmd == "group" && sub == "delete":
+		return groupDelete(ctx, env, rest[1:])
 	case cmd == "cluster" && sub == "status":
 		return clusterStatus(ctx, env, rest[1:])
 	case cmd == "help":
