@@ -1,0 +1,282 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// memberEvent is one line of sluice-testmember's output.
+type memberEvent struct {
+	Ev        string `json:"ev"`
+	Time      int64  `json:"t"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"p"`
+	Offset    int64  `json:"o"`
+	Value     string `json:"v"`
+	Err       string `json:"err"`
+}
+
+// member is a running sluice-testmember process and what it reported.
+type member struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu     sync.Mutex
+	events []memberEvent
+	owned  map[int32]bool
+	ended  int64 // Unix nanoseconds of the kill or exit, 0 while running
+}
+
+// startMember runs a group member process; it is killed when the test ends.
+func startMember(t *testing.T, c *localcluster.Cluster, name, group, topic string, args ...string) *member {
+	t.Helper()
+	bin := filepath.Join(buildBinaries(t), "sluice-testmember")
+	all := append([]string{"-metadata", c.MetadataURL(), "-offsets", c.OffsetsURL(), "-group", group, "-topic", topic, "-client-id", name}, args...)
+	cmd := exec.Command(bin, all...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &member{name: name, cmd: cmd, done: make(chan struct{}), owned: map[int32]bool{}}
+	go func() {
+		defer close(m.done)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e memberEvent
+			if json.Unmarshal(sc.Bytes(), &e) != nil {
+				continue
+			}
+			m.mu.Lock()
+			m.events = append(m.events, e)
+			switch e.Ev {
+			case "assign":
+				m.owned[e.Partition] = true
+			case "revoke", "lost":
+				delete(m.owned, e.Partition)
+			}
+			m.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		m.mu.Lock()
+		if m.ended == 0 {
+			m.ended = time.Now().UnixNano()
+		}
+		m.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-m.done
+		if t.Failed() && stderr.Len() > 0 {
+			t.Logf("%s stderr: %s", name, stderr.String())
+		}
+	})
+	return m
+}
+
+// kill sends SIGKILL and records the moment: the member's ownership ends there.
+func (m *member) kill() {
+	m.mu.Lock()
+	m.ended = time.Now().UnixNano()
+	m.mu.Unlock()
+	_ = m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.done
+	m.mu.Lock()
+	m.owned = map[int32]bool{}
+	m.mu.Unlock()
+}
+
+// stop sends SIGTERM (the member commits, revokes and leaves) and waits.
+func (m *member) stop() {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	<-m.done
+}
+
+// ownedNow returns the partitions the member owns now.
+func (m *member) ownedNow() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int32
+	for p := range m.owned {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// processed returns the values of the records the member processed.
+func (m *member) processed() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, e := range m.events {
+		if e.Ev == "rec" {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
+func (m *member) snapshot() ([]memberEvent, int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]memberEvent(nil), m.events...), m.ended
+}
+
+// waitOwnership waits until the members own the given numbers of partitions
+// (in order) and together own all n partitions; it returns when that held.
+func waitOwnership(t *testing.T, n int, want []int, members ...*member) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		total, ok := 0, true
+		var got []int
+		for i, m := range members {
+			o := len(m.ownedNow())
+			got = append(got, o)
+			total += o
+			if want != nil && o != want[i] {
+				ok = false
+			}
+		}
+		if ok && total == n {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ownership did not reach %v over %d partitions: %v", want, n, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type interval struct {
+	member     string
+	start, end int64
+}
+
+// checkExclusiveOwnership checks from the members' event logs that no
+// partition was owned by two members at any moment: ownership runs from an
+// assign event to the next revoke or lost event, or to the member's end.
+func checkExclusiveOwnership(t *testing.T, members ...*member) {
+	t.Helper()
+	byPartition := map[int32][]interval{}
+	for _, m := range members {
+		events, ended := m.snapshot()
+		open := map[int32]int64{}
+		for _, e := range events {
+			switch e.Ev {
+			case "assign":
+				if _, dup := open[e.Partition]; dup {
+					t.Fatalf("%s: partition %d assigned twice without a revoke", m.name, e.Partition)
+				}
+				open[e.Partition] = e.Time
+			case "revoke", "lost":
+				start, ok := open[e.Partition]
+				if !ok {
+					t.Fatalf("%s: partition %d revoked without being assigned", m.name, e.Partition)
+				}
+				byPartition[e.Partition] = append(byPartition[e.Partition], interval{m.name, start, e.Time})
+				delete(open, e.Partition)
+			}
+		}
+		end := ended
+		if end == 0 {
+			end = time.Now().UnixNano()
+		}
+		for p, start := range open {
+			byPartition[p] = append(byPartition[p], interval{m.name, start, end})
+		}
+	}
+	for p, ivs := range byPartition {
+		sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+		for i := 1; i < len(ivs); i++ {
+			if ivs[i].start < ivs[i-1].end {
+				t.Fatalf("partition %d owned by %s from %d and by %s until %d: two owners for %v",
+					p, ivs[i].member, ivs[i].start, ivs[i-1].member, ivs[i-1].end, time.Duration(ivs[i-1].end-ivs[i].start))
+			}
+		}
+	}
+}
+
+// produceValues sends records with values prefix-0..prefix-(n-1) through the
+// frontend with acks=all and returns the values.
+func produceValues(t *testing.T, c *localcluster.Cluster, topic, prefix string, n int) []string {
+	t.Helper()
+	return produceInRequests(t, c, topic, prefix, n, 500)
+}
+
+// produceInRequests is produceValues with perRequest records per request.
+func produceInRequests(t *testing.T, c *localcluster.Cluster, topic, prefix string, n, perRequest int) []string {
+	t.Helper()
+	var values []string
+	for start := 0; start < n; start += perRequest {
+		var recs []map[string]string
+		for i := start; i < min(start+perRequest, n); i++ {
+			v := fmt.Sprintf("%s-%d", prefix, i)
+			values = append(values, v)
+			recs = append(recs, map[string]string{"key": v, "value": v})
+		}
+		r := postJSON(t, c.FrontendURL()+"/v1/topics/"+topic+"/records?acks=all", map[string]any{"records": recs})
+		for _, o := range r.Offsets {
+			if o.ErrorCode != 0 {
+				t.Fatalf("produce: %s", o.Error)
+			}
+		}
+	}
+	return values
+}
+
+func createTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, partitions, rf int, config map[string]string) {
+	t.Helper()
+	admin := cluster.NewClient([]string{c.FrontendURL()})
+	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf, Config: config}); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, ctx, c, topic, partitions)
+}
+
+// waitProcessed waits until the union of what the members processed covers want.
+func waitProcessed(t *testing.T, want []string, members ...*member) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		seen := map[string]bool{}
+		for _, m := range members {
+			for _, v := range m.processed() {
+				seen[v] = true
+			}
+		}
+		missing := 0
+		for _, v := range want {
+			if !seen[v] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records never processed by any member", missing, len(want))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
