@@ -17,9 +17,11 @@ import (
 func sluicectl(t *testing.T, c interface {
 	FrontendURL() string
 	MetadataURL() string
+	OffsetsURL() string
 }, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(buildBinaries(t), "sluicectl"), append([]string{"--frontend", c.FrontendURL(), "--metadata", c.MetadataURL()}, args...)...)
+	cmd := exec.Command(filepath.Join(buildBinaries(t), "sluicectl"),
+		append([]string{"--frontend", c.FrontendURL(), "--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL()}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -88,5 +90,62 @@ func TestSluicectlTour(t *testing.T) {
 	must("", "topic", "delete", "tour")
 	if _, _, code := sluicectl(t, c, "", "topic", "describe", "tour"); code != 1 {
 		t.Fatalf("describe after delete: exit %d", code)
+	}
+}
+
+// TestSluicectlGroups: consume as a group, describe its lag, reset its
+// offsets, read again from the reset position, delete it — with the real
+// sluicectl binary.
+func TestSluicectlGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 1)
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := sluicectl(t, c, "", args...)
+		if code != 0 {
+			t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	must("topic", "create", "gt", "--partitions", "2", "--replication-factor", "1")
+	if _, errOut, code := sluicectl(t, c, "a\nb\nc\nd\ne\n", "produce", "gt", "--acks", "all"); code != 0 {
+		t.Fatalf("produce: %s", errOut)
+	}
+	count := func(out string) int { return len(strings.Fields(out)) }
+	if got := count(must("consume", "gt", "--group", "readers", "--from-beginning", "--exit-at-end", "--format", `%s\n`)); got != 5 {
+		t.Fatalf("first group read printed %d records, want 5", got)
+	}
+	// The group committed on exit: a second run has nothing left.
+	if got := count(must("consume", "gt", "--group", "readers", "--exit-at-end", "--format", `%s\n`)); got != 0 {
+		t.Fatalf("second group read printed %d records, want 0 (resuming from the commits)", got)
+	}
+	var d struct {
+		State      string `json:"state"`
+		TotalLag   int64  `json:"total_lag"`
+		Partitions []struct {
+			Committed int64 `json:"committed"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(must("group", "describe", "readers", "-o", "json")), &d); err != nil || d.TotalLag != 0 || len(d.Partitions) != 2 || d.State != "empty" {
+		t.Fatalf("describe: %+v, %v", d, err)
+	}
+	if out := must("group", "list"); !strings.Contains(out, "readers") {
+		t.Fatalf("group list: %q", out)
+	}
+	must("group", "reset-offsets", "readers", "--topic", "gt", "--to-earliest")
+	if err := json.Unmarshal([]byte(must("group", "describe", "readers", "-o", "json")), &d); err != nil || d.TotalLag != 5 {
+		t.Fatalf("describe after reset: %+v, %v", d, err)
+	}
+	if human := must("group", "describe", "readers"); !strings.Contains(human, "LAG") || !strings.Contains(human, "gt") {
+		t.Fatalf("human describe: %q", human)
+	}
+	if got := count(must("consume", "gt", "--group", "readers", "--exit-at-end", "--format", `%s\n`)); got != 5 {
+		t.Fatalf("read after the reset printed %d records, want 5", got)
+	}
+	must("group", "delete", "readers")
+	if _, errOut, code := sluicectl(t, c, "", "group", "describe", "readers"); code != 1 || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("describe after delete: exit %d, %q", code, errOut)
 	}
 }
