@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -69,7 +70,8 @@ func committedTotal(t *testing.T, ctx context.Context, gc *groups.Client, group,
 
 // TestTwoGroupsReadIndependently: two groups on one topic at different paces
 // both receive every record, and their committed offsets never affect each
-// other (the slow one stops half-way and resumes from its own commits).
+// other (the slow one stops half-way and resumes from its own commits, after
+// a storage leader was killed: its consumer follows the new leaders).
 func TestTwoGroupsReadIndependently(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -106,7 +108,11 @@ func TestTwoGroupsReadIndependently(t *testing.T) {
 	if d.TotalLag != 2000-slowCommitted || d.State != groups.StateEmpty {
 		t.Fatalf("slow group: lag %d state %s, want lag %d of an empty group", d.TotalLag, d.State, 2000-slowCommitted)
 	}
-	// The slow group resumes from its own commits; the fast group's stay put.
+	// The slow group resumes from its own commits, after partition 0's leader
+	// died; the fast group's commits stay put.
+	waitFullISR(t, ctx, c, "shared", 3)
+	leader, _ := leaderOf(t, ctx, c, "shared", 0)
+	c.StopProc(c.Proc(fmt.Sprintf("storage-%d", leader)), true)
 	rest := map[string]bool{}
 	for v := range want {
 		if !first[v] {
