@@ -7,12 +7,14 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
@@ -45,8 +47,6 @@ func DefaultConfig() Config {
 	r.Service = "offsets"
 	r.RaftAddr = "127.0.0.1:7081"
 	r.DataDir = "./data/offsets"
-	// The FSM is the bbolt file itself: no snapshot restore at start.
-	r.NoSnapshotRestoreOnStart = true
 	return Config{
 		Common:   service.Common{AdminAddr: "127.0.0.1:7082", LogLevel: "info", LogFormat: "json"},
 		Raft:     r,
@@ -160,7 +160,13 @@ type nodeParams struct {
 }
 
 func newNode(p nodeParams) (*raftgroup.Node, error) {
-	n, err := raftgroup.New(p.Config.Raft, p.FSM, p.Log.With("component", "raft"), raftgroup.WithReady(p.FSM.Ready))
+	rc := p.Config.Raft
+	restore, err := needsRestore(rc, p.FSM.AppliedIndex())
+	if err != nil {
+		return nil, err
+	}
+	rc.NoSnapshotRestoreOnStart = !restore
+	n, err := raftgroup.New(rc, p.FSM, p.Log.With("component", "raft"), raftgroup.WithReady(p.FSM.Ready))
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +193,22 @@ func newCoordinator(lc fx.Lifecycle, c Config, f *fsm.FSM, n *raftgroup.Node, w 
 	n.OnLeadership(co.OnLeadership)
 	lc.Append(fx.StartStopHook(co.Start, co.Stop))
 	return co
+}
+
+// needsRestore reports whether raft must restore its latest snapshot into the
+// state file at start: only when the file is behind the snapshot (a crash
+// while a snapshot from the leader was being installed). Otherwise the file
+// is the state and raft replays just the entries after it.
+func needsRestore(rc raftgroup.Config, applied uint64) (bool, error) {
+	store, err := raft.NewFileSnapshotStore(rc.DataDir, rc.SnapshotRetain, io.Discard)
+	if err != nil {
+		return false, fmt.Errorf("raft snapshots in %s: %w", rc.DataDir, err)
+	}
+	snaps, err := store.List()
+	if err != nil {
+		return false, fmt.Errorf("raft snapshots in %s: %w", rc.DataDir, err)
+	}
+	return len(snaps) > 0 && snaps[0].Index > applied, nil
 }
 
 // logOffsets looks up log offsets at partition leaders for lag and resets.

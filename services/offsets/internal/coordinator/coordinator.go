@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -60,6 +62,7 @@ type Coordinator struct {
 	seen        map[memberKey]time.Time
 	revokeSince map[memberKey]time.Time
 	term        uint64 // leadership changes seen, so a stale barrier cannot set ready
+	stopped     bool   // set by Stop: no goroutine may start after it
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -92,7 +95,13 @@ func (c *Coordinator) Start() {
 
 // Stop stops the expiry loop and any leadership catch-up and waits for them.
 func (c *Coordinator) Stop() {
-	close(c.stop)
+	c.mu.Lock()
+	already := c.stopped
+	c.stopped = true
+	c.mu.Unlock()
+	if !already {
+		close(c.stop)
+	}
 	c.wg.Wait()
 }
 
@@ -102,18 +111,13 @@ func (c *Coordinator) Stop() {
 func (c *Coordinator) OnLeadership(isLeader bool) {
 	c.ready.Store(false)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.term++
 	term := c.term
 	c.seen = map[memberKey]time.Time{}
 	c.revokeSince = map[memberKey]time.Time{}
-	c.mu.Unlock()
-	if !isLeader {
+	if !isLeader || c.stopped {
 		return
-	}
-	select {
-	case <-c.stop:
-		return // stopped: nothing may start any more
-	default:
 	}
 	c.wg.Add(1)
 	go func() {
@@ -144,8 +148,12 @@ func (c *Coordinator) OnLeadership(isLeader bool) {
 	}()
 }
 
-// Ready reports whether this replica coordinates now.
-func (c *Coordinator) Ready() bool { return c.ready.Load() && c.raft.IsLeader() }
+// Ready reports whether this replica coordinates now: it leads, has caught
+// up, and its state file takes writes (a replica whose state write failed
+// stops coordinating; its failing readiness check asks for a restart).
+func (c *Coordinator) Ready() bool {
+	return c.ready.Load() && c.raft.IsLeader() && c.fsm.Ready() == nil
+}
 
 func (c *Coordinator) groupLock(group string) *sync.Mutex {
 	c.mu.Lock()
@@ -176,6 +184,22 @@ func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.He
 	l := c.groupLock(group)
 	l.Lock()
 	defer l.Unlock()
+	for attempt := 0; ; attempt++ {
+		resp, err := c.heartbeatLocked(ctx, group, req)
+		// A compare-and-set conflict means the state read was stale (a
+		// proposal that timed out committed meanwhile): read again once.
+		if protocol.CodeOf(err) == protocol.InvalidUpdateVersion && attempt == 0 {
+			continue
+		}
+		if protocol.CodeOf(err) == protocol.InvalidUpdateVersion {
+			err = fmt.Errorf("%w: group %s changed under the coordinator: %w", ErrNotLeader, group, err)
+		}
+		return resp, err
+	}
+}
+
+// heartbeatLocked runs one heartbeat with the group's lock held.
+func (c *Coordinator) heartbeatLocked(ctx context.Context, group string, req groups.HeartbeatRequest) (*groups.HeartbeatResponse, error) {
 	g, ok := c.fsm.Group(group)
 	if !ok {
 		g = &fsm.Group{Name: group}
@@ -185,20 +209,6 @@ func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.He
 	if err != nil {
 		return nil, err
 	}
-	k := memberKey{group, resp.MemberID}
-	c.mu.Lock()
-	if m := ng.Members[resp.MemberID]; m != nil {
-		c.seen[k] = c.now()
-		if len(m.Revoking) == 0 {
-			delete(c.revokeSince, k)
-		} else if _, ok := c.revokeSince[k]; !ok {
-			c.revokeSince[k] = c.now()
-		}
-	} else {
-		delete(c.seen, k)
-		delete(c.revokeSince, k)
-	}
-	c.mu.Unlock()
 	if changed(g, ng) {
 		if err := c.put(ctx, g.Version, ng); err != nil {
 			return nil, err
@@ -209,7 +219,34 @@ func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.He
 			c.log.Info("member left", "group", group, "member", req.MemberID, "group_epoch", ng.Epoch)
 		}
 	}
+	c.track(group, resp.MemberID, g.Members[resp.MemberID], ng.Members[resp.MemberID])
 	return resp, nil
+}
+
+// track renews a member's session clock after a heartbeat and restarts its
+// rebalance clock whenever its revoking set changed (a new revocation, or a
+// partial release: the member is making progress).
+func (c *Coordinator) track(group, id string, before, after *fsm.Member) {
+	k := memberKey{group, id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if after == nil {
+		delete(c.seen, k)
+		delete(c.revokeSince, k)
+		return
+	}
+	now := c.now()
+	c.seen[k] = now
+	switch {
+	case len(after.Revoking) == 0:
+		delete(c.revokeSince, k)
+	case before == nil || !slices.Equal(before.Revoking, after.Revoking):
+		c.revokeSince[k] = now
+	default:
+		if _, ok := c.revokeSince[k]; !ok {
+			c.revokeSince[k] = now
+		}
+	}
 }
 
 func changed(a, b *fsm.Group) bool {
@@ -228,7 +265,12 @@ func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) error {
 		return err
 	}
 	out, err := c.raft.ApplyLocal(ctx, b)
-	if err != nil {
+	switch {
+	case errors.Is(err, raftgroup.ErrTimeout):
+		// The entry may still commit: the client retries here, and the
+		// retry sees the outcome.
+		return protocol.RequestTimedOut.Err("the offsets raft group did not commit in time: %v", err)
+	case err != nil:
 		return fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
 	res, ok := out.(*fsm.Result)
@@ -278,40 +320,26 @@ func (c *Coordinator) expire() {
 	if !c.Ready() {
 		return
 	}
-	now := c.now()
 	for _, g := range c.fsm.GroupsWithMembers() {
-		for _, m := range g.Members {
-			k := memberKey{g.Name, m.ID}
-			c.mu.Lock()
-			seen, ok := c.seen[k]
-			if !ok {
-				seen, c.seen[k] = now, now
-			}
-			since, revoking := c.revokeSince[k]
-			if len(m.Revoking) == 0 {
-				delete(c.revokeSince, k)
-				revoking = false
-			} else if !revoking {
-				since, c.revokeSince[k], revoking = now, now, true
-			}
-			c.mu.Unlock()
-			switch {
-			case now.Sub(seen) > time.Duration(m.SessionTimeoutMs)*time.Millisecond:
-				c.remove(g.Name, m.ID, "session expired")
-			case revoking && now.Sub(since) > time.Duration(m.RebalanceTimeoutMs)*time.Millisecond:
-				c.remove(g.Name, m.ID, "did not release revoked partitions within its rebalance timeout")
-			}
+		for id := range g.Members {
+			c.expireMember(g.Name, id)
 		}
 	}
 }
 
-// remove takes a member out of its group.
-func (c *Coordinator) remove(group, id, reason string) {
+// expireMember removes one member if its session or rebalance clock ran out.
+// It decides under the group's lock, so a heartbeat that renewed the member
+// meanwhile is seen and the member stays.
+func (c *Coordinator) expireMember(group, id string) {
 	l := c.groupLock(group)
 	l.Lock()
 	defer l.Unlock()
 	g, ok := c.fsm.Group(group)
 	if !ok || g.Members[id] == nil {
+		return
+	}
+	reason := c.expiredReason(memberKey{group, id}, g.Members[id])
+	if reason == "" {
 		return
 	}
 	ng := g.Clone()
@@ -322,11 +350,35 @@ func (c *Coordinator) remove(group, id, reason string) {
 		c.log.Warn("removing a member failed; will retry", "group", group, "member", id, "reason", reason, "err", err)
 		return
 	}
-	c.mu.Lock()
-	delete(c.seen, memberKey{group, id})
-	delete(c.revokeSince, memberKey{group, id})
-	c.mu.Unlock()
+	c.track(group, id, g.Members[id], nil)
 	c.log.Info("member removed", "group", group, "member", id, "reason", reason, "group_epoch", ng.Epoch)
+}
+
+// expiredReason says why a member must go ("" when it may stay). Clocks a
+// new leader has not seen yet start now.
+func (c *Coordinator) expiredReason(k memberKey, m *fsm.Member) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	seen, ok := c.seen[k]
+	if !ok {
+		seen, c.seen[k] = now, now
+	}
+	if now.Sub(seen) > time.Duration(m.SessionTimeoutMs)*time.Millisecond {
+		return "session expired"
+	}
+	if len(m.Revoking) == 0 {
+		delete(c.revokeSince, k)
+		return ""
+	}
+	since, ok := c.revokeSince[k]
+	if !ok {
+		since, c.revokeSince[k] = now, now
+	}
+	if now.Sub(since) > time.Duration(m.RebalanceTimeoutMs)*time.Millisecond {
+		return "did not release revoked partitions within its rebalance timeout"
+	}
+	return ""
 }
 
 // newMemberID returns "<client id>-<16 hex digits>".

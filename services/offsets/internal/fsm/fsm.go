@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -54,6 +55,13 @@ func Open(path string, log *slog.Logger) (*FSM, error) {
 }
 
 func (f *FSM) open() error {
+	// Leftovers of a crash during Snapshot or Restore.
+	if old, _ := filepath.Glob(filepath.Join(filepath.Dir(f.path), snapshotPattern)); len(old) > 0 {
+		for _, o := range old {
+			os.Remove(o)
+		}
+	}
+	os.Remove(f.path + ".restore")
 	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("open offsets state %s: %w", f.path, err)
@@ -275,28 +283,50 @@ func parseKey(k []byte) (string, int32, bool) {
 	return string(k[:len(k)-5]), int32(binary.BigEndian.Uint32(k[len(k)-4:])), true
 }
 
-// Snapshot captures the state in a read transaction that Persist streams.
+// Snapshot copies the state file into a temporary file that Persist streams
+// and Release removes, so no bbolt transaction stays open while raft writes
+// the snapshot (Restore closes the file, which waits for open transactions).
+// It refuses while the state is broken: a snapshot must hold every entry up
+// to the index raft labels it with.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	tx, err := f.db.Begin(false)
+	if f.broken != nil {
+		return nil, f.broken
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.path), snapshotPattern)
 	if err != nil {
 		return nil, fmt.Errorf("offsets snapshot: %w", err)
 	}
-	return &snapshot{tx: tx}, nil
+	err = f.db.View(func(tx *bolt.Tx) error { _, err := tx.WriteTo(tmp); return err })
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("offsets snapshot: %w", err)
+	}
+	return &snapshot{file: tmp}, nil
 }
 
-type snapshot struct{ tx *bolt.Tx }
+// snapshotPattern names the temporary copies Snapshot makes.
+const snapshotPattern = "snapshot-*.db.tmp"
+
+type snapshot struct{ file *os.File }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.tx.WriteTo(sink); err != nil {
+	if _, err := io.Copy(sink, s.file); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("offsets snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s *snapshot) Release() { _ = s.tx.Rollback() }
+func (s *snapshot) Release() {
+	s.file.Close()
+	os.Remove(s.file.Name())
+}
 
 // Restore replaces the state with a snapshot's bbolt file.
 func (f *FSM) Restore(rc io.ReadCloser) error {
@@ -320,14 +350,31 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.db.Close(); err != nil {
-		return fmt.Errorf("offsets restore: closing the state file: %w", err)
+		f.broken = fmt.Errorf("offsets restore: closing the state file: %w", err)
+		return f.broken
 	}
 	if err := os.Rename(tmp, f.path); err != nil {
-		return fmt.Errorf("offsets restore: %w", err)
+		f.broken = fmt.Errorf("offsets restore: %w", err)
+		return f.broken
+	}
+	if err := syncDir(filepath.Dir(f.path)); err != nil {
+		f.broken = fmt.Errorf("offsets restore: %w", err)
+		return f.broken
 	}
 	if err := f.open(); err != nil {
+		f.broken = err
 		return err
 	}
 	f.broken = nil
 	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -211,5 +212,49 @@ func TestDecodeCommandRejectsMalformed(t *testing.T) {
 	res := apply(t, f, &raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte("garbage")})
 	if protocol.CodeOf(res[0].Err) != protocol.InvalidRequest || f.AppliedIndex() != 1 {
 		t.Fatalf("garbage entry: %v, applied %d", res[0].Err, f.AppliedIndex())
+	}
+}
+
+// TestRestoreWhileASnapshotIsOutstanding: raft may install a snapshot from
+// the leader while this member's own snapshot is still being persisted; the
+// restore must not wait for it (no open transaction is held by a snapshot).
+func TestRestoreWhileASnapshotIsOutstanding(t *testing.T) {
+	src := open(t, filepath.Join(t.TempDir(), "state.db"))
+	apply(t, src, entry(t, 1, commit("g", "", 0, "t", 0, 42)))
+	var sink bufSink
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	dst := open(t, filepath.Join(t.TempDir(), "state.db"))
+	pending, err := dst.Snapshot() // persisted later, after the restore
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- dst.Restore(io.NopCloser(&sink)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Restore blocked behind an outstanding snapshot")
+	}
+	var late bufSink
+	if err := pending.Persist(&late); err != nil || late.Len() == 0 {
+		t.Fatalf("the outstanding snapshot could not be persisted after the restore: %v (%d bytes)", err, late.Len())
+	}
+	pending.Release()
+	if got := offsetOf(t, dst, "g", 0); got != 42 {
+		t.Fatalf("offset after restore %d, want 42", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst.path), "*.tmp")); len(left) != 0 {
+		t.Fatalf("temporary snapshot files left behind: %v", left)
 	}
 }

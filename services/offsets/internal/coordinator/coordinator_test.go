@@ -1,0 +1,197 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// staticTopics stands in for the metadata watch (the metadata service cannot
+// run inside this module's tests).
+type staticTopics map[string]int32
+
+func (s staticTopics) Partitions() (map[string]int32, bool) { return s, true }
+
+// testSettings are short timeouts so expiry shows within a test.
+func testSettings() Settings {
+	s := DefaultSettings()
+	s.SessionTimeout, s.MinSessionTimeout = 400*time.Millisecond, 100*time.Millisecond
+	s.RebalanceTimeout = 600 * time.Millisecond
+	s.HeartbeatInterval = 50 * time.Millisecond
+	s.ExpiryCheckInterval = 20 * time.Millisecond
+	return s
+}
+
+// start runs a real single-voter Raft group over the real FSM in dir and a
+// coordinator on it, and waits until the coordinator is ready.
+func start(t *testing.T, dir string) (*Coordinator, *fsm.FSM, func()) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f, err := fsm.Open(filepath.Join(dir, "state.db"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := raftgroup.DefaultConfig()
+	rc.Service, rc.RaftAddr, rc.HTTPAddr, rc.DataDir, rc.Bootstrap = "offsets", "127.0.0.1:0", "127.0.0.1:1", dir, true
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	rc.LogLevel, rc.NoSnapshotRestoreOnStart = "error", true
+	n, err := raftgroup.New(rc, f, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(f, n, staticTopics{"t": 4}, testSettings(), log)
+	n.OnLeadership(c.OnLeadership)
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			c.Stop()
+			n.Stop()
+			f.Close()
+		})
+	}
+	t.Cleanup(stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("coordinator never became ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c, f, stop
+}
+
+type testMember struct {
+	id    string
+	epoch int32
+	owned []groups.TP
+}
+
+func (m *testMember) beat(t *testing.T, c *Coordinator, release bool) error {
+	t.Helper()
+	resp, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{MemberID: m.id, MemberEpoch: m.epoch, Topics: []string{"t"}, Owned: groups.Group(m.owned)})
+	if err != nil {
+		return err
+	}
+	m.id, m.epoch = resp.MemberID, resp.MemberEpoch
+	if release {
+		m.owned = groups.Flatten(resp.Assignment)
+	} else { // a member that never lets go: keeps what it had and adds what it got
+		m.owned = groups.SortTPs(append(m.owned, groups.Flatten(resp.Assignment)...))
+	}
+	return nil
+}
+
+// keepBeating heartbeats m until the member owns want partitions.
+func keepBeating(t *testing.T, c *Coordinator, m *testMember, want int, release bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.owned) != want {
+		if err := m.beat(t, c, release); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member %s owns %v, want %d partitions", m.id, m.owned, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSessionExpiryMovesPartitions(t *testing.T) {
+	c, f, _ := start(t, t.TempDir())
+	a, b := &testMember{}, &testMember{}
+	keepBeating(t, c, a, 4, true)
+	keepBeating(t, c, b, 0, true)
+	for i := 0; i < 10; i++ { // settle 2/2
+		a.beat(t, c, true)
+		b.beat(t, c, true)
+	}
+	if len(a.owned) != 2 || len(b.owned) != 2 {
+		t.Fatalf("not balanced: %v / %v", a.owned, b.owned)
+	}
+	// b goes silent: after its session it is removed and a takes everything.
+	keepBeating(t, c, a, 4, true)
+	if err := b.beat(t, c, true); !errors.Is(err, &protocol.Error{Code: protocol.UnknownMemberID}) {
+		t.Fatalf("expired member's heartbeat: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	g, _ := f.Group("g")
+	if len(g.Members) != 1 {
+		t.Fatalf("members after expiry: %v", g.Members)
+	}
+}
+
+func TestMemberThatNeverReleasesIsRemovedAfterRebalanceTimeout(t *testing.T) {
+	c, _, _ := start(t, t.TempDir())
+	hog, other := &testMember{}, &testMember{}
+	keepBeating(t, c, hog, 4, false)
+	if err := other.beat(t, c, true); err != nil {
+		t.Fatal(err)
+	}
+	// The hog keeps heartbeating (its session stays alive) but never
+	// releases what it is asked to revoke: after the rebalance timeout it is
+	// removed, and only then does the other member get partitions.
+	start := time.Now()
+	var hogErr error
+	for hogErr == nil {
+		hogErr = hog.beat(t, c, false)
+		if err := other.beat(t, c, true); err != nil {
+			t.Fatal(err)
+		}
+		if len(other.owned) > 0 && hogErr == nil {
+			t.Fatalf("other member got %v while the hog still holds everything", other.owned)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the hog was never removed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(hogErr, &protocol.Error{Code: protocol.UnknownMemberID}) || time.Since(start) < testSettings().RebalanceTimeout {
+		t.Fatalf("hog removed after %v with %v; want UNKNOWN_MEMBER_ID after the %v rebalance timeout", time.Since(start), hogErr, testSettings().RebalanceTimeout)
+	}
+	keepBeating(t, c, other, 4, true)
+}
+
+func TestGroupStateAndOffsetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	c, f, stop := start(t, dir)
+	m := &testMember{}
+	keepBeating(t, c, m, 4, true)
+	if err := c.Commit(context.Background(), "g", groups.CommitRequest{MemberID: m.id, MemberEpoch: m.epoch,
+		Offsets: []groups.Offset{{Topic: "t", Partition: 3, Offset: 77}}}); err != nil {
+		t.Fatal(err)
+	}
+	// A zombie's commit is refused by the coordinator before it reaches the log.
+	if err := c.Commit(context.Background(), "g", groups.CommitRequest{MemberID: "ghost", MemberEpoch: 1,
+		Offsets: []groups.Offset{{Topic: "t", Partition: 3, Offset: 1}}}); !errors.Is(err, &protocol.Error{Code: protocol.UnknownMemberID}) {
+		t.Fatalf("ghost commit: %v", err)
+	}
+	applied := f.AppliedIndex()
+	stop()
+
+	c2, f2, _ := start(t, dir)
+	if f2.AppliedIndex() < applied {
+		t.Fatalf("applied index %d after restart, was %d", f2.AppliedIndex(), applied)
+	}
+	offs, err := f2.Offsets("g", "t")
+	if err != nil || len(offs) != 1 || offs[0].Offset != 77 {
+		t.Fatalf("offsets after restart: %v, %v", offs, err)
+	}
+	// The member survived in the state; its session clock restarted with the
+	// new leadership, so it can carry on with the same id and epoch.
+	if err := m.beat(t, c2, true); err != nil || len(m.owned) != 4 {
+		t.Fatalf("member after restart: %v, owns %v", err, m.owned)
+	}
+}
