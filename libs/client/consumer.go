@@ -186,11 +186,16 @@ func (c *Consumer) nextWakeLocked(now time.Time) time.Duration {
 // (a partition is no longer ours, or we are no longer a member) is returned
 // as a *protocol.Error.
 func (c *Consumer) Commit(ctx context.Context) error {
-	offs := c.positions(nil, false)
-	if len(offs) == 0 {
+	// Positions and identity are read together, so a membership lost and
+	// joined anew in between cannot lend its id to the old positions.
+	c.mu.Lock()
+	offs := c.positionsLocked(nil, false)
+	id, epoch, closed := c.memberID, c.epoch, c.closed
+	c.mu.Unlock()
+	if len(offs) == 0 && !closed {
 		return nil
 	}
-	return c.CommitOffsets(ctx, offs)
+	return c.commitAs(ctx, id, epoch, closed, offs)
 }
 
 // CommitOffsets commits the given offsets (each the next offset to read) in
@@ -199,6 +204,10 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offs []groups.Offset) erro
 	c.mu.Lock()
 	id, epoch, closed := c.memberID, c.epoch, c.closed
 	c.mu.Unlock()
+	return c.commitAs(ctx, id, epoch, closed, offs)
+}
+
+func (c *Consumer) commitAs(ctx context.Context, id string, epoch int32, closed bool, offs []groups.Offset) error {
 	if closed {
 		return ErrConsumerClosed
 	}
@@ -225,6 +234,10 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offs []groups.Offset) erro
 func (c *Consumer) positions(tps []groups.TP, changedOnly bool) []groups.Offset {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.positionsLocked(tps, changedOnly)
+}
+
+func (c *Consumer) positionsLocked(tps []groups.TP, changedOnly bool) []groups.Offset {
 	if tps == nil {
 		tps = c.ownedLocked()
 	}
@@ -298,7 +311,10 @@ func (c *Consumer) MemberID() string {
 	return c.memberID
 }
 
-// Close releases the consumer's partitions and leaves the group: it waits
+// Close releases the consumer's partitions and leaves the group. Like
+// Kafka's close, it commits the position after every record Poll returned,
+// so call it once those records are processed: from the goroutine that
+// polls, or after stopping it (cancelling its Poll's context). It waits
 // for a running Poll to return, stops every fetcher, commits owned positions
 // (with AutoCommit), calls OnRevoked (OnLost, without committing, when the
 // membership was lost), stops the group goroutine, heartbeats with epoch -1

@@ -19,7 +19,7 @@ import (
 // runGroup is the group goroutine; it returns when ctx ends (Close).
 func (c *Consumer) runGroup(ctx context.Context) {
 	defer close(c.groupDone)
-	m := newMembership(c.cfg.SessionTimeout)
+	m := newMembership(c.cfg.SessionTimeout, c.cfg.RebalanceTimeout)
 	base := groups.HeartbeatRequest{
 		ClientID:           c.cfg.ClientID,
 		Topics:             c.cfg.Topics,
@@ -43,6 +43,10 @@ func (c *Consumer) runGroup(ctx context.Context) {
 			c.declareLost(m, "no heartbeat answered for the session timeout")
 			continue
 		}
+		if m.revocationOverdue(now) {
+			c.declareLost(m, "revoked partitions not released within the rebalance timeout (is Poll being called?)")
+			continue
+		}
 		req := m.request(base, c.Assignment())
 		rctx, cancel := context.WithDeadline(ctx, m.deadline(now))
 		resp, err := c.coord.Heartbeat(rctx, c.cfg.Group, req)
@@ -51,6 +55,8 @@ func (c *Consumer) runGroup(ctx context.Context) {
 			return
 		}
 		delay := c.afterHeartbeat(m, resp, err, now)
+		m.noteRevocation(c.Assignment(), now)
+		delay = m.wait(time.Now(), delay)
 		if !c.pauseHeartbeat(ctx, delay) {
 			return
 		}

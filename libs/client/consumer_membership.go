@@ -72,10 +72,42 @@ type membership struct {
 	interval time.Duration
 	lastOK   time.Time // when the last answered heartbeat was sent (zero before)
 	failures int       // consecutive failed heartbeats
+
+	// rebalance is the rebalance timeout; revokingSince is when the
+	// heartbeat that first asked to revoke a partition still owned was sent
+	// (zero when nothing is pending).
+	rebalance     time.Duration
+	revokingSince time.Time
 }
 
-func newMembership(session time.Duration) *membership {
-	return &membership{session: session, interval: defaultHeartbeatInterval(session)}
+func newMembership(session, rebalance time.Duration) *membership {
+	return &membership{session: session, rebalance: rebalance, interval: defaultHeartbeatInterval(session)}
+}
+
+// noteRevocation starts the member's own rebalance clock when a heartbeat
+// sent at sentAt left out a partition it still owns, and stops it once
+// nothing owned is outside the target.
+func (m *membership) noteRevocation(owned []groups.TP, sentAt time.Time) {
+	pending := m.joined() && len(diffTPs(groups.SortTPs(slices.Clone(owned)), m.target)) > 0
+	switch {
+	case !pending:
+		m.revokingSince = time.Time{}
+	case m.revokingSince.IsZero():
+		m.revokingSince = sentAt
+	}
+}
+
+// revocationDeadline is when the member gives up partitions it did not
+// release in time: the rebalance timeout after the revocation was asked,
+// less one heartbeat interval, so it stops before the coordinator (which
+// started its clock later, on receipt) hands them to another member.
+func (m *membership) revocationDeadline() time.Time {
+	return m.revokingSince.Add(max(m.rebalance-m.interval, m.rebalance/2))
+}
+
+// revocationOverdue reports whether that deadline passed.
+func (m *membership) revocationOverdue(now time.Time) bool {
+	return !m.revokingSince.IsZero() && !now.Before(m.revocationDeadline())
 }
 
 // defaultHeartbeatInterval is used until the coordinator names one: a third
@@ -162,13 +194,16 @@ func (m *membership) wait(now time.Time, want time.Duration) time.Duration {
 	if m.joined() {
 		want = min(want, m.lastOK.Add(m.session).Sub(now))
 	}
+	if !m.revokingSince.IsZero() {
+		want = min(want, m.revocationDeadline().Sub(now))
+	}
 	return max(want, 0)
 }
 
 // reset forgets the membership after it was lost: the next heartbeat joins
 // as a new member (epoch 0, no member id).
 func (m *membership) reset() {
-	*m = *newMembership(m.session)
+	*m = *newMembership(m.session, m.rebalance)
 }
 
 // heartbeatTimeout is one heartbeat request's timeout for a session timeout.

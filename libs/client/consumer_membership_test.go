@@ -37,7 +37,7 @@ func TestClassifyHeartbeat(t *testing.T) {
 
 func TestMembershipRequest(t *testing.T) {
 	base := groups.HeartbeatRequest{ClientID: "c", Topics: []string{"a", "b"}, Assignor: "range", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 30000}
-	m := newMembership(10 * time.Second)
+	m := newMembership(10*time.Second, 30*time.Second)
 	join := m.request(base, nil)
 	if join.MemberID != "" || join.MemberEpoch != groups.JoinEpoch || join.Owned == nil || len(join.Owned) != 0 {
 		t.Errorf("join %+v", join)
@@ -76,7 +76,7 @@ func TestMembershipAccept(t *testing.T) {
 		{"no interval named", nil, nil, 0, false, nil, session / 3},
 		{"interval longer than half the session", nil, nil, 5000, false, nil, session / 2},
 	} {
-		m := newMembership(session)
+		m := newMembership(session, 30*time.Second)
 		m.target, m.failures = tc.before, 3
 		changed := m.accept(&groups.HeartbeatResponse{MemberID: "m1", MemberEpoch: 4, HeartbeatIntervalMs: tc.intervalMs, Assignment: tc.assignment}, sent)
 		if changed != tc.wantChanged || !slices.Equal(m.target, tc.wantTarget) || m.interval != tc.wantInterval {
@@ -111,7 +111,7 @@ func TestMembershipFail(t *testing.T) {
 		{"not coordinator past the session", true, 0, protocol.NotCoordinator.Err(""), 2 * session, true, 0},
 		{"joining never expires", false, 0, network, time.Hour, false, minRetryBackoff},
 	} {
-		m := newMembership(session)
+		m := newMembership(session, 30*time.Second)
 		if tc.joined {
 			m.memberID, m.epoch, m.lastOK = "m1", 3, lastOK
 		}
@@ -129,7 +129,7 @@ func TestMembershipFail(t *testing.T) {
 func TestMembershipSessionClock(t *testing.T) {
 	session := 3 * time.Second
 	lastOK := time.Unix(1000, 0)
-	m := newMembership(session)
+	m := newMembership(session, 30*time.Second)
 	if m.expired(lastOK.Add(time.Hour)) {
 		t.Error("a member that never joined expired")
 	}
@@ -224,5 +224,34 @@ func TestJoinRefused(t *testing.T) {
 		if got := joinRefused(tc.err); got != tc.want {
 			t.Errorf("%v: %v", tc.err, got)
 		}
+	}
+}
+
+func TestRevocationOverdue(t *testing.T) {
+	m := newMembership(time.Minute, 30*time.Second) // a session longer than the test's clock
+
+	t0 := time.Unix(1000, 0)
+	a, b := groups.TP{Topic: "t", Partition: 0}, groups.TP{Topic: "t", Partition: 1}
+	m.accept(&groups.HeartbeatResponse{MemberID: "m", MemberEpoch: 2, HeartbeatIntervalMs: 500,
+		Assignment: groups.Group([]groups.TP{a})}, t0)
+	m.noteRevocation([]groups.TP{a, b}, t0) // b is asked back while still owned
+	if m.revocationOverdue(t0.Add(29 * time.Second)) {
+		t.Fatal("overdue before the rebalance timeout less one heartbeat interval")
+	}
+	if !m.revocationOverdue(t0.Add(29*time.Second + 500*time.Millisecond)) {
+		t.Fatal("not overdue at the rebalance timeout less one heartbeat interval")
+	}
+	if w := m.wait(t0.Add(29*time.Second), time.Hour); w != 500*time.Millisecond {
+		t.Fatalf("wait = %v, want to wake at the revocation deadline", w)
+	}
+	// A later heartbeat does not move the clock while b is still owned...
+	m.noteRevocation([]groups.TP{a, b}, t0.Add(10*time.Second))
+	if !m.revocationOverdue(t0.Add(29*time.Second + 500*time.Millisecond)) {
+		t.Fatal("the clock restarted on a later heartbeat")
+	}
+	// ...and releasing b stops it.
+	m.noteRevocation([]groups.TP{a}, t0.Add(11*time.Second))
+	if m.revocationOverdue(t0.Add(time.Hour)) {
+		t.Fatal("overdue after the release")
 	}
 }

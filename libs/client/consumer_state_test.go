@@ -143,7 +143,7 @@ func TestLossPendingGatesEverything(t *testing.T) {
 
 func TestDeclareLost(t *testing.T) {
 	c := newBareConsumer(1)
-	m := newMembership(3e9)
+	m := newMembership(3e9, 30e9)
 	m.memberID, m.epoch = "m1", 5
 	c.memberID, c.epoch, c.target = "m1", 5, []groups.TP{tp("t", 0)}
 	c.declareLost(m, "test")
