@@ -67,6 +67,7 @@ type membership struct {
 	session time.Duration // the configured session timeout
 
 	memberID string      // "" until the coordinator answers a join
+	joinID   string      // the id this member made up for its join in progress
 	epoch    int32       // the last epoch the coordinator answered
 	target   []groups.TP // the last assignment answered, sorted
 	interval time.Duration
@@ -122,7 +123,12 @@ func (m *membership) joined() bool { return m.memberID != "" }
 func (m *membership) request(base groups.HeartbeatRequest, owned []groups.TP) groups.HeartbeatRequest {
 	base.MemberID, base.MemberEpoch = m.memberID, m.epoch
 	if !m.joined() {
-		base.MemberEpoch = groups.JoinEpoch
+		// One id per join, kept across retries, so a join whose answer was
+		// lost is not counted twice by the coordinator.
+		if m.joinID == "" {
+			m.joinID = groups.NewMemberID(base.ClientID)
+		}
+		base.MemberID, base.MemberEpoch = m.joinID, groups.JoinEpoch
 	}
 	base.Owned = groups.Group(groups.SortTPs(slices.Clone(owned)))
 	return base

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,8 +40,15 @@ func TestMembershipRequest(t *testing.T) {
 	base := groups.HeartbeatRequest{ClientID: "c", Topics: []string{"a", "b"}, Assignor: "range", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 30000}
 	m := newMembership(10*time.Second, 30*time.Second)
 	join := m.request(base, nil)
-	if join.MemberID != "" || join.MemberEpoch != groups.JoinEpoch || join.Owned == nil || len(join.Owned) != 0 {
-		t.Errorf("join %+v", join)
+	if !strings.HasPrefix(join.MemberID, "c-") || join.MemberEpoch != groups.JoinEpoch || join.Owned == nil || len(join.Owned) != 0 {
+		t.Errorf("join %+v, want a fresh id made from the client id", join)
+	}
+	if retry := m.request(base, nil); retry.MemberID != join.MemberID {
+		t.Errorf("a retried join changed its id: %q then %q", join.MemberID, retry.MemberID)
+	}
+	m.reset()
+	if next := m.request(base, nil); next.MemberID == join.MemberID {
+		t.Errorf("a join after a reset reused the id %q", next.MemberID)
 	}
 	if join.ClientID != "c" || join.Assignor != "range" || join.SessionTimeoutMs != 10000 || !slices.Equal(join.Topics, []string{"a", "b"}) {
 		t.Errorf("join lost the subscription: %+v", join)

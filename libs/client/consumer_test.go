@@ -234,16 +234,19 @@ func TestConsumerLosesPartitionsWhenFencedAndRejoins(t *testing.T) {
 	if n := fc.coord.commitCount(); n != commits {
 		t.Errorf("a lost partition was committed (%d commits, was %d)", n, commits)
 	}
-	// The rejoin: a fresh member (no id, epoch 0) reporting nothing owned.
+	// The rejoin: a fresh member (a new id, epoch 0) reporting nothing owned.
 	got = append(got, pollUntil(t, c, "reassignment", func([]ConsumerRecord) bool { a, _, _ := ev.counts(); return a >= 2 })...)
-	var rejoin *groups.HeartbeatRequest
+	var joins []groups.HeartbeatRequest
 	for _, hb := range fc.coord.heartbeatLog() {
 		if hb.MemberEpoch == groups.JoinEpoch {
-			rejoin = &hb
+			joins = append(joins, hb)
 		}
 	}
-	if rejoin == nil || rejoin.MemberID != "" || len(rejoin.Owned) != 0 {
-		t.Errorf("rejoin %+v", rejoin)
+	if len(joins) < 2 {
+		t.Fatalf("joins %+v, want the first and the rejoin", joins)
+	}
+	if rejoin := joins[len(joins)-1]; rejoin.MemberID == "" || rejoin.MemberID == joins[0].MemberID || len(rejoin.Owned) != 0 {
+		t.Errorf("rejoin %+v after first join %+v", rejoin, joins[0])
 	}
 	if c.MemberID() != "m2" {
 		t.Errorf("member id %q after rejoin, want m2", c.MemberID())

@@ -4,8 +4,11 @@
 //
 // The group protocol follows Kafka's KIP-848 (server-side assignment):
 //
-//   - A member joins by heartbeating with MemberEpoch 0 and no MemberID; the
-//     coordinator answers with the member's id, its epoch and its assignment.
+//   - A member joins by heartbeating with MemberEpoch 0 and a MemberID it
+//     made up for this join (NewMemberID); the coordinator answers with its
+//     epoch and assignment. A retried join with the same id (its answer was
+//     lost) is answered with that member's current state instead of adding
+//     a second member. A join without an id gets one from the coordinator.
 //   - Every heartbeat carries the member's subscription and the partitions it
 //     owns right now; every answer carries the full assignment the member
 //     should own now. A partition missing from the answer that the member
@@ -31,9 +34,12 @@
 package groups
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // Assignor names.
@@ -69,7 +75,8 @@ type TopicPartitions struct {
 
 // HeartbeatRequest is the body of POST /v1/groups/{group}/heartbeat.
 type HeartbeatRequest struct {
-	// MemberID is empty to join; the coordinator assigns it.
+	// MemberID names the member; on a join it is a fresh id the member
+	// made up (or empty, and the coordinator makes one up).
 	MemberID string `json:"member_id,omitempty"`
 	// MemberEpoch is JoinEpoch to join, LeaveEpoch to leave, otherwise the
 	// last epoch the coordinator answered.
@@ -215,6 +222,44 @@ type ResetResponse struct {
 }
 
 var groupIDPattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// MaxMemberIDLen bounds a member id.
+const MaxMemberIDLen = 255
+
+// ValidateMemberID checks a member id: 1 to 255 printable characters without
+// spaces.
+func ValidateMemberID(id string) error {
+	if id == "" || len(id) > MaxMemberIDLen {
+		return fmt.Errorf("member id %q must be 1 to %d characters", id, MaxMemberIDLen)
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("member id %q must not contain spaces or control characters", id)
+		}
+	}
+	return nil
+}
+
+// NewMemberID returns a fresh member id: the client id (spaces and control
+// characters replaced, at most 64 bytes), a dash and 16 random hex digits.
+func NewMemberID(clientID string) string {
+	var b strings.Builder
+	for _, r := range clientID {
+		if b.Len() >= 64 {
+			break
+		}
+		if r <= ' ' || r == 0x7f {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() == 0 {
+		b.WriteString("member")
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return b.String() + "-" + hex.EncodeToString(rnd[:])
+}
 
 // MaxGroupIDLen bounds a group id.
 const MaxGroupIDLen = 249

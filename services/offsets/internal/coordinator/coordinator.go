@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,7 +203,7 @@ func (c *Coordinator) heartbeatLocked(ctx context.Context, group string, req gro
 		g = &fsm.Group{Name: group}
 	}
 	ng := g.Clone()
-	resp, err := Heartbeat(ng, req, c.partitions(g), func() string { return newMemberID(req.ClientID) }, c.s)
+	resp, err := Heartbeat(ng, req, c.partitions(g), func() string { return groups.NewMemberID(req.ClientID) }, c.s)
 	if err != nil {
 		return nil, err
 	}
@@ -379,17 +377,4 @@ func (c *Coordinator) expiredReason(k memberKey, m *fsm.Member) string {
 		return "did not release revoked partitions within its rebalance timeout"
 	}
 	return ""
-}
-
-// newMemberID returns "<client id>-<16 hex digits>".
-func newMemberID(clientID string) string {
-	if clientID == "" {
-		clientID = "member"
-	}
-	if len(clientID) > 64 {
-		clientID = clientID[:64]
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return clientID + "-" + hex.EncodeToString(b[:])
 }

@@ -30,11 +30,18 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 			RemoveMember(g, req.MemberID, partitions)
 		}
 		return &groups.HeartbeatResponse{MemberID: req.MemberID, MemberEpoch: groups.LeaveEpoch, Assignment: []groups.TopicPartitions{}}, nil
+	case req.MemberEpoch == groups.JoinEpoch && req.MemberID != "" && g.Members[req.MemberID] != nil:
+		// A retried join whose answer was lost: answer with the member's
+		// current state rather than adding it twice.
+		m = g.Members[req.MemberID]
 	case req.MemberEpoch == groups.JoinEpoch:
-		if req.MemberID != "" {
-			return nil, protocol.InvalidRequest.Err("a join (member epoch 0) carries no member id; the coordinator assigns one")
+		id := req.MemberID
+		if id == "" {
+			id = newID()
+		} else if err := groups.ValidateMemberID(id); err != nil {
+			return nil, protocol.InvalidRequest.Err("%v", err)
 		}
-		m = &fsm.Member{ID: newID()}
+		m = &fsm.Member{ID: id}
 		g.Members[m.ID] = m
 		retarget = true
 	case req.MemberEpoch < 0:

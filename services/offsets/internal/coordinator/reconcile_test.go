@@ -199,7 +199,7 @@ func TestHeartbeatErrors(t *testing.T) {
 	}{
 		{"unknown member", groups.HeartbeatRequest{MemberID: "gone", MemberEpoch: 1, Topics: []string{"t"}}, protocol.UnknownMemberID},
 		{"epoch ahead", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: 99, Topics: []string{"t"}}, protocol.FencedMemberEpoch},
-		{"join with an id", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: 0, Topics: []string{"t"}}, protocol.InvalidRequest},
+		{"join with a bad id", groups.HeartbeatRequest{MemberID: "a b", MemberEpoch: 0, Topics: []string{"t"}}, protocol.InvalidRequest},
 		{"join without topics", groups.HeartbeatRequest{MemberEpoch: 0}, protocol.InvalidRequest},
 		{"bad topic", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"a b"}}, protocol.InvalidTopic},
 		{"bad assignor", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, Assignor: "nope"}, protocol.InvalidRequest},
@@ -213,6 +213,21 @@ func TestHeartbeatErrors(t *testing.T) {
 	}
 	if len(s.g.Members) != 1 {
 		t.Fatalf("failed joins left members behind: %v", s.g.Members)
+	}
+}
+
+func TestRetriedJoinIsIdempotent(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 4})
+	s.join("t")
+	join := groups.HeartbeatRequest{MemberID: "client-1-abc", MemberEpoch: groups.JoinEpoch, Topics: []string{"t"}}
+	first, err := Heartbeat(s.g, join, s.parts, s.newID, DefaultSettings())
+	if err != nil || first.MemberID != "client-1-abc" {
+		t.Fatalf("join with a member-made id: %+v, %v", first, err)
+	}
+	epoch := s.g.Epoch
+	again, err := Heartbeat(s.g, join, s.parts, s.newID, DefaultSettings())
+	if err != nil || again.MemberID != first.MemberID || again.MemberEpoch != first.MemberEpoch || len(s.g.Members) != 2 || s.g.Epoch != epoch {
+		t.Fatalf("retried join: %+v, %v; members %d, group epoch %d (was %d): want the same member answered again", again, err, len(s.g.Members), s.g.Epoch, epoch)
 	}
 }
 
