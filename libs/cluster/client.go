@@ -70,6 +70,14 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (*Topic, error)
 	return &t, err
 }
 
+// InitProducerID allocates a new idempotent producer id (POST /v1/producers,
+// on metadata or forwarded by a frontend).
+func (c *Client) InitProducerID(ctx context.Context) (InitProducerIDResponse, error) {
+	var r InitProducerIDResponse
+	err := c.do(ctx, http.MethodPost, "/v1/producers", struct{}{}, &r)
+	return r, err
+}
+
 // Register registers a storage node and returns its new epoch.
 func (c *Client) Register(ctx context.Context, req RegisterRequest) (int64, error) {
 	var r RegisterResponse

@@ -116,6 +116,13 @@ type HeartbeatRequest struct {
 	Epoch int64 `json:"epoch"`
 }
 
+// InitProducerIDResponse answers POST /v1/producers: a new idempotent
+// producer id (unique in the cluster, never reused) and its epoch.
+type InitProducerIDResponse struct {
+	ProducerID    int64 `json:"producer_id"`
+	ProducerEpoch int16 `json:"producer_epoch"`
+}
+
 // ErrorBody is the JSON body of every non-2xx answer of the HTTP APIs.
 type ErrorBody = jsonhttp.ErrorBody
 

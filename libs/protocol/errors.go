@@ -48,6 +48,11 @@ const (
 	BrokerNotAvailable           Code = 8
 	UnknownAPI                   Code = 1000
 	MalformedFrame               Code = 1001
+	// Idempotent producers.
+	OutOfOrderSequenceNumber Code = 45
+	DuplicateSequenceNumber  Code = 46
+	InvalidProducerEpoch     Code = 47
+	UnknownProducerID        Code = 59
 	// Consumer groups (the offsets service).
 	NotCoordinator    Code = 16
 	InvalidGroupID    Code = 24
@@ -104,6 +109,10 @@ var table = map[Code]Info{
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
 	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},
 	MalformedFrame:               {MalformedFrame, "MALFORMED_FRAME", false, "the frame could not be decoded"},
+	OutOfOrderSequenceNumber:     {OutOfOrderSequenceNumber, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, "the batch's sequence is not the next one the leader expects from this producer; an earlier batch was lost"},
+	DuplicateSequenceNumber:      {DuplicateSequenceNumber, "DUPLICATE_SEQUENCE_NUMBER", false, "the batch is a duplicate older than the ones the leader remembers"},
+	InvalidProducerEpoch:         {InvalidProducerEpoch, "INVALID_PRODUCER_EPOCH", false, "the producer epoch is older than the one the leader knows (a newer instance took over)"},
+	UnknownProducerID:            {UnknownProducerID, "UNKNOWN_PRODUCER_ID", false, "the leader has no state for this producer id and the batch does not start a sequence"},
 	NotCoordinator:               {NotCoordinator, "NOT_COORDINATOR", true, "this offsets replica is not the group coordinator and could not forward; try another"},
 	InvalidGroupID:               {InvalidGroupID, "INVALID_GROUP_ID", false, "the group id is not valid"},
 	UnknownMemberID:              {UnknownMemberID, "UNKNOWN_MEMBER_ID", false, "the member is not in the group (it left or its session expired); drop its partitions and join again"},
