@@ -1,0 +1,404 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/partitioner"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// ProducerRecord is a record to send.
+type ProducerRecord struct {
+	Topic string
+	// Partition is the partition to write to; -1 (or any negative value)
+	// lets the producer pick: murmur2 of the key for keyed records (Kafka's
+	// choice), one sticky partition per batch for keyless ones.
+	Partition int32
+	Key       []byte
+	Value     []byte
+	Headers   []record.RecordHeader
+	// Timestamp in Unix milliseconds; 0 takes the time of Send.
+	Timestamp int64
+}
+
+// RecordMetadata is a record's outcome.
+type RecordMetadata struct {
+	Topic     string
+	Partition int32
+	// Offset is the record's offset when Err is nil.
+	Offset int64
+	Err    error
+}
+
+// Producer sends records to Sluice through the frontends, asynchronously: it
+// batches records per partition (Linger, BatchSize), compresses batches,
+// keeps one batch per partition in flight so the partition's order is the
+// order of Send, retries what may succeed on retry (the same bytes: with
+// idempotence on, the leader drops a batch it already holds and answers its
+// offsets), and calls each record's callback once with its offset or error.
+// It is safe for concurrent use.
+type Producer struct {
+	cfg  ProducerConfig
+	log  *slog.Logger
+	meta *cluster.Client
+	fe   *frontends
+
+	mu       sync.Mutex
+	topics   map[string]*topicState // guarded by mu
+	buffered int64                  // bytes of records not yet answered; guarded by mu
+	freed    chan struct{}          // closed and replaced when buffer space frees; guarded by mu
+	pending  int                    // records not yet answered; guarded by mu
+	idle     chan struct{}          // closed and replaced when pending drops to 0; guarded by mu
+	flushing int                    // Flush calls in progress: linger is skipped; guarded by mu
+	inFlight int                    // requests in flight; guarded by mu
+	closed   bool                   // guarded by mu
+	ident    producerIdentity       // guarded by mu
+
+	builders sync.Pool // *record.Builder
+	wake     chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup // the sender loop and the request goroutines
+}
+
+// producerIdentity is the idempotent producer's id and epoch; gen counts
+// the ids used, so partitions restart their sequences on a new one.
+type producerIdentity struct {
+	id    int64
+	epoch int16
+	gen   int
+	stale bool // a batch failed for good: get a new id before the next batch
+}
+
+type topicState struct {
+	name       string
+	partitions int
+	fetched    time.Time
+	sticky     *partitioner.Sticky
+	parts      map[int32]*partState
+}
+
+// partState is one partition's accumulator.
+type partState struct {
+	topic     string
+	partition int32
+	queue     []*batchBuf // oldest first; the last one takes new records
+	inFlight  bool        // one batch of the partition is being delivered
+	seq       int32       // the next sequence number under identity gen
+	gen       int
+}
+
+// batchBuf is a batch being built, or sealed and being delivered.
+type batchBuf struct {
+	part    *partState
+	b       *record.Builder
+	cbs     []func(RecordMetadata)
+	sizes   int64 // buffer bytes its records hold
+	created time.Time
+	bytes   []byte // the sealed batch
+}
+
+// NewProducer validates cfg and starts the sender.
+func NewProducer(cfg ProducerConfig) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	p := &Producer{cfg: cfg, log: cfg.Logger.With("client_id", cfg.ClientID), meta: cluster.NewClient(cfg.Metadata),
+		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight), topics: map[string]*topicState{},
+		freed: make(chan struct{}), idle: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	p.ident.id, p.ident.epoch = record.NoProducerID, record.NoProducerEpoch
+	if !cfg.DisableIdempotence {
+		p.ident.stale = true // fetched by the sender before its first batch
+	}
+	p.builders.New = func() any { return record.NewBuilder(cfg.Compression) }
+	p.wg.Add(1)
+	go p.runSender()
+	return p, nil
+}
+
+// Send queues rec; cb (which may be nil) is called once with its outcome,
+// from a producer goroutine (keep it short). Send blocks while the buffer is
+// full (up to MaxBlock or ctx), and fails at once for a closed producer, an
+// unknown topic or a partition out of range.
+func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordMetadata)) error {
+	t, err := p.topic(ctx, rec.Topic)
+	if err != nil {
+		return err
+	}
+	if rec.Timestamp == 0 {
+		rec.Timestamp = time.Now().UnixMilli()
+	}
+	r := record.Record{Timestamp: rec.Timestamp, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
+	size := int64(len(rec.Key) + len(rec.Value) + 32)
+	for _, h := range rec.Headers {
+		size += int64(len(h.Key) + len(h.Value))
+	}
+	if size > int64(p.cfg.BatchSize) {
+		return protocol.MessageTooLarge.Err("record of %d bytes is larger than BatchSize %d", size, p.cfg.BatchSize)
+	}
+	if err := p.reserve(ctx, size); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.releaseLocked(size)
+		return ErrProducerClosed
+	}
+	part, err := p.pickLocked(t, rec)
+	if err != nil {
+		p.releaseLocked(size)
+		return err
+	}
+	ps := t.parts[part]
+	if ps == nil {
+		ps = &partState{topic: t.name, partition: part}
+		t.parts[part] = ps
+	}
+	last := len(ps.queue) - 1
+	if last < 0 || ps.queue[last].b.SizeWith(r) > p.cfg.BatchSize {
+		if last >= 0 && rec.Partition < 0 && rec.Key == nil {
+			// The sticky partition's batch is full: the next keyless
+			// records start a batch elsewhere (this one still goes here).
+			t.sticky.NextAfter(int(part))
+		}
+		b := p.builders.Get().(*record.Builder)
+		b.Reset()
+		ps.queue = append(ps.queue, &batchBuf{part: ps, b: b, created: time.Now()})
+		last++
+		p.signal()
+	}
+	bb := ps.queue[last]
+	bb.b.Append(r)
+	bb.cbs = append(bb.cbs, cb)
+	bb.sizes += size
+	p.pending++
+	if bb.b.Size() >= p.cfg.BatchSize || p.cfg.Linger < 0 {
+		p.signal()
+	}
+	return nil
+}
+
+// pickLocked chooses rec's partition.
+func (p *Producer) pickLocked(t *topicState, rec ProducerRecord) (int32, error) {
+	switch {
+	case rec.Partition >= 0:
+		if int(rec.Partition) >= t.partitions {
+			return 0, protocol.UnknownTopicOrPartition.Err("topic %q has %d partitions, not %d", t.name, t.partitions, rec.Partition+1)
+		}
+		return rec.Partition, nil
+	case rec.Key != nil:
+		return int32(partitioner.ForKey(rec.Key, t.partitions)), nil
+	}
+	return int32(t.sticky.Partition()), nil
+}
+
+// Produce sends one record and waits for its outcome.
+func (p *Producer) Produce(ctx context.Context, rec ProducerRecord) (RecordMetadata, error) {
+	done := make(chan RecordMetadata, 1)
+	if err := p.Send(ctx, rec, func(m RecordMetadata) { done <- m }); err != nil {
+		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Err: err}, err
+	}
+	p.Flush(ctx) // do not wait for the linger
+	select {
+	case m := <-done:
+		return m, m.Err
+	case <-ctx.Done():
+		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Err: ctx.Err()}, ctx.Err()
+	}
+}
+
+// Flush sends every buffered record at once and waits until each has its
+// outcome (or ctx ends).
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.flushing++
+	p.signal()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	for {
+		p.mu.Lock()
+		n, idle := p.pending, p.idle
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %d records still pending: %w", n, ctx.Err())
+		}
+	}
+}
+
+// Close stops taking records, sends what is buffered and waits for the
+// outcomes (bounded by ctx; records still pending then get
+// ErrProducerClosed), and stops the producer's goroutines.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if already {
+		return nil
+	}
+	err := p.Flush(ctx)
+	close(p.stop)
+	p.wg.Wait()
+	var abandoned []completion
+	p.mu.Lock()
+	for _, t := range p.topics {
+		for _, ps := range t.parts {
+			for _, bb := range ps.queue {
+				abandoned = append(abandoned, p.finishLocked(bb, 0, ErrProducerClosed))
+			}
+			ps.queue = nil
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range abandoned {
+		c.run()
+	}
+	p.fe.close()
+	return err
+}
+
+// reserve takes size bytes of buffer, waiting while it is full.
+func (p *Producer) reserve(ctx context.Context, size int64) error {
+	var timeout <-chan time.Time
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return ErrProducerClosed
+		}
+		if p.buffered+size <= p.cfg.BufferMemory || p.buffered == 0 {
+			p.buffered += size
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		if p.cfg.NoBlockOnBufferFull {
+			return ErrBufferFull
+		}
+		if timeout == nil {
+			t := time.NewTimer(p.cfg.MaxBlock)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+			return fmt.Errorf("%w for %v", ErrBufferFull, p.cfg.MaxBlock)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Producer) releaseLocked(size int64) {
+	p.buffered -= size
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
+// completion is a finished batch's callbacks, run outside the lock (a
+// callback may call Send).
+type completion struct {
+	p         *Producer
+	topic     string
+	partition int32
+	base      int64
+	err       error
+	cbs       []func(RecordMetadata)
+}
+
+func (c completion) run() {
+	for i, cb := range c.cbs {
+		if cb == nil {
+			continue
+		}
+		m := RecordMetadata{Topic: c.topic, Partition: c.partition, Err: c.err}
+		if c.err == nil {
+			m.Offset = c.base + int64(i)
+		}
+		cb(m)
+	}
+	// Only now are the records done: Flush returns after their callbacks.
+	c.p.mu.Lock()
+	c.p.pending -= len(c.cbs)
+	if c.p.pending == 0 {
+		close(c.p.idle)
+		c.p.idle = make(chan struct{})
+	}
+	c.p.mu.Unlock()
+}
+
+// finishLocked frees what a batch's records held and returns their outcome
+// for the caller to run once it released the lock.
+func (p *Producer) finishLocked(bb *batchBuf, base int64, err error) completion {
+	c := completion{p: p, topic: bb.part.topic, partition: bb.part.partition, base: base, err: err, cbs: bb.cbs}
+	p.releaseLocked(bb.sizes)
+	bb.b.Reset()
+	p.builders.Put(bb.b)
+	bb.b, bb.cbs, bb.bytes = nil, nil, nil
+	return c
+}
+
+func (p *Producer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// topic returns the topic's state, reading its partition count when unknown
+// or older than MetadataMaxAge.
+func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) {
+	if err := cluster.ValidateTopicName(name); err != nil {
+		return nil, protocol.InvalidTopic.Err("%v", err)
+	}
+	p.mu.Lock()
+	t := p.topics[name]
+	fresh := t != nil && time.Since(t.fetched) < p.cfg.MetadataMaxAge
+	p.mu.Unlock()
+	if fresh {
+		return t, nil
+	}
+	desc, err := p.meta.DescribeTopic(ctx, name)
+	if err != nil {
+		if t != nil { // keep producing with the count we know
+			p.log.Warn("refreshing topic metadata failed", "topic", name, "err", err)
+			return t, nil
+		}
+		return nil, fmt.Errorf("topic %q: %w", name, err)
+	}
+	n := len(desc.Partitions)
+	if n == 0 {
+		return nil, protocol.LeaderNotAvailable.Err("topic %q has no partitions yet", name)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t = p.topics[name]; t == nil {
+		t = &topicState{name: name, sticky: partitioner.NewSticky(n), parts: map[int32]*partState{}}
+		p.topics[name] = t
+	}
+	t.partitions, t.fetched = n, time.Now()
+	t.sticky.SetPartitions(n)
+	return t, nil
+}
+
+// errDeliveryTimeout is given to records not answered within DeliveryTimeout.
+var errDeliveryTimeout = errors.New("delivery timeout")

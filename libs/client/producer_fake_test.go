@@ -1,0 +1,135 @@
+package client
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// fakeFrontend stands in for a frontend and the partition leaders behind it
+// (the real ones are services of their own; integration/ runs them): it
+// serves topic metadata, producer ids and batches bodies, storing records per
+// partition with the leader's idempotence rule (a batch whose producer id
+// and sequence it already stored is answered with its first offsets).
+type fakeFrontend struct {
+	t          *testing.T
+	srv        *httptest.Server
+	partitions int
+
+	mu       sync.Mutex
+	logs     map[int32][]record.Record // stored records per partition
+	seen     map[[3]int64]int64        // (partition, producer id, base sequence) -> base offset
+	seqs     map[int32][]int64         // per partition, the base sequence of each stored batch
+	nextPID  int64
+	failNext map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
+	requests int
+	block    chan struct{} // when set, batches requests wait on it
+}
+
+func newFakeFrontend(t *testing.T, partitions int) *fakeFrontend {
+	f := &fakeFrontend{t: t, partitions: partitions, logs: map[int32][]record.Record{}, seen: map[[3]int64]int64{}, seqs: map[int32][]int64{}, failNext: map[int32]int{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeFrontend) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/producers":
+		f.mu.Lock()
+		f.nextPID++
+		id := f.nextPID
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(cluster.InitProducerIDResponse{ProducerID: id})
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/topics/"):
+		name := strings.TrimPrefix(r.URL.Path, "/v1/topics/")
+		if name != "t" {
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(cluster.ErrorBody{ErrorCode: int16(protocol.UnknownTopicOrPartition), Error: "no topic " + name})
+			return
+		}
+		json.NewEncoder(w).Encode(cluster.Topic{Name: name, Partitions: make([]cluster.Partition, f.partitions)})
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/topics/t/records":
+		f.produce(w, r)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Content-Type") != frontendapi.ContentTypeBatches {
+		f.t.Errorf("content type %q", r.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		f.t.Error(err)
+		return
+	}
+	var batches []frontendapi.PartitionBatch
+	f.mu.Lock()
+	block := f.block
+	f.requests++
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	batches, err = frontendapi.DecodeBatches(body)
+	if err != nil {
+		f.t.Errorf("decode: %v", err)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var resp frontendapi.BatchesResponse
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, pb := range batches {
+		res := frontendapi.BatchResult{Partition: pb.Partition}
+		if f.failNext[pb.Partition] > 0 {
+			f.failNext[pb.Partition]--
+			res.ErrorCode, res.Error = int16(protocol.NotLeaderOrFollower), "leader moved"
+			resp.Results = append(resp.Results, res)
+			continue
+		}
+		it := record.NewIterator(pb.Batch)
+		var recs []record.Record
+		for it.Next() {
+			recs = append(recs, cloneRecord(it.Record()))
+		}
+		if it.Err() != nil {
+			res.ErrorCode, res.Error = int16(protocol.CorruptRecord), it.Err().Error()
+			resp.Results = append(resp.Results, res)
+			continue
+		}
+		h := it.Batch()
+		key := [3]int64{int64(pb.Partition), h.ProducerID, int64(h.BaseSequence)}
+		if base, dup := f.seen[key]; dup && h.ProducerID >= 0 {
+			res.BaseOffset = base
+		} else {
+			res.BaseOffset = int64(len(f.logs[pb.Partition]))
+			f.seen[key] = res.BaseOffset
+			f.seqs[pb.Partition] = append(f.seqs[pb.Partition], int64(h.BaseSequence), int64(len(recs)))
+			f.logs[pb.Partition] = append(f.logs[pb.Partition], recs...)
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	json.NewEncoder(w).Encode(resp)
+}
+
+func (f *fakeFrontend) stored() map[int32][]record.Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int32][]record.Record{}
+	for p, l := range f.logs {
+		out[p] = append([]record.Record(nil), l...)
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/jsonhttp"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// frontendDownFor is how long a frontend that failed a request is skipped
+// (unless every frontend is down).
+const frontendDownFor = time.Second
+
+// frontends spreads produce requests over the frontends, round-robin, and
+// skips one for a while after it fails at the transport level.
+type frontends struct {
+	urls []string
+	hc   *http.Client
+	next atomic.Uint64
+
+	mu   sync.Mutex
+	down []time.Time // per frontend: skipped until; guarded by mu
+
+	bodies sync.Pool // *[]byte request bodies
+}
+
+func newFrontends(addrs []string, conns int) *frontends {
+	f := &frontends{hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
+	for _, a := range addrs {
+		if a = strings.TrimRight(strings.TrimSpace(a), "/"); a == "" {
+			continue
+		}
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		f.urls = append(f.urls, a)
+	}
+	f.down = make([]time.Time, len(f.urls))
+	f.bodies.New = func() any { b := make([]byte, 0, 1<<20); return &b }
+	return f
+}
+
+func (f *frontends) close() { f.hc.CloseIdleConnections() }
+
+// transportError: the request may or may not have reached the frontend.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// throttledError is a 429 answer.
+type throttledError struct {
+	retryAfter time.Duration
+	msg        string
+}
+
+func (e *throttledError) Error() string { return "frontend throttled the request: " + e.msg }
+
+// httpStatusError is a non-2xx answer without a wire error body.
+type httpStatusError struct {
+	status int
+	body   string
+}
+
+func (e *httpStatusError) Error() string { return fmt.Sprintf("frontend answered HTTP %d: %s", e.status, e.body) }
+
+// requestRetriable reports whether a whole request may succeed if sent again.
+func requestRetriable(err error) bool {
+	var te *transportError
+	var th *throttledError
+	var he *httpStatusError
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &te), errors.As(err, &th):
+		return true
+	case errors.As(err, &he):
+		return he.status >= 500
+	case errors.As(err, &pe):
+		return pe.Code.Retriable()
+	}
+	return false
+}
+
+// post sends batches of one topic to a frontend, trying the next ones when a
+// frontend cannot be reached.
+func (f *frontends) post(ctx context.Context, topic string, acks int8, batches []*batchBuf) (*frontendapi.BatchesResponse, error) {
+	bp := f.bodies.Get().(*[]byte)
+	defer f.bodies.Put(bp)
+	pbs := make([]frontendapi.PartitionBatch, len(batches))
+	for i, bb := range batches {
+		pbs[i] = frontendapi.PartitionBatch{Partition: bb.part.partition, Batch: bb.bytes}
+	}
+	*bp = frontendapi.AppendBatches((*bp)[:0], pbs)
+	n := len(f.urls)
+	start := int(f.next.Add(1) % uint64(n))
+	var lastErr error
+	for i := 0; i < n; i++ {
+		idx := (start + i) % n
+		if f.isDown(idx) && i < n-1 {
+			continue
+		}
+		resp, err := f.once(ctx, f.urls[idx], topic, acks, *bp)
+		var te *transportError
+		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
+			return resp, err
+		}
+		f.markDown(idx)
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func (f *frontends) isDown(i int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.down[i])
+}
+
+func (f *frontends) markDown(i int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[i] = time.Now().Add(frontendDownFor)
+}
+
+func (f *frontends) once(ctx context.Context, base, topic string, acks int8, body []byte) (*frontendapi.BatchesResponse, error) {
+	u := base + "/v1/topics/" + url.PathEscape(topic) + "/records?acks=" + strconv.Itoa(int(acks))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", frontendapi.ContentTypeBatches)
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return nil, &transportError{fmt.Errorf("produce to %s: %w", base, err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, &transportError{fmt.Errorf("produce answer from %s: %w", base, err)}
+	}
+	if resp.StatusCode == http.StatusOK {
+		var out frontendapi.BatchesResponse
+		if err := json.Unmarshal(data, &out); err != nil {
+			return nil, fmt.Errorf("produce answer from %s: %w", base, err)
+		}
+		return &out, nil
+	}
+	var eb jsonhttp.ErrorBody
+	_ = json.Unmarshal(data, &eb)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return nil, &throttledError{retryAfter: time.Duration(max(secs, 0)) * time.Second, msg: eb.Error}
+	}
+	if eb.Error != "" {
+		pe := &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
+		if resp.StatusCode >= 500 && !pe.Code.Retriable() {
+			return nil, &httpStatusError{status: resp.StatusCode, body: pe.Error()}
+		}
+		return nil, pe
+	}
+	return nil, &httpStatusError{status: resp.StatusCode, body: string(bytes.TrimSpace(data))}
+}

@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/partitioner"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+func testProducer(t *testing.T, frontends []string, adjust func(*ProducerConfig)) *Producer {
+	t.Helper()
+	cfg := DefaultProducerConfig()
+	cfg.Frontends = frontends
+	cfg.Linger = 2 * time.Millisecond
+	cfg.BatchSize = 4096
+	cfg.RetryBackoff = time.Millisecond
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+type outcomes struct {
+	mu  sync.Mutex
+	got map[string]RecordMetadata
+}
+
+func (o *outcomes) cb(v string) func(RecordMetadata) {
+	return func(m RecordMetadata) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, dup := o.got[v]; dup {
+			panic("callback called twice for " + v)
+		}
+		o.got[v] = m
+	}
+}
+
+// TestProducerKeyedOrderAndOffsets: concurrent senders, keyed records land on
+// murmur2's partition in per-key send order, each callback gets the offset
+// the record was stored at, and retried batches (NOT_LEADER answers) are
+// neither lost nor stored twice.
+func TestProducerKeyedOrderAndOffsets(t *testing.T) {
+	f := newFakeFrontend(t, 4)
+	f.failNext[0], f.failNext[2] = 3, 1
+	p := testProducer(t, []string{f.srv.URL}, nil)
+	o := &outcomes{got: map[string]RecordMetadata{}}
+	const senders, perSender = 4, 500
+	var wg sync.WaitGroup
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := []byte("key-" + strconv.Itoa(s))
+			for i := 0; i < perSender; i++ {
+				v := fmt.Sprintf("%d-%d", s, i)
+				if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Key: key, Value: []byte(v)}, o.cb(v)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stored := f.stored()
+	total := 0
+	for part, recs := range stored {
+		last := map[string]int{}
+		for off, r := range recs {
+			total++
+			var s, i int
+			fmt.Sscanf(string(r.Value), "%d-%d", &s, &i)
+			if want := int32(partitioner.ForKey(r.Key, 4)); want != part {
+				t.Fatalf("key %s stored in partition %d, murmur2 says %d", r.Key, part, want)
+			}
+			if prev, ok := last[string(r.Key)]; ok && i != prev+1 {
+				t.Fatalf("partition %d: %s after index %d: order broken or duplicate", part, r.Value, prev)
+			}
+			last[string(r.Key)] = i
+			m := o.got[string(r.Value)]
+			if m.Err != nil || m.Partition != part || m.Offset != int64(off) {
+				t.Fatalf("%s: callback %+v, stored at %d/%d", r.Value, m, part, off)
+			}
+		}
+	}
+	if total != senders*perSender || len(o.got) != total {
+		t.Fatalf("stored %d, callbacks %d, sent %d", total, len(o.got), senders*perSender)
+	}
+}
+
+// TestProducerStampsSequencesPerPartition: batches carry the producer id and
+// contiguous sequences per partition.
+func TestProducerStampsSequencesPerPartition(t *testing.T) {
+	f := newFakeFrontend(t, 2)
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.BatchSize = 1024 })
+	for i := 0; i < 300; i++ {
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: int32(i % 2), Value: make([]byte, 50)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Flush(context.Background())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.seen {
+		if k[1] != 1 {
+			t.Fatalf("batch with producer id %d, want 1", k[1])
+		}
+	}
+	for part := int32(0); part < 2; part++ {
+		ss, next := f.seqs[part], int64(0)
+		for i := 0; i < len(ss); i += 2 {
+			if ss[i] != next {
+				t.Fatalf("partition %d: batch %d starts at sequence %d, want %d", part, i/2, ss[i], next)
+			}
+			next += ss[i+1]
+		}
+		if next != 150 || len(ss) < 4 {
+			t.Fatalf("partition %d: %d records in %d batches", part, next, len(ss)/2)
+		}
+	}
+}
+
+func TestProducerFailsOverToAnotherFrontend(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	dead := newFakeFrontend(t, 1)
+	dead.srv.Close()
+	p := testProducer(t, []string{dead.srv.URL, f.srv.URL, dead.srv.URL}, func(c *ProducerConfig) { c.Metadata = []string{f.srv.URL} })
+	for i := 0; i < 50; i++ {
+		m, err := p.Produce(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte(strconv.Itoa(i))})
+		if err != nil || m.Offset != int64(i) {
+			t.Fatalf("record %d: %+v, %v", i, m, err)
+		}
+	}
+}
+
+func TestProducerBufferFullAndErrors(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	f.block = make(chan struct{})
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) {
+		c.BufferMemory, c.BatchSize, c.NoBlockOnBufferFull, c.Linger = 4096, 1024, true, -1
+	})
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: make([]byte, 100)}, nil)
+	}
+	if !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("Send with a full buffer: %v, want ErrBufferFull", err)
+	}
+	close(f.block)
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "nope", Partition: -1}, nil); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
+		t.Fatalf("unknown topic: %v", err)
+	}
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: 5}, nil); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
+		t.Fatalf("partition out of range: %v", err)
+	}
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: make([]byte, 2000)}, nil); protocol.CodeOf(err) != protocol.MessageTooLarge {
+		t.Fatalf("record over the batch size: %v", err)
+	}
+	p.Close(context.Background())
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1}, nil); !errors.Is(err, ErrProducerClosed) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+}
+
+func TestProducerConfigValidation(t *testing.T) {
+	for name, adjust := range map[string]func(*ProducerConfig){
+		"no frontends":             func(c *ProducerConfig) { c.Frontends = nil },
+		"bad acks":                 func(c *ProducerConfig) { c.Acks = 3 },
+		"idempotent without all":   func(c *ProducerConfig) { c.Acks = protocol.AcksLeader },
+		"bad codec":                func(c *ProducerConfig) { c.Compression = record.Codec(9) },
+		"tiny batch":               func(c *ProducerConfig) { c.BatchSize = 10 },
+		"buffer below one batch":   func(c *ProducerConfig) { c.BufferMemory = 100 },
+		"negative delivery budget": func(c *ProducerConfig) { c.DeliveryTimeout = -1 },
+	} {
+		cfg := DefaultProducerConfig()
+		cfg.Frontends = []string{"127.0.0.1:1"}
+		adjust(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidProducerConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	cfg := DefaultProducerConfig()
+	cfg.Frontends, cfg.Acks, cfg.DisableIdempotence = []string{"x"}, protocol.AcksLeader, true
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("acks=leader without idempotence: %v", err)
+	}
+}
