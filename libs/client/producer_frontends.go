@@ -75,7 +75,9 @@ type httpStatusError struct {
 	body   string
 }
 
-func (e *httpStatusError) Error() string { return fmt.Sprintf("frontend answered HTTP %d: %s", e.status, e.body) }
+func (e *httpStatusError) Error() string {
+	return fmt.Sprintf("frontend answered HTTP %d: %s", e.status, e.body)
+}
 
 // requestRetriable reports whether a whole request may succeed if sent again.
 func requestRetriable(err error) bool {
