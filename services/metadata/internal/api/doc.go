@@ -10,10 +10,11 @@
 //	POST   /v1/nodes/heartbeat   cluster.HeartbeatRequest -> {}
 //	POST   /v1/nodes/shutdown    cluster.ShutdownRequest -> cluster.ShutdownResponse
 //	POST   /v1/partitions/alter  cluster.AlterPartitionRequest -> cluster.Partition
+//	POST   /v1/producers         {} -> cluster.InitProducerIDResponse
 //	POST   /v1/internal/apply    a forwarded fsm.Command -> raftnode.ApplyResponse
 //
 // Every member answers every route. Writes (topic create/delete, register,
-// heartbeat, shutdown, partition alter) run on the Raft leader: another
+// heartbeat, shutdown, partition alter, producer id) run on the Raft leader: another
 // member relays the request to the leader's HTTP API unchanged and relays the
 // answer back (raftnode.Forward); a relayed request reaching a non-leader gets
 // 503 NOT_CONTROLLER, so nothing loops and clients try the next address. Reads are served from the local FSM

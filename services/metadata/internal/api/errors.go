@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -40,6 +41,7 @@ var mapping = []struct {
 	// when it adds a fenced or shutting-down node (INVALID_REQUEST here).
 	{fsm.ErrNotPartitionLeader, http.StatusBadRequest, protocol.InvalidRequest},
 	{fsm.ErrIneligibleReplica, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrProducerIDsExhausted, http.StatusInternalServerError, protocol.UnknownServerError},
 	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},
 	{controller.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
@@ -51,6 +53,7 @@ var mapping = []struct {
 	{raftnode.ErrForward, http.StatusServiceUnavailable, protocol.NotController},
 	{raftnode.ErrNotStarted, http.StatusServiceUnavailable, protocol.NotController},
 	{raftnode.ErrTimeout, http.StatusGatewayTimeout, protocol.RequestTimedOut},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, protocol.RequestTimedOut},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, protocol.InvalidRequest},
 }
 

@@ -263,6 +263,24 @@ func (s *Server) shutdown(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, http.StatusOK, cluster.ShutdownResponse{Remaining: remaining})
 }
 
+// initProducerID hands out a new idempotent producer id, at epoch 0. Runs on
+// the leader. The body is a JSON object, {} today; unknown fields are ignored.
+func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {
+	var req struct{}
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	id, err := s.ctrl.InitProducerID(rctx)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, cluster.InitProducerIDResponse{ProducerID: id, ProducerEpoch: 0})
+}
+
 // applyForwarded commits a command another member's raftnode.Apply relayed.
 // It never relays further: only the leader applies.
 func (s *Server) applyForwarded(ctx *fasthttp.RequestCtx) {
@@ -282,7 +300,7 @@ func (s *Server) applyForwarded(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	out := raftnode.ApplyResponse{Index: res.Index, Epoch: res.Epoch, Topic: res.Topic, Partition: res.Partition}
+	out := raftnode.ApplyResponse{Index: res.Index, Epoch: res.Epoch, Topic: res.Topic, Partition: res.Partition, ProducerID: res.ProducerID}
 	if res.Err != nil {
 		_, eb := errorBody(res.Err)
 		out.Rejected = &eb

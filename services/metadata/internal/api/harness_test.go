@@ -24,6 +24,7 @@ type member struct {
 	ctrl    *controller.Controller
 	srv     *Server
 	http    string
+	raft    string
 	dataDir string
 	stopped bool
 }
@@ -51,6 +52,9 @@ type clusterOpts struct {
 	// preferredInterval is the preferred-leader election period; zero
 	// disables it, so that tests not about it see no leadership moves.
 	preferredInterval time.Duration
+	// producerIDBlock is the controller's producer id block size; zero
+	// is the default.
+	producerIDBlock int64
 }
 
 func testLogger() *slog.Logger {
@@ -81,48 +85,7 @@ func startCluster(t *testing.T, n int, o clusterOpts) []*member {
 	log := testLogger()
 	members := make([]*member, n)
 	for i := range n {
-		id := string(rune('1' + i))
-		cfg := raftnode.DefaultConfig()
-		cfg.ID = id
-		cfg.RaftAddr = raftLns[i].Addr().String()
-		cfg.HTTPAddr = httpLns[i].Addr().String()
-		cfg.DataDir = t.TempDir()
-		cfg.Bootstrap = true
-		cfg.Peers = peers
-		cfg.HeartbeatTimeout = 300 * time.Millisecond
-		cfg.ElectionTimeout = 300 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 150 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
-		cfg.LogLevel = "error"
-		cfg.NoSync = true
-		l := log.With("member", id)
-		f := fsm.New()
-		node, err := raftnode.New(cfg, f, l, raftnode.WithListener(raftLns[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ccfg := controller.DefaultConfig()
-		ccfg.SessionTimeout = o.sessionTimeout
-		ccfg.PreferredLeaderInterval = o.preferredInterval
-		ctrl, err := controller.New(ccfg, node, f, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.OnLeadership(ctrl.SetLeader)
-		acfg := DefaultConfig()
-		acfg.Addr = cfg.HTTPAddr
-		srv, err := New(acfg, node, f, ctrl, l, WithListener(httpLns[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := node.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ctrl.Start()
-		srv.Start()
-		m := &member{id: id, fsm: f, node: node, ctrl: ctrl, srv: srv, http: cfg.HTTPAddr, dataDir: cfg.DataDir}
-		members[i] = m
-		t.Cleanup(func() { m.stop(t) })
+		members[i] = startMember(t, string(rune('1'+i)), t.TempDir(), peers, raftLns[i], httpLns[i], o, log)
 	}
 	waitFor(t, 20*time.Second, "every member ready with an active controller", func() bool {
 		active := 0
@@ -137,6 +100,54 @@ func startCluster(t *testing.T, n int, o clusterOpts) []*member {
 		return active == 1
 	})
 	return members
+}
+
+// startMember starts one member on the given listeners with its state in
+// dataDir (bootstrapping when there is none) and stops it when the test ends.
+func startMember(t *testing.T, id, dataDir string, peers []raftnode.Peer, raftLn, httpLn net.Listener, o clusterOpts, log *slog.Logger) *member {
+	t.Helper()
+	cfg := raftnode.DefaultConfig()
+	cfg.ID = id
+	cfg.RaftAddr = raftLn.Addr().String()
+	cfg.HTTPAddr = httpLn.Addr().String()
+	cfg.DataDir = dataDir
+	cfg.Bootstrap = true
+	cfg.Peers = peers
+	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	cfg.ElectionTimeout = 300 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.LogLevel = "error"
+	cfg.NoSync = true
+	l := log.With("member", id)
+	f := fsm.New()
+	node, err := raftnode.New(cfg, f, l, raftnode.WithListener(raftLn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg := controller.DefaultConfig()
+	ccfg.SessionTimeout = o.sessionTimeout
+	ccfg.PreferredLeaderInterval = o.preferredInterval
+	ccfg.ProducerIDBlockSize = o.producerIDBlock
+	ctrl, err := controller.New(ccfg, node, f, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.OnLeadership(ctrl.SetLeader)
+	acfg := DefaultConfig()
+	acfg.Addr = cfg.HTTPAddr
+	srv, err := New(acfg, node, f, ctrl, l, WithListener(httpLn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctrl.Start()
+	srv.Start()
+	m := &member{id: id, fsm: f, node: node, ctrl: ctrl, srv: srv, http: cfg.HTTPAddr, raft: cfg.RaftAddr, dataDir: cfg.DataDir}
+	t.Cleanup(func() { m.stop(t) })
+	return m
 }
 
 func listen(t *testing.T) net.Listener {

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/api"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -23,7 +24,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	if cfg.Raft.ID != "1" || cfg.API.Addr != "127.0.0.1:7070" || cfg.Raft.RaftAddr != "127.0.0.1:7071" ||
 		cfg.Common.AdminAddr != "127.0.0.1:7072" || cfg.Raft.DataDir != "./data/metadata" || cfg.Raft.Bootstrap ||
 		cfg.Controller.SessionTimeout != 3*time.Second || cfg.Controller.PreferredLeaderInterval != 5*time.Second ||
-		cfg.Raft.HTTPAddr != cfg.API.Addr {
+		cfg.Raft.HTTPAddr != cfg.API.Addr || cfg.Controller.ProducerIDBlockSize != 1000 {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 }
@@ -61,6 +62,8 @@ func TestParseConfigErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-data-dir", ""}, "-data-dir"},
 		{[]string{"-raft-addr", "0.0.0.0:7071"}, "-raft-addr"}, // not advertisable without -peers
 		{[]string{"-raft-log-level", "loud"}, "-raft-log-level"},
+		{[]string{"-producer-id-block-size", "-1"}, "-producer-id-block-size"},
+		{[]string{"-producer-id-block-size", "many"}, "-producer-id-block-size"},
 	}
 	for _, tc := range tests {
 		_, err := ParseConfig(tc.args)
@@ -103,5 +106,8 @@ func TestWiring(t *testing.T) {
 	}
 	if tp, err := c.DescribeTopic(ctx, "wired"); err != nil || tp.Name != "wired" {
 		t.Fatalf("describe = %+v, %v", tp, err)
+	}
+	if r, err := c.InitProducerID(ctx); err != nil || r.ProducerID != fsm.FirstProducerID || r.ProducerEpoch != 0 {
+		t.Fatalf("InitProducerID = %+v, %v", r, err)
 	}
 }

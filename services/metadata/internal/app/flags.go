@@ -21,6 +21,8 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&cfg.Controller.SessionTimeout, "session-timeout", cfg.Controller.SessionTimeout, "storage node session timeout")
 	fs.Duration(&cfg.Controller.PreferredLeaderInterval, "preferred-leader-interval", cfg.Controller.PreferredLeaderInterval,
 		"how often leadership moves back to preferred replicas that are alive and in the ISR; 0 disables")
+	fs.Int64(&cfg.Controller.ProducerIDBlockSize, "producer-id-block-size", cfg.Controller.ProducerIDBlockSize,
+		"producer ids the leader reserves per raft entry and hands out from memory; unused ones are skipped after a leader change")
 	fs.String(&cfg.Raft.LogLevel, "raft-log-level", cfg.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

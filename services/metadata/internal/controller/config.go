@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
 // Config configures the Controller.
@@ -19,12 +21,22 @@ type Config struct {
 	PreferredLeaderInterval time.Duration
 	// ProposeTimeout bounds each proposal and the barrier at leadership start.
 	ProposeTimeout time.Duration
+	// ProducerIDBlockSize is how many producer ids the leader reserves with
+	// one Raft entry and then hands out from memory (flag
+	// -producer-id-block-size); zero means DefaultProducerIDBlockSize, 1 one
+	// entry per id. At most this many ids are lost at each leader change or
+	// restart.
+	ProducerIDBlockSize int64
 }
 
-// DefaultConfig returns a 3s session timeout (three missed one-second heartbeats) and a preferred-leader election
-// every 5s.
+// DefaultProducerIDBlockSize is Kafka's producer id block size.
+const DefaultProducerIDBlockSize = 1000
+
+// DefaultConfig returns a 3s session timeout (three missed one-second heartbeats), a preferred-leader election
+// every 5s and producer id blocks of 1000.
 func DefaultConfig() Config {
-	return Config{SessionTimeout: 3 * time.Second, PreferredLeaderInterval: 5 * time.Second, ProposeTimeout: 10 * time.Second}
+	return Config{SessionTimeout: 3 * time.Second, PreferredLeaderInterval: 5 * time.Second, ProposeTimeout: 10 * time.Second,
+		ProducerIDBlockSize: DefaultProducerIDBlockSize}
 }
 
 // Validate checks the fields.
@@ -41,6 +53,9 @@ func (c Config) Validate() error {
 	if c.PreferredLeaderInterval > 0 && c.PreferredLeaderInterval < 10*time.Millisecond {
 		return fmt.Errorf("flag -preferred-leader-interval: %v is below 10ms (0 disables)", c.PreferredLeaderInterval)
 	}
+	if c.ProducerIDBlockSize < 0 || c.ProducerIDBlockSize > fsm.MaxProducerIDBlock {
+		return fmt.Errorf("flag -producer-id-block-size: %d is outside 1..%d (0: the default, %d)", c.ProducerIDBlockSize, fsm.MaxProducerIDBlock, DefaultProducerIDBlockSize)
+	}
 	if c.ProposeTimeout <= 0 {
 		return fmt.Errorf("controller propose timeout must be positive, got %v", c.ProposeTimeout)
 	}
@@ -52,4 +67,11 @@ func (c Config) interval() time.Duration {
 		return c.CheckInterval
 	}
 	return min(max(c.SessionTimeout/6, 50*time.Millisecond), time.Second)
+}
+
+func (c Config) producerIDBlock() int64 {
+	if c.ProducerIDBlockSize > 0 {
+		return c.ProducerIDBlockSize
+	}
+	return DefaultProducerIDBlockSize
 }

@@ -38,11 +38,12 @@ type Proposer interface {
 // Controller runs the leader-only logic. Construct with New, then Start; feed
 // it leadership changes with SetLeader.
 //
-// Lock order: opMu before mu. opMu serializes the controller's own partition
-// and liveness decisions (session checks, elections, preferred leaders,
+// Lock order: opMu before mu, reserving before mu; opMu and reserving are
+// never held together. opMu serializes the controller's own partition and
+// liveness decisions (session checks, elections, preferred leaders,
 // controlled shutdowns) so that each is taken from a state no other decision
-// is changing; mu guards the fields below it and is never held across a
-// proposal.
+// is changing; reserving serializes producer id block reservations; mu
+// guards the fields below it and is never held across a proposal.
 type Controller struct {
 	cfg  Config
 	raft Proposer
@@ -54,11 +55,16 @@ type Controller struct {
 	kick      chan struct{} // capacity 1: check sessions and partitions now
 
 	opMu sync.Mutex
+	// reserving is a lock taken with a context: full (capacity 1) while a
+	// producer id block is being reserved.
+	reserving chan struct{}
 
 	mu         sync.Mutex
 	wantLeader bool              // latest leadership signal; guarded by mu
 	active     bool              // leader and caught up; guarded by mu
 	sessions   map[int32]session // alive nodes by id; guarded by mu; nil when not active
+	pids       idBlock           // producer ids left to hand out; guarded by mu; empty when not active
+	pidTerm    uint64            // bumped each time the controller stops being active; guarded by mu
 
 	base   context.Context // cancelled by Stop: ends proposals in flight
 	cancel context.CancelFunc
@@ -74,7 +80,7 @@ func New(cfg Config, p Proposer, f *fsm.FSM, log *slog.Logger) (*Controller, err
 	base, cancel := context.WithCancel(context.Background())
 	return &Controller{
 		cfg: cfg, raft: p, fsm: f, log: log, now: time.Now,
-		leaderSig: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		leaderSig: make(chan struct{}, 1), kick: make(chan struct{}, 1), reserving: make(chan struct{}, 1),
 		base: base, cancel: cancel, stop: make(chan struct{}),
 	}, nil
 }
@@ -92,6 +98,7 @@ func (c *Controller) Stop() {
 	c.wg.Wait()
 	c.mu.Lock()
 	c.active, c.sessions = false, nil
+	c.dropProducerIDsLocked()
 	c.mu.Unlock()
 }
 
@@ -102,6 +109,7 @@ func (c *Controller) SetLeader(isLeader bool) {
 	if !isLeader {
 		// Stop answering at once; the loop finishes the hand-over.
 		c.active, c.sessions = false, nil
+		c.dropProducerIDsLocked()
 	}
 	c.mu.Unlock()
 	signal(c.leaderSig)

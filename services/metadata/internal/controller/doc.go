@@ -41,5 +41,19 @@
 // new state. Decisions use the FSM's state and the controller's clock; the
 // commands carry the outcome, so Apply stays deterministic.
 //
+// Producer ids (InitProducerID, producers.go): the leader reserves blocks
+// of Config.ProducerIDBlockSize ids (1000 by default, as Kafka's controller
+// does) with one AllocProducerIDs entry each and hands ids out from memory,
+// rather than one Raft entry per id: a producer id costs a quorum write only
+// once per block, which matters for clients that start a producer per
+// request. The FSM decides each block when the entry applies, so blocks never
+// overlap whoever proposes them; a block is dropped with the rest of the
+// controller's state when leadership is lost, and its unused ids are a gap,
+// never reused (an int64 holds 9e15 blocks of 1000). Ids are thus unique, and
+// a new leadership's blocks lie above every block reserved before it. They are
+// not a global sequence: a deposed leader that has not noticed yet still
+// serves its block, so clients must rely only on uniqueness. A block size of
+// 1 makes every id its own entry.
+//
 // It also proposes the cluster id once, when a leader finds none.
 package controller

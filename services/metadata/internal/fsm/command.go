@@ -13,30 +13,32 @@ type CommandType string
 
 // The commands.
 const (
-	TypeInitCluster     CommandType = "init_cluster"
-	TypeRegisterNode    CommandType = "register_node"
-	TypeSetNodeAlive    CommandType = "set_node_alive"
-	TypeCreateTopic     CommandType = "create_topic"
-	TypeDeleteTopic     CommandType = "delete_topic"
-	TypeUpdatePartition CommandType = "update_partition"
-	TypeFenceNode       CommandType = "fence_node"
-	TypeShutdownNode    CommandType = "shutdown_node"
-	TypeAlterPartition  CommandType = "alter_partition"
+	TypeInitCluster      CommandType = "init_cluster"
+	TypeRegisterNode     CommandType = "register_node"
+	TypeSetNodeAlive     CommandType = "set_node_alive"
+	TypeCreateTopic      CommandType = "create_topic"
+	TypeDeleteTopic      CommandType = "delete_topic"
+	TypeUpdatePartition  CommandType = "update_partition"
+	TypeFenceNode        CommandType = "fence_node"
+	TypeShutdownNode     CommandType = "shutdown_node"
+	TypeAlterPartition   CommandType = "alter_partition"
+	TypeAllocProducerIDs CommandType = "alloc_producer_ids"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
 // body. It is encoded as JSON.
 type Command struct {
-	Type            CommandType      `json:"type"`
-	InitCluster     *InitCluster     `json:"init_cluster,omitempty"`
-	RegisterNode    *RegisterNode    `json:"register_node,omitempty"`
-	SetNodeAlive    *SetNodeAlive    `json:"set_node_alive,omitempty"`
-	CreateTopic     *CreateTopic     `json:"create_topic,omitempty"`
-	DeleteTopic     *DeleteTopic     `json:"delete_topic,omitempty"`
-	UpdatePartition *UpdatePartition `json:"update_partition,omitempty"`
-	FenceNode       *FenceNode       `json:"fence_node,omitempty"`
-	ShutdownNode    *ShutdownNode    `json:"shutdown_node,omitempty"`
-	AlterPartition  *AlterPartition  `json:"alter_partition,omitempty"`
+	Type             CommandType       `json:"type"`
+	InitCluster      *InitCluster      `json:"init_cluster,omitempty"`
+	RegisterNode     *RegisterNode     `json:"register_node,omitempty"`
+	SetNodeAlive     *SetNodeAlive     `json:"set_node_alive,omitempty"`
+	CreateTopic      *CreateTopic      `json:"create_topic,omitempty"`
+	DeleteTopic      *DeleteTopic      `json:"delete_topic,omitempty"`
+	UpdatePartition  *UpdatePartition  `json:"update_partition,omitempty"`
+	FenceNode        *FenceNode        `json:"fence_node,omitempty"`
+	ShutdownNode     *ShutdownNode     `json:"shutdown_node,omitempty"`
+	AlterPartition   *AlterPartition   `json:"alter_partition,omitempty"`
+	AllocProducerIDs *AllocProducerIDs `json:"alloc_producer_ids,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -130,6 +132,15 @@ type AlterPartition struct {
 	ISR            []int32 `json:"isr"`
 }
 
+// AllocProducerIDs reserves a block of Count idempotent producer ids for the
+// proposer: the FSM's next Count ids, whatever they are when the entry
+// applies (the proposer learns them from Result.ProducerID). Count is within
+// 1..MaxProducerIDBlock. It is not a change of the cluster model: Version
+// stays and watchers are not woken.
+type AllocProducerIDs struct {
+	Count int64 `json:"count"`
+}
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
@@ -141,6 +152,9 @@ type Result struct {
 	// Partition is the updated partition (UpdatePartition, AlterPartition), a
 	// deep copy.
 	Partition *cluster.Partition
+	// ProducerID is the first id of the block reserved (AllocProducerIDs);
+	// the block is [ProducerID, ProducerID+Count).
+	ProducerID int64
 	// Err is the reason the command was rejected; the state is then unchanged.
 	Err error
 }
@@ -165,15 +179,16 @@ func DecodeCommand(b []byte) (Command, error) {
 // check verifies that exactly the body named by Type is set.
 func (c Command) check() error {
 	bodies := map[CommandType]bool{
-		TypeInitCluster:     c.InitCluster != nil,
-		TypeRegisterNode:    c.RegisterNode != nil,
-		TypeSetNodeAlive:    c.SetNodeAlive != nil,
-		TypeCreateTopic:     c.CreateTopic != nil,
-		TypeDeleteTopic:     c.DeleteTopic != nil,
-		TypeUpdatePartition: c.UpdatePartition != nil,
-		TypeFenceNode:       c.FenceNode != nil,
-		TypeShutdownNode:    c.ShutdownNode != nil,
-		TypeAlterPartition:  c.AlterPartition != nil,
+		TypeInitCluster:      c.InitCluster != nil,
+		TypeRegisterNode:     c.RegisterNode != nil,
+		TypeSetNodeAlive:     c.SetNodeAlive != nil,
+		TypeCreateTopic:      c.CreateTopic != nil,
+		TypeDeleteTopic:      c.DeleteTopic != nil,
+		TypeUpdatePartition:  c.UpdatePartition != nil,
+		TypeFenceNode:        c.FenceNode != nil,
+		TypeShutdownNode:     c.ShutdownNode != nil,
+		TypeAlterPartition:   c.AlterPartition != nil,
+		TypeAllocProducerIDs: c.AllocProducerIDs != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

@@ -1,6 +1,6 @@
 // Package fsm is the metadata service's replicated state machine: the one
 // place where the cluster model (storage nodes, topics, partitions, cluster
-// id) changes. Raft feeds it committed commands in log order on one goroutine;
+// id) and the producer id counter change. Raft feeds it committed commands in log order on one goroutine;
 // everything else reads copies.
 //
 // Invariants:
@@ -12,9 +12,10 @@
 //   - A command that fails validation (unknown topic, stale epoch, malformed
 //     bytes) leaves the state untouched and comes back as Result.Err; Apply
 //     never panics on a command's content.
-//   - Version is the Raft index of the last command that changed the state, so
-//     it only grows. Each change closes the channel returned by Changed, which
-//     is how long-polling watchers wake up.
+//   - Version is the Raft index of the last command that changed the cluster
+//     model, so it only grows. Each change closes the channel returned by
+//     Changed, which is how long-polling watchers wake up. Reserving producer
+//     ids is not such a change: it moves neither.
 //   - A node's epoch is the Raft index of its latest registration or fencing
 //     (FenceNode, when its session expired): unique and monotonic without a
 //     separate counter. Fencing marks the node dead and invalidates the epoch
@@ -26,5 +27,12 @@
 //     controller's elections) only applies when the proposer saw the current
 //     values of both, and AlterPartition (a leader's ISR change) also only
 //     when it comes from the current leader at its current node epoch.
+//   - Producer ids (producers.go): the FSM holds only the next id not yet
+//     reserved, starting at FirstProducerID (also when a snapshot or log
+//     predates it). AllocProducerIDs hands the proposer the next Count ids and
+//     moves the counter past them, so an id is never handed out twice, even
+//     across leader changes and restarts; what the proposer does not use is
+//     a gap, never reused. Serving single ids from a block is the
+//     controller's job, not the FSM's.
 //   - Readers get deep copies; no slice or map of the live state escapes.
 package fsm

@@ -41,6 +41,8 @@ var (
 	// ErrIneligibleReplica: an AlterPartition adds to the ISR a node that is
 	// dead, fenced or shutting down.
 	ErrIneligibleReplica = errors.New("ineligible replica")
+	// ErrProducerIDsExhausted: an AllocProducerIDs past the largest int64.
+	ErrProducerIDsExhausted = errors.New("producer ids exhausted")
 	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
 	ErrCorruptSnapshot = errors.New("corrupt snapshot")
 )
@@ -55,10 +57,16 @@ type state struct {
 	// until they register again or are fenced. It is not part of
 	// cluster.Snapshot; the controller reads it through View.
 	shuttingDown map[int32]bool
+	// nextProducerID is the lowest producer id no AllocProducerIDs has
+	// reserved; it only grows. Not part of cluster.Snapshot either.
+	nextProducerID int64
 }
 
 func newState() state {
-	return state{nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{}}
+	return state{
+		nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{},
+		nextProducerID: FirstProducerID,
+	}
 }
 
 // FSM is the metadata state machine. Apply, Snapshot and Restore are called
@@ -112,6 +120,9 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.shutdownNode(cmd.ShutdownNode)
 	case TypeAlterPartition:
 		res.Partition, res.Err = f.st.alterPartition(cmd.AlterPartition)
+	case TypeAllocProducerIDs:
+		// Not a change of the cluster model: watchers have nothing to see.
+		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
 	default:
 		res.Err = cmd.check()
 	}
@@ -219,10 +230,12 @@ type View struct {
 	*cluster.Snapshot
 	// ShuttingDown holds the nodes in controlled shutdown.
 	ShuttingDown map[int32]bool
+	// NextProducerID is the lowest producer id not reserved yet.
+	NextProducerID int64
 }
 
-// View returns the model and the nodes in controlled shutdown, both at the
-// same version.
+// View returns the model, the nodes in controlled shutdown and the producer
+// id counter, all at the same version.
 func (f *FSM) View() View {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -230,7 +243,7 @@ func (f *FSM) View() View {
 	for id := range f.st.shuttingDown {
 		sd[id] = true
 	}
-	return View{Snapshot: f.st.export(), ShuttingDown: sd}
+	return View{Snapshot: f.st.export(), ShuttingDown: sd, NextProducerID: f.st.nextProducerID}
 }
 
 // CheckAlterPartition tells whether c would apply to the current state,

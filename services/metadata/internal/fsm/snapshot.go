@@ -24,6 +24,9 @@ type snapshotData struct {
 	// ShuttingDown lists the nodes in controlled shutdown, by id. Added
 	// without a format change: older snapshots simply have none.
 	ShuttingDown []int32 `json:"shutting_down,omitempty"`
+	// NextProducerID is the producer id counter. Added without a format
+	// change: absent (older snapshots) means FirstProducerID.
+	NextProducerID int64 `json:"next_producer_id,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -41,6 +44,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		Version:   f.st.version,
 		Nodes:     f.st.sortedNodes(),
 		Topics:    f.st.sortedTopics(),
+		// Always above zero, so omitempty never drops it.
+		NextProducerID: f.st.nextProducerID,
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)
@@ -78,6 +83,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("fsm restore: %w: snapshot format %d, want %d", ErrCorruptSnapshot, d.Format, snapshotFormat)
 	}
 	st := newState()
+	switch {
+	case d.NextProducerID == 0: // written before producer ids existed
+	case d.NextProducerID < FirstProducerID:
+		return fmt.Errorf("fsm restore: %w: next producer id %d is below %d", ErrCorruptSnapshot, d.NextProducerID, FirstProducerID)
+	default:
+		st.nextProducerID = d.NextProducerID
+	}
 	st.clusterID = d.ClusterID
 	st.version = d.Version
 	for i := range d.Nodes {

@@ -33,10 +33,11 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		Command{Type: TypeAlterPartition, AlterPartition: &AlterPartition{Topic: "events", LeaderID: 3, NodeEpoch: 7, ISR: []int32{3, 2}}},
 		fence(2, 3), // node 2 dead at epoch 11
 		shutdown(4, 8),
+		allocIDs(1000), allocIDs(3),
 	)
 	want := h.View()
-	if n, _ := h.Node(2); n.Alive || n.Epoch != 11 || !want.ShuttingDown[4] {
-		t.Fatalf("setup: node 2 = %+v, shutting down %v", n, want.ShuttingDown)
+	if n, _ := h.Node(2); n.Alive || n.Epoch != 11 || !want.ShuttingDown[4] || want.NextProducerID != FirstProducerID+1003 {
+		t.Fatalf("setup: node 2 = %+v, shutting down %v, next producer id %d", n, want.ShuttingDown, want.NextProducerID)
 	}
 
 	snap, err := h.Snapshot()
@@ -74,6 +75,10 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	r := g.Apply(&raft.Log{Index: 100, Data: mustEncode(t, reg(1, "a"))}).(*Result)
 	if r.Err != nil || r.Epoch != 100 {
 		t.Fatalf("apply after restore = %+v", r)
+	}
+	// Producer ids go on after the blocks reserved before the snapshot.
+	if r := g.ApplyCommand(101, allocIDs(1)); r.Err != nil || r.ProducerID != FirstProducerID+1003 {
+		t.Fatalf("reservation after restore = %+v", r)
 	}
 }
 

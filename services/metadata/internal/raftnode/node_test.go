@@ -59,6 +59,15 @@ func register(t *testing.T, n *Node, id int32) *fsm.Result {
 	return res
 }
 
+func allocIDs(t *testing.T, n *Node, count int64) *fsm.Result {
+	t.Helper()
+	res, err := n.Apply(context.Background(), fsm.Command{Type: fsm.TypeAllocProducerIDs, AllocProducerIDs: &fsm.AllocProducerIDs{Count: count}})
+	if err != nil || res.Err != nil {
+		t.Fatalf("apply = %+v, %v", res, err)
+	}
+	return res
+}
+
 func TestRestartFromLogAndSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
@@ -66,10 +75,12 @@ func TestRestartFromLogAndSnapshot(t *testing.T) {
 	leaders := make(chan bool, 4)
 	n.OnLeadership(func(b bool) { leaders <- b })
 	r1 := register(t, n, 1)
+	allocIDs(t, n, 10)
 	if err := n.Snapshot(context.Background()); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
-	r2 := register(t, n, 2) // after the snapshot: only in the log
+	allocIDs(t, n, 5)       // after the snapshot: only in the log
+	r2 := register(t, n, 2) // likewise
 	if f.Version() != r2.Index {
 		t.Fatalf("version = %d; want %d", f.Version(), r2.Index)
 	}
@@ -102,6 +113,9 @@ func TestRestartFromLogAndSnapshot(t *testing.T) {
 		if node, ok := f2.Node(id); !ok || node.Epoch != int64(r.Index) {
 			t.Fatalf("after restart node %d = %+v, %v; want epoch %d", id, node, ok, r.Index)
 		}
+	}
+	if next := f2.NextProducerID(); next != fsm.FirstProducerID+15 {
+		t.Fatalf("after restart next producer id = %d; want %d", next, fsm.FirstProducerID+15)
 	}
 	if err := n2.Linearize(context.Background()); err != nil {
 		t.Fatalf("linearize on the leader: %v", err)
