@@ -73,14 +73,23 @@ func startNetnsCluster(t *testing.T, storage int, extra ...string) *localcluster
 
 func startClusterWith(t *testing.T, storage int, netns bool, extra ...string) *localcluster.Cluster {
 	t.Helper()
-	bin := buildBinaries(t)
-	ports, err := localcluster.FreePorts(storage)
+	return startClusterConfig(t, localcluster.Config{Storage: storage, Netns: netns, Extra: map[string][]string{"storage": extra}})
+}
+
+// startClusterConfig starts a cluster described by cfg (BinDir, DataDir and
+// Ports are filled in).
+func startClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Cluster {
+	t.Helper()
+	cfg.BinDir = buildBinaries(t)
+	if cfg.Storage == 0 {
+		cfg.Storage = 3
+	}
+	ports, err := localcluster.FreePorts(cfg.Storage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
-	c, err := localcluster.New(localcluster.Config{BinDir: bin, DataDir: data, Storage: storage, Ports: ports,
-		Extra: map[string][]string{"storage": extra}, Netns: netns})
+	cfg.Ports, cfg.DataDir = ports, t.TempDir()
+	c, err := localcluster.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

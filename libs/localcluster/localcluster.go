@@ -33,7 +33,9 @@ type Ports struct {
 	// MetadataHTTP, MetadataRaft and MetadataAdmin are voter 1's ports; voter i
 	// adds 3*(i-1) to each.
 	MetadataHTTP, MetadataRaft, MetadataAdmin int
-	FrontendHTTP, FrontendAdmin               int
+	// FrontendHTTP and FrontendAdmin are frontend 1's ports; frontend i adds
+	// 2*(i-1) to each.
+	FrontendHTTP, FrontendAdmin int
 	// OffsetsHTTP, OffsetsRaft and OffsetsAdmin are offsets replica 1's
 	// ports; replica i adds 3*(i-1) to each.
 	OffsetsHTTP, OffsetsRaft, OffsetsAdmin int
@@ -52,15 +54,16 @@ func DefaultPorts() Ports {
 // up to MaxVoters metadata voters: one run of consecutive free ports, laid out
 // as DefaultPorts lays out its fixed ones.
 func FreePorts(storage int) (Ports, error) {
-	n := 3*MaxVoters + 2 + 3*MaxOffsets + 2*storage
+	n := 3*MaxVoters + 2*MaxFrontends + 3*MaxOffsets + 2*storage
 	for base := 20000 + (os.Getpid()%200)*150; base < 60000; base += 151 {
 		if !runFree(base, n) {
 			continue
 		}
 		m := base + 3*MaxVoters
+		o := m + 2*MaxFrontends
 		return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
-			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: m + 2, OffsetsRaft: m + 3, OffsetsAdmin: m + 4,
-			StorageBase: m + 2 + 3*MaxOffsets, StorageAdminBase: m + 2 + 3*MaxOffsets + storage}, nil
+			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: o, OffsetsRaft: o + 1, OffsetsAdmin: o + 2,
+			StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage}, nil
 	}
 	return Ports{}, errors.New("localcluster: no free run of ports")
 }
@@ -68,8 +71,9 @@ func FreePorts(storage int) (Ports, error) {
 // MaxVoters bounds the metadata voters of a local cluster, MaxOffsets its
 // offsets replicas.
 const (
-	MaxVoters  = 5
-	MaxOffsets = 3
+	MaxVoters    = 5
+	MaxOffsets   = 3
+	MaxFrontends = 3
 )
 
 func runFree(base, n int) bool {
@@ -90,6 +94,9 @@ type Config struct {
 	Storage int    // storage nodes (default 3)
 	Voters  int    // metadata voters, 1 to MaxVoters (default 3)
 	Offsets int    // offsets replicas, 1 to MaxOffsets (default 3)
+	// Frontends is the number of frontends, 1 to MaxFrontends (default 1);
+	// the first is named "frontend", the others "frontend-2", ...
+	Frontends int
 	Ports   Ports
 	// Extra flags per process name ("metadata-1", "storage-1", "frontend",
 	// "offsets-1"); those under "metadata", "storage" or "offsets" go to
@@ -135,8 +142,12 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Offsets <= 0 {
 		cfg.Offsets = 3
 	}
-	if cfg.Voters > MaxVoters || cfg.Offsets > MaxOffsets {
-		return nil, fmt.Errorf("localcluster: %d voters and %d offsets replicas, at most %d and %d", cfg.Voters, cfg.Offsets, MaxVoters, MaxOffsets)
+	if cfg.Frontends <= 0 {
+		cfg.Frontends = 1
+	}
+	if cfg.Voters > MaxVoters || cfg.Offsets > MaxOffsets || cfg.Frontends > MaxFrontends {
+		return nil, fmt.Errorf("localcluster: %d voters, %d offsets replicas and %d frontends, at most %d, %d and %d",
+			cfg.Voters, cfg.Offsets, cfg.Frontends, MaxVoters, MaxOffsets, MaxFrontends)
 	}
 	if cfg.Ports == (Ports{}) {
 		cfg.Ports = DefaultPorts()
@@ -188,8 +199,11 @@ func New(cfg Config) (*Cluster, error) {
 			"-admin-addr", addr(a), "-data-dir", filepath.Join(abs, offsetsName(i)), "-bootstrap", "-peers", strings.Join(opeers, ","),
 			"-metadata", metaURL)
 	}
-	c.add("frontend", "sluice-frontend", addr(p.FrontendAdmin), "-http-addr", addr(p.FrontendHTTP), "-admin-addr", addr(p.FrontendAdmin),
-		"-metadata", metaURL)
+	for i := 1; i <= cfg.Frontends; i++ {
+		h, a := c.frontendPorts(i)
+		c.add(frontendName(i), "sluice-frontend", addr(a), "-http-addr", addr(h), "-admin-addr", addr(a),
+			"-metadata", metaURL)
+	}
 	return c, nil
 }
 
@@ -257,8 +271,32 @@ func (c *Cluster) add(name, bin, admin string, args ...string) {
 		LogPath: filepath.Join(c.cfg.DataDir, "logs", name+".log")})
 }
 
-// FrontendURL is the frontend's base URL.
+// FrontendURL is the first frontend's base URL.
 func (c *Cluster) FrontendURL() string { return "http://" + addr(c.cfg.Ports.FrontendHTTP) }
+
+// FrontendURLs is every frontend's base URL.
+func (c *Cluster) FrontendURLs() []string {
+	var urls []string
+	for i := 1; i <= c.cfg.Frontends; i++ {
+		h, _ := c.frontendPorts(i)
+		urls = append(urls, "http://"+addr(h))
+	}
+	return urls
+}
+
+// frontendName names frontend i: "frontend", then "frontend-2", ...
+func frontendName(i int) string {
+	if i == 1 {
+		return "frontend"
+	}
+	return "frontend-" + strconv.Itoa(i)
+}
+
+// frontendPorts returns frontend i's HTTP and admin ports.
+func (c *Cluster) frontendPorts(i int) (int, int) {
+	d := 2 * (i - 1)
+	return c.cfg.Ports.FrontendHTTP + d, c.cfg.Ports.FrontendAdmin + d
+}
 
 // MetadataURL is the metadata voters' base URLs, comma-separated (the form of
 // every -metadata flag).

@@ -41,6 +41,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   topic describe NAME [-o json]
   topic delete NAME
   produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
+                [--compression none|gzip|snappy|lz4|zstd] [--linger DURATION]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
                 [--exit-at-end] [--format FMT]
   consume TOPIC --group G [--from-beginning] [--max-messages N] [--exit-at-end]

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 )
 
@@ -42,11 +44,25 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topic", "list", "-o", "yaml"},
 		{"consume", "t", "--from-beginning", "--offset", "3"},
 		{"produce", "t", "--acks", "some"},
+		{"produce", "t", "--compression", "brotli"},
+		{"produce", "t", "--linger", "-1s"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(args, strings.NewReader(""), &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
+	}
+}
+
+func TestProducerConfigFromFlags(t *testing.T) {
+	env := Env{Frontend: "127.0.0.1:1,127.0.0.1:2"}
+	cfg, err := producerConfig(env, "leader", "zstd", 0)
+	if err != nil || cfg.Acks != protocol.AcksLeader || !cfg.DisableIdempotence || cfg.Compression != record.CodecZstd || cfg.Linger >= 0 || len(cfg.Frontends) != 2 {
+		t.Fatalf("leader/zstd/no linger: %+v, %v", cfg, err)
+	}
+	cfg, err = producerConfig(env, "all", "none", 20*time.Millisecond)
+	if err != nil || cfg.Acks != protocol.AcksAll || cfg.DisableIdempotence || cfg.Linger != 20*time.Millisecond {
+		t.Fatalf("all: %+v, %v", cfg, err)
 	}
 }
 

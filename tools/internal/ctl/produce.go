@@ -2,48 +2,33 @@ package ctl
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
+	"log/slog"
 	"strings"
-	"unicode/utf8"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 )
 
-// produceBatch bounds the records of one HTTP request.
-const (
-	produceBatchRecords = 1000
-	produceBatchBytes   = 1 << 20
-	maxLineBytes        = 8 << 20
-)
+// maxLineBytes bounds one input line (one record).
+const maxLineBytes = 8 << 20
 
-type httpRecord struct {
-	Key       *string `json:"key,omitempty"`
-	KeyB64    *string `json:"key_b64,omitempty"`
-	Value     *string `json:"value,omitempty"`
-	ValueB64  *string `json:"value_b64,omitempty"`
-	Partition *int32  `json:"partition,omitempty"`
-}
-
-type produceResult struct {
-	Offsets []struct {
-		Partition int32  `json:"partition"`
-		Offset    int64  `json:"offset"`
-		ErrorCode int16  `json:"error_code"`
-		Error     string `json:"error"`
-	} `json:"offsets"`
-}
-
+// produce reads records from stdin, one a line, and sends them with the SDK
+// producer: batched per partition, idempotent with acks=all.
 func produce(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	sep := fs.String("key-separator", "", "split each line into key and value at the first occurrence of this string")
-	acks := fs.String("acks", "all", "acks: all, leader or none")
+	acks := fs.String("acks", "all", "acks: all, leader or none (leader and none turn idempotence off)")
 	partition := fs.Int("partition", -1, "send every record to this partition (default: by key, or sticky for keyless records)")
+	compression := fs.String("compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	linger := fs.Duration("linger", 5*time.Millisecond, "how long a batch waits for more records")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -51,60 +36,50 @@ func produce(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 1, "a topic name"); err != nil {
 		return err
 	}
-	switch *acks {
-	case "all", "leader", "none":
-	default:
-		return fmt.Errorf("%w: --acks %q is not all, leader or none", errUsage, *acks)
+	cfg, err := producerConfig(env, *acks, *compression, *linger)
+	if err != nil {
+		return err
 	}
-	frontends := addrs(env.Frontend)
-	if len(frontends) == 0 {
-		return fmt.Errorf("%w: no frontend address", errUsage)
+	p, err := client.NewProducer(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	endpoint := strings.TrimRight(frontends[0], "/") + "/v1/topics/" + url.PathEscape(pos[0]) + "/records?acks=" + *acks
+	var mu sync.Mutex
+	failed, sent := 0, 0
+	cb := func(m client.RecordMetadata) {
+		if m.Err == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failed < 5 {
+			fmt.Fprintf(env.Stderr, "record to %s-%d failed: %v\n", m.Topic, m.Partition, m.Err)
+		}
+		failed++
+	}
 	sc := bufio.NewScanner(env.Stdin)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
-	var batch []httpRecord
-	size, sent, failed := 0, 0, 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		n, err := postRecords(ctx, endpoint, batch, env)
-		sent += len(batch)
-		failed += n
-		batch, size = batch[:0], 0
-		return err
-	}
 	for sc.Scan() {
-		line := sc.Text()
-		rec := httpRecord{}
+		rec := client.ProducerRecord{Topic: pos[0], Partition: int32(*partition), Value: []byte(sc.Text())}
 		if *sep != "" {
-			if k, v, ok := strings.Cut(line, *sep); ok {
-				rec.Key, rec.KeyB64 = textOrB64(k)
-				line = v
+			if k, v, ok := strings.Cut(sc.Text(), *sep); ok {
+				rec.Key, rec.Value = []byte(k), []byte(v)
 			}
 		}
-		rec.Value, rec.ValueB64 = textOrB64(line)
-		if *partition >= 0 {
-			p := int32(*partition)
-			rec.Partition = &p
+		if err := p.Send(ctx, rec, cb); err != nil {
+			p.Close(context.Background())
+			return fmt.Errorf("produce: %w", err)
 		}
-		// Base64 grows a binary line by a third; JSON escaping may double a
-		// text one. Flush first when this record would take the request over.
-		recSize := 2*len(sc.Text()) + 64
-		if len(batch) > 0 && (len(batch) >= produceBatchRecords || size+recSize > produceBatchBytes) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		batch = append(batch, rec)
-		size += recSize
+		sent++
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
+	readErr := sc.Err()
+	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.DeliveryTimeout)
+	defer cancel()
+	if err := p.Close(closeCtx); err != nil {
+		return fmt.Errorf("produce: %w", err)
 	}
-	if err := flush(); err != nil {
-		return err
+	if readErr != nil {
+		return fmt.Errorf("reading stdin: %w", readErr)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d records failed", failed, sent)
@@ -112,53 +87,39 @@ func produce(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-func textOrB64(s string) (*string, *string) {
-	if utf8.ValidString(s) {
-		return &s, nil
+// producerConfig turns produce's flags into the SDK producer's config.
+func producerConfig(env Env, acks, compression string, linger time.Duration) (client.ProducerConfig, error) {
+	cfg := client.DefaultProducerConfig()
+	if linger < 0 {
+		return cfg, fmt.Errorf("%w: --linger %v is negative", errUsage, linger)
 	}
-	b := base64.StdEncoding.EncodeToString([]byte(s))
-	return nil, &b
-}
-
-// postRecords sends one request and returns how many records failed; it reports
-// the first failures on stderr.
-func postRecords(ctx context.Context, endpoint string, recs []httpRecord, env Env) (int, error) {
-	body, err := json.Marshal(map[string][]httpRecord{"records": recs})
+	cfg.Frontends = addrs(env.Frontend)
+	cfg.ClientID = "sluicectl"
+	cfg.Linger = linger
+	if linger == 0 {
+		cfg.Linger = -1
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	switch acks {
+	case "all", "-1":
+		cfg.Acks = protocol.AcksAll
+	case "leader", "1":
+		cfg.Acks, cfg.DisableIdempotence = protocol.AcksLeader, true
+	case "none", "0":
+		cfg.Acks, cfg.DisableIdempotence = protocol.AcksNone, true
+	default:
+		return cfg, fmt.Errorf("%w: --acks %q is not all, leader or none", errUsage, acks)
+	}
+	codec, err := record.ParseCodec(compression)
 	if err != nil {
-		return 0, err
+		return cfg, fmt.Errorf("%w: --compression: %w", errUsage, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
+	cfg.Compression = codec
+	if len(cfg.Frontends) == 0 {
+		return cfg, fmt.Errorf("%w: no frontend address", errUsage)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("produce: %w", err)
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%w: %w", errUsage, errors.Unwrap(err))
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return 0, fmt.Errorf("produce: reading response: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("produce: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var res produceResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		return 0, fmt.Errorf("produce: bad response: %w", err)
-	}
-	if len(res.Offsets) != len(recs) {
-		return 0, fmt.Errorf("produce: %d results for %d records", len(res.Offsets), len(recs))
-	}
-	failed := 0
-	for i, o := range res.Offsets {
-		if o.ErrorCode != 0 || o.Error != "" {
-			if failed < 5 {
-				fmt.Fprintf(env.Stderr, "record %d: error %d: %s\n", i, o.ErrorCode, o.Error)
-			}
-			failed++
-		}
-	}
-	return failed, nil
+	return cfg, nil
 }
