@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Layout of a RecordBatch v2 header (Kafka's format; all integers big endian).
@@ -74,6 +75,28 @@ func (h *Header) Size() int { return LogOverhead + int(h.BatchLength) }
 
 // LastOffset is the offset of the batch's last record.
 func (h *Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// LastSequence returns the producer sequence number of the batch's last
+// record: BaseSequence advanced by LastOffsetDelta, wrapping from
+// math.MaxInt32 to 0 (Kafka's DefaultRecordBatch.lastSequence). For a batch a
+// producer built, LastOffsetDelta is RecordCount-1. A batch without a
+// sequence (BaseSequence NoSequence) gives NoSequence.
+func (h *Header) LastSequence() int32 {
+	if h.BaseSequence == NoSequence {
+		return NoSequence
+	}
+	return IncrementSequence(h.BaseSequence, h.LastOffsetDelta)
+}
+
+// IncrementSequence returns seq advanced by inc (0 <= inc) in the producer
+// sequence space [0, math.MaxInt32], which wraps from math.MaxInt32 to 0, as
+// Kafka's DefaultRecordBatch.incrementSequence. seq must not be negative.
+func IncrementSequence(seq, inc int32) int32 {
+	if seq > math.MaxInt32-inc {
+		return inc - (math.MaxInt32 - seq) - 1
+	}
+	return seq + inc
+}
 
 // Compression returns the batch's codec.
 func (h *Header) Compression() Codec { return Codec(h.Attributes & attrCompressionMask) }

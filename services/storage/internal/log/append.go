@@ -16,6 +16,10 @@ type AppendInfo struct {
 	Batches      int   // batches appended
 	Bytes        int   // bytes appended
 	AppendTime   int64 // wall-clock ms of the append (Config.Now)
+	// Duplicate: every batch was an idempotent producer's retry of a batch
+	// already in the log; nothing was appended, and BaseOffset and LastOffset
+	// are the original batches' (Batches and Bytes are 0).
+	Duplicate bool
 }
 
 // Append appends one or more concatenated RecordBatch v2 batches as the
@@ -26,6 +30,12 @@ type AppendInfo struct {
 // place (batches is modified), rolls the segment if needed, and writes the
 // whole slice with one write. It returns once the bytes are in the page cache;
 // WaitFlushed(ctx, info.LastOffset+1) waits for them to be on disk.
+//
+// Batches of idempotent producers are checked first (producers.go): a
+// stale producer epoch or a sequence gap refuses the whole append with
+// ErrInvalidProducerEpoch, ErrOutOfOrderSequence or ErrDuplicateSequence, and
+// an append that only repeats batches already in the log writes nothing and
+// returns their original offsets with info.Duplicate set.
 //
 // leaderEpoch is the caller's leader epoch. One below the latest epoch in the
 // leader-epoch cache is refused with ErrStaleEpoch (a fenced leader must not
@@ -42,7 +52,8 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 // (ErrOffsetMismatch otherwise). Each batch whose leader epoch is greater than
 // the latest in the leader-epoch cache (and every earlier batch's) starts a
 // cache entry at its base offset, made durable before the batches are
-// written; a batch with a lower epoch adds nothing.
+// written; a batch with a lower epoch adds nothing. Idempotent producers'
+// batches update the producer state without being checked: the leader did.
 func (l *Log) AppendReplica(batches []byte) (AppendInfo, error) {
 	return l.append(batches, 0, true)
 }
@@ -75,6 +86,11 @@ func validateBatches(b []byte, maxBatch int, replica bool) (batchSummary, error)
 		}
 		if !replica && (h.RecordCount < 1 || h.LastOffsetDelta != h.RecordCount-1) {
 			return sum, fmt.Errorf("%w: batch %d has %d records and last offset delta %d", record.ErrCorrupt, sum.batches, h.RecordCount, h.LastOffsetDelta)
+		}
+		if !replica {
+			if err := checkProducerFields(&h); err != nil {
+				return sum, fmt.Errorf("batch %d: %w", sum.batches, err)
+			}
 		}
 		if replica {
 			if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
@@ -125,6 +141,17 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 		}
 		last = sum.last
 	}
+	l.collectProducers(b, base, replica)
+	if !replica && len(l.pending) > 0 {
+		first, lastDup, dup, err := l.checkProducers(sum.batches)
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		if dup {
+			return AppendInfo{BaseOffset: first, LastOffset: lastDup, MaxTimestamp: -1,
+				AppendTime: now.UnixMilli(), Duplicate: true}, nil
+		}
+	}
 	s := l.segs[len(l.segs)-1]
 	if shouldRoll(s, cfg, len(b), last, now) {
 		if s, err = l.roll(); err != nil {
@@ -154,6 +181,7 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	s.times = append(s.times, l.build.times...)
 	s.modMs = now.UnixMilli()
 	l.end = next
+	l.commitProducersLocked()
 	l.notifyLocked()
 	l.mu.Unlock()
 	if s.firstAppend.IsZero() {
@@ -225,7 +253,9 @@ func (l *Log) roll() (*segment, error) {
 		return nil, fmt.Errorf("log: roll at offset %d: %w", l.end, err)
 	}
 	old.retire()
+	snap := l.snapshotLocked() // encoded outside mu: readers do not wait for it
 	l.mu.Lock()
+	l.snapPending = snap // for the flusher, after it synced old
 	l.segs = append(l.segs, s)
 	old.acquire()
 	l.unsynced = append(l.unsynced, old)

@@ -29,6 +29,11 @@
 //	high-watermark-checkpoint  the last checkpointed high watermark
 //	                           (hwcheckpoint.go); it may lag
 //
+// and up to three producer snapshots, %020d.snapshot: the idempotent
+// producers' state (producers.go) after every batch below that offset,
+// written after a segment roll and by Close (producersnap.go); derived data
+// that recovery and truncation complete from the batch headers after it.
+//
 // # Invariants
 //
 //   - Offsets strictly increase through the log: every batch's base offset is
@@ -43,6 +48,13 @@
 //   - The indexes are derived data: the active segment's are rebuilt from a scan
 //     on every Open; an older segment's are checked and rebuilt when missing or
 //     inconsistent.
+//   - The producer state is a function of the batch headers in the log: the
+//     leader, a follower (AppendReplica), recovery and truncation all apply
+//     the same rule to the same headers, so replicas of one log agree on it.
+//     A leader appends an idempotent producer's batch only after checking its
+//     epoch and sequence against that state under the append lock, and
+//     answers a retry of one of a producer's last five batches with its
+//     original offsets instead of appending it again.
 //
 // # Durability
 //
@@ -68,9 +80,10 @@
 // # Concurrency
 //
 // Lock order: Log.appendMu, then Log.ckptMu, then Log.mu, then segment.idxMu.
-// ckptMu only serializes the checkpoint files' writes; the leader-epoch cache
-// itself is guarded by mu (written with appendMu also held), and the high
-// watermark is an atomic changed under mu.
+// ckptMu only serializes the checkpoint files' writes (and the list of
+// producer snapshot files); the leader-epoch cache and the producer state are
+// guarded by mu (written with appendMu also held), and the high watermark is
+// an atomic changed under mu.
 //
 // Appends (and roll, truncation, reconfiguration) are serialized by appendMu,
 // which is held while the batch is written to the page cache but never across

@@ -28,10 +28,30 @@ var (
 	// the leader-epoch cache: the caller is a fenced leader (Kafka's
 	// FENCED_LEADER_EPOCH).
 	ErrStaleEpoch = errors.New("log: leader epoch is older than the log's")
+
+	// Idempotent producers (producers.go). Append refuses the whole append,
+	// writing nothing, with one of these.
+
+	// ErrInvalidProducerEpoch: a batch's producer epoch is below the one the
+	// log knows for its producer id: a newer instance of the producer took
+	// over (Kafka's INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("log: producer epoch is older than the producer's current one")
+	// ErrOutOfOrderSequence: a batch's sequence does not follow the
+	// producer's last appended one, or a new producer epoch does not start at
+	// sequence 0 (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("log: out of order sequence number")
+	// ErrDuplicateSequence: a batch repeats sequences older than the batches
+	// the log remembers for its producer, so it was appended before but its
+	// offsets are no longer known; or an append mixes such duplicates with new
+	// batches (Kafka's DUPLICATE_SEQUENCE_NUMBER).
+	ErrDuplicateSequence = errors.New("log: duplicate sequence number")
+	// ErrInvalidProducerBatch: a batch carries a producer id but a negative
+	// producer epoch or base sequence (Kafka's INVALID_RECORD).
+	ErrInvalidProducerBatch = errors.New("log: batch has a producer id without epoch or sequence")
 )
 
 // PartitionMetadataFile is the replica manager's record of the topic id in a
 // log directory. Recovery leaves it alone; besides it and the segments, a log
-// directory holds only the log's own EpochCheckpointFile and
-// HighWatermarkFile.
+// directory holds only the log's own EpochCheckpointFile, HighWatermarkFile
+// and producer snapshots.
 const PartitionMetadataFile = "partition.metadata"

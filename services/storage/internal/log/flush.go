@@ -93,7 +93,8 @@ func (l *Log) flush(final bool) error {
 	}
 	target, gen := l.end, l.truncGen
 	rolled, dirty := l.unsynced, l.dirDirty
-	l.unsynced, l.dirDirty = nil, false
+	snap := l.snapPending
+	l.unsynced, l.dirDirty, l.snapPending = nil, false, nil
 	active := l.segs[len(l.segs)-1]
 	active.acquire()
 	idle := !final && !dirty && len(rolled) == 0 && target <= l.flushed.Load()
@@ -109,7 +110,6 @@ func (l *Log) flush(final bool) error {
 	active.release()
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err != nil {
 		err = l.failLocked(err)
 	} else if gen == l.truncGen && target > l.flushed.Load() {
@@ -117,6 +117,12 @@ func (l *Log) flush(final bool) error {
 	}
 	close(l.flushedCh)
 	l.flushedCh = make(chan struct{})
+	l.mu.Unlock()
+	// A roll's producer snapshot goes after the pass that synced the rolled
+	// segment, and after its waiters were released. Close writes its own.
+	if snap != nil && err == nil && !final {
+		l.writeSnapshot(snap, gen)
+	}
 	return err
 }
 

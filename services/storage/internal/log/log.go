@@ -22,17 +22,19 @@ type Log struct {
 	// and TruncateTo write it under appendMu, since it must be durable before
 	// the next batch is written; that happens once per leader change.
 	appendMu sync.Mutex
-	fence    int32        // guarded by appendMu: leader appends below this epoch are refused (Fence)
-	build    indexBuilder // guarded by appendMu: new index entries of one append
-	idxBuf   []byte       // guarded by appendMu: their encoding
-	timeBuf  []byte       // guarded by appendMu
-	epochBuf []EpochEntry // guarded by appendMu: cache entries one append starts
+	fence    int32          // guarded by appendMu: leader appends below this epoch are refused (Fence)
+	build    indexBuilder   // guarded by appendMu: new index entries of one append
+	idxBuf   []byte         // guarded by appendMu: their encoding
+	timeBuf  []byte         // guarded by appendMu
+	epochBuf []EpochEntry   // guarded by appendMu: cache entries one append starts
+	pending  []pendingBatch // guarded by appendMu: idempotent batches of one append
 
 	// ckptMu serializes writes of the checkpoint files (EpochCheckpointFile,
 	// HighWatermarkFile) and Close's closing of dirF. It is taken after
 	// appendMu and before mu, and held across those files' fsyncs.
 	ckptMu  sync.Mutex
-	hwSaved int64 // ckptMu; the value in HighWatermarkFile, -1 when unknown
+	hwSaved int64   // ckptMu; the value in HighWatermarkFile, -1 when unknown
+	snaps   []int64 // ckptMu; offsets of the producer snapshot files, sorted
 
 	// mu guards the fields below. It is held only for in-memory work: picking
 	// segments, copying index slices, publishing an append. Fields also marked
@@ -53,6 +55,10 @@ type Log struct {
 	// may keep reading the one it saw.
 	epochs  []EpochEntry // mu+appendMu
 	scanned []EpochEntry // recovery only: epochs seen by rebuild's scans
+	// producers is the idempotent producers' state (producers.go) after
+	// every batch below end; entries change in place.
+	producers   producerState     // mu+appendMu
+	snapPending *producerSnapshot // mu; a roll's producer snapshot for the flusher
 
 	// hw is the high watermark (hwcheckpoint.go). It changes under mu:
 	// SetHighWatermark raises it under the read lock (compare-and-swap, so
@@ -105,6 +111,13 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	l.end = l.segs[len(l.segs)-1].next
 	l.recoverEpochs()
 	l.recoverHighWatermark()
+	if err := l.recoverProducers(); err != nil {
+		for _, s := range l.segs {
+			s.release()
+		}
+		_ = dirF.Close()
+		return nil, fmt.Errorf("log: recover %s: %w", dir, err)
+	}
 	l.flushed.Store(l.segs[0].base)
 	// Nothing recovered is known to be on disk (the previous process may have
 	// died before its flush), so the flusher's first pass syncs every segment.
@@ -231,6 +244,9 @@ func (l *Log) Close() error {
 	err := l.flush(true) // nothing else runs the flush now
 	if herr := l.saveHighWatermark(); err == nil {
 		err = herr
+	}
+	if err == nil {
+		l.saveSnapshotOnClose() // a failure only costs the next Open a scan
 	}
 
 	l.mu.Lock()

@@ -37,6 +37,9 @@ import (
 //     checkpoint files and fitted to the recovered log (recoverEpochs,
 //     recoverHighWatermark); a missing or bad checkpoint is rebuilt or
 //     defaulted, never an error.
+//   - Last, the producer state is loaded from the newest usable producer
+//     snapshot and the batch headers after it (recoverProducers,
+//     producersnap.go); only a read error of a segment fails Open there.
 
 // recoveryChunk is the scanner's read size during recovery.
 const recoveryChunk = 1 << 20
@@ -122,6 +125,13 @@ func (l *Log) listSegments() ([]int64, error) {
 			// Loaded after the segments (recoverEpochs, recoverHighWatermark).
 		case e.IsDir():
 			l.logger.Warn("unexpected directory in the log; ignored", slog.String("name", name))
+		case ext == "snapshot":
+			// Producer snapshots, loaded after the segments (recoverProducers).
+			if base, ok := parseBase(name, snapshotSuffix); ok {
+				l.snaps = append(l.snaps, base)
+			} else {
+				l.logger.Warn("producer snapshot with a bad name; ignored", slog.String("name", name))
+			}
 		case ext == "tmp" || ext == "deleted":
 			l.logger.Info("removing leftover file", slog.String("name", name))
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {

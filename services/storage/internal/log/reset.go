@@ -7,12 +7,13 @@ import (
 )
 
 // ResetTo empties the log and restarts it at offset: every segment is deleted
-// and a new, empty one begins there; the leader-epoch cache is cleared and the
-// high watermark and flushed offset move to offset. A follower uses it when its
-// whole log lies below the leader's log start offset (it was down longer than
-// retention, or its disk was replaced): nothing it holds is still on the
-// leader, and it must continue from the leader's start. offset must be at or
-// above the current log end offset.
+// and a new, empty one begins there; the leader-epoch cache and the producer
+// state (with its snapshots) are cleared and the high watermark and flushed
+// offset move to offset. A follower uses it when its whole log lies below the
+// leader's log start offset (it was down longer than retention, or its disk
+// was replaced): nothing it holds is still on the leader, and it must continue
+// from the leader's start. offset must be at or above the current log end
+// offset.
 func (l *Log) ResetTo(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -36,6 +37,7 @@ func (l *Log) ResetTo(offset int64) error {
 	l.flushed.Store(offset)
 	l.hw.Store(offset)
 	l.epochs = nil
+	l.producers, l.snapPending = newProducerState(), nil
 	l.truncGen++
 	l.dirDirty = true
 	l.notifyLocked()
@@ -50,6 +52,10 @@ func (l *Log) ResetTo(offset int64) error {
 		v.release()
 	}
 	errs = append(errs, l.saveEpochs())
+	l.ckptMu.Lock()
+	l.removeSnapshotsLocked(l.snaps)
+	l.snaps = nil
+	l.ckptMu.Unlock()
 	l.requestFlush() // sync the directory
 	l.logger.Warn("log reset", slog.Int64("start_offset", offset), slog.Int("segments_deleted", len(victims)))
 	if err := errors.Join(errs...); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // (Kafka's rules). The log start offset moves to the first remaining segment;
 // the leader-epoch cache drops the entries wholly below it (the last one
 // starting at or before it moves up to it, and the checkpoint file is
-// rewritten) and the high watermark is raised to it if below. Readers holding
+// rewritten), the high watermark is raised to it if below, and idempotent
+// producers whose last batch was deleted are forgotten, with the producer
+// snapshots below the new start (producersnap.go). Readers holding
 // a Slice of a deleted segment keep reading it until they release it. It
 // returns how many segments it deleted.
 func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
@@ -37,6 +40,7 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		if l.hw.Load() < l.segs[0].base {
 			l.hw.Store(l.segs[0].base)
 		}
+		l.producers.evictBelow(l.segs[0].base)
 	}
 	start := l.segs[0].base
 	l.mu.Unlock()
@@ -53,6 +57,11 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		l.logger.Info("retention deleted segment", slog.Int64("segment", s.base),
 			slog.Int64("bytes", s.size), slog.Int64("start_offset", start))
 		s.release()
+	}
+	if n > 0 {
+		l.ckptMu.Lock()
+		l.dropSnapshotsLocked(start, math.MaxInt64)
+		l.ckptMu.Unlock()
 	}
 	if epochsChanged {
 		if err := l.saveEpochs(); err != nil {
@@ -101,7 +110,9 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
 //
 // Leader-epoch cache entries starting at or after offset are dropped and the
 // checkpoint file rewritten durably before it returns; the high watermark
-// becomes min(high watermark, offset).
+// becomes min(high watermark, offset). Producer snapshots above offset are
+// deleted durably and the producer state is rebuilt from the newest one left
+// and the batch headers after it (producersnap.go).
 //
 // It holds the append lock throughout, file truncation and the checkpoint's
 // fsyncs included, so no append lands in a file being cut. A reader holding a
@@ -144,6 +155,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	var epochsChanged bool
 	l.epochs, epochsChanged = truncateEpochsFromEnd(l.epochs, offset)
+	if l.snapPending != nil && l.snapPending.offset > offset {
+		l.snapPending = nil // it describes records that are gone
+	}
 	l.truncGen++
 	l.dirDirty = l.dirDirty || len(victims) > 0
 	l.notifyLocked()
@@ -152,6 +166,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	errs := l.cutFiles(s, cut, len(idx), len(times), victims)
 	if epochsChanged {
 		errs = errors.Join(errs, l.saveEpochs())
+	}
+	if errs == nil {
+		errs = l.truncateProducers(offset)
 	}
 	l.logger.Info("truncated log", slog.Int64("end_offset", offset),
 		slog.Int64("segment", s.base), slog.Int("segments_deleted", len(victims)))

@@ -26,6 +26,14 @@ func codeFor(err error) protocol.Code {
 		return protocol.NotLeaderOrFollower
 	case errors.Is(err, seglog.ErrStaleEpoch):
 		return protocol.FencedLeaderEpoch
+	case errors.Is(err, seglog.ErrInvalidProducerEpoch):
+		return protocol.InvalidProducerEpoch
+	case errors.Is(err, seglog.ErrOutOfOrderSequence):
+		return protocol.OutOfOrderSequenceNumber
+	case errors.Is(err, seglog.ErrDuplicateSequence):
+		return protocol.DuplicateSequenceNumber
+	case errors.Is(err, seglog.ErrInvalidProducerBatch):
+		return protocol.InvalidRecord
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.RequestTimedOut
 	case errors.Is(err, protocol.ErrMalformedFrame):

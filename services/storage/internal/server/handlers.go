@@ -10,7 +10,10 @@ import (
 )
 
 // produce appends the payload's batches inline (keeping per-connection order)
-// and answers when the acks level is met.
+// and answers when the acks level is met. An idempotent producer's retry of
+// batches already in the log appends nothing and is answered with their
+// original offsets, once they meet the same acks level (the first attempt's
+// answer may have been lost before they were replicated).
 func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	start := time.Now()
 	var req protocol.ProduceRequest
