@@ -32,7 +32,9 @@ type ProducerRecord struct {
 type RecordMetadata struct {
 	Topic     string
 	Partition int32
-	// Offset is the record's offset when Err is nil.
+	// Offset is the record's offset when Err is nil; -1 when the record was
+	// written by an earlier attempt whose answer was lost and whose offset
+	// the leader no longer remembers (DUPLICATE_SEQUENCE_NUMBER).
 	Offset int64
 	Err    error
 }
@@ -330,8 +332,8 @@ func (c completion) run() {
 		if cb == nil {
 			continue
 		}
-		m := RecordMetadata{Topic: c.topic, Partition: c.partition, Err: c.err}
-		if c.err == nil {
+		m := RecordMetadata{Topic: c.topic, Partition: c.partition, Offset: -1, Err: c.err}
+		if c.err == nil && c.base >= 0 {
 			m.Offset = c.base + int64(i)
 		}
 		cb(m)

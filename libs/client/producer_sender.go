@@ -178,6 +178,11 @@ func (p *Producer) deliver(topic string, todo []*batchBuf) {
 				switch {
 				case code == protocol.None:
 					p.finish(todo[i], r.BaseOffset, nil)
+				case code == protocol.DuplicateSequenceNumber:
+					// Older than the batches the leader remembers: it was
+					// written by an earlier attempt, at an offset no longer
+					// known (Kafka's producer treats it the same way).
+					p.finish(todo[i], -1, nil)
 				case code.Retriable():
 					retry = append(retry, todo[i])
 				default:
