@@ -119,13 +119,15 @@ func checkExactlyOnceInOrder(t *testing.T, stored map[int32][]string, l *keyedLo
 	t.Logf("sent %d, acknowledged %d, stored %d, failed %d", l.sent, len(l.acked), len(seen), len(l.errs))
 }
 
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func quietProducer(t *testing.T, frontends []string) *client.Producer {
 	t.Helper()
 	cfg := client.DefaultProducerConfig()
 	cfg.Frontends = frontends
 	cfg.Linger = 2 * time.Millisecond
 	cfg.RequestTimeout = 5 * time.Second
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = quietLogger()
 	p, err := client.NewProducer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -537,3 +537,13 @@ func (c *Cluster) MetadataLeader(leaderHTTP string) *Proc {
 	}
 	return nil
 }
+
+// Pid returns the running process's id (0 when it is not running).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
