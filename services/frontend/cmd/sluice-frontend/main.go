@@ -1,7 +1,9 @@
 // Command sluice-frontend runs a frontend: the stateless HTTP entry point that
-// accepts records in JSON or msgpack, batches them per partition and forwards
-// each batch to its partition's leader, and forwards the topic admin API to
-// the metadata service.
+// accepts records in JSON or msgpack (batched per partition here) or as the
+// SDK's ready-made record batches, forwards each batch to its partition's
+// leader, serves HTTP fetches for clients that cannot reach storage nodes,
+// and forwards the admin API to the metadata service and the consumer-group
+// API to the offsets service.
 package main
 
 import (

@@ -1,11 +1,15 @@
 // Package app wires the frontend together as one fx application: the metadata
-// client and cache, the storage connection pool, the producer and the public
-// HTTP server, next to the admin listener of libs/service.
+// client and cache, the storage connection pools (one for produce, one for
+// fetches, so that large fetch answers never queue ahead of produce
+// acknowledgements on a connection), the producer, the fetcher, the relay to
+// the offsets service and the public HTTP server, next to the admin listener
+// of libs/service.
 //
-// Start order follows the dependencies (cache, pool, producer, HTTP server)
-// and fx stops in reverse: the HTTP server drains first, then the pool closes
-// its storage connections and the cache stops its watch. Every goroutine the
-// frontend runs belongs to one of these and is waited for on stop.
+// Start order follows the dependencies (cache, pools, producer, fetcher, HTTP
+// server) and fx stops in reverse: the HTTP server drains first, then the
+// pools close their storage connections and the cache stops its watch. Every
+// goroutine the frontend runs belongs to one of these and is waited for on
+// stop.
 package app
 
 import (
@@ -16,9 +20,12 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
+	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
+	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
@@ -38,7 +45,7 @@ func Parse(args []string) ([]fx.Option, error) {
 // service.Module (tests add it, or their own logger and registry).
 func Options(c config.Config) []fx.Option {
 	return []fx.Option{
-		fx.Supply(c, c.Common, c.HTTP, c.Produce, c.Cache, service.Identity{Service: "frontend", NodeID: c.NodeID}),
+		fx.Supply(c, c.Common, c.HTTP, c.Produce, c.Fetch, c.Cache, service.Identity{Service: "frontend", NodeID: c.NodeID}),
 		Module(),
 	}
 }
@@ -48,9 +55,11 @@ func Module() fx.Option {
 	return fx.Module("frontend",
 		fx.Provide(
 			func(c config.Config) *cluster.Client { return cluster.NewClient(service.SplitList(c.Metadata)) },
-			newPool,
+			newPools,
 			func(reg prometheus.Registerer) *produce.Metrics { return produce.NewMetrics(reg) },
 			newProducer,
+			newFetcher,
+			newOffsetsRelay,
 			newServer,
 		),
 		metacache.Module(),
@@ -58,9 +67,19 @@ func Module() fx.Option {
 	)
 }
 
-func newPool(lc fx.Lifecycle, id service.Identity) *storageclient.Pool {
-	p := storageclient.NewPool("sluice-frontend/" + id.NodeID)
-	lc.Append(fx.StopHook(p.Close))
+// pools are the frontend's storage connection pools.
+type pools struct {
+	fx.Out
+	Produce *storageclient.Pool `name:"produce"`
+	Fetch   *storageclient.Pool `name:"fetch"`
+}
+
+func newPools(lc fx.Lifecycle, id service.Identity) pools {
+	p := pools{
+		Produce: storageclient.NewPool("sluice-frontend/" + id.NodeID),
+		Fetch:   storageclient.NewPool("sluice-frontend/" + id.NodeID + "/fetch"),
+	}
+	lc.Append(fx.StopHook(func() { _ = p.Produce.Close(); _ = p.Fetch.Close() }))
 	return p
 }
 
@@ -69,7 +88,7 @@ type producerParams struct {
 	fx.In
 	Config  produce.Config
 	Cache   *metacache.Cache
-	Pool    *storageclient.Pool
+	Pool    *storageclient.Pool `name:"produce"`
 	Metrics *produce.Metrics
 	Log     *slog.Logger
 }
@@ -78,19 +97,40 @@ func newProducer(p producerParams) (*produce.Producer, error) {
 	return produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Metrics, p.Log.With("component", "produce"))
 }
 
+// fetcherParams are what the fetcher needs.
+type fetcherParams struct {
+	fx.In
+	Config fetch.Config
+	Cache  *metacache.Cache
+	Pool   *storageclient.Pool `name:"fetch"`
+}
+
+func newFetcher(p fetcherParams) (*fetch.Fetcher, error) {
+	return fetch.New(p.Config, p.Cache, p.Pool)
+}
+
+func newOffsetsRelay(lc fx.Lifecycle, c config.Config) *forward.Forwarder {
+	f := forward.New("offsets", service.SplitList(c.Offsets), protocol.NotCoordinator)
+	lc.Append(fx.StopHook(f.Close))
+	return f
+}
+
 // serverParams are what the HTTP server needs.
 type serverParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Config    httpapi.Config
 	Producer  *produce.Producer
+	Fetcher   *fetch.Fetcher
 	Client    *cluster.Client
+	Offsets   *forward.Forwarder
 	Cache     *metacache.Cache
 	Log       *slog.Logger
 }
 
 func newServer(p serverParams) (*httpapi.Server, error) {
-	s, err := httpapi.New(p.Config, p.Producer, p.Client, p.Cache, p.Log.With("component", "http"))
+	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache}
+	s, err := httpapi.New(p.Config, d, p.Log.With("component", "http"))
 	if err != nil {
 		return nil, err
 	}

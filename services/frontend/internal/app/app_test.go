@@ -1,8 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
 	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
@@ -39,10 +43,15 @@ func TestWiring(t *testing.T) {
 	md := fakecluster.NewMetadata(cluster.Node{ID: 1, Addr: st.Addr()})
 	defer md.Close()
 	md.AddTopic("t", 1)
+	offsets := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"groups":[],"path":"`+r.URL.Path+`"}`)
+	}))
+	defer offsets.Close()
 
 	c, err := config.Parse([]string{
 		"-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-metadata", md.URL(),
-		"-log-level", "error", "-id", "fe-test",
+		"-offsets", offsets.URL, "-log-level", "error", "-id", "fe-test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +83,15 @@ func TestWiring(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(b) != `{"offsets":[{"partition":0,"offset":0}]}` {
 		t.Fatalf("produce: %d %s", resp.StatusCode, b)
 	}
+	useRoutes(t, "http://"+srv.Addr())
 	_, metrics := get(t, "http://"+admin.Addr()+"/metrics")
 	for _, m := range []string{
-		`sluice_frontend_produce_requests_total{status="200"} 1`,
-		`sluice_frontend_produce_records_total{result="ok"} 1`,
+		`sluice_frontend_produce_requests_total{status="200"} 2`,
+		`sluice_frontend_produce_records_total{result="ok"} 2`,
 		"sluice_frontend_produce_bytes_total",
-		"sluice_frontend_produce_duration_seconds_count 1",
+		"sluice_frontend_produce_duration_seconds_count 2",
+		"sluice_frontend_inflight_bytes 0",
+		"sluice_frontend_throttled_total 0",
 		"sluice_frontend_produce_retries_total 0",
 	} {
 		if !strings.Contains(metrics, m) {
@@ -89,8 +101,47 @@ func TestWiring(t *testing.T) {
 	app.RequireStop()
 }
 
+// useRoutes goes through the routes beyond the record produce: a batches
+// body, a fetch, the groups relay and a producer id.
+func useRoutes(t *testing.T, base string) {
+	t.Helper()
+	batch := record.NewBuilder(record.CodecNone)
+	batch.Append(record.Record{Timestamp: 1, Value: []byte("from the sdk")})
+	bb, err := batch.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{{Partition: 0, Batch: bb}})
+	if code, b := post(t, base+"/v1/topics/t/records", frontendapi.ContentTypeBatches, body); code != http.StatusOK || b != `{"results":[{"partition":0,"base_offset":1}]}` {
+		t.Fatalf("batches: %d %s", code, b)
+	}
+	code, got := get(t, base+"/v1/topics/t/partitions/0/records?offset=0&max_wait_ms=0")
+	if code != http.StatusOK || !strings.Contains(got, `"value":"hello"`) || !strings.Contains(got, `"value":"from the sdk"`) || !strings.Contains(got, `"next_offset":2`) {
+		t.Fatalf("fetch: %d %s", code, got)
+	}
+	if code, got := get(t, base+"/v1/groups"); code != http.StatusOK || got != `{"groups":[],"path":"/v1/groups"}` {
+		t.Fatalf("groups: %d %s", code, got)
+	}
+	if code, got := post(t, base+"/v1/producers", "application/json", []byte(`{}`)); code != http.StatusOK || !strings.Contains(got, `"producer_id"`) {
+		t.Fatalf("producers: %d %s", code, got)
+	}
+}
+
+func post(t *testing.T, url, contentType string, body []byte) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, contentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func TestParseErrorsNameTheFlag(t *testing.T) {
-	if _, err := Parse([]string{"-max-records", "0"}); err == nil || !strings.Contains(err.Error(), "-max-records") {
-		t.Fatalf("err %v", err)
+	for _, args := range [][]string{{"-max-records", "0"}, {"-max-in-flight-bytes", "1"}, {"-offsets", ","}, {"-fetch-timeout", "-1s"}} {
+		if _, err := Parse(args); err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: err %v", args, err)
+		}
 	}
 }

@@ -5,10 +5,13 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
@@ -25,21 +28,32 @@ type Config struct {
 	NodeID string
 	// Metadata is the comma-separated list of metadata service addresses.
 	Metadata string
+	// Offsets is the comma-separated list of offsets service replica URLs,
+	// to which the /v1/groups routes are relayed.
+	Offsets string
 	// HTTP is the public listener.
 	HTTP httpapi.Config
 	// Produce tunes forwarding to storage.
 	Produce produce.Config
+	// Fetch tunes HTTP consumption; its retry backoff is the produce one
+	// (-retry-backoff, -retry-backoff-max).
+	Fetch fetch.Config
 	// Cache tunes the metadata watch.
 	Cache metacache.Config
 }
+
+// DefaultOffsets are the offsets replicas of the local cluster (make run).
+const DefaultOffsets = "http://127.0.0.1:7080,http://127.0.0.1:7083,http://127.0.0.1:7086"
 
 // Default returns the configuration the binary starts from.
 func Default() Config {
 	return Config{
 		Common:   service.Common{AdminAddr: DefaultAdminAddr, LogLevel: "info", LogFormat: "json"},
 		Metadata: "http://127.0.0.1:7070",
+		Offsets:  DefaultOffsets,
 		HTTP:     httpapi.DefaultConfig(),
 		Produce:  produce.DefaultConfig(),
+		Fetch:    fetch.DefaultConfig(),
 		Cache:    metacache.DefaultConfig(),
 	}
 }
@@ -50,13 +64,17 @@ func (c *Config) Register(fs *service.FlagSet) {
 	fs.String(&c.NodeID, "node-id", c.NodeID, "name of this frontend in logs (default: the host name)")
 	fs.String(&c.NodeID, "id", c.NodeID, "alias of -node-id")
 	fs.String(&c.Metadata, "metadata", c.Metadata, "comma-separated metadata service addresses")
+	fs.String(&c.Offsets, "offsets", c.Offsets, "comma-separated offsets service replica URLs (the /v1/groups routes are relayed there)")
 	fs.String(&c.HTTP.Addr, "http-addr", c.HTTP.Addr, "listen address of the public HTTP API (produce and admin routes)")
 	fs.Int(&c.HTTP.MaxBodyBytes, "max-body-bytes", c.HTTP.MaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.Duration(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time allowed to read one request")
 	fs.Duration(&c.HTTP.WriteTimeout, "http-write-timeout", c.HTTP.WriteTimeout, "time allowed to write one response")
 	fs.Duration(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.Duration(&c.HTTP.AdminTimeout, "admin-timeout", c.HTTP.AdminTimeout, "time allowed for a topic admin request forwarded to metadata")
-	fs.Int(&c.Produce.MaxRecords, "max-records", c.Produce.MaxRecords, "largest number of records in one produce request; more get 413")
+	fs.Int(&c.Produce.MaxRecords, "max-records", c.Produce.MaxRecords, "largest number of records in one JSON or msgpack produce body; more get 413")
+	fs.Int64(&c.Produce.MaxInFlightBytes, "max-in-flight-bytes", c.Produce.MaxInFlightBytes,
+		"largest sum of the body sizes of produce requests being served; a request past it gets 429")
+	fs.Duration(&c.Fetch.Timeout, "fetch-timeout", c.Fetch.Timeout, "time allowed for an HTTP fetch beyond its max_wait_ms (leader look-ups and retries included)")
 	fs.Duration(&c.Produce.Timeout, "produce-timeout", c.Produce.Timeout, "time allowed for a produce request, retries included")
 	fs.Int(&c.Produce.Retries, "produce-retries", c.Produce.Retries, "resends of a partition's batch after a retriable error")
 	fs.Duration(&c.Produce.RetryBackoff, "retry-backoff", c.Produce.RetryBackoff, "first pause before a resend; doubles up to -retry-backoff-max")
@@ -72,6 +90,9 @@ func (c *Config) Validate() error {
 	if len(service.SplitList(c.Metadata)) == 0 {
 		return fmt.Errorf("flag -metadata: no address")
 	}
+	if err := validateURLs("offsets", c.Offsets); err != nil {
+		return err
+	}
 	if err := c.HTTP.Validate(); err != nil {
 		return err
 	}
@@ -79,6 +100,10 @@ func (c *Config) Validate() error {
 	switch {
 	case p.MaxRecords < 1:
 		return fmt.Errorf("flag -max-records: %d must be at least 1", p.MaxRecords)
+	case p.MaxInFlightBytes < int64(c.HTTP.MaxBodyBytes):
+		return fmt.Errorf("flag -max-in-flight-bytes: %d is below -max-body-bytes %d (one largest request must fit)", p.MaxInFlightBytes, c.HTTP.MaxBodyBytes)
+	case p.MaxInFlightBytes > 1<<40:
+		return fmt.Errorf("flag -max-in-flight-bytes: %d is over 1 TiB", p.MaxInFlightBytes)
 	case p.Timeout < time.Millisecond || p.Timeout > 24*time.Hour:
 		return fmt.Errorf("flag -produce-timeout: %v must be between 1ms and 24h", p.Timeout)
 	case p.Retries < 0:
@@ -91,11 +116,37 @@ func (c *Config) Validate() error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("produce flags: %w", err)
 	}
+	if c.Fetch.Timeout < time.Millisecond || c.Fetch.Timeout > 10*time.Minute {
+		return fmt.Errorf("flag -fetch-timeout: %v must be between 1ms and 10m", c.Fetch.Timeout)
+	}
+	if err := c.Fetch.Validate(); err != nil {
+		return fmt.Errorf("fetch flags: %w", err)
+	}
 	if c.Cache.WatchWait <= 0 || c.Cache.WatchWait > 10*time.Minute {
 		return fmt.Errorf("flag -metadata-watch-wait: %v must be between 0 and 10m", c.Cache.WatchWait)
 	}
 	if err := c.Cache.Validate(); err != nil {
 		return fmt.Errorf("metadata cache: %w", err)
+	}
+	return nil
+}
+
+// validateURLs checks a comma-separated list of service base URLs
+// ("http://host:port" or "host:port").
+func validateURLs(flag, list string) error {
+	addrs := service.SplitList(list)
+	if len(addrs) == 0 {
+		return fmt.Errorf("flag -%s: no address", flag)
+	}
+	for _, a := range addrs {
+		full := a
+		if !strings.Contains(a, "://") {
+			full = "http://" + a
+		}
+		u, err := url.Parse(full)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("flag -%s: %q is not a base URL (http://host:port or host:port)", flag, a)
+		}
 	}
 	return nil
 }
@@ -109,6 +160,7 @@ func Parse(args []string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	c.Fetch.RetryBackoff, c.Fetch.MaxRetryBackoff = c.Produce.RetryBackoff, c.Produce.MaxRetryBackoff
 	if err := c.Validate(); err != nil {
 		return c, err
 	}

@@ -18,6 +18,10 @@ func TestDefaults(t *testing.T) {
 	if c.NodeID == "" {
 		t.Error("node id not defaulted to the host name")
 	}
+	if c.Offsets != "http://127.0.0.1:7080,http://127.0.0.1:7083,http://127.0.0.1:7086" || c.Produce.MaxInFlightBytes != 256<<20 ||
+		c.Fetch.Timeout != 10*time.Second || c.Fetch.RetryBackoff != c.Produce.RetryBackoff {
+		t.Fatalf("defaults %+v", c)
+	}
 }
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -29,6 +33,12 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	}
 	if c.HTTP.Addr != "0.0.0.0:9999" || c.NodeID != "fe-1" || c.HTTP.MaxBodyBytes != 4096 || c.Produce.MaxRecords != 5 || c.Produce.Timeout != 3*time.Second {
 		t.Fatalf("parsed %+v", c)
+	}
+	t.Setenv("SLUICE_OFFSETS", "127.0.0.1:1,https://offsets.example:443/")
+	c, err = Parse([]string{"-max-in-flight-bytes", "16777216", "-fetch-timeout", "2s", "-retry-backoff", "7ms"})
+	if err != nil || c.Offsets != "127.0.0.1:1,https://offsets.example:443/" || c.Produce.MaxInFlightBytes != 16<<20 ||
+		c.Fetch.Timeout != 2*time.Second || c.Fetch.RetryBackoff != 7*time.Millisecond {
+		t.Fatalf("parsed %+v %v", c, err)
 	}
 	if c, err := Parse([]string{"-id", "fe-2"}); err != nil || c.NodeID != "fe-2" {
 		t.Fatalf("-id alias: %+v %v", c.NodeID, err)
@@ -51,6 +61,13 @@ func TestValidationNamesTheFlag(t *testing.T) {
 		{[]string{"-metadata-watch-wait", "0s"}, "-metadata-watch-wait"},
 		{[]string{"-log-level", "loud"}, "-log-level"},
 		{[]string{"-max-records", "many"}, "-max-records"},
+		{[]string{"-offsets", ""}, "-offsets"},
+		{[]string{"-offsets", "ftp://x:1"}, "-offsets"},
+		{[]string{"-offsets", "http://x:1/v1"}, "-offsets"},
+		{[]string{"-max-in-flight-bytes", "1000"}, "-max-in-flight-bytes"},
+		{[]string{"-max-in-flight-bytes", "4096", "-max-body-bytes", "8192"}, "-max-in-flight-bytes"},
+		{[]string{"-max-in-flight-bytes", "lots"}, "-max-in-flight-bytes"},
+		{[]string{"-fetch-timeout", "0s"}, "-fetch-timeout"},
 	} {
 		_, err := Parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {

@@ -23,6 +23,7 @@ type Metadata struct {
 	changed   chan struct{}    // closed and replaced on every change; guarded by mu
 	snapshots int              // GET /v1/cluster answered without since; guarded by mu
 	down      bool             // answer 503 to everything; guarded by mu
+	producers int64            // producer ids handed out; guarded by mu
 }
 
 // NewMetadata starts a fake metadata service with the given storage nodes.
@@ -137,6 +138,12 @@ func (m *Metadata) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"topics": s.Topics})
 	case r.URL.Path == "/v1/topics" && r.Method == http.MethodPost:
 		m.create(w, r)
+	case r.URL.Path == "/v1/producers" && r.Method == http.MethodPost:
+		m.mu.Lock()
+		m.producers++
+		id := 1000 + m.producers
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, cluster.InitProducerIDResponse{ProducerID: id, ProducerEpoch: 0})
 	case strings.HasPrefix(r.URL.Path, "/v1/topics/"):
 		m.topic(w, r, strings.TrimPrefix(r.URL.Path, "/v1/topics/"))
 	default:

@@ -8,29 +8,31 @@ import (
 	"sync"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/record"
 )
 
-// Appended is one produce request a Storage node accepted.
-type Appended struct {
-	Req        protocol.ProduceRequest
-	BaseOffset int64
-	Records    []record.Record
-}
-
-// Storage is a fake storage node on 127.0.0.1 that serves Produce: it checks
-// each batch with record.Validate, assigns offsets per partition and keeps
-// what it appended. It is safe for concurrent use.
+// Storage is a fake storage node on 127.0.0.1 that serves Produce, Fetch and
+// ListOffsets. Produce checks each batch with record.Validate, stamps base
+// offsets, answers a duplicate idempotent batch (same producer id, epoch and
+// base sequence) with its first offsets, and keeps what it appended; Fetch
+// long-polls and answers whole batches as the real node does (at least one,
+// then as many as fit in MaxBytes). Every appended record counts as
+// replicated: the high watermark is the log end. It is safe for concurrent
+// use.
 type Storage struct {
 	ln net.Listener
-	wg sync.WaitGroup // the accept loop and connection goroutines
+	wg sync.WaitGroup // the accept loop, connection and fetch goroutines
 
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}                                 // open connections; guarded by mu
-	next     map[string]int64                                      // "topic/partition" -> next offset; guarded by mu
-	appended map[string][]Appended                                 // by "topic/partition"; guarded by mu
-	attempts map[string]int                                        // produce requests by "topic/partition"; guarded by mu
-	reject   func(req *protocol.ProduceRequest, attempt int) error // guarded by mu
+	mu          sync.Mutex
+	conns       map[net.Conn]struct{}                                 // open connections; guarded by mu
+	logs        map[string]*partitionLog                              // by "topic/partition"; guarded by mu
+	appended    map[string][]Appended                                 // by "topic/partition"; guarded by mu
+	attempts    map[string]int                                        // produce requests by "topic/partition"; guarded by mu
+	fetches     map[string]int                                        // fetch requests by "topic/partition"; guarded by mu
+	changed     chan struct{}                                         // closed and replaced on every append; guarded by mu
+	reject      func(req *protocol.ProduceRequest, attempt int) error // guarded by mu
+	loseAnswer  func(req *protocol.ProduceRequest, attempt int) bool  // guarded by mu
+	rejectFetch func(req *protocol.FetchRequest, attempt int) error   // guarded by mu
+	done        chan struct{}                                         // closed by Close
 }
 
 // NewStorage starts a fake storage node. Close it when done.
@@ -40,8 +42,9 @@ func NewStorage() (*Storage, error) {
 		return nil, err
 	}
 	s := &Storage{
-		ln: ln, conns: map[net.Conn]struct{}{}, next: map[string]int64{},
-		appended: map[string][]Appended{}, attempts: map[string]int{},
+		ln: ln, conns: map[net.Conn]struct{}{}, logs: map[string]*partitionLog{},
+		appended: map[string][]Appended{}, attempts: map[string]int{}, fetches: map[string]int{},
+		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -51,10 +54,16 @@ func NewStorage() (*Storage, error) {
 // Addr returns the node's address.
 func (s *Storage) Addr() string { return s.ln.Addr().String() }
 
-// Close stops the listener, closes connections and waits for goroutines.
+// Close stops the listener, ends long-polls, closes connections and waits for
+// goroutines. It may be called more than once.
 func (s *Storage) Close() {
 	_ = s.ln.Close()
 	s.mu.Lock()
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
 	for c := range s.conns {
 		_ = c.Close()
 	}
@@ -71,6 +80,23 @@ func (s *Storage) SetReject(f func(req *protocol.ProduceRequest, attempt int) er
 	s.reject = f
 }
 
+// SetLoseAnswer installs a hook that, when it returns true, makes the node
+// close the connection instead of answering a produce request it has just
+// appended: the answer is lost, as when a node or link fails at that moment.
+func (s *Storage) SetLoseAnswer(f func(req *protocol.ProduceRequest, attempt int) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseAnswer = f
+}
+
+// SetFetchReject installs a hook that may refuse a fetch request with an
+// error; attempt counts the fetches of that partition, from 1.
+func (s *Storage) SetFetchReject(f func(req *protocol.FetchRequest, attempt int) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectFetch = f
+}
+
 // Appended returns what the node appended to a partition, in order.
 func (s *Storage) Appended(topic string, partition int32) []Appended {
 	s.mu.Lock()
@@ -83,6 +109,13 @@ func (s *Storage) Attempts(topic string, partition int32) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attempts[key(topic, partition)]
+}
+
+// Fetches returns how many fetch requests reached a partition.
+func (s *Storage) Fetches(topic string, partition int32) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetches[key(topic, partition)]
 }
 
 func key(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
@@ -109,12 +142,40 @@ func (s *Storage) acceptLoop() {
 	}
 }
 
-// serveConn answers requests in order, one at a time.
+// connWriter serialises the answers of one connection.
+type connWriter struct {
+	mu  sync.Mutex
+	enc *protocol.Encoder
+	w   *bufio.Writer
+}
+
+func (cw *connWriter) answer(id uint32, body protocol.Body, payload []byte, err error) error {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	rh := protocol.ResponseHeader{CorrelationID: id, ErrorCode: protocol.CodeOf(err)}
+	if err != nil {
+		rh.ErrorMessage, body, payload = err.Error(), nil, nil
+	}
+	out, eerr := cw.enc.Response(&rh, body, len(payload))
+	if eerr != nil {
+		return eerr
+	}
+	if _, werr := cw.w.Write(out); werr != nil {
+		return werr
+	}
+	if _, werr := cw.w.Write(payload); werr != nil {
+		return werr
+	}
+	return cw.w.Flush()
+}
+
+// serveConn reads requests in order. Produce and ListOffsets are answered
+// inline, so a connection's produce requests are appended in the order they
+// arrived; fetches long-poll in their own goroutines, as on the real node.
 func (s *Storage) serveConn(c net.Conn) {
 	fr := protocol.NewFrameReader(c, 0)
 	dec := protocol.NewDecoder()
-	enc := protocol.NewEncoder()
-	w := bufio.NewWriter(c)
+	cw := &connWriter{enc: protocol.NewEncoder(), w: bufio.NewWriter(c)}
 	for {
 		frame, err := fr.Next()
 		if err != nil {
@@ -124,86 +185,47 @@ func (s *Storage) serveConn(c net.Conn) {
 		if err := dec.Request(frame, &h); err != nil {
 			return
 		}
-		var resp protocol.ProduceResponse
-		var rerr error
-		if h.APIKey != protocol.APIProduce {
-			rerr = protocol.UnknownAPI.Err("fake storage serves Produce only, not %v", h.APIKey)
-		} else {
-			resp, rerr = s.produce(dec)
-		}
-		rh := protocol.ResponseHeader{CorrelationID: h.CorrelationID, ErrorCode: protocol.CodeOf(rerr)}
-		var body protocol.Body = &resp
-		if rerr != nil {
-			rh.ErrorMessage = rerr.Error()
-			body = nil
-		}
-		out, err := enc.Response(&rh, body, 0)
-		if err != nil {
-			return
-		}
-		if _, err := w.Write(out); err != nil || w.Flush() != nil {
-			return
-		}
-	}
-}
-
-func (s *Storage) produce(dec *protocol.Decoder) (protocol.ProduceResponse, error) {
-	var req protocol.ProduceRequest
-	if err := dec.Body(&req); err != nil {
-		return protocol.ProduceResponse{}, protocol.MalformedFrame.Err("%v", err)
-	}
-	payload := append([]byte(nil), dec.Payload()...)
-	var count int64
-	for rest := payload; len(rest) > 0; {
-		h, err := record.Validate(rest)
-		if err != nil {
-			return protocol.ProduceResponse{}, protocol.CorruptRecord.Err("%v", err)
-		}
-		count += int64(h.RecordCount)
-		rest = rest[h.Size():]
-	}
-	if count == 0 {
-		return protocol.ProduceResponse{}, protocol.InvalidRequest.Err("no records")
-	}
-	var recs []record.Record
-	it := record.NewIterator(payload)
-	for it.Next() {
-		r := it.Record()
-		recs = append(recs, record.Record{Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
-	}
-	if err := it.Err(); err != nil {
-		return protocol.ProduceResponse{}, protocol.CorruptRecord.Err("%v", err)
-	}
-	k := key(req.Topic, req.Partition)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.attempts[k]++
-	if s.reject != nil {
-		if err := s.reject(&req, s.attempts[k]); err != nil {
-			var pe *protocol.Error
-			if !errors.As(err, &pe) {
-				err = protocol.UnknownServerError.Err("%v", err)
+		switch h.APIKey {
+		case protocol.APIProduce:
+			resp, lose, err := s.produce(dec)
+			if lose {
+				return
 			}
-			return protocol.ProduceResponse{}, err
+			if cw.answer(h.CorrelationID, &resp, nil, err) != nil {
+				return
+			}
+		case protocol.APIListOffsets:
+			resp, err := s.listOffsets(dec)
+			if cw.answer(h.CorrelationID, &resp, nil, err) != nil {
+				return
+			}
+		case protocol.APIFetch:
+			var req protocol.FetchRequest
+			if err := dec.Body(&req); err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				resp, payload, err := s.fetch(&req)
+				if cw.answer(h.CorrelationID, &resp, payload, err) != nil {
+					_ = c.Close()
+				}
+			}()
+		default:
+			err := protocol.UnknownAPI.Err("fake storage does not serve %v", h.APIKey)
+			if cw.answer(h.CorrelationID, nil, nil, err) != nil {
+				return
+			}
 		}
 	}
-	base := s.next[k]
-	s.next[k] = base + count
-	s.appended[k] = append(s.appended[k], Appended{Req: req, BaseOffset: base, Records: recs})
-	return protocol.ProduceResponse{BaseOffset: base, LastOffset: base + count - 1, LogAppendTime: -1}, nil
 }
 
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
+// codeErr turns a hook's error into a *protocol.Error.
+func codeErr(err error) error {
+	var pe *protocol.Error
+	if err != nil && !errors.As(err, &pe) {
+		return protocol.UnknownServerError.Err("%v", err)
 	}
-	return append([]byte{}, b...)
-}
-
-func cloneHeaders(hs []record.RecordHeader) []record.RecordHeader {
-	var out []record.RecordHeader
-	for _, h := range hs {
-		out = append(out, record.RecordHeader{Key: h.Key, Value: clone(h.Value)})
-	}
-	return out
+	return err
 }

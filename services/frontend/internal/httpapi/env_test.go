@@ -6,12 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
+	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
+	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
@@ -23,6 +28,7 @@ type env struct {
 	nodes    []*fakecluster.Storage
 	cache    *metacache.Cache
 	producer *produce.Producer
+	offsets  *fakeOffsets
 	srv      *Server
 	url      string
 }
@@ -31,6 +37,46 @@ type envOptions struct {
 	nodes   int
 	http    func(*Config)
 	produce func(*produce.Config)
+}
+
+// fakeOffsets is an offsets replica that records the last request it got
+// and answers with the status and body set by the test.
+type fakeOffsets struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	got    *http.Request // guarded by mu
+	body   string        // of got; guarded by mu
+	status int           // guarded by mu
+	answer string        // guarded by mu
+}
+
+func newFakeOffsets(t *testing.T) *fakeOffsets {
+	o := &fakeOffsets{status: http.StatusOK, answer: `{"groups":[]}`}
+	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		o.mu.Lock()
+		o.got, o.body = r, string(b)
+		status, answer := o.status, o.answer
+		o.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(o.srv.Close)
+	return o
+}
+
+func (o *fakeOffsets) set(status int, answer string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.status, o.answer = status, answer
+}
+
+func (o *fakeOffsets) last() (*http.Request, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.got, o.body
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -78,7 +124,22 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.http != nil {
 		o.http(&hcfg)
 	}
-	if e.srv, err = New(hcfg, e.producer, client, e.cache, nil); err != nil {
+	fpool := storageclient.NewPool("test-frontend-fetch")
+	t.Cleanup(func() { _ = fpool.Close() })
+	fcfg := fetch.DefaultConfig()
+	fcfg.Timeout = 5 * time.Second
+	fcfg.RetryBackoff = 5 * time.Millisecond
+	fcfg.UnknownTopicMaxAge = 0
+	fetcher, err := fetch.New(fcfg, e.cache, fpool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.offsets = newFakeOffsets(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // a replica that is down: the relay fails over
+	relay := forward.New("offsets", []string{down.URL, e.offsets.srv.URL}, protocol.NotCoordinator)
+	d := Deps{Producer: e.producer, Fetcher: fetcher, Admin: client, Offsets: relay, Cache: e.cache}
+	if e.srv, err = New(hcfg, d, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Start()
@@ -171,4 +232,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 type (
 	produceConfig = produce.Config
 	produceResult = produce.Result
+	fakeAppended  = fakecluster.Appended
 )

@@ -17,14 +17,16 @@ func statusOf(c protocol.Code) int {
 	switch c {
 	case protocol.None:
 		return fasthttp.StatusOK
-	case protocol.UnknownTopicOrPartition:
+	case protocol.UnknownTopicOrPartition, protocol.OffsetOutOfRange:
+		// OFFSET_OUT_OF_RANGE: nothing is at that offset (any more, or
+		// yet); the message names the partition's range.
 		return fasthttp.StatusNotFound
 	case protocol.TopicAlreadyExists:
 		return fasthttp.StatusConflict
 	case protocol.InvalidTopic, protocol.InvalidPartitions, protocol.InvalidReplicationFactor,
 		protocol.InvalidConfig, protocol.InvalidRequest, protocol.InvalidRequiredAcks,
 		protocol.InvalidTimestamp, protocol.InvalidRecord, protocol.PolicyViolation,
-		protocol.CorruptRecord, protocol.UnsupportedVersion:
+		protocol.CorruptRecord, protocol.UnsupportedVersion, protocol.InvalidFetchSize:
 		return fasthttp.StatusBadRequest
 	case protocol.MessageTooLarge, protocol.RecordListTooLarge:
 		return fasthttp.StatusRequestEntityTooLarge
@@ -33,7 +35,8 @@ func statusOf(c protocol.Code) int {
 	case protocol.RequestTimedOut:
 		return fasthttp.StatusGatewayTimeout
 	case protocol.NotController, protocol.LeaderNotAvailable, protocol.BrokerNotAvailable,
-		protocol.NetworkException, protocol.NotEnoughReplicas:
+		protocol.NetworkException, protocol.NotEnoughReplicas, protocol.NotLeaderOrFollower,
+		protocol.FencedLeaderEpoch, protocol.UnknownLeaderEpoch:
 		return fasthttp.StatusServiceUnavailable
 	}
 	return fasthttp.StatusInternalServerError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 
-// produce serves POST /v1/topics/{topic}/records.
+// produce serves POST /v1/topics/{topic}/records: checks what is cheap to
+// check, admits the body into the in-flight budget, and serves it as
+// records (JSON, msgpack) or as ready-made batches.
 func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 	start := time.Now()
 	m := s.producer.Metrics()
@@ -36,7 +39,27 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
 		return
 	}
-	recs, err := produce.Parse(format, ctx.PostBody(), s.producer.Config().MaxRecords)
+	body := ctx.PostBody()
+	budget := s.producer.Budget()
+	if !budget.TryAcquire(len(body)) {
+		ctx.Response.Header.Set("Retry-After", "1")
+		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
+			fmt.Sprintf("this frontend is serving %d bytes of produce requests and this one (%d bytes) would pass its limit of %d (-max-in-flight-bytes); nothing of it was produced: retry after a pause or through another frontend",
+				budget.InUse(), len(body), budget.Max()))
+		return
+	}
+	defer budget.Release(len(body))
+	if format == produce.FormatBatches {
+		s.produceBatches(ctx, id, topic, acks, body)
+		return
+	}
+	s.produceRecords(ctx, id, topic, acks, format, body)
+}
+
+// produceRecords serves a record body: parsed, batched per partition by the
+// producer, answered with one offset entry per record.
+func (s *Server) produceRecords(ctx *fasthttp.RequestCtx, id, topic string, acks int8, format produce.Format, body []byte) {
+	recs, err := produce.Parse(format, body, s.producer.Config().MaxRecords)
 	if err != nil {
 		if errors.Is(err, produce.ErrTooManyRecords) {
 			writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge, err.Error()+" (-max-records)")
@@ -48,7 +71,7 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 	// Not the RequestCtx: it ends when shutdown starts, and a request in
 	// progress should rather finish. The producer bounds it with its timeout.
 	results, err := s.producer.Produce(context.Background(), topic, acks, recs)
-	if err != nil {
+	if err != nil && !errors.Is(err, produce.ErrTimedOut) {
 		writeErr(ctx, err)
 		return
 	}
@@ -65,9 +88,13 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 	if failed > 0 {
 		s.log.Warn("records not produced", "request_id", id, "topic", topic, "failed", failed, "records", len(results), "first_error", first)
 	}
-	ctx.SetStatusCode(fasthttp.StatusOK)
+	status := fasthttp.StatusOK
+	if err != nil {
+		status = fasthttp.StatusGatewayTimeout
+	}
+	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(appendOffsets(make([]byte, 0, 16+32*len(results)), results))
+	ctx.SetBody(appendOffsets(make([]byte, 0, 64+32*len(results)), results, err))
 }
 
 // parseAcks reads the acks query parameter: all, leader or none, or Kafka's
@@ -86,8 +113,15 @@ func parseAcks(v string) (int8, error) {
 
 // appendOffsets writes {"offsets":[...]}: one entry per record in request
 // order, {"partition":P,"offset":O} or {"partition":P,"error_code":C,"error":"..."}.
-func appendOffsets(b []byte, results []produce.Result) []byte {
-	b = append(b, `{"offsets":[`...)
+// With a request error (a timeout) the body starts with the error body's
+// fields: {"error_code":7,"error":"...","offsets":[...]}.
+func appendOffsets(b []byte, results []produce.Result, reqErr error) []byte {
+	b = append(b, '{')
+	if reqErr != nil {
+		b = appendErrorFields(b, reqErr)
+		b = append(b, ',')
+	}
+	b = append(b, `"offsets":[`...)
 	for i := range results {
 		r := &results[i]
 		if i > 0 {
@@ -99,13 +133,19 @@ func appendOffsets(b []byte, results []produce.Result) []byte {
 			b = append(b, `,"offset":`...)
 			b = strconv.AppendInt(b, r.Offset, 10)
 		} else {
-			b = append(b, `,"error_code":`...)
-			b = strconv.AppendInt(b, int64(protocol.CodeOf(r.Err)), 10)
-			b = append(b, `,"error":`...)
-			msg, _ := json.Marshal(r.Err.Error()) // a string always encodes
-			b = append(b, msg...)
+			b = append(b, ',')
+			b = appendErrorFields(b, r.Err)
 		}
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// appendErrorFields writes "error_code":C,"error":"...".
+func appendErrorFields(b []byte, err error) []byte {
+	b = append(b, `"error_code":`...)
+	b = strconv.AppendInt(b, int64(protocol.CodeOf(err)), 10)
+	b = append(b, `,"error":`...)
+	msg, _ := json.Marshal(err.Error()) // a string always encodes
+	return append(b, msg...)
 }

@@ -272,7 +272,7 @@ func TestRequestIDEchoed(t *testing.T) {
 
 func TestAppendOffsetsEscapes(t *testing.T) {
 	// The error text is JSON-escaped, whatever it holds.
-	r := appendOffsets(nil, []produceResult{{Partition: 1, Err: protocol.InvalidRecord.Err("quote \" and \n newline")}})
+	r := appendOffsets(nil, []produceResult{{Partition: 1, Err: protocol.InvalidRecord.Err("quote \" and \n newline")}}, nil)
 	var v map[string]any
 	if err := json.Unmarshal(r, &v); err != nil {
 		t.Fatalf("%s: %v", r, err)

@@ -20,6 +20,8 @@ const (
 	pathTopics      = "/v1/topics"
 	pathTopicPrefix = "/v1/topics/"
 	pathCluster     = "/v1/cluster"
+	pathProducers   = "/v1/producers"
+	pathGroups      = "/v1/groups"
 	suffixRecords   = "/records"
 )
 
@@ -62,28 +64,52 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
 			return
 		}
 		s.getCluster(ctx)
+	case path == pathProducers:
+		if method != fasthttp.MethodPost {
+			methodNotAllowed(ctx, "POST")
+			return
+		}
+		s.initProducerID(ctx)
+	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
+		s.forwardGroups(ctx, id)
 	case strings.HasPrefix(path, pathTopicPrefix):
-		rest := path[len(pathTopicPrefix):]
-		if topic, ok := strings.CutSuffix(rest, suffixRecords); ok && topic != "" && !strings.Contains(topic, "/") {
-			if method != fasthttp.MethodPost {
-				methodNotAllowed(ctx, "POST")
-				return
-			}
-			s.produce(ctx, id, topic)
-			return
-		}
-		if rest == "" || strings.Contains(rest, "/") {
-			notFound(ctx, method, path)
-			return
-		}
+		s.routeTopic(ctx, id, method, path)
+	default:
+		notFound(ctx, method, path)
+	}
+}
+
+// routeTopic routes the paths under /v1/topics/: {topic}, {topic}/records
+// and {topic}/partitions/{p}/records. Topic names hold no "/".
+func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
+	parts := strings.Split(path[len(pathTopicPrefix):], "/")
+	if parts[0] == "" {
+		notFound(ctx, method, path)
+		return
+	}
+	topic := parts[0]
+	switch {
+	case len(parts) == 1:
 		switch method {
 		case fasthttp.MethodGet:
-			s.describeTopic(ctx, rest)
+			s.describeTopic(ctx, topic)
 		case fasthttp.MethodDelete:
-			s.deleteTopic(ctx, rest)
+			s.deleteTopic(ctx, topic)
 		default:
 			methodNotAllowed(ctx, "GET, DELETE")
 		}
+	case len(parts) == 2 && parts[1] == "records":
+		if method != fasthttp.MethodPost {
+			methodNotAllowed(ctx, "POST")
+			return
+		}
+		s.produce(ctx, id, topic)
+	case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "records":
+		if method != fasthttp.MethodGet {
+			methodNotAllowed(ctx, "GET")
+			return
+		}
+		s.fetchRecords(ctx, topic, parts[2])
 	default:
 		notFound(ctx, method, path)
 	}
@@ -122,7 +148,7 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		if strings.HasSuffix(string(ctx.Path()), suffixRecords) {
+		if strings.HasSuffix(string(ctx.Path()), suffixRecords) && string(ctx.Method()) == fasthttp.MethodPost {
 			s.producer.Metrics().Requests.WithLabelValues(strconv.Itoa(fasthttp.StatusRequestEntityTooLarge)).Inc()
 		}
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge,

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
+	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
@@ -68,13 +71,32 @@ type Admin interface {
 	ListTopics(ctx context.Context) ([]cluster.Topic, error)
 	DescribeTopic(ctx context.Context, name string) (*cluster.Topic, error)
 	DeleteTopic(ctx context.Context, name string) error
+	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
+}
+
+// Relay sends a request verbatim to a replicated service and returns its
+// answer; *forward.Forwarder is one. The error means no replica answered.
+type Relay interface {
+	Forward(ctx context.Context, method, pathAndQuery string, header http.Header, body []byte) (*forward.Response, error)
+}
+
+// Deps are the parts the server serves with.
+type Deps struct {
+	Producer *produce.Producer
+	Fetcher  *fetch.Fetcher
+	Admin    Admin
+	// Offsets relays the /v1/groups routes to the offsets service.
+	Offsets Relay
+	Cache   *metacache.Cache
 }
 
 // Server is the frontend's public HTTP API.
 type Server struct {
 	cfg      Config
 	producer *produce.Producer
+	fetcher  *fetch.Fetcher
 	admin    Admin
+	offsets  Relay
 	cache    *metacache.Cache
 	log      *slog.Logger
 	ids      *requestIDs
@@ -88,14 +110,15 @@ type Server struct {
 }
 
 // New listens on cfg.Addr. Start must be called to serve.
-func New(cfg Config, producer *produce.Producer, admin Admin, cache *metacache.Cache, log *slog.Logger) (*Server, error) {
+func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, producer: producer, admin: admin, cache: cache, log: log, ids: newRequestIDs()}
+	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
+		log: log, ids: newRequestIDs()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{
@@ -120,8 +143,8 @@ func (s *Server) Addr() string { return s.http.Addr() }
 // Start serves in a goroutine that Stop waits for.
 func (s *Server) Start() { s.http.Start() }
 
-// Stop ends long-polls, lets requests in progress finish until ctx ends, and
-// waits for the serving goroutine.
+// Stop ends long-polls (cluster watches and fetches), lets requests in
+// progress finish until ctx ends, and waits for the serving goroutine.
 func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
 	return s.http.Stop(ctx)

@@ -79,6 +79,19 @@ func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, fasthttp.StatusOK, struct{}{})
 }
 
+// initProducerID serves POST /v1/producers: a new idempotent producer id
+// from metadata.
+func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {
+	actx, cancel := s.adminContext()
+	defer cancel()
+	r, err := s.admin.InitProducerID(actx)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, r)
+}
+
 // getCluster serves GET /v1/cluster. Without since it fetches the current
 // snapshot from metadata (and updates the cache with it). With since (and
 // wait_ms) it is the watch: it answers from the cache as soon as its version

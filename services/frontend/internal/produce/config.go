@@ -7,8 +7,14 @@ import (
 
 // Config tunes how the frontend forwards produce requests.
 type Config struct {
-	// MaxRecords is the largest number of records one request may carry.
+	// MaxRecords is the largest number of records one record body (JSON or
+	// msgpack) may carry. A batches body is not counted record by record: the
+	// frontend never decodes its records.
 	MaxRecords int
+	// MaxInFlightBytes bounds the sum of the body sizes of the produce
+	// requests being served; a request that would pass it is refused with
+	// THROTTLING_QUOTA_EXCEEDED (HTTP 429) before anything of it is produced.
+	MaxInFlightBytes int64
 	// Timeout bounds a whole produce request: every partition's attempts and
 	// retries. The storage request carries what remains of it.
 	Timeout time.Duration
@@ -32,6 +38,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxRecords:         10000,
+		MaxInFlightBytes:   256 << 20,
 		Timeout:            30 * time.Second,
 		Retries:            8,
 		RetryBackoff:       50 * time.Millisecond,
@@ -45,6 +52,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxRecords < 1:
 		return fmt.Errorf("max records %d must be at least 1", c.MaxRecords)
+	case c.MaxInFlightBytes < 1:
+		return fmt.Errorf("max in-flight bytes %d must be positive", c.MaxInFlightBytes)
 	case c.Timeout < time.Millisecond || c.Timeout > 24*time.Hour:
 		return fmt.Errorf("produce timeout %v must be between 1ms and 24h", c.Timeout)
 	case c.Retries < 0:

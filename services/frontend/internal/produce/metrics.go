@@ -16,6 +16,12 @@ type Metrics struct {
 	Latency prometheus.Histogram
 	// Retries counts batch resends after retriable errors.
 	Retries prometheus.Counter
+	// InFlightBytes is the sum of the body sizes of the produce requests
+	// being served (see Budget).
+	InFlightBytes prometheus.Gauge
+	// Throttled counts produce requests refused with 429 because the
+	// in-flight budget was full.
+	Throttled prometheus.Counter
 }
 
 // NewMetrics registers the metrics with reg; a nil reg leaves them
@@ -43,9 +49,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_frontend_produce_retries_total",
 			Help: "Batches resent to a partition leader after a retriable error.",
 		}),
+		InFlightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_frontend_inflight_bytes",
+			Help: "Body bytes of the produce requests being served (bounded by -max-in-flight-bytes).",
+		}),
+		Throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_frontend_throttled_total",
+			Help: "Produce requests refused with 429 because -max-in-flight-bytes was reached.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries)
+		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries, m.InFlightBytes, m.Throttled)
 	}
 	return m
 }

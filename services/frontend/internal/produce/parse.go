@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/record"
 )
 
@@ -31,6 +32,10 @@ type Format int
 const (
 	FormatJSON Format = iota
 	FormatMsgpack
+	// FormatBatches is the SDK's body of ready-made record batches
+	// (frontendapi.ContentTypeBatches); ProduceBatches serves it, Parse
+	// does not read it.
+	FormatBatches
 )
 
 // ParseContentType maps a Content-Type header to a Format. A missing header
@@ -45,8 +50,11 @@ func ParseContentType(ct string) (Format, error) {
 		return FormatJSON, nil
 	case "application/msgpack", "application/x-msgpack", "application/vnd.msgpack":
 		return FormatMsgpack, nil
+	case frontendapi.ContentTypeBatches:
+		return FormatBatches, nil
 	}
-	return 0, fmt.Errorf("%w %q: send application/json (key_b64/value_b64 for binary) or application/msgpack", ErrContentType, ct)
+	return 0, fmt.Errorf("%w %q: send application/json (key_b64/value_b64 for binary), application/msgpack or %s",
+		ErrContentType, ct, frontendapi.ContentTypeBatches)
 }
 
 // Input is one record of a produce request as the client sent it.

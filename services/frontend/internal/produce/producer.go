@@ -61,6 +61,7 @@ type Producer struct {
 	send     Sender
 	sticky   stickyTable
 	metrics  *Metrics
+	budget   *Budget
 	log      *slog.Logger
 	now      func() time.Time
 	builders sync.Pool // *record.Builder, one per partition in flight
@@ -78,6 +79,7 @@ func NewProducer(cfg Config, meta Metadata, send Sender, metrics *Metrics, log *
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Producer{cfg: cfg, meta: meta, send: send, metrics: metrics, log: log, now: time.Now}
+	p.budget = NewBudget(cfg.MaxInFlightBytes, metrics)
 	p.builders.New = func() any { return record.NewBuilder(record.CodecNone) }
 	return p, nil
 }
@@ -88,12 +90,18 @@ func (p *Producer) Config() Config { return p.cfg }
 // Metrics returns the producer's metrics.
 func (p *Producer) Metrics() *Metrics { return p.metrics }
 
+// Budget returns the in-flight bytes budget the HTTP layer admits produce
+// requests with.
+func (p *Producer) Budget() *Budget { return p.budget }
+
 // Produce appends recs to topic with the given acks and returns one Result
 // per record in request order. The error is for the whole request:
-// ErrUnknownTopic or ErrMetadataUnavailable. Partitions are written
-// concurrently; the records of one partition go in one batch, in request
-// order, and Produce returns only when every batch has an answer, so the next
-// request on the same client connection cannot overtake this one.
+// ErrUnknownTopic or ErrMetadataUnavailable (no results), or ErrTimedOut with
+// the results (acknowledged records keep their offsets, the others say their
+// outcome is unknown). Partitions are written concurrently; the records of
+// one partition go in one batch, in request order, and Produce returns only
+// when every batch has an answer, so the next request on the same client
+// connection cannot overtake this one.
 func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []Input) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -130,16 +138,27 @@ func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []
 		wg.Wait()
 	}
 	var ok int
+	timedOut := false
 	for i := range results {
 		if results[i].Err == nil {
 			ok++
+		} else if protocol.CodeOf(results[i].Err) == protocol.RequestTimedOut {
+			timedOut = true
 		}
 	}
-	p.metrics.Records.WithLabelValues("ok").Add(float64(ok))
-	if ok < len(results) {
-		p.metrics.Records.WithLabelValues("error").Add(float64(len(results) - ok))
+	p.countRecords(ok, len(results)-ok)
+	if timedOut {
+		return results, p.timedOut()
 	}
 	return results, nil
+}
+
+// countRecords adds to the records metric.
+func (p *Producer) countRecords(ok, failed int) {
+	p.metrics.Records.WithLabelValues("ok").Add(float64(ok))
+	if failed > 0 {
+		p.metrics.Records.WithLabelValues("error").Add(float64(failed))
+	}
 }
 
 // route finds the topic, refreshing the model once when it is not there (it
@@ -179,6 +198,7 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 	var resp protocol.ProduceResponse
 	if err == nil {
 		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch)
+		err = p.settle(ctx, g.partition, err)
 	} else if errors.Is(err, record.ErrTooLarge) {
 		err = protocol.MessageTooLarge.Err("%v", err)
 	}
@@ -236,11 +256,7 @@ func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route 
 	if addr == "" {
 		return protocol.ProduceResponse{}, protocol.LeaderNotAvailable.Err("partition %d of %q has no leader", part, topic)
 	}
-	timeout := int32(p.cfg.Timeout / time.Millisecond)
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = int32(max(time.Until(dl)/time.Millisecond, 1))
-	}
-	req := protocol.ProduceRequest{Topic: topic, Partition: part, Acks: acks, TimeoutMs: timeout}
+	req := protocol.ProduceRequest{Topic: topic, Partition: part, Acks: acks, TimeoutMs: storageTimeoutMs(ctx, p.cfg.Timeout)}
 	return p.send.Produce(ctx, addr, &req, batch)
 }
 
@@ -248,8 +264,10 @@ func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route 
 // retriable codes qualify except those where the leader may already hold the
 // records (a timeout after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND) or
 // where a resend cannot help (CORRUPT_RECORD: the bytes are ours). Resends
-// after a broken connection may still duplicate a batch: delivery is
-// at-least-once, as with a non-idempotent Kafka producer.
+// after a broken connection may duplicate a batch the frontend built, or a
+// batches-body batch without a producer id: delivery is at-least-once, as
+// with a non-idempotent Kafka producer. A batch with a producer id is safe to
+// resend: the leader answers a duplicate with its original offsets.
 func retriable(err error) bool {
 	switch c := protocol.CodeOf(err); c {
 	case protocol.RequestTimedOut, protocol.NotEnoughReplicasAfterAppend, protocol.CorruptRecord:

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+)
+
+// batchesAnswer is frontendapi.BatchesResponse, with the error body's fields
+// when the request as a whole failed (a timeout: HTTP 504).
+type batchesAnswer struct {
+	ErrorCode int16  `json:"error_code,omitempty"`
+	Error     string `json:"error,omitempty"`
+	frontendapi.BatchesResponse
+}
+
+// produceBatches serves a batches body (frontendapi.ContentTypeBatches):
+// each batch's bytes go to its partition's leader undecoded. A body that is
+// not one, or a batch whose header is wrong, is refused whole (400) before
+// anything is sent; a batch the leader refuses (CORRUPT_RECORD after its CRC
+// check, say) is a result entry with the leader's code, and the partition's
+// later batches in the body are not sent.
+func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks int8, body []byte) {
+	batches, err := frontendapi.DecodeBatches(body)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
+		return
+	}
+	if _, err := produce.CheckBatches(batches); err != nil {
+		code := protocol.CorruptRecord
+		if !errors.Is(err, produce.ErrBadBatch) {
+			code = protocol.InvalidRequest
+		}
+		writeError(ctx, fasthttp.StatusBadRequest, code, err.Error())
+		return
+	}
+	// As for record bodies, the request finishes even if shutdown begins.
+	results, err := s.producer.ProduceBatches(context.Background(), topic, acks, batches)
+	if err != nil && !errors.Is(err, produce.ErrTimedOut) {
+		writeErr(ctx, err)
+		return
+	}
+	failed, first := 0, ""
+	for i := range results {
+		if results[i].ErrorCode != 0 {
+			if failed == 0 {
+				first = results[i].Error
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		s.log.Warn("batches not produced", "request_id", id, "topic", topic, "failed", failed, "batches", len(results), "first_error", first)
+	}
+	ans := batchesAnswer{BatchesResponse: frontendapi.BatchesResponse{Results: results}}
+	status := fasthttp.StatusOK
+	if err != nil {
+		status = fasthttp.StatusGatewayTimeout
+		ans.ErrorCode, ans.Error = int16(protocol.CodeOf(err)), err.Error()
+	}
+	writeJSON(ctx, status, ans)
+}

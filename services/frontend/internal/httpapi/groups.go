@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// forwardGroups serves every /v1/groups route by relaying it verbatim
+// (method, path as the client escaped it, query, body) to the offsets
+// service and answering with its status and body: consumer groups live
+// there, and clients that reach only the frontend manage them through it.
+func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
+	path := string(ctx.URI().PathOriginal())
+	if path != pathGroups && !strings.HasPrefix(path, pathGroups+"/") {
+		// The decoded path is a groups route but the raw one is not (dot
+		// segments, escapes): relay only what plainly is one.
+		notFound(ctx, string(ctx.Method()), path)
+		return
+	}
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		path += "?" + string(q)
+	}
+	h := http.Header{}
+	h.Set(headerRequestID, id)
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
+		h.Set("Content-Type", string(ct))
+	}
+	if a := ctx.Request.Header.Peek("Accept"); len(a) > 0 {
+		h.Set("Accept", string(a))
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	resp, err := s.offsets.Forward(actx, string(ctx.Method()), path, h, ctx.PostBody())
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			writeError(ctx, fasthttp.StatusGatewayTimeout, protocol.RequestTimedOut, "offsets service: "+err.Error())
+			return
+		}
+		writeError(ctx, fasthttp.StatusServiceUnavailable, protocol.NetworkException, err.Error())
+		return
+	}
+	for k := range resp.Header {
+		ctx.Response.Header.Set(k, resp.Header.Get(k))
+	}
+	ctx.SetStatusCode(resp.Status)
+	ctx.SetBody(resp.Body)
+}

@@ -1,0 +1,105 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// holdPartition makes node's produce requests wait until the returned
+// function is called (deferred by the caller, so the fake can close).
+func holdPartition(e *env, node int) (release func()) {
+	hold := make(chan struct{})
+	e.nodes[node].SetReject(func(*protocol.ProduceRequest, int) error { <-hold; return nil })
+	var once bool
+	return func() {
+		if !once {
+			once = true
+			close(hold)
+		}
+	}
+}
+
+func TestProduceThrottledWhenInFlightBytesFull(t *testing.T) {
+	body := `{"records":[{"value":"` + strings.Repeat("x", 40) + `"}]}`
+	e := newEnv(t, envOptions{nodes: 1, produce: func(c *produceConfig) { c.MaxInFlightBytes = int64(len(body)) + 10 }})
+	e.md.AddTopic("t", 1)
+	release := holdPartition(e, 0)
+	defer release()
+	first := make(chan reply, 1)
+	go func() { first <- e.produceJSON(t, "t", "", body) }()
+	m := e.producer.Metrics()
+	waitFor(t, "the first request in flight", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
+
+	r := e.do(t, http.MethodPost, "/v1/topics/t/records", "application/json", []byte(body), "X-Request-Id", "throttled-1")
+	eb := r.errBody(t)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" || r.header.Get("X-Request-Id") != "throttled-1" ||
+		eb.ErrorCode != int16(protocol.ThrottlingQuotaExceeded) || !strings.Contains(eb.Error, "-max-in-flight-bytes") {
+		t.Fatalf("second request: %d %v %s", r.status, r.header, r.body)
+	}
+	// Batches bodies share the budget.
+	b := frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{{Batch: sdkBatch(t, -1, 0, "v")}})
+	if r := e.do(t, http.MethodPost, "/v1/topics/t/records", frontendapi.ContentTypeBatches, b); r.status != http.StatusTooManyRequests {
+		t.Fatalf("batches body: %d %s", r.status, r.body)
+	}
+	if n := testutil.ToFloat64(m.Throttled); n != 2 || testutil.ToFloat64(m.Requests.WithLabelValues("429")) != 2 {
+		t.Fatalf("throttled counted %v", n)
+	}
+	release()
+	if r := <-first; r.status != http.StatusOK {
+		t.Fatalf("first request: %d %s", r.status, r.body)
+	}
+	if a := e.nodes[0].Appended("t", 0); len(a) != 1 {
+		t.Fatalf("%d batches appended, want only the admitted request's", len(a))
+	}
+	waitFor(t, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
+	if r := e.produceJSON(t, "t", "", body); r.status != http.StatusOK {
+		t.Fatalf("after the burst: %d %s", r.status, r.body)
+	}
+}
+
+func TestProduceTimeoutAnswers504WithWhatIsKnown(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 2, produce: func(c *produceConfig) { c.Timeout = 300 * time.Millisecond }})
+	e.md.AddTopic("t", 1, 2) // partition 1 on node 2, which stalls
+	release := holdPartition(e, 1)
+	defer release()
+	start := time.Now()
+	r := e.produceJSON(t, "t", "", `{"records":[{"value":"a","partition":0},{"value":"b","partition":1},{"value":"c","partition":0}]}`)
+	if r.status != http.StatusGatewayTimeout || time.Since(start) > 3*time.Second {
+		t.Fatalf("status %d after %v: %s", r.status, time.Since(start), r.body)
+	}
+	var got struct {
+		ErrorCode int16  `json:"error_code"`
+		Error     string `json:"error"`
+		offsets
+	}
+	r.json(t, &got)
+	o := got.Offsets
+	if got.ErrorCode != int16(protocol.RequestTimedOut) || !strings.Contains(got.Error, "-produce-timeout") || len(o) != 3 {
+		t.Fatalf("answer %s", r.body)
+	}
+	if o[0].Offset == nil || *o[0].Offset != 0 || o[2].Offset == nil || *o[2].Offset != 1 {
+		t.Fatalf("acknowledged records lost their offsets: %s", r.body)
+	}
+	if o[1].Offset != nil || o[1].ErrorCode != int16(protocol.RequestTimedOut) || !strings.Contains(o[1].Error, "outcome unknown") {
+		t.Fatalf("stalled record: %s", r.body)
+	}
+
+	b := frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{
+		{Partition: 1, Batch: sdkBatch(t, -1, 0, "stalls")}, {Partition: 0, Batch: sdkBatch(t, -1, 0, "ok")}, {Partition: 1, Batch: sdkBatch(t, -1, 0, "queued")},
+	})
+	r = e.do(t, http.MethodPost, "/v1/topics/t/records", frontendapi.ContentTypeBatches, b)
+	var ba batchesAnswer
+	r.json(t, &ba)
+	res := ba.Results
+	if r.status != http.StatusGatewayTimeout || ba.ErrorCode != int16(protocol.RequestTimedOut) || len(res) != 3 ||
+		res[1].ErrorCode != 0 || res[1].BaseOffset != 2 || !strings.Contains(res[0].Error, "outcome unknown") || !strings.Contains(res[2].Error, "not sent") {
+		t.Fatalf("batches: %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,60 @@
+package produce
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Budget bounds the memory of produce requests: the sum of the body sizes of
+// the requests being served. A request takes its body's size before it is
+// parsed and gives it back once its answer is written; one that does not fit
+// is refused at once (the frontend answers 429) rather than queued, so a
+// burst cannot grow the frontend's memory and the client's retry lands on a
+// frontend with room.
+//
+// The body itself has been read by then (fasthttp reads it before calling
+// the handler, up to -max-body-bytes per connection); what the budget bounds
+// is everything a request holds while it waits on storage leaders: the body,
+// its parsed records and the batches built from them, roughly two to three
+// times the body. It is safe for concurrent use and never blocks.
+type Budget struct {
+	max  int64
+	used atomic.Int64
+
+	gauge     prometheus.Gauge
+	throttled prometheus.Counter
+}
+
+// NewBudget returns a budget of max bytes reporting to the metrics.
+func NewBudget(max int64, m *Metrics) *Budget {
+	return &Budget{max: max, gauge: m.InFlightBytes, throttled: m.Throttled}
+}
+
+// TryAcquire takes n bytes and reports whether they fit; a caller that got
+// true must Release the same n.
+func (b *Budget) TryAcquire(n int) bool {
+	for {
+		cur := b.used.Load()
+		if cur+int64(n) > b.max {
+			b.throttled.Inc()
+			return false
+		}
+		if b.used.CompareAndSwap(cur, cur+int64(n)) {
+			b.gauge.Add(float64(n))
+			return true
+		}
+	}
+}
+
+// Release gives back n bytes taken by TryAcquire.
+func (b *Budget) Release(n int) {
+	b.used.Add(-int64(n))
+	b.gauge.Sub(float64(n))
+}
+
+// InUse returns the bytes taken now.
+func (b *Budget) InUse() int64 { return b.used.Load() }
+
+// Max returns the budget's size.
+func (b *Budget) Max() int64 { return b.max }
