@@ -61,6 +61,21 @@ func runKeyedLoad(t *testing.T, p *client.Producer, topic string, keys int, stop
 	}
 }
 
+// errSummary counts the failures by message.
+func (l *keyedLoad) errSummary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := map[string]int{}
+	for _, e := range l.errs {
+		counts[e.Error()]++
+	}
+	var parts []string
+	for msg, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d× %s", n, msg))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // readValues reads every partition of topic from the start to its high
 // watermark and returns the values per partition in offset order.
 func readValues(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, partitions int) map[int32][]string {
@@ -127,7 +142,6 @@ func quietProducer(t *testing.T, frontends []string) *client.Producer {
 	cfg.Frontends = frontends
 	cfg.Linger = 2 * time.Millisecond
 	cfg.RequestTimeout = 5 * time.Second
-	cfg.Logger = quietLogger()
 	p, err := client.NewProducer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +173,7 @@ func TestFrontendKillDuringProducerLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(l.errs) > 0 {
-		t.Fatalf("%d records failed, first: %v", len(l.errs), l.errs[0])
+		t.Fatalf("%d records failed: %s", len(l.errs), l.errSummary())
 	}
 	if len(l.acked) != l.sent {
 		t.Fatalf("acknowledged %d of %d", len(l.acked), l.sent)
@@ -193,7 +207,7 @@ func TestLeaderKillDuringIdempotentLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(l.errs) > 0 || len(l.acked) != l.sent {
-		t.Fatalf("acknowledged %d of %d, %d failed (first %v): the producer should ride out the failover", len(l.acked), l.sent, len(l.errs), l.errs)
+		t.Fatalf("acknowledged %d of %d, %d failed (%s): the producer should ride out the failover", len(l.acked), l.sent, len(l.errs), l.errSummary())
 	}
 	checkExactlyOnceInOrder(t, readValues(t, ctx, c, "idem", 3), l)
 }

@@ -202,7 +202,7 @@ func New(cfg Config) (*Cluster, error) {
 	for i := 1; i <= cfg.Frontends; i++ {
 		h, a := c.frontendPorts(i)
 		c.add(frontendName(i), "sluice-frontend", addr(a), "-http-addr", addr(h), "-admin-addr", addr(a),
-			"-metadata", metaURL)
+			"-metadata", metaURL, "-offsets", c.OffsetsURL())
 	}
 	return c, nil
 }
