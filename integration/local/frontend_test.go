@@ -1,0 +1,202 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// post sends a body with a content type and returns the status and body.
+func post(t *testing.T, url, ctype string, body []byte) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, ctype, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// TestFrontendRejectsBadInput: malformed JSON and msgpack bodies, batches
+// with a bad CRC, unknown topics, oversized bodies and too many records each
+// get their 4xx with a reason, and the frontend keeps serving.
+func TestFrontendRejectsBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 1, Extra: map[string][]string{
+		"frontend": {"-max-body-bytes", "65536", "-max-records", "100", "-max-in-flight-bytes", "1048576"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "strict", 1, 1, nil)
+	url := c.FrontendURL() + "/v1/topics/strict/records"
+
+	b := record.NewBuilder(record.CodecNone)
+	b.Append(record.Record{Value: []byte("hello"), Timestamp: 1})
+	good, _ := b.Build()
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 0xff // a payload byte: the CRC no longer matches
+	many := make([]map[string]string, 101)
+	for i := range many {
+		many[i] = map[string]string{"value": "x"}
+	}
+	manyJSON, _ := json.Marshal(map[string]any{"records": many})
+	for _, tc := range []struct {
+		name, url, ctype string
+		body             []byte
+		status           int
+		reason           string
+	}{
+		{"malformed JSON", url, "application/json", []byte(`{"records":[{"value":`), 400, "malformed"},
+		{"records not a list", url, "application/json", []byte(`{"records":7}`), 400, "records"},
+		{"malformed msgpack", url, "application/msgpack", []byte{0x81, 0xa7, 'r', 'e', 'c', 'o', 'r', 'd', 's', 0xc1}, 400, "malformed"},
+		{"malformed batches body", url, frontendapi.ContentTypeBatches, []byte{0x91, 0x92, 0x00}, 400, "batches"},
+		{"batch with a bad CRC", url, frontendapi.ContentTypeBatches, frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{{Partition: 0, Batch: bad}}), 400, "CRC"},
+		{"unknown topic", c.FrontendURL() + "/v1/topics/nope/records", "application/json", []byte(`{"records":[{"value":"x"}]}`), 404, "nope"},
+		{"unknown content type", url, "text/plain", []byte(`x`), 400, "content type"},
+		{"oversized body", url, "application/json", bytes.Repeat([]byte(" "), 70000), 413, "large"},
+		{"too many records", url, "application/json", manyJSON, 413, "records"},
+	} {
+		status, body := post(t, tc.url, tc.ctype, tc.body)
+		if status != tc.status || !strings.Contains(strings.ToLower(body), strings.ToLower(tc.reason)) || !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: HTTP %d %s; want %d with a reason mentioning %q", tc.name, status, body, tc.status, tc.reason)
+		}
+	}
+	// Still serving: a good JSON body and a good batch are stored.
+	if status, body := post(t, url, "application/json", []byte(`{"records":[{"value":"ok"}]}`)); status != 200 || !strings.Contains(body, `"offset":0`) {
+		t.Fatalf("good JSON after the bad ones: %d %s", status, body)
+	}
+	status, body := post(t, url, frontendapi.ContentTypeBatches, frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{{Partition: 0, Batch: good}}))
+	if status != 200 || !strings.Contains(body, `"base_offset":1`) {
+		t.Fatalf("good batch after the bad ones: %d %s", status, body)
+	}
+	stored := readValues(t, ctx, c, "strict", 1)[0]
+	if len(stored) != 2 || stored[0] != "ok" || stored[1] != "hello" {
+		t.Fatalf("stored %q, want only the two good records", stored)
+	}
+}
+
+// rssBytes is a process's resident set size from /proc.
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestFrontendOverloadIsBounded: with a small in-flight budget, a flood of
+// concurrent requests gets 429s with Retry-After, the frontend's memory stays
+// bounded, and every record it accepted is stored.
+func TestFrontendOverloadIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Extra: map[string][]string{
+		"frontend": {"-max-body-bytes", "1048576", "-max-in-flight-bytes", "2097152"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "flood", 3, 3, map[string]string{"min.insync.replicas": "2"})
+	fe := c.Proc("frontend")
+	rss0 := rssBytes(t, fe.Pid())
+
+	var recs []map[string]string
+	for i := 0; i < 2000; i++ {
+		recs = append(recs, map[string]string{"value": strings.Repeat("v", 300)})
+	}
+	var throttled, accepted atomic.Int64
+	var mu sync.Mutex
+	stored := map[string]bool{} // partition/offset of every accepted record
+	var peak atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(5 * time.Second)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				body, _ := json.Marshal(map[string]any{"records": recs})
+				resp, err := http.Post(c.FrontendURL()+"/v1/topics/flood/records?acks=all", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				data, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusTooManyRequests:
+					if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(data), `"error_code":89`) {
+						t.Errorf("429 without Retry-After or reason: %s", data)
+					}
+					throttled.Add(1)
+				case http.StatusOK:
+					var r produceReply
+					if err := json.Unmarshal(data, &r); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, o := range r.Offsets {
+						if o.ErrorCode == 0 {
+							stored[fmt.Sprintf("%d/%d", o.Partition, o.Offset)] = true
+						}
+					}
+					mu.Unlock()
+					accepted.Add(1)
+				default:
+					t.Errorf("HTTP %d: %s", resp.StatusCode, data)
+					return
+				}
+				if rss := rssBytes(t, fe.Pid()); rss > peak.Load() {
+					peak.Store(rss)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("accepted %d requests, throttled %d; frontend RSS %d MiB before, peak %d MiB", accepted.Load(), throttled.Load(), rss0>>20, peak.Load()>>20)
+	if throttled.Load() == 0 || accepted.Load() == 0 {
+		t.Fatalf("accepted %d, throttled %d: want both under this load", accepted.Load(), throttled.Load())
+	}
+	// 16 requests of ~0.7 MB each in flight would be ~11 MB of bodies; the
+	// 2 MiB budget admits 2 at a time. Bounded means far below what an
+	// unbounded frontend would hold (every request's body and batches).
+	if peak.Load() > rss0+128<<20 {
+		t.Fatalf("frontend RSS grew from %d to %d MiB", rss0>>20, peak.Load()>>20)
+	}
+	got := readValues(t, ctx, c, "flood", 3)
+	total := 0
+	for p, vals := range got {
+		for off := range vals {
+			delete(stored, fmt.Sprintf("%d/%d", p, off))
+		}
+		total += len(vals)
+	}
+	if len(stored) != 0 {
+		t.Fatalf("%d acknowledged records are not in the log", len(stored))
+	}
+	t.Logf("stored %d records", total)
+}
