@@ -7,6 +7,7 @@
 //
 // Start order follows the dependencies (cache, pools, producer, fetcher, HTTP
 // server) and fx stops in reverse: the HTTP server drains first, then the
+// producer's accumulator sends what it holds and its goroutines end, then the
 // pools close their storage connections and the cache stops its watch. Every
 // goroutine the frontend runs belongs to one of these and is waited for on
 // stop.
@@ -93,8 +94,15 @@ type producerParams struct {
 	Log     *slog.Logger
 }
 
-func newProducer(p producerParams) (*produce.Producer, error) {
-	return produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Metrics, p.Log.With("component", "produce"))
+func newProducer(lc fx.Lifecycle, p producerParams) (*produce.Producer, error) {
+	pr, err := produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Metrics, p.Log.With("component", "produce"))
+	if err != nil {
+		return nil, err
+	}
+	// Stopped after the HTTP server (built later, stopped first), before the
+	// pool closes its connections (built earlier).
+	lc.Append(fx.StopHook(pr.Close))
+	return pr, nil
 }
 
 // fetcherParams are what the fetcher needs.

@@ -79,6 +79,10 @@ func (c *Config) Register(fs *service.FlagSet) {
 	fs.Int(&c.Produce.Retries, "produce-retries", c.Produce.Retries, "resends of a partition's batch after a retriable error")
 	fs.Duration(&c.Produce.RetryBackoff, "retry-backoff", c.Produce.RetryBackoff, "first pause before a resend; doubles up to -retry-backoff-max")
 	fs.Duration(&c.Produce.MaxRetryBackoff, "retry-backoff-max", c.Produce.MaxRetryBackoff, "longest pause before a resend")
+	fs.Duration(&c.Produce.Linger, "linger", c.Produce.Linger,
+		"how long a partition's batch of JSON/msgpack records waits for records of other requests before it is sent; 0 sends each request's records at once in batches of their own")
+	fs.Int(&c.Produce.BatchMaxBytes, "batch-max-bytes", c.Produce.BatchMaxBytes,
+		"largest batch built from JSON/msgpack records when -linger is above 0; a request's records past it go in the next batches, in order")
 	fs.Duration(&c.Cache.WatchWait, "metadata-watch-wait", c.Cache.WatchWait, "how long one metadata watch long-poll waits for a change")
 }
 
@@ -112,6 +116,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("flag -retry-backoff: %v must be positive", p.RetryBackoff)
 	case p.MaxRetryBackoff < p.RetryBackoff:
 		return fmt.Errorf("flag -retry-backoff-max: %v is below -retry-backoff %v", p.MaxRetryBackoff, p.RetryBackoff)
+	case p.Linger < 0 || p.Linger > 10*time.Second:
+		return fmt.Errorf("flag -linger: %v must be between 0 and 10s", p.Linger)
+	case p.Linger >= p.Timeout:
+		return fmt.Errorf("flag -linger: %v must be below -produce-timeout %v", p.Linger, p.Timeout)
+	case p.BatchMaxBytes < 1<<10 || p.BatchMaxBytes > 1<<30:
+		return fmt.Errorf("flag -batch-max-bytes: %d must be between 1 KiB and 1 GiB", p.BatchMaxBytes)
 	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("produce flags: %w", err)

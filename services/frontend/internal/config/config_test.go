@@ -22,6 +22,9 @@ func TestDefaults(t *testing.T) {
 		c.Fetch.Timeout != 10*time.Second || c.Fetch.RetryBackoff != c.Produce.RetryBackoff {
 		t.Fatalf("defaults %+v", c)
 	}
+	if c.Produce.Linger != 2*time.Millisecond || c.Produce.BatchMaxBytes != 1<<20 {
+		t.Fatalf("batching defaults: linger %v, batch max %d", c.Produce.Linger, c.Produce.BatchMaxBytes)
+	}
 }
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -39,6 +42,11 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	if err != nil || c.Offsets != "127.0.0.1:1,https://offsets.example:443/" || c.Produce.MaxInFlightBytes != 16<<20 ||
 		c.Fetch.Timeout != 2*time.Second || c.Fetch.RetryBackoff != 7*time.Millisecond {
 		t.Fatalf("parsed %+v %v", c, err)
+	}
+	t.Setenv("SLUICE_BATCH_MAX_BYTES", "65536")
+	c, err = Parse([]string{"-linger", "0"})
+	if err != nil || c.Produce.Linger != 0 || c.Produce.BatchMaxBytes != 64<<10 {
+		t.Fatalf("batching flags: %+v %v", c.Produce, err)
 	}
 	if c, err := Parse([]string{"-id", "fe-2"}); err != nil || c.NodeID != "fe-2" {
 		t.Fatalf("-id alias: %+v %v", c.NodeID, err)
@@ -68,6 +76,11 @@ func TestValidationNamesTheFlag(t *testing.T) {
 		{[]string{"-max-in-flight-bytes", "4096", "-max-body-bytes", "8192"}, "-max-in-flight-bytes"},
 		{[]string{"-max-in-flight-bytes", "lots"}, "-max-in-flight-bytes"},
 		{[]string{"-fetch-timeout", "0s"}, "-fetch-timeout"},
+		{[]string{"-linger", "-1ms"}, "-linger"},
+		{[]string{"-linger", "1m"}, "-linger"},
+		{[]string{"-linger", "2s", "-produce-timeout", "1s"}, "-linger"},
+		{[]string{"-batch-max-bytes", "100"}, "-batch-max-bytes"},
+		{[]string{"-batch-max-bytes", "2147483647"}, "-batch-max-bytes"},
 	} {
 		_, err := Parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {

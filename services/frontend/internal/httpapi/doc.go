@@ -14,7 +14,9 @@
 //
 // Produce takes three bodies, by Content-Type: the Confluent REST Proxy v2
 // shape in JSON (application/json) or msgpack (application/msgpack), which
-// the frontend parses and batches per partition, answered by
+// the frontend parses and batches per partition (with the records of
+// concurrent requests to the same partition and acks, for up to -linger, in
+// batches of up to -batch-max-bytes), answered by
 // {"offsets":[...]} with one entry per record; and the SDK's ready-made
 // RecordBatch v2 bytes per partition (frontendapi.ContentTypeBatches),
 // routed to the leaders undecoded and answered by frontendapi's

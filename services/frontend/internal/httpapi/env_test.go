@@ -118,6 +118,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if e.producer, err = produce.NewProducer(pcfg, e.cache, produce.PoolSender{Pool: pool}, produce.NewMetrics(nil), nil); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.producer.Close) // after the server's stop, registered later
+
 	hcfg := DefaultConfig()
 	hcfg.Addr = "127.0.0.1:0"
 	hcfg.AdminTimeout = 5 * time.Second

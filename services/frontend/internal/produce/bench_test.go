@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/libs/protocol"
 )
@@ -50,7 +54,9 @@ func BenchmarkParseMsgpack(b *testing.B) { benchmarkParse(b, FormatMsgpack) }
 func BenchmarkProduce(b *testing.B) {
 	meta := newFakeMeta()
 	meta.set("t", "a:1", "a:1", "a:1", "a:1")
-	p, err := NewProducer(DefaultConfig(), meta, discardSender{}, nil, nil)
+	cfg := DefaultConfig()
+	cfg.Linger = 0 // one request at a time: lingering would only add its wait
+	p, err := NewProducer(cfg, meta, discardSender{}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,4 +82,76 @@ func (discardSender) Produce(_ context.Context, _ string, _ *protocol.ProduceReq
 		return protocol.ProduceResponse{}, protocol.InvalidRequest.Err("empty")
 	}
 	return protocol.ProduceResponse{}, nil
+}
+
+// serialLeader answers after a fixed time per batch, one batch at a time per
+// partition, as a leader appending (and syncing) batch after batch would.
+type serialLeader struct {
+	delay time.Duration
+	parts [4]sync.Mutex
+}
+
+func (l *serialLeader) Produce(_ context.Context, _ string, req *protocol.ProduceRequest, _ []byte) (protocol.ProduceResponse, error) {
+	mu := &l.parts[req.Partition%4]
+	mu.Lock()
+	defer mu.Unlock()
+	time.Sleep(l.delay)
+	return protocol.ProduceResponse{}, nil
+}
+
+// BenchmarkProduceLinger measures many concurrent small requests (10 records
+// of 100 bytes, keyless, so one partition per request) to a 4-partition
+// topic, through the accumulator (linger 1ms) or without it (linger 0),
+// with a leader that answers at once (the frontend's own cost) or one that
+// takes 100µs per batch, one batch at a time per partition (what batching
+// is for). Under linger, ns/op is mostly the wait: cpu-ns/op is the
+// process's CPU time per request, the frontend's cost.
+func BenchmarkProduceLinger(b *testing.B) {
+	for _, leader := range []string{"instant", "serial100us"} {
+		for _, linger := range []time.Duration{0, time.Millisecond} {
+			b.Run(fmt.Sprintf("leader=%s/linger=%v", leader, linger), func(b *testing.B) {
+				meta := newFakeMeta()
+				meta.set("t", "a:1", "a:1", "a:1", "a:1")
+				var send Sender = discardSender{}
+				if leader != "instant" {
+					send = &serialLeader{delay: 100 * time.Microsecond}
+				}
+				cfg := DefaultConfig()
+				cfg.Linger = linger
+				p, err := NewProducer(cfg, meta, send, nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				body := benchBody(b, FormatMsgpack, 10, 100)
+				recs, err := Parse(FormatMsgpack, body, 0)
+				for i := range recs {
+					recs[i].Key = nil // keyless: the sticky partition, one batch per request
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				b.SetParallelism(32)
+				cpu := processCPU()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := p.Produce(context.Background(), "t", protocol.AcksAll, recs); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(p.metrics.BatchRecords)
+				if mfs, err := reg.Gather(); err == nil && len(mfs) == 1 {
+					h := mfs[0].GetMetric()[0].GetHistogram()
+					b.ReportMetric(h.GetSampleSum()/float64(max(h.GetSampleCount(), 1)), "records/batch")
+				}
+			})
+		}
+	}
 }

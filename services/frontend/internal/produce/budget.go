@@ -17,7 +17,10 @@ import (
 // the handler, up to -max-body-bytes per connection); what the budget bounds
 // is everything a request holds while it waits on storage leaders: the body,
 // its parsed records and the batches built from them, roughly two to three
-// times the body. It is safe for concurrent use and never blocks.
+// times the body. The accumulator (Config.Linger) stays inside it: it only
+// refers to the records of requests still being served, and a batch shared by
+// several requests holds a copy of their records, each request's within its
+// own share. It is safe for concurrent use and never blocks.
 type Budget struct {
 	max  int64
 	used atomic.Int64

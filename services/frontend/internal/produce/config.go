@@ -32,7 +32,27 @@ type Config struct {
 	// than this long ago (the watch delivers changes within milliseconds, so
 	// a flood of requests for a missing topic need not reach metadata).
 	UnknownTopicMaxAge time.Duration
+	// Linger is how long a partition's open batch of record-body records
+	// (JSON, msgpack) waits after its first record for records of other
+	// requests to the same partition and acks. It is sent once the linger
+	// has passed and the partition's previous batch was answered (it keeps
+	// taking records until then), or sealed at once when full. 0 turns the
+	// accumulator off: each request sends its own batch per partition at
+	// once. Batches bodies are never lingered.
+	Linger time.Duration
+	// BatchMaxBytes caps the batches the accumulator builds (Linger > 0): a
+	// record that would take its open batch past it goes to the next batch,
+	// so a request's records for one partition may be split over several
+	// batches, in order. A single record larger than the cap travels alone.
+	BatchMaxBytes int
 }
+
+// Bounds of Linger and BatchMaxBytes.
+const (
+	maxLinger        = 10 * time.Second
+	minBatchMaxBytes = 1 << 10
+	maxBatchMaxBytes = 1 << 30
+)
 
 // DefaultConfig returns the settings used by the binary.
 func DefaultConfig() Config {
@@ -44,6 +64,8 @@ func DefaultConfig() Config {
 		RetryBackoff:       50 * time.Millisecond,
 		MaxRetryBackoff:    time.Second,
 		UnknownTopicMaxAge: 100 * time.Millisecond,
+		Linger:             2 * time.Millisecond,
+		BatchMaxBytes:      1 << 20,
 	}
 }
 
@@ -62,6 +84,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("retry backoff %v..%v must be positive and ordered", c.RetryBackoff, c.MaxRetryBackoff)
 	case c.UnknownTopicMaxAge < 0:
 		return fmt.Errorf("unknown topic max age %v must not be negative", c.UnknownTopicMaxAge)
+	case c.Linger < 0 || c.Linger > maxLinger:
+		return fmt.Errorf("linger %v must be between 0 and %v", c.Linger, maxLinger)
+	case c.Linger >= c.Timeout:
+		return fmt.Errorf("linger %v must be below the produce timeout %v", c.Linger, c.Timeout)
+	case c.BatchMaxBytes < minBatchMaxBytes || c.BatchMaxBytes > maxBatchMaxBytes:
+		return fmt.Errorf("batch max bytes %d must be between %d and %d", c.BatchMaxBytes, minBatchMaxBytes, maxBatchMaxBytes)
 	}
 	return nil
 }

@@ -4,11 +4,18 @@
 // Parse reads a body in the Confluent REST Proxy v2 shape (JSON, or the same
 // structure in msgpack) into records. A Producer picks each record's partition
 // (explicit, murmur2 of the key as Kafka does, or one sticky partition per
-// request for keyless records), builds one RecordBatch v2 per partition with
-// libs/record, and sends each batch to its partition's leader over the
-// storage protocol, partitions concurrently. The request's acks goes to the
-// leader as given; the storage protocol answers every request, so acks=none
-// still reports offsets and only spares the wait for replicas and fsync.
+// request for keyless records) and sends RecordBatch v2 built with
+// libs/record to each partition's leader over the storage protocol,
+// partitions concurrently. With Linger 0 each request builds and sends its
+// own batch per partition. Otherwise an accumulator (accumulator.go) gathers
+// the records of concurrent requests per (topic, partition, acks) into shared
+// batches: a batch goes when its linger has passed and the partition's
+// previous batch was answered, or at once when full (BatchMaxBytes), and each
+// request gets its records' offsets (the batch's base offset plus each
+// record's position in it) or the batch's error. The request's acks goes to
+// the leader as given; the storage protocol answers every request, so
+// acks=none still reports offsets and only spares the wait for replicas and
+// fsync.
 //
 // ProduceBatches is the SDK's fast path: the body already holds one
 // RecordBatch v2 per entry (libs/frontendapi), and each batch's bytes go to
@@ -19,19 +26,30 @@
 // admits each body into it or refuses the request.
 //
 // Invariants:
-//   - the records of one request bound for one partition travel in one batch,
-//     in request order, so their offsets are consecutive and follow the request;
+//   - the records of one request bound for one partition travel in request
+//     order: in one batch (with Linger 0, a batch of their own), or, when
+//     they pass BatchMaxBytes, in consecutive batches of the partition's
+//     lane; once one of those fails, the later ones are not sent;
+//   - a partition has at most one batch of record-body records in flight per
+//     acks level, sent only after the previous one was answered (Linger > 0),
+//     so batches reach the leader in the order records were accumulated;
 //   - the batches of a batches body bound for one partition are sent in body
 //     order, each only after the previous one was acknowledged, and none
 //     after one failed for good;
 //   - a batch is resent only after its previous attempt has answered, and
-//     nothing else of the same request goes to that partition meanwhile, so a
-//     retry never reorders a partition;
+//     nothing else of the same request (or lane) goes to that partition
+//     meanwhile, so a retry never reorders a partition;
 //   - Produce and ProduceBatches return only when every partition has
 //     answered, failed, or the request's timeout passed (then ErrTimedOut,
 //     with the results known so far), so a client that waits for each answer
 //     before its next request (one HTTP connection) keeps its order per
-//     partition across requests;
+//     partition across requests; records still waiting in the accumulator
+//     when a request's time runs out are never sent ("not sent"), those in a
+//     batch in flight have an unknown outcome;
+//   - the accumulator refers to the records of requests still waiting
+//     (admitted by the Budget) and copies none until it builds a batch: a
+//     request that answers leaves its records unreachable from the lanes,
+//     and each lane owns at most its one built batch in flight;
 //   - the frontend holds no state a restart would lose: a request either got
 //     its answer or the client resends it (delivery is at-least-once; exactly
 //     once per batch for idempotent batches, which leaders deduplicate);

@@ -22,6 +22,9 @@ type Metrics struct {
 	// Throttled counts produce requests refused with 429 because the
 	// in-flight budget was full.
 	Throttled prometheus.Counter
+	// BatchRecords is the number of records in each batch the frontend built
+	// from record bodies and sent (its first attempt), lingered or not.
+	BatchRecords prometheus.Histogram
 }
 
 // NewMetrics registers the metrics with reg; a nil reg leaves them
@@ -57,9 +60,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_frontend_throttled_total",
 			Help: "Produce requests refused with 429 because -max-in-flight-bytes was reached.",
 		}),
+		BatchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_frontend_batch_records",
+			Help:    "Records per batch built by the frontend from JSON or msgpack record bodies and sent to a leader.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 15),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries, m.InFlightBytes, m.Throttled)
+		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries, m.InFlightBytes, m.Throttled, m.BatchRecords)
 	}
 	return m
 }

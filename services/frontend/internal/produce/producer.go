@@ -40,8 +40,9 @@ type Metadata interface {
 
 // Sender sends one produce request to a storage node and returns its answer.
 // It is called concurrently; requests for one partition are never in flight
-// together from one produce request, and a Sender must keep the order of
-// requests it is given on one address (storageclient's Conn does).
+// together from one produce request nor from one accumulator lane, and a
+// Sender must keep the order of requests it is given on one address
+// (storageclient's Conn does).
 type Sender interface {
 	Produce(ctx context.Context, addr string, req *protocol.ProduceRequest, batch []byte) (protocol.ProduceResponse, error)
 }
@@ -54,7 +55,9 @@ type Result struct {
 }
 
 // Producer routes parsed records to partition leaders. It is safe for
-// concurrent use and holds nothing beyond the request it is serving.
+// concurrent use and holds nothing beyond the requests it is serving. With
+// Config.Linger > 0 it runs goroutines (one per partition with records
+// waiting) that Close stops.
 type Producer struct {
 	cfg      Config
 	meta     Metadata
@@ -64,7 +67,8 @@ type Producer struct {
 	budget   *Budget
 	log      *slog.Logger
 	now      func() time.Time
-	builders sync.Pool // *record.Builder, one per partition in flight
+	builders sync.Pool    // *record.Builder, one per partition in flight
+	acc      *accumulator // nil when Linger is 0
 }
 
 // NewProducer returns a Producer. metrics and log may be nil.
@@ -81,7 +85,21 @@ func NewProducer(cfg Config, meta Metadata, send Sender, metrics *Metrics, log *
 	p := &Producer{cfg: cfg, meta: meta, send: send, metrics: metrics, log: log, now: time.Now}
 	p.budget = NewBudget(cfg.MaxInFlightBytes, metrics)
 	p.builders.New = func() any { return record.NewBuilder(record.CodecNone) }
+	if cfg.Linger > 0 {
+		p.acc = newAccumulator(p, cfg.Linger, cfg.BatchMaxBytes)
+	}
 	return p, nil
+}
+
+// Close sends what the accumulator holds without lingering and waits for its
+// goroutines, that is until every lingered batch is answered or abandoned by
+// its requests (bounded by Config.Timeout). Records of later requests are
+// sent as with Linger 0. The HTTP server stops first, so nothing is waiting
+// by then in practice.
+func (p *Producer) Close() {
+	if p.acc != nil {
+		p.acc.close()
+	}
 }
 
 // Config returns the producer's configuration.
@@ -98,10 +116,13 @@ func (p *Producer) Budget() *Budget { return p.budget }
 // per record in request order. The error is for the whole request:
 // ErrUnknownTopic or ErrMetadataUnavailable (no results), or ErrTimedOut with
 // the results (acknowledged records keep their offsets, the others say their
-// outcome is unknown). Partitions are written concurrently; the records of
-// one partition go in one batch, in request order, and Produce returns only
-// when every batch has an answer, so the next request on the same client
-// connection cannot overtake this one.
+// outcome is unknown, or that they were never sent). Partitions are written
+// concurrently. With Linger 0 the records of one partition go in one batch of
+// their own, in request order; otherwise they join the partition's open
+// batch with records of other requests (in request order, split over
+// consecutive batches past BatchMaxBytes). Produce returns only when every
+// batch has an answer, so the next request on the same client connection
+// cannot overtake this one.
 func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []Input) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -124,7 +145,9 @@ func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []
 		results[i] = Result{Partition: recs[i].Partition, Err: err}
 	}
 	ts := p.now().UnixMilli()
-	if len(pl.groups) == 1 {
+	if p.acc != nil {
+		p.produceLingered(ctx, topic, acks, route, pl.groups, recs, ts, results)
+	} else if len(pl.groups) == 1 {
 		p.produceGroup(ctx, topic, acks, route, &pl.groups[0], recs, ts, results)
 	} else {
 		var wg sync.WaitGroup
@@ -197,6 +220,7 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 	batch, err := b.Build()
 	var resp protocol.ProduceResponse
 	if err == nil {
+		p.metrics.BatchRecords.Observe(float64(len(g.index)))
 		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch)
 		err = p.settle(ctx, g.partition, err)
 	} else if errors.Is(err, record.ErrTooLarge) {
@@ -217,7 +241,8 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 // sendWithRetry sends batch to the partition's leader, and after a retriable
 // error waits (backoff, cut short by a metadata change), refreshes the model
 // and resends the same bytes to the leader it names. Nothing else of this
-// request is sent to the partition meanwhile, so the order holds.
+// request (or of this accumulator lane) is sent to the partition meanwhile,
+// so the order holds.
 func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte) (protocol.ProduceResponse, error) {
 	backoff := p.cfg.RetryBackoff
 	for attempt := 0; ; attempt++ {
