@@ -167,7 +167,7 @@ func TestCheckBatches(t *testing.T) {
 		"no batch":      {nil, ErrMalformed, "no batch"},
 		"short":         {[]frontendapi.PartitionBatch{{Batch: good[:20]}}, ErrBadBatch, "need 61"},
 		"magic":         {[]frontendapi.PartitionBatch{{Batch: badMagic}}, ErrBadBatch, "magic 1"},
-		"truncated":     {[]frontendapi.PartitionBatch{{Batch: good[:len(good)-1]}}, ErrBadBatch, "its header says"},
+		"truncated":     {[]frontendapi.PartitionBatch{{Batch: good[:len(good)-1]}}, ErrBadBatch, "truncated"},
 		"two in one":    {[]frontendapi.PartitionBatch{{Partition: 3, Batch: append(append([]byte(nil), good...), good...)}}, ErrBadBatch, "partition 3"},
 		"second is bad": {[]frontendapi.PartitionBatch{{Batch: good}, {Batch: []byte("x")}}, ErrBadBatch, "batch 1"},
 	} {
