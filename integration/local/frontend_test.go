@@ -231,3 +231,50 @@ func TestFrontendOverloadIsBounded(t *testing.T) {
 	}
 	t.Logf("stored %d records", total)
 }
+
+// TestFrontendHTTPConsumeAndGroupRelay: a client that cannot reach storage
+// nodes reads records and uses group offsets through the frontend alone.
+func TestFrontendHTTPConsumeAndGroupRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "web", 1, 1, nil)
+	produceValues(t, c, "web", "w", 10)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(c.FrontendURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	var page struct {
+		Records []struct {
+			Offset int64  `json:"offset"`
+			Value  string `json:"value"`
+		} `json:"records"`
+		NextOffset    int64 `json:"next_offset"`
+		HighWatermark int64 `json:"high_watermark"`
+	}
+	status, body := get("/v1/topics/web/partitions/0/records?offset=4&max_wait_ms=100")
+	if err := json.Unmarshal([]byte(body), &page); status != 200 || err != nil || len(page.Records) != 6 ||
+		page.Records[0].Offset != 4 || page.Records[0].Value != "w-4" || page.NextOffset != 10 || page.HighWatermark != 10 {
+		t.Fatalf("fetch through the frontend: %d %s", status, body)
+	}
+	if status, body := get("/v1/topics/web/partitions/0/records?offset=99"); status != 404 || !strings.Contains(body, "OFFSET_OUT_OF_RANGE") {
+		t.Fatalf("out of range: %d %s", status, body)
+	}
+	// Group offsets through the frontend's relay to the offsets service.
+	status, body = post(t, c.FrontendURL()+"/v1/groups/web-readers/offsets", "application/json", []byte(`{"offsets":[{"topic":"web","partition":0,"offset":10}]}`))
+	if status != 200 {
+		t.Fatalf("commit through the frontend: %d %s", status, body)
+	}
+	if status, body := get("/v1/groups/web-readers"); status != 200 || !strings.Contains(body, `"committed":10`) || !strings.Contains(body, `"lag":0`) {
+		t.Fatalf("describe through the frontend: %d %s", status, body)
+	}
+}
