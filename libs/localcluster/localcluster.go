@@ -97,7 +97,7 @@ type Config struct {
 	// Frontends is the number of frontends, 1 to MaxFrontends (default 1);
 	// the first is named "frontend", the others "frontend-2", ...
 	Frontends int
-	Ports   Ports
+	Ports     Ports
 	// Extra flags per process name ("metadata-1", "storage-1", "frontend",
 	// "offsets-1"); those under "metadata", "storage" or "offsets" go to
 	// every process of that service.
