@@ -7,7 +7,10 @@ BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/fronten
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build test vet fmt tidy run clean bench figures
+SERVICES := metadata storage frontend offsets
+COMPOSE ?= docker-compose
+
+.PHONY: help build test vet fmt tidy run clean bench figures images up down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -39,6 +42,21 @@ bench: ## run the Go benchmarks of the hot paths
 
 run: build ## build and start a local cluster on 127.0.0.1 (data in ./data); Ctrl-C stops it
 	@./bin/sluice-dev -bin ./bin -data ./data
+
+images: ## build static binaries and the sluice/<service>:dev images (FROM scratch)
+	@mkdir -p bin/docker
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl,$(BINARIES))
+	@set -e; for s in $(SERVICES); do \
+		docker build -q -f deploy/docker/$$s.Dockerfile -t sluice/$$s:dev . >/dev/null; \
+		echo "built sluice/$$s:dev"; \
+	done
+
+up: images ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets)
+	$(COMPOSE) up -d
+	@echo "frontends on http://127.0.0.1:8080 and :8082; ./bin/sluicectl works against it as against make run"
+
+down: ## stop the docker-compose cluster and remove its volumes
+	$(COMPOSE) down -v
 
 clean: ## remove build outputs
 	rm -rf bin

@@ -22,14 +22,21 @@ func NewAdmin(addrs []string) *Admin { return cluster.NewClient(addrs) }
 // Metadata caches the cluster snapshot for readers and refreshes it on demand.
 // It is safe for concurrent use.
 type Metadata struct {
-	admin *Admin
+	admin    *Admin
+	internal bool // route to nodes' internal addresses (services inside the cluster network)
 
 	mu   sync.Mutex        // guards snap
 	snap *cluster.Snapshot // last snapshot, nil before the first
 }
 
-// NewMetadata returns a cache over admin.
+// NewMetadata returns a cache over admin that routes to the storage nodes'
+// client (advertised) addresses.
 func NewMetadata(admin *Admin) *Metadata { return &Metadata{admin: admin} }
+
+// NewInternalMetadata is NewMetadata for services inside the cluster's
+// network: it routes to the nodes' internal addresses, which is what they
+// reach when clients outside are given other (advertised) ones.
+func NewInternalMetadata(admin *Admin) *Metadata { return &Metadata{admin: admin, internal: true} }
 
 // Get returns the cached snapshot, fetching it when there is none.
 func (m *Metadata) Get(ctx context.Context) (*cluster.Snapshot, error) {
@@ -71,6 +78,9 @@ func (m *Metadata) Leader(ctx context.Context, topic string, partition int32) (s
 	n, ok := s.Node(p.Leader)
 	if !ok || p.Leader < 0 {
 		return "", protocol.LeaderNotAvailable.Err("%s-%d has no leader", topic, partition)
+	}
+	if m.internal {
+		return n.Addr, nil
 	}
 	return n.ClientAddr(), nil
 }

@@ -64,7 +64,13 @@ func Module() fx.Option {
 // Main parses the command line with parse, exits 2 with a message naming the
 // flag when it fails, and otherwise runs the fx application built from the
 // returned options until SIGINT or SIGTERM.
+//
+// "NAME healthcheck" instead asks the running process's admin listener for
+// its readiness (see HealthCheck), for container health checks.
 func Main(name string, parse func(args []string) ([]fx.Option, error)) {
+	if len(os.Args) > 1 && os.Args[1] == HealthCheckCommand {
+		os.Exit(HealthCheck(os.Args[2:], os.Stderr))
+	}
 	opts, err := parse(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -219,7 +219,7 @@ type logOffsets struct {
 }
 
 func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher) api.LogOffsets {
-	lo := &logOffsets{meta: client.NewMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPool("sluice-offsets"), w: w}
+	lo := &logOffsets{meta: client.NewInternalMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPool("sluice-offsets"), w: w}
 	lc.Append(fx.StopHook(lo.pool.Close))
 	return lo
 }
