@@ -56,14 +56,14 @@ type Producer struct {
 	topics   map[string]*topicState // guarded by mu
 	buffered int64                  // bytes of records not yet answered; guarded by mu
 	freed    chan struct{}          // closed and replaced when buffer space frees; guarded by mu
-	pending  int                    // records not yet answered; guarded by mu
-	idle     chan struct{}          // closed and replaced when pending drops to 0; guarded by mu
-	flushing int                    // Flush calls in progress: linger is skipped; guarded by mu
+	flushing int                    // Flush and Produce calls in progress: linger is skipped; guarded by mu
 	inFlight int                    // requests in flight; guarded by mu
 	closed   bool                   // guarded by mu
 	ident    producerIdentity       // guarded by mu
 
-	builders sync.Pool // *record.Builder
+	builders sync.Pool          // *record.Builder
+	ctx      context.Context    // ends when Close gives up on what is in flight
+	cancel   context.CancelFunc //
 	wake     chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup // the sender loop and the request goroutines
@@ -91,7 +91,7 @@ type partState struct {
 	topic     string
 	partition int32
 	queue     []*batchBuf // oldest first; the last one takes new records
-	inFlight  bool        // one batch of the partition is being delivered
+	inFlight  *batchBuf   // the partition's batch being delivered, nil when none
 	seq       int32       // the next sequence number under identity gen
 	gen       int
 }
@@ -103,7 +103,8 @@ type batchBuf struct {
 	cbs     []func(RecordMetadata)
 	sizes   int64 // buffer bytes its records hold
 	created time.Time
-	bytes   []byte // the sealed batch
+	bytes   []byte        // the sealed batch
+	done    chan struct{} // closed once every record has its outcome
 }
 
 // NewProducer validates cfg and starts the sender.
@@ -114,7 +115,11 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	cfg = cfg.withDefaults()
 	p := &Producer{cfg: cfg, log: cfg.Logger.With("client_id", cfg.ClientID), meta: cluster.NewClient(cfg.Metadata),
 		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight), topics: map[string]*topicState{},
-		freed: make(chan struct{}), idle: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		freed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	if len(p.fe.urls) == 0 {
+		return nil, fmt.Errorf("%w: Frontends holds no usable address", ErrInvalidProducerConfig)
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.ident.id, p.ident.epoch = record.NoProducerID, record.NoProducerEpoch
 	if !cfg.DisableIdempotence {
 		p.ident.stale = true // fetched by the sender before its first batch
@@ -126,8 +131,10 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 }
 
 // Send queues rec; cb (which may be nil) is called once with its outcome,
-// from a producer goroutine (keep it short). Send blocks while the buffer is
-// full (up to MaxBlock or ctx), and fails at once for a closed producer, an
+// from a producer goroutine: it must not block, and must not call Flush,
+// Produce or Close (they wait for callbacks to finish). Send blocks while the
+// buffer is full (up to MaxBlock or ctx), and fails at once for a closed
+// producer, an
 // unknown topic or a partition out of range.
 func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordMetadata)) error {
 	t, err := p.topic(ctx, rec.Topic)
@@ -173,7 +180,7 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordM
 		}
 		b := p.builders.Get().(*record.Builder)
 		b.Reset()
-		ps.queue = append(ps.queue, &batchBuf{part: ps, b: b, created: time.Now()})
+		ps.queue = append(ps.queue, &batchBuf{part: ps, b: b, created: time.Now(), done: make(chan struct{})})
 		last++
 		p.signal()
 	}
@@ -181,7 +188,6 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordM
 	bb.b.Append(r)
 	bb.cbs = append(bb.cbs, cb)
 	bb.sizes += size
-	p.pending++
 	if bb.b.Size() >= p.cfg.BatchSize || p.cfg.Linger < 0 {
 		p.signal()
 	}
@@ -202,46 +208,68 @@ func (p *Producer) pickLocked(t *topicState, rec ProducerRecord) (int32, error) 
 	return int32(t.sticky.Partition()), nil
 }
 
-// Produce sends one record and waits for its outcome.
+// Produce sends one record at once (without waiting for the linger) and
+// waits for its outcome. When ctx ends first the outcome is unknown: the
+// record may still be written.
 func (p *Producer) Produce(ctx context.Context, rec ProducerRecord) (RecordMetadata, error) {
 	done := make(chan RecordMetadata, 1)
-	if err := p.Send(ctx, rec, func(m RecordMetadata) { done <- m }); err != nil {
-		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Err: err}, err
-	}
-	p.Flush(ctx) // do not wait for the linger
-	select {
-	case m := <-done:
-		return m, m.Err
-	case <-ctx.Done():
-		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Err: ctx.Err()}, ctx.Err()
-	}
-}
-
-// Flush sends every buffered record at once and waits until each has its
-// outcome (or ctx ends).
-func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
-	p.flushing++
-	p.signal()
+	p.flushing++ // no linger while we wait
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		p.flushing--
 		p.mu.Unlock()
 	}()
-	for {
-		p.mu.Lock()
-		n, idle := p.pending, p.idle
-		p.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
+	if err := p.Send(ctx, rec, func(m RecordMetadata) { done <- m }); err != nil {
+		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: -1, Err: err}, err
+	}
+	p.signal()
+	select {
+	case m := <-done:
+		return m, m.Err
+	case <-ctx.Done():
 		select {
-		case <-idle:
-		case <-ctx.Done():
-			return fmt.Errorf("flush: %d records still pending: %w", n, ctx.Err())
+		case m := <-done: // both ready: the outcome wins
+			return m, m.Err
+		default:
+		}
+		return RecordMetadata{Topic: rec.Topic, Partition: rec.Partition, Offset: -1, Err: ctx.Err()}, ctx.Err()
+	}
+}
+
+// Flush sends at once every record Send accepted before the call and waits
+// until each has its outcome (or ctx ends). Records sent meanwhile by other
+// goroutines are not waited for.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	var waits []chan struct{}
+	for _, t := range p.topics {
+		for _, ps := range t.parts {
+			if ps.inFlight != nil {
+				waits = append(waits, ps.inFlight.done)
+			}
+			for _, bb := range ps.queue {
+				waits = append(waits, bb.done)
+			}
 		}
 	}
+	p.flushing++
+	p.mu.Unlock()
+	p.signal()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	for i, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %d batches still pending: %w", len(waits)-i, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Close stops taking records, sends what is buffered and waits for the
@@ -256,6 +284,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		return nil
 	}
 	err := p.Flush(ctx)
+	p.cancel() // what is still in flight gives up
 	close(p.stop)
 	p.wg.Wait()
 	var abandoned []completion
@@ -319,7 +348,7 @@ func (p *Producer) releaseLocked(size int64) {
 // completion is a finished batch's callbacks, run outside the lock (a
 // callback may call Send).
 type completion struct {
-	p         *Producer
+	done      chan struct{}
 	topic     string
 	partition int32
 	base      int64
@@ -338,20 +367,13 @@ func (c completion) run() {
 		}
 		cb(m)
 	}
-	// Only now are the records done: Flush returns after their callbacks.
-	c.p.mu.Lock()
-	c.p.pending -= len(c.cbs)
-	if c.p.pending == 0 {
-		close(c.p.idle)
-		c.p.idle = make(chan struct{})
-	}
-	c.p.mu.Unlock()
+	close(c.done) // only now are the records done: Flush returns after their callbacks
 }
 
 // finishLocked frees what a batch's records held and returns their outcome
 // for the caller to run once it released the lock.
 func (p *Producer) finishLocked(bb *batchBuf, base int64, err error) completion {
-	c := completion{p: p, topic: bb.part.topic, partition: bb.part.partition, base: base, err: err, cbs: bb.cbs}
+	c := completion{done: bb.done, topic: bb.part.topic, partition: bb.part.partition, base: base, err: err, cbs: bb.cbs}
 	p.releaseLocked(bb.sizes)
 	bb.b.Reset()
 	p.builders.Put(bb.b)

@@ -52,7 +52,7 @@ type ProducerConfig struct {
 	// DeliveryTimeout bounds the time from Send to the record's outcome,
 	// retries included (default 2m).
 	DeliveryTimeout time.Duration
-	// RequestTimeout bounds one HTTP request to a frontend (default 30s).
+	// RequestTimeout bounds one HTTP request to a frontend (default 40s).
 	RequestTimeout time.Duration
 	// RetryBackoff is the first pause before a retry; it doubles up to
 	// MaxRetryBackoff (defaults 50ms and 1s).
@@ -63,6 +63,10 @@ type ProducerConfig struct {
 	BufferMemory        int64
 	MaxBlock            time.Duration
 	NoBlockOnBufferFull bool
+	// MaxRequestBytes caps one request's batches (default 4 MiB, below the
+	// frontend's default 8 MiB body limit); a topic's ready batches are split
+	// over several requests beyond it.
+	MaxRequestBytes int
 	// MaxInFlight bounds the requests in flight to the frontends (default 8).
 	// Each partition has at most one batch in flight, which keeps its order.
 	MaxInFlight int
@@ -95,7 +99,12 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 		c.DeliveryTimeout = 2 * time.Minute
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 30 * time.Second
+		// Above the frontend's 30s produce timeout, so its 504 (with what is
+		// known) arrives before the producer gives up on the request.
+		c.RequestTimeout = 40 * time.Second
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 4 << 20
 	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = 50 * time.Millisecond
@@ -142,6 +151,9 @@ func (c ProducerConfig) Validate() error {
 	}
 	if c.BatchSize < 1024 || c.BatchSize > record.MaxBatchSize {
 		bad("BatchSize %d: want 1 KiB to %d bytes", c.BatchSize, record.MaxBatchSize)
+	}
+	if c.MaxRequestBytes < c.BatchSize {
+		bad("MaxRequestBytes %d: must hold at least one batch (BatchSize %d)", c.MaxRequestBytes, c.BatchSize)
 	}
 	if c.BufferMemory < int64(c.BatchSize) {
 		bad("BufferMemory %d: must hold at least one batch (%d bytes)", c.BufferMemory, c.BatchSize)

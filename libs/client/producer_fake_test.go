@@ -32,6 +32,7 @@ type fakeFrontend struct {
 	nextPID  int64
 	failNext map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
 	requests int
+	maxBody  int           // the largest batches body seen
 	block    chan struct{} // when set, batches requests wait on it
 }
 
@@ -78,6 +79,7 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	block := f.block
 	f.requests++
+	f.maxBody = max(f.maxBody, len(body))
 	f.mu.Unlock()
 	if block != nil {
 		<-block

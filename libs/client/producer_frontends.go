@@ -33,8 +33,6 @@ type frontends struct {
 
 	mu   sync.Mutex
 	down []time.Time // per frontend: skipped until; guarded by mu
-
-	bodies sync.Pool // *[]byte request bodies
 }
 
 func newFrontends(addrs []string, conns int) *frontends {
@@ -49,7 +47,6 @@ func newFrontends(addrs []string, conns int) *frontends {
 		f.urls = append(f.urls, a)
 	}
 	f.down = make([]time.Time, len(f.urls))
-	f.bodies.New = func() any { b := make([]byte, 0, 1<<20); return &b }
 	return f
 }
 
@@ -91,7 +88,7 @@ func requestRetriable(err error) bool {
 	case errors.As(err, &he):
 		return he.status >= 500
 	case errors.As(err, &pe):
-		return pe.Code.Retriable()
+		return batchRetriable(pe.Code)
 	}
 	return false
 }
@@ -99,13 +96,15 @@ func requestRetriable(err error) bool {
 // post sends batches of one topic to a frontend, trying the next ones when a
 // frontend cannot be reached.
 func (f *frontends) post(ctx context.Context, topic string, acks int8, batches []*batchBuf) (*frontendapi.BatchesResponse, error) {
-	bp := f.bodies.Get().(*[]byte)
-	defer f.bodies.Put(bp)
+	// A fresh body per request: net/http may still read a request's body
+	// after Do returned (an early answer, a cancel), so it is never reused.
 	pbs := make([]frontendapi.PartitionBatch, len(batches))
+	size := 16
 	for i, bb := range batches {
 		pbs[i] = frontendapi.PartitionBatch{Partition: bb.part.partition, Batch: bb.bytes}
+		size += len(bb.bytes) + 16
 	}
-	*bp = frontendapi.AppendBatches((*bp)[:0], pbs)
+	body := frontendapi.AppendBatches(make([]byte, 0, size), pbs)
 	n := len(f.urls)
 	start := int(f.next.Add(1) % uint64(n))
 	var lastErr error
@@ -114,7 +113,7 @@ func (f *frontends) post(ctx context.Context, topic string, acks int8, batches [
 		if f.isDown(idx) && i < n-1 {
 			continue
 		}
-		resp, err := f.once(ctx, f.urls[idx], topic, acks, *bp)
+		resp, err := f.once(ctx, f.urls[idx], topic, acks, body)
 		var te *transportError
 		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
 			return resp, err

@@ -18,11 +18,24 @@ func (p *Producer) runSender() {
 	defer p.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var idRetry time.Time // when to ask for a producer id again after a failure
+	backoff := p.cfg.RetryBackoff
 	for {
-		if !p.ensureIdentity() {
-			return
+		wait := time.Hour
+		if p.needIdentity() {
+			if now := time.Now(); !now.Before(idRetry) {
+				if p.fetchIdentity() {
+					backoff = p.cfg.RetryBackoff
+				} else {
+					idRetry = now.Add(backoff)
+					backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
+				}
+			}
+			if p.needIdentity() {
+				wait = max(time.Until(idRetry), time.Millisecond)
+			}
 		}
-		wait := p.dispatch()
+		wait = min(wait, p.dispatch())
 		timer.Reset(wait)
 		select {
 		case <-p.wake:
@@ -39,79 +52,90 @@ func (p *Producer) runSender() {
 	}
 }
 
-// ensureIdentity gets a producer id from metadata when the producer needs a
-// new one, retrying until it succeeds or the producer stops.
-func (p *Producer) ensureIdentity() bool {
-	backoff := p.cfg.RetryBackoff
-	for {
-		p.mu.Lock()
-		stale := p.ident.stale
-		p.mu.Unlock()
-		if !stale {
-			return true
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
-		r, err := p.meta.InitProducerID(ctx)
-		cancel()
-		if err == nil {
-			p.mu.Lock()
-			p.ident = producerIdentity{id: r.ProducerID, epoch: r.ProducerEpoch, gen: p.ident.gen + 1}
-			p.mu.Unlock()
-			p.log.Info("idempotent producer id allocated", "producer_id", r.ProducerID, "producer_epoch", r.ProducerEpoch)
-			return true
-		}
-		p.log.Warn("allocating a producer id failed; retrying", "err", err)
-		select {
-		case <-time.After(backoff):
-		case <-p.stop:
-			return false
-		}
-		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
-	}
+// needIdentity reports whether batches wait for a (new) producer id.
+func (p *Producer) needIdentity() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ident.stale
 }
 
-// dispatch starts requests for the batches that should go now and returns
-// how long the sender may sleep before the next linger expires.
+// fetchIdentity asks metadata for a new producer id once.
+func (p *Producer) fetchIdentity() bool {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	r, err := p.meta.InitProducerID(ctx)
+	if err != nil {
+		p.log.Warn("allocating a producer id failed; retrying", "err", err)
+		return false
+	}
+	p.mu.Lock()
+	p.ident = producerIdentity{id: r.ProducerID, epoch: r.ProducerEpoch, gen: p.ident.gen + 1}
+	p.mu.Unlock()
+	p.log.Info("idempotent producer id allocated", "producer_id", r.ProducerID, "producer_epoch", r.ProducerEpoch)
+	return true
+}
+
+// request is one HTTP request's batches, all of one topic.
+type request struct {
+	topic   string
+	batches []*batchBuf
+	size    int
+}
+
+// dispatch fails batches past their delivery timeout, starts requests for
+// the batches that should go now (none while a producer id is awaited), and
+// returns how long the sender may sleep before a linger or a timeout expires.
 func (p *Producer) dispatch() time.Duration {
 	now := time.Now()
 	wait := time.Hour
-	byTopic := map[string][]*batchBuf{}
+	var reqs []*request
 	var expired []completion
 	p.mu.Lock()
+	canSend := !p.ident.stale
 	for _, t := range p.topics {
+		var cur *request // the topic's request being filled
 		for _, ps := range t.parts {
-			if ps.inFlight || len(ps.queue) == 0 {
+			for len(ps.queue) > 0 && now.Sub(ps.queue[0].created) > p.cfg.DeliveryTimeout {
+				head := ps.queue[0]
+				ps.queue = ps.queue[1:]
+				expired = append(expired, p.finishLocked(head, 0, protocol.RequestTimedOut.Err("%v: not sent within %v", errDeliveryTimeout, p.cfg.DeliveryTimeout)))
+			}
+			if ps.inFlight != nil || len(ps.queue) == 0 {
 				continue
 			}
 			head := ps.queue[0]
-			if now.Sub(head.created) > p.cfg.DeliveryTimeout {
-				ps.queue = ps.queue[1:]
-				expired = append(expired, p.finishLocked(head, 0, protocol.RequestTimedOut.Err("%v: not sent within %v", errDeliveryTimeout, p.cfg.DeliveryTimeout)))
-				continue
-			}
+			wait = min(wait, head.created.Add(p.cfg.DeliveryTimeout).Sub(now))
 			due := head.created.Add(p.cfg.Linger)
 			ready := len(ps.queue) > 1 || head.b.Size() >= p.cfg.BatchSize || p.flushing > 0 || p.closed || !now.Before(due)
 			if !ready {
 				wait = min(wait, due.Sub(now))
 				continue
 			}
-			if _, started := byTopic[t.name]; !started && p.inFlight+len(byTopic) >= p.cfg.MaxInFlight {
-				continue // woken again when a request ends
+			if !canSend {
+				continue // woken when the producer id arrives
+			}
+			if cur == nil || cur.size+head.b.Size() > p.cfg.MaxRequestBytes {
+				if p.inFlight+len(reqs) >= p.cfg.MaxInFlight {
+					continue // woken again when a request ends
+				}
+				cur = &request{topic: t.name}
+				reqs = append(reqs, cur)
 			}
 			ps.queue = ps.queue[1:]
-			ps.inFlight = true
+			ps.inFlight = head
 			p.stampLocked(ps, head)
-			byTopic[t.name] = append(byTopic[t.name], head)
+			cur.batches = append(cur.batches, head)
+			cur.size += head.b.Size()
 		}
 	}
-	p.inFlight += len(byTopic)
+	p.inFlight += len(reqs)
 	p.mu.Unlock()
 	for _, c := range expired {
 		c.run()
 	}
-	for topic, batches := range byTopic {
+	for _, r := range reqs {
 		p.wg.Add(1)
-		go p.deliver(topic, batches)
+		go p.deliver(r.topic, r.batches)
 	}
 	return max(wait, time.Millisecond)
 }
@@ -150,7 +174,7 @@ func (p *Producer) deliver(topic string, todo []*batchBuf) {
 	todo = keep(todo, func(bb *batchBuf) bool { return bb.bytes != nil })
 	backoff := p.cfg.RetryBackoff
 	for len(todo) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
 		resp, err := p.fe.post(ctx, topic, p.cfg.Acks, todo)
 		cancel()
 		var retry []*batchBuf
@@ -183,7 +207,7 @@ func (p *Producer) deliver(topic string, todo []*batchBuf) {
 					// written by an earlier attempt, at an offset no longer
 					// known (Kafka's producer treats it the same way).
 					p.finish(todo[i], -1, nil)
-				case code.Retriable():
+				case batchRetriable(code):
 					retry = append(retry, todo[i])
 				default:
 					p.finish(todo[i], 0, &protocol.Error{Code: code, Message: r.Error})
@@ -196,7 +220,7 @@ func (p *Producer) deliver(topic string, todo []*batchBuf) {
 		}
 		select {
 		case <-time.After(pause):
-		case <-p.stop:
+		case <-p.ctx.Done():
 			for _, bb := range todo {
 				p.finish(bb, 0, ErrProducerClosed)
 			}
@@ -223,7 +247,9 @@ func (p *Producer) dropExpired(batches []*batchBuf) []*batchBuf {
 // takes a new producer id (sequences restart) before its next batch.
 func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Lock()
-	bb.part.inFlight = false
+	if bb.part.inFlight == bb {
+		bb.part.inFlight = nil
+	}
 	if err != nil && !p.cfg.DisableIdempotence {
 		p.ident.stale = true
 	}
@@ -231,6 +257,13 @@ func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Unlock()
 	c.run()
 	p.signal()
+}
+
+// batchRetriable reports whether a batch's error may clear if the same bytes
+// are sent again. CORRUPT_RECORD is retriable in the wire table (a transfer
+// may have damaged the bytes), but the producer built these bytes itself.
+func batchRetriable(c protocol.Code) bool {
+	return c.Retriable() && c != protocol.CorruptRecord
 }
 
 func keep(bs []*batchBuf, f func(*batchBuf) bool) []*batchBuf {

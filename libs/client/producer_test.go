@@ -203,3 +203,100 @@ func TestProducerConfigValidation(t *testing.T) {
 		t.Errorf("acks=leader without idempotence: %v", err)
 	}
 }
+
+// TestProducerSplitsLargeRequests: ready batches of many partitions go in
+// several requests, each under MaxRequestBytes.
+func TestProducerSplitsLargeRequests(t *testing.T) {
+	f := newFakeFrontend(t, 8)
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) {
+		c.BatchSize, c.MaxRequestBytes, c.Linger = 8192, 20000, time.Hour
+	})
+	for i := 0; i < 8*60; i++ { // 8 partitions, each a full 8 KiB batch and a bit
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: int32(i % 8), Value: make([]byte, 150)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxBody > 20000+64 || f.requests < 4 {
+		t.Fatalf("%d requests, largest body %d bytes: want bodies under MaxRequestBytes", f.requests, f.maxBody)
+	}
+}
+
+// TestProducerFlushIgnoresLaterRecords: Flush waits for what was sent before
+// it, not for records other goroutines keep sending.
+func TestProducerFlushIgnoresLaterRecords(t *testing.T) {
+	f := newFakeFrontend(t, 2)
+	p := testProducer(t, []string{f.srv.URL}, nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("x")}, nil)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush under a steady load: %v", err)
+	}
+	m, err := p.Produce(ctx, ProducerRecord{Topic: "t", Partition: 1, Value: []byte("sync")})
+	if err != nil || m.Offset < 0 {
+		t.Fatalf("Produce under a steady load: %+v, %v", m, err)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// TestProducerExpiresQueuedBatches: batches stuck behind an unanswered one
+// fail at their delivery timeout, and Flush returns.
+func TestProducerExpiresQueuedBatches(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	f.block = make(chan struct{})
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) {
+		c.DeliveryTimeout, c.RequestTimeout, c.BatchSize, c.Linger = 300*time.Millisecond, 200*time.Millisecond, 1024, -1
+	})
+	o := &outcomes{got: map[string]RecordMetadata{}}
+	for i := 0; i < 40; i++ {
+		v := strconv.Itoa(i)
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: 0, Value: append(make([]byte, 100), v...)}, o.cb(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(f.block)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush after the delivery timeout: %v", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.got) != 40 {
+		t.Fatalf("%d of 40 records have an outcome", len(o.got))
+	}
+	for v, m := range o.got {
+		if protocol.CodeOf(m.Err) != protocol.RequestTimedOut {
+			t.Fatalf("record %s: %+v, want a delivery timeout", v, m)
+		}
+	}
+}
+
+func TestProducerRejectsBlankFrontends(t *testing.T) {
+	cfg := DefaultProducerConfig()
+	cfg.Frontends = []string{" ", ""}
+	if _, err := NewProducer(cfg); !errors.Is(err, ErrInvalidProducerConfig) {
+		t.Fatalf("blank frontends: %v", err)
+	}
+}
