@@ -68,6 +68,7 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 		// The member has seen its latest assignment: believe its owned list.
 		owned := groups.Flatten(req.Owned)
 		m.Revoking = slices.DeleteFunc(m.Revoking, func(p groups.TP) bool { _, found := slices.BinarySearchFunc(owned, p, cmpTP); return !found })
+		pruneGrants(m)
 	}
 	if retarget || partitionsChanged(g, partitions) {
 		Retarget(g, partitions)
@@ -162,9 +163,11 @@ func reconcile(g *fsm.Group, m *fsm.Member) {
 		}
 	}
 	m.Assigned = kept
+	var granted []groups.TP
 	for _, p := range m.Target {
 		if _, taken := held[p]; !taken {
 			m.Assigned = append(m.Assigned, p)
+			granted = append(granted, p)
 			changed = true
 		}
 	}
@@ -172,6 +175,29 @@ func reconcile(g *fsm.Group, m *fsm.Member) {
 		m.Assigned = groups.SortTPs(m.Assigned)
 		m.Revoking = groups.SortTPs(m.Revoking)
 		m.Epoch++
+	}
+	if m.GrantedAt == nil && len(granted) > 0 {
+		m.GrantedAt = map[string]int32{}
+	}
+	for _, p := range granted {
+		m.GrantedAt[fsm.GrantKey(p)] = max(m.Epoch, 1) // a join's first epoch is 1
+	}
+	pruneGrants(m)
+}
+
+// pruneGrants forgets the grant epochs of partitions the member no longer holds.
+func pruneGrants(m *fsm.Member) {
+	for k := range m.GrantedAt {
+		found := false
+		for _, p := range m.Assigned {
+			found = found || fsm.GrantKey(p) == k
+		}
+		for _, p := range m.Revoking {
+			found = found || fsm.GrantKey(p) == k
+		}
+		if !found {
+			delete(m.GrantedAt, k)
+		}
 	}
 }
 

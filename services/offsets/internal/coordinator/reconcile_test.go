@@ -288,3 +288,31 @@ func TestRandomMembershipKeepsOwnershipExclusive(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantEpochFencesDelayedCommits: a partition taken from a member and
+// later given back carries the epoch of the new grant; a commit from the
+// earlier ownership (older epoch) is refused, one at the new epoch is not.
+func TestGrantEpochFencesDelayedCommits(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 2})
+	m1 := s.join("t")
+	oldEpoch := s.epoch[m1] // m1 owns t-0 and t-1 at this epoch
+	m2 := s.join("t")
+	s.settle() // one partition moved to m2
+	moved := s.owned[m2][0]
+	RemoveMember(s.g, m2, s.parts) // m2 crashes: the partition comes back to m1
+	delete(s.owned, m2)
+	s.settle()
+	if !slices.Contains(s.owned[m1], moved) {
+		t.Fatalf("m1 owns %v, want %s back", s.owned[m1], moved)
+	}
+	commit := func(epoch int32) error {
+		return fsm.CheckCommit(s.g, &fsm.Commit{Group: "g", MemberID: m1, MemberEpoch: epoch,
+			Offsets: []groups.Offset{{Topic: moved.Topic, Partition: moved.Partition, Offset: 1}}})
+	}
+	if err := commit(oldEpoch); protocol.CodeOf(err) != protocol.StaleMemberEpoch {
+		t.Fatalf("commit from the earlier ownership (epoch %d): %v, want STALE_MEMBER_EPOCH", oldEpoch, err)
+	}
+	if err := commit(s.epoch[m1]); err != nil {
+		t.Fatalf("commit at the current epoch: %v", err)
+	}
+}

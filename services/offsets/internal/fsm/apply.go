@@ -138,8 +138,13 @@ func CheckCommit(g *Group, c *Commit) error {
 		return protocol.FencedMemberEpoch.Err("member %s of group %s committed at epoch %d; its epoch is %d", c.MemberID, c.Group, c.MemberEpoch, m.Epoch)
 	}
 	for _, o := range c.Offsets {
-		if p := (groups.TP{Topic: o.Topic, Partition: o.Partition}); !m.Holds(p) {
+		p := groups.TP{Topic: o.Topic, Partition: o.Partition}
+		if !m.Holds(p) {
 			return protocol.StaleMemberEpoch.Err("member %s of group %s does not own %s (epoch %d): commit rejected", c.MemberID, c.Group, p, m.Epoch)
+		}
+		if at := m.GrantedAt[GrantKey(p)]; c.MemberEpoch < at {
+			return protocol.StaleMemberEpoch.Err("member %s of group %s committed %s at epoch %d, before it was given the partition again at epoch %d: commit rejected",
+				c.MemberID, c.Group, p, c.MemberEpoch, at)
 		}
 	}
 	return nil

@@ -65,7 +65,8 @@ func offsetOf(t *testing.T, f *FSM, group string, partition int32) int64 {
 // t-1 (being revoked); t-2 belongs to m2.
 func memberGroup() *Group {
 	return &Group{Name: "g", Epoch: 2, Members: map[string]*Member{
-		"m1": {ID: "m1", Epoch: 3, Topics: []string{"t"}, Assigned: []groups.TP{{Topic: "t", Partition: 0}}, Revoking: []groups.TP{{Topic: "t", Partition: 1}}},
+		"m1": {ID: "m1", Epoch: 3, Topics: []string{"t"}, Assigned: []groups.TP{{Topic: "t", Partition: 0}}, Revoking: []groups.TP{{Topic: "t", Partition: 1}},
+			GrantedAt: map[string]int32{"t/0": 2, "t/1": 1}},
 		"m2": {ID: "m2", Epoch: 1, Topics: []string{"t"}, Assigned: []groups.TP{{Topic: "t", Partition: 2}}},
 	}}
 }
@@ -86,6 +87,7 @@ func TestCheckCommitFencing(t *testing.T) {
 		{"epoch zero", g, commit("g", "m1", 0, "t", 0, 1), protocol.FencedMemberEpoch},
 		{"assigned partition", g, commit("g", "m1", 3, "t", 0, 1), protocol.None},
 		{"older epoch, still held", g, commit("g", "m1", 2, "t", 0, 1), protocol.None},
+		{"epoch before the partition was given back", g, commit("g", "m1", 1, "t", 0, 1), protocol.StaleMemberEpoch},
 		{"partition being revoked", g, commit("g", "m1", 3, "t", 1, 1), protocol.None},
 		{"partition of another member", g, commit("g", "m1", 3, "t", 2, 1), protocol.StaleMemberEpoch},
 		{"negative offset", nil, commit("g", "", 0, "t", 0, -1), protocol.InvalidRequest},

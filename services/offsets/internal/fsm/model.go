@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/sluicemq/sluice/libs/groups"
 )
@@ -40,7 +41,15 @@ type Member struct {
 	// Revoking was taken from Assigned; the member still holds it until it
 	// reports it released (or leaves, or is removed).
 	Revoking []groups.TP `json:"revoking,omitempty"`
+	// GrantedAt is, per held partition ("topic/partition"), the member epoch
+	// at which it was last given to the member: commits for it must carry at
+	// least that epoch, so a commit delayed from an earlier ownership cannot
+	// land after the partition came back.
+	GrantedAt map[string]int32 `json:"granted_at,omitempty"`
 }
+
+// GrantKey is a partition's key in Member.GrantedAt.
+func GrantKey(p groups.TP) string { return p.Topic + "/" + strconv.Itoa(int(p.Partition)) }
 
 // Holds reports whether m holds p: assigned to it or being revoked from it.
 // No two members of a group hold the same partition.
@@ -62,6 +71,12 @@ func (g *Group) Clone() *Group {
 		mc.Target = slices.Clone(m.Target)
 		mc.Assigned = slices.Clone(m.Assigned)
 		mc.Revoking = slices.Clone(m.Revoking)
+		if m.GrantedAt != nil {
+			mc.GrantedAt = make(map[string]int32, len(m.GrantedAt))
+			for k, v := range m.GrantedAt {
+				mc.GrantedAt[k] = v
+			}
+		}
 		c.Members[id] = &mc
 	}
 	return &c
