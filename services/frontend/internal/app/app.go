@@ -87,15 +87,17 @@ func newPools(lc fx.Lifecycle, id service.Identity) pools {
 // producerParams are what the producer needs.
 type producerParams struct {
 	fx.In
-	Config  produce.Config
-	Cache   *metacache.Cache
-	Pool    *storageclient.Pool `name:"produce"`
+	Config produce.Config
+	Cache  *metacache.Cache
+	Pool   *storageclient.Pool `name:"produce"`
+	// Client hands out the producer ids of the accumulator's lanes.
+	Client  *cluster.Client
 	Metrics *produce.Metrics
 	Log     *slog.Logger
 }
 
 func newProducer(lc fx.Lifecycle, p producerParams) (*produce.Producer, error) {
-	pr, err := produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Metrics, p.Log.With("component", "produce"))
+	pr, err := produce.NewProducer(p.Config, p.Cache, produce.PoolSender{Pool: p.Pool}, p.Client, p.Metrics, p.Log.With("component", "produce"))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,11 @@ type Appended struct {
 	Req        protocol.ProduceRequest
 	BaseOffset int64
 	Records    []record.Record
+	// The first batch's idempotent producer fields (record.NoProducerID
+	// and -1s for a batch without).
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
 }
 
 // partitionLog is one partition's batches on a fake node.
@@ -104,7 +109,8 @@ func (s *Storage) produce(dec *protocol.Decoder) (resp protocol.ProduceResponse,
 	if id.id >= 0 {
 		l.seen[id] = resp
 	}
-	s.appended[k] = append(s.appended[k], Appended{Req: req, BaseOffset: resp.BaseOffset, Records: recs})
+	s.appended[k] = append(s.appended[k], Appended{Req: req, BaseOffset: resp.BaseOffset, Records: recs,
+		ProducerID: id.id, ProducerEpoch: id.epoch, BaseSequence: id.seq})
 	close(s.changed)
 	s.changed = make(chan struct{})
 	lose = s.loseAnswer != nil && s.loseAnswer(&req, attempt)

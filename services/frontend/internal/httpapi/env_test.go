@@ -115,7 +115,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.produce != nil {
 		o.produce(&pcfg)
 	}
-	if e.producer, err = produce.NewProducer(pcfg, e.cache, produce.PoolSender{Pool: pool}, produce.NewMetrics(nil), nil); err != nil {
+	if e.producer, err = produce.NewProducer(pcfg, e.cache, produce.PoolSender{Pool: pool}, client, produce.NewMetrics(nil), nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.producer.Close) // after the server's stop, registered later

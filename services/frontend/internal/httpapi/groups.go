@@ -34,9 +34,14 @@ func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
 	if a := ctx.Request.Header.Peek("Accept"); len(a) > 0 {
 		h.Set("Accept", string(a))
 	}
+	// A copy, not ctx.PostBody(): fasthttp reuses the request's buffer once
+	// the handler returns, and net/http's transport may still be reading a
+	// request body then (its write loop runs on after a cancel or a
+	// deadline, or while a replica is failed over).
+	body := append([]byte(nil), ctx.PostBody()...)
 	actx, cancel := s.adminContext()
 	defer cancel()
-	resp, err := s.offsets.Forward(actx, string(ctx.Method()), path, h, ctx.PostBody())
+	resp, err := s.offsets.Forward(actx, string(ctx.Method()), path, h, body)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			writeError(ctx, fasthttp.StatusGatewayTimeout, protocol.RequestTimedOut, "offsets service: "+err.Error())

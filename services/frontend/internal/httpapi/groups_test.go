@@ -2,12 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 )
 
 func TestGroupsForwardedVerbatim(t *testing.T) {
@@ -89,5 +93,48 @@ func TestRequestIDOnEveryRoute(t *testing.T) {
 		if r := e.do(t, tc.method, tc.path, tc.ct, []byte(tc.body)); r.header.Get("X-Request-Id") == "" {
 			t.Errorf("%s %s (%d): no generated request id", tc.method, tc.path, r.status)
 		}
+	}
+}
+
+// keepRelay keeps the body of every request it relays, as net/http's
+// transport may keep reading one after Forward returned.
+type keepRelay struct {
+	mu     sync.Mutex
+	bodies [][]byte // guarded by mu
+}
+
+func (r *keepRelay) Forward(_ context.Context, _, _ string, _ http.Header, body []byte) (*forward.Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bodies = append(r.bodies, body)
+	return &forward.Response{Status: http.StatusOK, Header: http.Header{}, Body: []byte(`{}`)}, nil
+}
+
+// TestGroupsRelayOwnsTheBody: the body handed to the relay is not
+// fasthttp's request buffer, which the next request on the connection
+// reuses.
+func TestGroupsRelayOwnsTheBody(t *testing.T) {
+	relay := &keepRelay{}
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	s, err := New(cfg, Deps{Offsets: relay}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	first, second := strings.Repeat("a", 512), strings.Repeat("b", 512)
+	for _, body := range []string{first, second} { // one keep-alive connection
+		resp, err := http.Post("http://"+s.Addr()+"/v1/groups/g/commit", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	relay.mu.Lock()
+	defer relay.mu.Unlock()
+	if len(relay.bodies) != 2 || string(relay.bodies[0]) != first || string(relay.bodies[1]) != second {
+		t.Fatalf("relayed bodies changed after their handler returned: %d bodies, first %.8q...", len(relay.bodies), relay.bodies[0])
 	}
 }

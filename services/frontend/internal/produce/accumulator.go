@@ -52,7 +52,12 @@ type accumulator struct {
 
 	mu    sync.Mutex
 	lanes map[laneKey]*lane // lanes with records queued or a batch in flight; guarded by mu
-	wg    sync.WaitGroup    // the lanes' goroutines; Add under mu while !closed
+	// seqs are the lanes' idempotent identities (idempotence.go), kept
+	// while their lanes come and go: one small entry per (topic, partition,
+	// acks) ever produced to, never dropped (a deleted topic's stay too).
+	// The map is guarded by mu; each entry is used by its lane's goroutine.
+	seqs map[laneKey]*laneSeq
+	wg   sync.WaitGroup // the lanes' goroutines; Add under mu while !closed
 }
 
 // laneKey names a lane.
@@ -67,6 +72,7 @@ type laneKey struct {
 // left.
 type lane struct {
 	key laneKey
+	seq *laneSeq // its identity; used by the goroutine only
 	// wake tells the goroutine that a batch was sealed full or that the
 	// accumulator is closing; buffered (1), signalled without blocking.
 	wake chan struct{}
@@ -86,7 +92,7 @@ type pendingBatch struct {
 }
 
 func newAccumulator(p *Producer, linger time.Duration, maxBytes int) *accumulator {
-	return &accumulator{p: p, linger: linger, maxBytes: maxBytes, lanes: make(map[laneKey]*lane)}
+	return &accumulator{p: p, linger: linger, maxBytes: maxBytes, lanes: make(map[laneKey]*lane), seqs: make(map[laneKey]*laneSeq)}
 }
 
 // add appends request w's records for the partition of g (positions in w's
@@ -103,7 +109,14 @@ func (a *accumulator) add(w *waiter, topic string, acks int8, g *group, ts int64
 	}
 	l := a.lanes[k]
 	if l == nil {
-		l = &lane{key: k, wake: make(chan struct{}, 1)}
+		seq := a.seqs[k]
+		if seq == nil {
+			seq = &laneSeq{id: record.NoProducerID, epoch: record.NoProducerEpoch}
+			a.seqs[k] = seq
+		}
+		// The lane before it under k (if any) has ended its last flush: it
+		// left a.lanes, under mu, only after.
+		l = &lane{key: k, seq: seq, wake: make(chan struct{}, 1)}
 		a.lanes[k] = l
 		a.wg.Add(1)
 		go a.run(l)
@@ -170,7 +183,7 @@ func (a *accumulator) run(l *lane) {
 		if b == nil {
 			return
 		}
-		a.flush(l.key, b)
+		a.flush(l, b)
 	}
 }
 

@@ -58,7 +58,7 @@ func lingerProducer(t testing.TB, meta Metadata, send Sender, tune func(*Config)
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := NewProducer(cfg, meta, send, nil, nil)
+	p, err := NewProducer(cfg, meta, send, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

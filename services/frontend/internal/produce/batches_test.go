@@ -202,7 +202,7 @@ func timeoutProducer(t *testing.T, stall ...int32) *Producer {
 	}
 	cfg := DefaultConfig()
 	cfg.Timeout = 50 * time.Millisecond
-	p, err := NewProducer(cfg, meta, st, nil, nil)
+	p, err := NewProducer(cfg, meta, st, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

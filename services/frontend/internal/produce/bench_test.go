@@ -56,7 +56,7 @@ func BenchmarkProduce(b *testing.B) {
 	meta.set("t", "a:1", "a:1", "a:1", "a:1")
 	cfg := DefaultConfig()
 	cfg.Linger = 0 // one request at a time: lingering would only add its wait
-	p, err := NewProducer(cfg, meta, discardSender{}, nil, nil)
+	p, err := NewProducer(cfg, meta, discardSender{}, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func BenchmarkProduceLinger(b *testing.B) {
 				}
 				cfg := DefaultConfig()
 				cfg.Linger = linger
-				p, err := NewProducer(cfg, meta, send, nil, nil)
+				p, err := NewProducer(cfg, meta, send, nil, nil, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

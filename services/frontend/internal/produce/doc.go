@@ -12,7 +12,20 @@
 // batches: a batch goes when its linger has passed and the partition's
 // previous batch was answered, or at once when full (BatchMaxBytes), and each
 // request gets its records' offsets (the batch's base offset plus each
-// record's position in it) or the batch's error. The request's acks goes to
+// record's position in it) or the batch's error.
+//
+// Each accumulator lane is an idempotent producer (idempotence.go), as
+// Kafka's REST proxy is: on first use it gets a producer id of its own from
+// the metadata service (ProducerIDs, InitProducerID) and stamps its batches
+// with the id, its epoch and consecutive sequences. A resend after a lost
+// answer (a storage deadline tears the shared connection down while the old
+// copy is on its way) is then answered by the leader as a duplicate with its
+// original offsets, and a late copy is never appended twice nor after the
+// lane's next batch. A batch that fails for good puts the lane's sequence in
+// doubt: the lane's next batch starts a fresh id. When no id can be had
+// (metadata down; asked again after pidCooldown), batches go unstamped, at
+// least once, with one warning per outage: availability before the extra
+// guarantee. With Linger 0 batches are never stamped. The request's acks goes to
 // the leader as given; the storage protocol answers every request, so
 // acks=none still reports offsets and only spares the wait for replicas and
 // fsync.
@@ -50,9 +63,20 @@
 //     (admitted by the Budget) and copies none until it builds a batch: a
 //     request that answers leaves its records unreachable from the lanes,
 //     and each lane owns at most its one built batch in flight;
+//   - a lane's stamped batches carry consecutive sequences under its id, in
+//     send order; its sequence moves only after a batch was acknowledged,
+//     and after a failure of a batch that may have reached a leader the lane
+//     never uses that id again;
 //   - the frontend holds no state a restart would lose: a request either got
-//     its answer or the client resends it (delivery is at-least-once; exactly
-//     once per batch for idempotent batches, which leaders deduplicate);
+//     its answer or the client resends it. Delivery of one attempt of a
+//     batch is exactly once for stamped batches (lingered record bodies with
+//     a producer id, and SDK batches with one), which leaders deduplicate,
+//     and at-least-once for the others (Linger 0, no id obtainable,
+//     batches-body batches without an id), whose resend after a lost answer
+//     may duplicate them or land a late copy after a later batch. A batch
+//     answered "outcome unknown" may still be appended once, before or after
+//     the lane's next batch (that one starts a new id); a client that resends
+//     its records then may duplicate them, as with any Kafka producer;
 //   - Parse never panics and never trusts a declared length for an allocation;
 //     every error it returns wraps ErrMalformed, ErrTooManyRecords or
 //     ErrContentType with a reason naming the record and field.

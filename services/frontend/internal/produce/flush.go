@@ -12,17 +12,18 @@ import (
 // errNotSent: flush left a built batch unsent (see flush).
 var errNotSent = errors.New("batch not sent")
 
-// flush builds batch b of lane k from the slices whose requests still wait,
+// flush builds batch b of lane l from the slices whose requests still wait,
+// stamps it with the lane's producer id and next sequence (idempotence.go),
 // sends it to the partition's leader (retries as sendWithRetry does) and
 // answers its requests. Called by the lane's goroutine only, so a lane has
-// one batch in flight at a time.
+// one batch in flight at a time and its sequences reach the leader in order.
 //
 // The send's deadline is the latest of its requests' deadlines, so no
 // request loses time to the batch it shares; a request whose own deadline
 // passes first answers "outcome unknown" by itself, and the send is
 // cancelled as soon as none of its requests waits any more.
-func (a *accumulator) flush(k laneKey, b *pendingBatch) {
-	p := a.p
+func (a *accumulator) flush(l *lane, b *pendingBatch) {
+	p, k := a.p, l.key
 	bld := p.builders.Get().(*record.Builder)
 	defer func() { bld.Reset(); p.builders.Put(bld) }()
 	bld.Reset()
@@ -43,6 +44,12 @@ func (a *accumulator) flush(k laneKey, b *pendingBatch) {
 	ctx, cancelDeadline := context.WithDeadline(parent, deadline)
 	defer cancelDeadline()
 
+	stamped := false
+	if k.acks == protocol.AcksAll {
+		stamped = l.seq.stamp(ctx, &p.ids, bld)
+	} else {
+		bld.SetProducer(record.NoProducerID, record.NoProducerEpoch, record.NoSequence)
+	}
 	batch, err := bld.Build()
 	var resp protocol.ProduceResponse
 	switch {
@@ -60,6 +67,11 @@ func (a *accumulator) flush(k laneKey, b *pendingBatch) {
 			err = protocol.UnknownTopicOrPartition.Err("topic %q was deleted", k.topic)
 		} else {
 			resp, err = p.sendWithRetry(ctx, k.topic, k.acks, route, k.partition, batch)
+			if stamped {
+				// Only a batch that may have reached a leader moves the
+				// sequence or puts it in doubt; one never sent leaves it.
+				l.seq.sent(bld.Count(), err)
+			}
 		}
 		if err == nil {
 			p.metrics.Bytes.Add(float64(len(batch)))

@@ -69,10 +69,13 @@ type Producer struct {
 	now      func() time.Time
 	builders sync.Pool    // *record.Builder, one per partition in flight
 	acc      *accumulator // nil when Linger is 0
+	ids      pidSource    // producer ids of the accumulator's lanes
 }
 
-// NewProducer returns a Producer. metrics and log may be nil.
-func NewProducer(cfg Config, meta Metadata, send Sender, metrics *Metrics, log *slog.Logger) (*Producer, error) {
+// NewProducer returns a Producer. ids gives the accumulator's lanes their
+// producer ids (idempotence.go); with ids nil their batches go unstamped.
+// metrics and log may be nil.
+func NewProducer(cfg Config, meta Metadata, send Sender, ids ProducerIDs, metrics *Metrics, log *slog.Logger) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -84,6 +87,7 @@ func NewProducer(cfg Config, meta Metadata, send Sender, metrics *Metrics, log *
 	}
 	p := &Producer{cfg: cfg, meta: meta, send: send, metrics: metrics, log: log, now: time.Now}
 	p.budget = NewBudget(cfg.MaxInFlightBytes, metrics)
+	p.ids = pidSource{src: ids, log: log, backoff: cfg.RetryBackoff, timeout: min(pidTimeout, cfg.Timeout), cooldown: pidCooldown}
 	p.builders.New = func() any { return record.NewBuilder(record.CodecNone) }
 	if cfg.Linger > 0 {
 		p.acc = newAccumulator(p, cfg.Linger, cfg.BatchMaxBytes)
@@ -206,10 +210,17 @@ func (p *Producer) route(ctx context.Context, topic string) (*metacache.Route, e
 
 // produceGroup builds one partition's batch, sends it with retries and fills
 // the results of its records. It writes only results[g.index...].
+//
+// The batch carries no producer id: concurrent requests to one partition
+// cannot share a sequence without a lane to order them, so with Linger 0 (and
+// after Close) record bodies are produced at least once (a resend after a
+// lost answer may duplicate the batch, or land a late copy after a later
+// one), as with a non-idempotent Kafka producer.
 func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, route *metacache.Route, g *group, recs []Input, now int64, results []Result) {
 	b := p.builders.Get().(*record.Builder)
 	defer func() { b.Reset(); p.builders.Put(b) }()
 	b.Reset()
+	b.SetProducer(record.NoProducerID, record.NoProducerEpoch, record.NoSequence)
 	for _, i := range g.index {
 		rec := recs[i].Record
 		if rec.Timestamp == 0 {
@@ -289,10 +300,12 @@ func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route 
 // retriable codes qualify except those where the leader may already hold the
 // records (a timeout after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND) or
 // where a resend cannot help (CORRUPT_RECORD: the bytes are ours). Resends
-// after a broken connection may duplicate a batch the frontend built, or a
-// batches-body batch without a producer id: delivery is at-least-once, as
-// with a non-idempotent Kafka producer. A batch with a producer id is safe to
-// resend: the leader answers a duplicate with its original offsets.
+// after a broken connection may duplicate a batch without a producer id (a
+// batches-body batch without one, a record-body batch built with Linger 0 or
+// while no id could be had): delivery is at-least-once for those, as with a
+// non-idempotent Kafka producer. A batch with a producer id (the SDK's, or an
+// accumulator lane's) is safe to resend: the leader answers a duplicate with
+// its original offsets and refuses a sequence out of order.
 func retriable(err error) bool {
 	switch c := protocol.CodeOf(err); c {
 	case protocol.RequestTimedOut, protocol.NotEnoughReplicasAfterAppend, protocol.CorruptRecord:

@@ -128,7 +128,7 @@ func testProducer(t *testing.T, meta Metadata, send Sender) *Producer {
 	cfg.RetryBackoff = time.Millisecond
 	cfg.MaxRetryBackoff = 5 * time.Millisecond
 	cfg.Retries = 3
-	p, err := NewProducer(cfg, meta, send, nil, nil)
+	p, err := NewProducer(cfg, meta, send, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
