@@ -17,7 +17,8 @@ import (
 )
 
 // TestContainerCluster starts one containerised cluster and runs the
-// scenarios on it in order; the last one kills a storage node.
+// scenarios on it in order; the last two each kill a node (an offsets
+// replica, then a storage node).
 func TestContainerCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("containers suite")
@@ -27,6 +28,8 @@ func TestContainerCluster(t *testing.T) {
 	t.Logf("cluster ready in %v", time.Since(start).Round(time.Millisecond))
 
 	t.Run("ProduceAndTwoGroups", func(t *testing.T) { testProduceAndTwoGroups(t, c) })
+	t.Run("PauseMetadataLeader", func(t *testing.T) { testPauseMetadataLeader(t, c) })
+	t.Run("KillOffsetsReplica", func(t *testing.T) { testKillOffsetsReplica(t, c) })
 	t.Run("StorageLeaderKill", func(t *testing.T) { testStorageLeaderKill(t, c) })
 }
 

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"context"
 	"slices"
 	"time"
@@ -125,7 +126,10 @@ func (r *Replica) FollowerFetched(id int32, fetchOffset, flushed int64, now time
 	if r.alterPending {
 		return nil
 	}
-	isr, changed := ExpandISR(r.isr, r.replicas, r.followers, r.hw, now, maxLag)
+	// Only the follower that fetched may join (as Kafka decides on the
+	// follower's own fetch): a dead follower's last state, still fresh in
+	// the map, must not be proposed on another follower's fetch.
+	isr, changed := ExpandISR(r.isr, []int32{id}, r.followers, r.hw, now, maxLag)
 	if !changed {
 		return nil
 	}
@@ -160,6 +164,18 @@ func (r *Replica) Altered(p *cluster.Partition, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.alterPending = false
+	var pe *protocol.Error
+	if errors.As(err, &pe) && !pe.Code.Retriable() {
+		// Metadata refused the change (a joining replica it fenced, a stale
+		// epoch): it did not commit, so the expansion no longer holds the
+		// high watermark.
+		r.maxISR = nil
+		if r.leader == r.self {
+			r.recomputeHWLocked()
+		}
+		r.notifyLocked()
+		return
+	}
 	if err != nil || p == nil || p.LeaderEpoch != r.leaderEpoch || p.PartitionEpoch < r.partitionEpoch {
 		// The outcome is unknown (the change may have committed with the
 		// answer lost): maxISR stays in force until a snapshot decides.

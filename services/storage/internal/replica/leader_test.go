@@ -132,3 +132,39 @@ func TestPendingExpansionHoldsTheHighWatermark(t *testing.T) {
 		t.Fatalf("high watermark %d after the ISR grew", hw)
 	}
 }
+
+// TestRefusedExpansionReleasesTheHighWatermark: metadata refuses to add a
+// replica (it fenced the node); the change did not commit, so the high
+// watermark no longer waits for that replica.
+func TestRefusedExpansionReleasesTheHighWatermark(t *testing.T) {
+	_, r := leaderReplica(t, "1")
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
+	for i := 0; i < 3; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	r.FollowerFetched(2, 1, -1, now, time.Minute)
+	if req := r.FollowerFetched(3, 1, -1, now, time.Minute); req == nil {
+		t.Fatal("no expansion asked")
+	}
+	r.Altered(nil, protocol.InvalidRequest.Err("node 3 cannot join the ISR: it is not alive"))
+	r.FollowerFetched(2, 3, -1, now, time.Minute)
+	if hw := r.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d after a refused expansion: the refused replica still holds it back", hw)
+	}
+}
+
+// TestOnlyTheFetchingFollowerMayJoin: a follower that stopped fetching (its
+// last state still recent) is not proposed for the ISR on another
+// follower's fetch.
+func TestOnlyTheFetchingFollowerMayJoin(t *testing.T) {
+	_, r := leaderReplica(t, "1")
+	now := time.Now()
+	r.FollowerFetched(3, 0, -1, now, time.Minute) // 3 fetched, then died
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
+	if req := r.FollowerFetched(2, 0, -1, now, time.Minute); req != nil {
+		t.Fatalf("follower 2's fetch proposed %v: only the fetching follower may join", req.ISR)
+	}
+}
