@@ -1,8 +1,8 @@
 package replica
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
