@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	sluice "github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
@@ -38,7 +39,7 @@ func testPauseMetadataLeader(t *testing.T, c *tcCluster) {
 
 	p := c.producer(t)
 	stop := make(chan struct{})
-	done := make(chan *keyedLoad)
+	done := make(chan *loadcheck.KeyedLoad)
 	go func() { done <- runKeyedLoad(t, p, topic, 30, stop) }()
 	time.Sleep(time.Second)
 	t.Logf("pausing %s, the metadata Raft leader", old)
@@ -82,14 +83,12 @@ func testPauseMetadataLeader(t *testing.T, c *tcCluster) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.acked) == 0 {
+	if len(l.AckedSet()) == 0 {
 		t.Fatal("nothing acknowledged")
 	}
-	if len(l.errs) > 0 || len(l.acked) != l.sent {
-		t.Fatalf("acknowledged %d of %d, %d failed (%s): the producer should ride out the metadata failover", len(l.acked), l.sent, len(l.errs), l.errSummary())
-	}
+	l.RequireAllAcknowledged(t, ": the producer should ride out the metadata failover")
 	c.waitFullISR(t, ctx, created, 3)
-	checkExactlyOnceInOrder(t, c.readValues(t, ctx, topic, partitions), l)
+	loadcheck.CheckExactlyOnceInOrder(t, c.readValues(t, ctx, topic, partitions), l)
 }
 
 // testKillOffsetsReplica: a group reads part of a topic and commits; the
@@ -104,16 +103,14 @@ func testKillOffsetsReplica(t *testing.T, c *tcCluster) {
 	c.waitFullISR(t, ctx, topic, 3)
 
 	p := c.producer(t)
-	l := &keyedLoad{acked: map[string]bool{}}
-	l.sendN(t, p, topic, 20, 3000)
+	l := loadcheck.NewKeyedLoad()
+	l.SendN(t, p, topic, 20, 3000)
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.errs) > 0 || len(l.acked) != l.sent {
-		t.Fatalf("acknowledged %d of %d, %d failed (%s)", len(l.acked), l.sent, len(l.errs), l.errSummary())
-	}
+	l.RequireAllAcknowledged(t, "")
 	stored := c.readValues(t, ctx, topic, partitions)
-	checkExactlyOnceInOrder(t, stored, l)
+	loadcheck.CheckExactlyOnceInOrder(t, stored, l)
 
 	// First member: read about half, commit, read a little more (not
 	// committed), leave without committing.
@@ -206,7 +203,7 @@ func testKillOffsetsReplica(t *testing.T, c *tcCluster) {
 			t.Fatalf("second member resumed partition %d at %d (read: %v), committed %d", part, off, ok, committed[part])
 		}
 	}
-	for v := range l.ackedSet() {
+	for v := range l.AckedSet() {
 		if !seen[v] {
 			t.Fatalf("acknowledged record %s was read by neither member", v)
 		}
@@ -226,7 +223,7 @@ func (c *tcCluster) groupConsumer(t *testing.T, group, topic string, offsets []s
 	cfg.ClientID = group + "-member"
 	cfg.AutoCommit = autoCommit
 	cfg.AutoOffsetReset = sluice.OffsetResetEarliest
-	cfg.Logger = quietLogger()
+	cfg.Logger = loadcheck.QuietLogger()
 	cons, err := sluice.NewConsumer(cfg)
 	if err != nil {
 		t.Fatal(err)

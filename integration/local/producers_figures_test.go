@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -72,7 +73,7 @@ func sdkThroughput(t *testing.T, c *localcluster.Cluster, topic string, d time.D
 	t.Helper()
 	cfg := client.DefaultProducerConfig()
 	cfg.Frontends, cfg.Acks, cfg.DisableIdempotence = c.FrontendURLs(), protocol.AcksLeader, true
-	cfg.Logger = quietLogger()
+	cfg.Logger = loadcheck.QuietLogger()
 	p, err := client.NewProducer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,16 +35,8 @@ type frontends struct {
 }
 
 func newFrontends(addrs []string, conns int) *frontends {
-	f := &frontends{hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
-	for _, a := range addrs {
-		if a = strings.TrimRight(strings.TrimSpace(a), "/"); a == "" {
-			continue
-		}
-		if !strings.Contains(a, "://") {
-			a = "http://" + a
-		}
-		f.urls = append(f.urls, a)
-	}
+	f := &frontends{urls: jsonhttp.BaseURLs(addrs),
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
 	f.down = make([]time.Time, len(f.urls))
 	return f
 }

@@ -46,6 +46,13 @@ type Client struct {
 // after a transport error or an answer whose code retryElsewhere accepts (the
 // "not the leader and could not forward" codes).
 func New(name string, addrs []string, retryElsewhere func(protocol.Code) bool) *Client {
+	return &Client{name: name, addrs: BaseURLs(addrs), retryOn: retryElsewhere,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+}
+
+// BaseURLs normalizes service addresses ("http://host:port" or "host:port",
+// spaces and trailing slashes ignored) into base URLs, dropping empty ones.
+func BaseURLs(addrs []string) []string {
 	norm := make([]string, 0, len(addrs))
 	for _, a := range addrs {
 		a = strings.TrimRight(strings.TrimSpace(a), "/")
@@ -57,8 +64,7 @@ func New(name string, addrs []string, retryElsewhere func(protocol.Code) bool) *
 		}
 		norm = append(norm, a)
 	}
-	return &Client{name: name, addrs: norm, retryOn: retryElsewhere,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+	return norm
 }
 
 // Addrs returns the normalized base URLs.

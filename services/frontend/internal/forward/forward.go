@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
@@ -64,18 +63,7 @@ type Forwarder struct {
 // ("http://host:port" or "host:port"); an answer with code retryElsewhere is
 // retried on the next replica.
 func New(name string, addrs []string, retryElsewhere protocol.Code) *Forwarder {
-	norm := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		a = strings.TrimRight(strings.TrimSpace(a), "/")
-		if a == "" {
-			continue
-		}
-		if !strings.Contains(a, "://") {
-			a = "http://" + a
-		}
-		norm = append(norm, a)
-	}
-	return &Forwarder{name: name, addrs: norm, retryOn: retryElsewhere,
+	return &Forwarder{name: name, addrs: jsonhttp.BaseURLs(addrs), retryOn: retryElsewhere,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
 
