@@ -208,6 +208,21 @@ func TestUncommittedRecordsAreRedelivered(t *testing.T) {
 	checkExclusiveOwnership(t, m1, m2)
 }
 
+// pollUntilSeen polls cons, adding every value to seen, until seen holds as
+// many values as want.
+func pollUntilSeen(t *testing.T, ctx context.Context, cons *client.Consumer, seen, want map[string]bool) {
+	t.Helper()
+	for len(seen) < len(want) {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			seen[string(r.Value)] = true
+		}
+	}
+}
+
 // offsetsLeader finds the offsets replica that leads its Raft group.
 func offsetsLeader(t *testing.T, c *localcluster.Cluster) *localcluster.Proc {
 	t.Helper()
@@ -252,15 +267,7 @@ func TestOffsetsLeaderKill(t *testing.T) {
 	}
 	defer cons.Close(context.Background())
 	seen := map[string]bool{}
-	for len(seen) < len(want) {
-		recs, err := cons.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			seen[string(r.Value)] = true
-		}
-	}
+	pollUntilSeen(t, ctx, cons, seen, want)
 	if err := cons.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,15 +297,7 @@ func TestOffsetsLeaderKill(t *testing.T) {
 	for _, v := range more {
 		want[v] = true
 	}
-	for len(seen) < len(want) {
-		recs, err := cons.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			seen[string(r.Value)] = true
-		}
-	}
+	pollUntilSeen(t, ctx, cons, seen, want)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		err := cons.Commit(ctx)
