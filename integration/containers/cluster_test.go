@@ -13,8 +13,8 @@ import (
 )
 
 // TestContainerCluster starts one containerised cluster and runs the
-// scenarios on it in order; the last two each kill a node (an offsets
-// replica, then a storage node).
+// scenarios on it in order; a scenario that kills or stops a container starts
+// it again before it ends, so each begins with the whole cluster.
 func TestContainerCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("containers suite")
@@ -27,6 +27,9 @@ func TestContainerCluster(t *testing.T) {
 	t.Run("PauseMetadataLeader", func(t *testing.T) { testPauseMetadataLeader(t, c) })
 	t.Run("KillOffsetsReplica", func(t *testing.T) { testKillOffsetsReplica(t, c) })
 	t.Run("StorageLeaderKill", func(t *testing.T) { testStorageLeaderKill(t, c) })
+	t.Run("StorageLeaderPartition", func(t *testing.T) { testStorageLeaderPartition(t, c) })
+	t.Run("ScaleFrontends", func(t *testing.T) { testScaleFrontends(t, c) })
+	t.Run("RollingRestart", func(t *testing.T) { testRollingRestart(t, c) })
 }
 
 // testProduceAndTwoGroups: an idempotent acks=all SDK producer through the
@@ -92,6 +95,10 @@ func testStorageLeaderKill(t *testing.T, c *tcCluster) {
 	}
 	l.RequireAllAcknowledged(t, ": the producer should ride out the failover")
 	loadcheck.CheckExactlyOnceInOrder(t, c.readValues(t, ctx, topic, partitions), l)
+
+	// The killed node recovers its log and catches up.
+	c.restart(fmt.Sprintf("storage-%d", leader))
+	c.waitPreferredLeaders(t, ctx, topic)
 }
 
 func (c *tcCluster) createTopic(t *testing.T, ctx context.Context, topic string, partitions, rf int) {
@@ -126,10 +133,18 @@ func (c *tcCluster) waitFullISR(t *testing.T, ctx context.Context, topic string,
 	}
 }
 
+// producer is an idempotent acks=all SDK producer through frontend-1.
 func (c *tcCluster) producer(t *testing.T) *client.Producer {
 	t.Helper()
+	return c.producerOn(t, []string{c.frontendURL})
+}
+
+// producerOn is an idempotent acks=all SDK producer spreading its requests
+// over the given frontends.
+func (c *tcCluster) producerOn(t *testing.T, frontends []string) *client.Producer {
+	t.Helper()
 	cfg := client.DefaultProducerConfig() // acks=all, idempotent
-	cfg.Frontends = []string{c.frontendURL}
+	cfg.Frontends = frontends
 	cfg.Linger = 2 * time.Millisecond
 	cfg.RequestTimeout = 5 * time.Second
 	p, err := client.NewProducer(cfg)

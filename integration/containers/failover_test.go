@@ -209,6 +209,9 @@ func testKillOffsetsReplica(t *testing.T, c *tcCluster) {
 		}
 	}
 	t.Logf("both members read all %d records; the second resumed at %v", len(seen), firstOffset)
+
+	// The killed replica comes back from its disk and rejoins.
+	c.restart(leader)
 }
 
 // groupConsumer starts a member of group, subscribed to topic, over the
@@ -259,7 +262,7 @@ func (c *tcCluster) raftLeader(t *testing.T, ctx context.Context, service, admin
 			if slices.Contains(exclude, name) {
 				continue
 			}
-			if metricValue(hc, c.endpoint(ctx, name, adminPort)+"/metrics", metric) == "1" {
+			if metricValue(hc, c.endpoint(name, adminPort)+"/metrics", metric) == "1" {
 				return name
 			}
 		}
@@ -291,7 +294,7 @@ func (c *tcCluster) pause(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := docker.ContainerPause(ctx, c.containers[name].GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+	if _, err := docker.ContainerPause(ctx, c.containerID(name), client.ContainerPauseOptions{}); err != nil {
 		c.t.Fatalf("pause %s: %v", name, err)
 	}
 }
@@ -301,7 +304,7 @@ func (c *tcCluster) unpause(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := docker.ContainerUnpause(ctx, c.containers[name].GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+	if _, err := docker.ContainerUnpause(ctx, c.containerID(name), client.ContainerUnpauseOptions{}); err != nil {
 		c.t.Errorf("unpause %s: %v", name, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -29,28 +30,38 @@ const (
 )
 
 // tcCluster is a Sluice cluster in containers on its own network, laid out as
-// docker-compose.yml (3 metadata, 3 storage, 3 offsets) with one frontend.
-// Storage nodes publish 9101 on a host port chosen up front and advertise
+// docker-compose.yml (3 metadata, 3 storage, 3 offsets) with one frontend to
+// begin with. Every published port is bound to a host port chosen up front,
+// so addresses survive a container's restart; storage nodes advertise
 // 127.0.0.1:<port>, so the test process reaches them as clients do.
 type tcCluster struct {
 	t          *testing.T
 	net        *testcontainers.DockerNetwork
 	mu         sync.Mutex
 	containers map[string]testcontainers.Container
+	nodes      map[string]node
 
 	metadataURLs []string // published metadata HTTP ports
 	offsetsURLs  []string // published offsets HTTP ports
-	frontendURL  string   // published frontend HTTP port
+	frontendURL  string   // published HTTP port of frontend-1
 }
 
 // node describes one container.
 type node struct {
-	name      string // network alias
-	image     string
-	cmd       []string
-	admin     string   // admin port serving /readyz
-	ports     []string // exposed ports published on random host ports
-	storePort int      // storage only: fixed host port for 9101
+	name  string // network alias
+	image string
+	cmd   []string
+	admin string         // admin port serving /readyz
+	ports map[string]int // published container port -> host port on 127.0.0.1 (admin included)
+}
+
+// newNode returns a node publishing admin and ports, each on a free host port.
+func newNode(t *testing.T, name, image, admin string, cmd []string, ports ...string) node {
+	n := node{name: name, image: image, cmd: cmd, admin: admin, ports: map[string]int{admin: freePort(t)}}
+	for _, p := range ports {
+		n.ports[p] = freePort(t)
+	}
+	return n
 }
 
 func labels() map[string]string {
@@ -67,32 +78,39 @@ func startCluster(t *testing.T) *tcCluster {
 	if err != nil {
 		t.Fatalf("network: %v", err)
 	}
-	c := &tcCluster{t: t, net: nw, containers: map[string]testcontainers.Container{}}
+	c := &tcCluster{t: t, net: nw, containers: map[string]testcontainers.Container{}, nodes: map[string]node{}}
 	t.Cleanup(c.close)
 
 	var meta, offs, store []node
 	for i := 1; i <= 3; i++ {
 		id := strconv.Itoa(i)
-		meta = append(meta, node{name: "metadata-" + id, image: "sluice/metadata:dev", admin: "7072/tcp", ports: []string{"7070/tcp"},
-			cmd: []string{"-id", id, "-bootstrap", "-peers", metadataPeers}})
-		offs = append(offs, node{name: "offsets-" + id, image: "sluice/offsets:dev", admin: "7082/tcp", ports: []string{"7080/tcp"},
-			cmd: []string{"-id", id, "-bootstrap", "-peers", offsetsPeers, "-metadata", metadataList}})
-		port := freePort(t)
-		store = append(store, node{name: "storage-" + id, image: "sluice/storage:dev", admin: "9111/tcp", storePort: port,
-			cmd: []string{"-node-id", id, "-internal-addr", "storage-" + id + ":9101", "-advertised-addr", fmt.Sprintf("127.0.0.1:%d", port), "-metadata", metadataList}})
+		meta = append(meta, newNode(t, "metadata-"+id, "sluice/metadata:dev", "7072/tcp",
+			[]string{"-id", id, "-bootstrap", "-peers", metadataPeers}, "7070/tcp"))
+		offs = append(offs, newNode(t, "offsets-"+id, "sluice/offsets:dev", "7082/tcp",
+			[]string{"-id", id, "-bootstrap", "-peers", offsetsPeers, "-metadata", metadataList}, "7080/tcp"))
+		s := newNode(t, "storage-"+id, "sluice/storage:dev", "9111/tcp", nil, "9101/tcp")
+		s.cmd = []string{"-node-id", id, "-internal-addr", "storage-" + id + ":9101",
+			"-advertised-addr", fmt.Sprintf("127.0.0.1:%d", s.ports["9101/tcp"]), "-metadata", metadataList}
+		store = append(store, s)
 	}
 	// Raft voters only become ready together: start each group at once.
 	c.startAll(ctx, meta)
 	c.startAll(ctx, append(store, offs...))
-	c.startAll(ctx, []node{{name: "frontend-1", image: "sluice/frontend:dev", admin: "8081/tcp", ports: []string{"8080/tcp"},
-		cmd: []string{"-node-id", "frontend-1", "-metadata", metadataList, "-offsets", offsetsList}}})
+	c.startAll(ctx, []node{c.frontendNode(1)})
 
 	for i := 1; i <= 3; i++ {
-		c.metadataURLs = append(c.metadataURLs, c.endpoint(ctx, fmt.Sprintf("metadata-%d", i), "7070/tcp"))
-		c.offsetsURLs = append(c.offsetsURLs, c.endpoint(ctx, fmt.Sprintf("offsets-%d", i), "7080/tcp"))
+		c.metadataURLs = append(c.metadataURLs, c.endpoint(fmt.Sprintf("metadata-%d", i), "7070/tcp"))
+		c.offsetsURLs = append(c.offsetsURLs, c.endpoint(fmt.Sprintf("offsets-%d", i), "7080/tcp"))
 	}
-	c.frontendURL = c.endpoint(ctx, "frontend-1", "8080/tcp")
+	c.frontendURL = c.endpoint("frontend-1", "8080/tcp")
 	return c
+}
+
+// frontendNode describes frontend-i.
+func (c *tcCluster) frontendNode(i int) node {
+	name := fmt.Sprintf("frontend-%d", i)
+	return newNode(c.t, name, "sluice/frontend:dev", "8081/tcp",
+		[]string{"-node-id", name, "-metadata", metadataList, "-offsets", offsetsList}, "8080/tcp")
 }
 
 func (c *tcCluster) startAll(ctx context.Context, nodes []node) {
@@ -113,9 +131,12 @@ func (c *tcCluster) startAll(ctx context.Context, nodes []node) {
 }
 
 func (c *tcCluster) start(ctx context.Context, n node) error {
-	exposed := append([]string{n.admin}, n.ports...)
-	if n.storePort != 0 {
-		exposed = append(exposed, "9101/tcp")
+	c.mu.Lock()
+	c.nodes[n.name] = n
+	c.mu.Unlock()
+	var exposed []string
+	for p := range n.ports {
+		exposed = append(exposed, p)
 	}
 	req := testcontainers.ContainerRequest{
 		Image:          n.image,
@@ -126,12 +147,10 @@ func (c *tcCluster) start(ctx context.Context, n node) error {
 		NetworkAliases: map[string][]string{c.net.Name: {n.name}},
 		WaitingFor:     wait.ForHTTP("/readyz").WithPort(n.admin).WithStartupTimeout(90 * time.Second).WithPollInterval(250 * time.Millisecond),
 		HostConfigModifier: func(hc *container.HostConfig) {
-			if n.storePort != 0 {
-				if hc.PortBindings == nil {
-					hc.PortBindings = mobynet.PortMap{}
-				}
-				hc.PortBindings[mobynet.MustParsePort("9101/tcp")] = []mobynet.PortBinding{
-					{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(n.storePort)}}
+			hc.PortBindings = mobynet.PortMap{}
+			for p, host := range n.ports {
+				hc.PortBindings[mobynet.MustParsePort(p)] = []mobynet.PortBinding{
+					{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(host)}}
 			}
 		},
 	}
@@ -147,13 +166,23 @@ func (c *tcCluster) start(ctx context.Context, n node) error {
 	return nil
 }
 
-func (c *tcCluster) endpoint(ctx context.Context, name, port string) string {
+// endpoint is the URL of a node's published port.
+func (c *tcCluster) endpoint(name, port string) string {
 	c.t.Helper()
-	e, err := c.containers[name].PortEndpoint(ctx, port, "http")
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", name, port, err)
+	c.mu.Lock()
+	host, ok := c.nodes[name].ports[port]
+	c.mu.Unlock()
+	if !ok {
+		c.t.Fatalf("%s publishes no %s", name, port)
 	}
-	return e
+	return fmt.Sprintf("http://127.0.0.1:%d", host)
+}
+
+// containerID returns the Docker id of a node's container.
+func (c *tcCluster) containerID(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.containers[name].GetContainerID()
 }
 
 // kill sends SIGKILL to a container (kill -9 of its process).
@@ -161,9 +190,97 @@ func (c *tcCluster) kill(name string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := docker.ContainerKill(ctx, c.containers[name].GetContainerID(), client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+	if _, err := docker.ContainerKill(ctx, c.containerID(name), client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
 		c.t.Fatalf("kill %s: %v", name, err)
 	}
+}
+
+// stop stops a container gracefully (SIGTERM, then SIGKILL after 30s).
+func (c *tcCluster) stop(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	timeout := 30
+	if _, err := docker.ContainerStop(ctx, c.containerID(name), client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+		c.t.Fatalf("stop %s: %v", name, err)
+	}
+}
+
+// restart starts a stopped or killed container again (same file system,
+// network alias and host ports) and waits until it is ready.
+func (c *tcCluster) restart(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := docker.ContainerStart(ctx, c.containerID(name), client.ContainerStartOptions{}); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	c.waitReady(name)
+}
+
+// waitReady waits up to 90s for a node's /readyz to answer 200.
+func (c *tcCluster) waitReady(name string) {
+	c.t.Helper()
+	c.mu.Lock()
+	admin := c.nodes[name].admin
+	c.mu.Unlock()
+	url := c.endpoint(name, admin) + "/readyz"
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s not ready after 90s: %v", name, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// disconnect cuts a container off the cluster network (its published ports
+// go with it); reconnect joins it again under its alias.
+func (c *tcCluster) disconnect(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := docker.NetworkDisconnect(ctx, c.net.ID, client.NetworkDisconnectOptions{Container: c.containerID(name), Force: true}); err != nil {
+		c.t.Fatalf("disconnect %s: %v", name, err)
+	}
+}
+
+func (c *tcCluster) reconnect(name string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := docker.NetworkConnect(ctx, c.net.ID, client.NetworkConnectOptions{Container: c.containerID(name),
+		EndpointConfig: &mobynet.EndpointSettings{Aliases: []string{name}}}); err != nil {
+		c.t.Fatalf("reconnect %s: %v", name, err)
+	}
+}
+
+// logs returns a container's whole log.
+func (c *tcCluster) logs(name string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	ctr := c.containers[name]
+	c.mu.Unlock()
+	rc, err := ctr.Logs(ctx)
+	if err != nil {
+		c.t.Fatalf("logs of %s: %v", name, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		c.t.Fatalf("logs of %s: %v", name, err)
+	}
+	return string(b)
 }
 
 // close removes the containers and the network; on failure it prints the

@@ -1,0 +1,179 @@
+package containers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/integration/internal/loadcheck"
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// testStorageLeaderPartition cuts the storage leader of a partition off the
+// network under load, then reconnects it.
+//
+// To be sure the cut-off leader holds records no one else has, the two other
+// storage nodes are frozen (docker pause) for a second first, while an
+// acks=leader side load keeps appending to the leader; then the leader is
+// disconnected and the others thawed. Metadata fences the leader (a new leader
+// with a higher epoch, the old one out of the ISR); once reconnected it must
+// truncate that divergent suffix (its log says so), catch up, rejoin the ISR
+// and take its preferred leaderships back. The idempotent acks=all load is
+// then read back, through it, exactly once and in per-key order.
+func testStorageLeaderPartition(t *testing.T, c *tcCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic, side, partitions = "tc-partition", "tc-partition-side", 3
+	c.createTopic(t, ctx, topic, partitions, 3)
+	c.createTopic(t, ctx, side, 1, 3)
+	c.waitPreferredLeaders(t, ctx, topic, side)
+
+	meta := cluster.NewClient(c.metadataURLs)
+	before := c.partition(t, ctx, meta, side, 0)
+	leader := fmt.Sprintf("storage-%d", before.Leader)
+	var others []string
+	for i := 1; i <= 3; i++ {
+		if name := fmt.Sprintf("storage-%d", i); name != leader {
+			others = append(others, name)
+		}
+	}
+
+	p := c.producer(t)
+	sideCfg := client.DefaultProducerConfig()
+	sideCfg.Frontends = []string{c.frontendURL}
+	sideCfg.Acks = protocol.AcksLeader
+	sideCfg.DisableIdempotence = true
+	sideCfg.Linger = 2 * time.Millisecond
+	sideCfg.RequestTimeout = 5 * time.Second
+	sideP, err := client.NewProducer(sideCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan *loadcheck.KeyedLoad)
+	sideDone := make(chan *loadcheck.KeyedLoad)
+	go func() { done <- runKeyedLoad(t, p, topic, 30, stop) }()
+	go func() { sideDone <- runKeyedLoad(t, sideP, side, 10, stop) }()
+	time.Sleep(2 * time.Second)
+
+	t.Logf("freezing %v, then cutting %s (leader of %s-0, epoch %d) off the network", others, leader, side, before.LeaderEpoch)
+	for _, o := range others {
+		c.pause(o)
+	}
+	time.Sleep(time.Second)
+	c.disconnect(leader)
+	connected := false
+	defer func() {
+		if !connected {
+			c.reconnect(leader)
+		}
+	}()
+	for _, o := range others {
+		c.unpause(o)
+	}
+
+	// Fenced: a new leader with a higher epoch, the old one out of the ISR.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur := c.partition(t, ctx, meta, side, 0)
+		if cur.Leader >= 0 && cur.Leader != before.Leader && cur.LeaderEpoch > before.LeaderEpoch && !slices.Contains(cur.ISR, before.Leader) {
+			t.Logf("%s-0: leader %d at epoch %d, ISR %v", side, cur.Leader, cur.LeaderEpoch, cur.ISR)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never fenced: %s-0 is %+v", leader, side, cur)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // load goes on without it
+
+	c.reconnect(leader)
+	connected = true
+	t.Logf("%s reconnected", leader)
+	c.waitPreferredLeaders(t, ctx, topic, side)
+	time.Sleep(time.Second)
+	close(stop)
+	l, sl := <-done, <-sideDone
+	for _, pr := range []*client.Producer{p, sideP} {
+		if err := pr.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.RequireAllAcknowledged(t, ": the producer should ride out the partition")
+
+	truncated := false
+	for _, line := range strings.Split(c.logs(leader), "\n") {
+		if strings.Contains(line, "truncating a divergent suffix") && strings.Contains(line, side) {
+			t.Logf("%s: %s", leader, line)
+			truncated = true
+		}
+	}
+	if !truncated {
+		t.Fatalf("%s never truncated the suffix it appended while cut off", leader)
+	}
+	// Read back through the reconnected node, which leads again.
+	loadcheck.CheckExactlyOnceInOrder(t, c.readValues(t, ctx, topic, partitions), l)
+	stored := map[string]bool{}
+	for _, vs := range c.readValues(t, ctx, side, 1) {
+		for _, v := range vs {
+			stored[v] = true
+		}
+	}
+	lost := 0
+	for v := range sl.AckedSet() {
+		if !stored[v] {
+			lost++
+		}
+	}
+	t.Logf("acks=leader side load: %d acknowledged, %d of them lost with the truncated suffix (allowed for acks=leader)", len(sl.AckedSet()), lost)
+}
+
+// partition describes one partition through metadata.
+func (c *tcCluster) partition(t *testing.T, ctx context.Context, meta *cluster.Client, topic string, p int32) cluster.Partition {
+	t.Helper()
+	for {
+		tp, err := meta.DescribeTopic(ctx, topic)
+		if err == nil && int(p) < len(tp.Partitions) {
+			return tp.Partitions[p]
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("describe %s: %v", topic, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitPreferredLeaders waits until every partition of the topics has all its
+// replicas in sync and is led by its preferred (first) replica.
+func (c *tcCluster) waitPreferredLeaders(t *testing.T, ctx context.Context, topics ...string) {
+	t.Helper()
+	meta := cluster.NewClient(c.metadataURLs)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var bad []string
+		for _, topic := range topics {
+			tp, err := meta.DescribeTopic(ctx, topic)
+			if err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", topic, err))
+				continue
+			}
+			for _, p := range tp.Partitions {
+				if len(p.ISR) != len(p.Replicas) || len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+					bad = append(bad, fmt.Sprintf("%s-%d leader %d ISR %v replicas %v", topic, p.ID, p.Leader, p.ISR, p.Replicas))
+				}
+			}
+		}
+		if len(bad) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions never all in sync under their preferred leaders: %s", strings.Join(bad, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
