@@ -122,11 +122,14 @@ func Module() fx.Option {
 	)
 }
 
-func newManager(lc fx.Lifecycle, c Config, log *slog.Logger) (*replica.Manager, error) {
+func newManager(lc fx.Lifecycle, c Config, reg prometheus.Registerer, log *slog.Logger) (*replica.Manager, error) {
 	m, err := replica.NewManager(filepath.Clean(c.DataDir), int32(c.NodeID), log)
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_fsyncs_total",
+		Help: "fsync calls made by the node's logs (segments, indexes): with sluice_storage_produce_bytes_total, the fsync cadence."},
+		func() float64 { return float64(m.Fsyncs()) }))
 	lc.Append(fx.StopHook(m.Close))
 	return m, nil
 }

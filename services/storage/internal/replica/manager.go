@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -30,6 +31,8 @@ type Manager struct {
 	applyMu sync.Mutex // serialises Apply calls (opening logs happens outside mu)
 
 	repl *replicationState // nil until EnableReplication
+
+	droppedFsyncs atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -186,6 +189,16 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	return nil
 }
 
+// Fsyncs returns how many fsync calls the node's logs have made, deleted
+// replicas included.
+func (m *Manager) Fsyncs() int64 {
+	n := m.droppedFsyncs.Load()
+	for _, r := range m.Replicas() {
+		n += r.Log.Fsyncs()
+	}
+	return n
+}
+
 func (m *Manager) dropExcept(want map[Key]struct{}) {
 	m.mu.Lock()
 	var drop []*Replica
@@ -199,6 +212,7 @@ func (m *Manager) dropExcept(want map[Key]struct{}) {
 	for _, r := range drop {
 		r.depose()
 		m.stopFetcher(r.Key)
+		m.droppedFsyncs.Add(r.Log.Fsyncs())
 		if err := r.Log.Delete(); err != nil {
 			m.log.Error("deleting replica failed", "partition", r.Key.String(), "err", err)
 			continue

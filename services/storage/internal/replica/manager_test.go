@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -180,5 +181,41 @@ func TestEmptyTopicIDFileIsRewrittenNotTrusted(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, topicIDFile)); string(b) != "topic_id: abc\n" {
 		t.Fatalf("id file %q", b)
+	}
+}
+
+// TestFsyncsCountDeletedReplicas: the node's fsync count includes what
+// deleted replicas' logs did, so the exported counter never goes back.
+func TestFsyncsCountDeletedReplicas(t *testing.T) {
+	m, err := NewManager(t.TempDir(), 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Apply(snap(1, topic("a", []int32{1}), topic("b", []int32{1})), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		r, err := m.Get(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := r.Log.Append(testBatch(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Log.WaitFlushed(context.Background(), info.LastOffset+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := m.Fsyncs()
+	if before < 2 {
+		t.Fatalf("%d fsyncs after two flushed appends", before)
+	}
+	if err := m.Apply(snap(2, topic("a", []int32{1})), true); err != nil {
+		t.Fatal(err)
+	}
+	if after := m.Fsyncs(); after < before {
+		t.Fatalf("fsync count went back from %d to %d when b was deleted", before, after)
 	}
 }
