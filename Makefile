@@ -3,7 +3,7 @@ MODULES := libs services/metadata services/frontend services/storage services/of
 PKG := github.com/sluicemq/sluice
 BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/frontend/cmd/sluice-frontend \
             $(PKG)/services/storage/cmd/sluice-storage $(PKG)/services/offsets/cmd/sluice-offsets \
-            $(PKG)/tools/cmd/sluicectl $(PKG)/tools/cmd/sluice-dev
+            $(PKG)/tools/cmd/sluicectl $(PKG)/tools/cmd/sluice-dev $(PKG)/tools/cmd/sluice-bench
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
@@ -45,7 +45,7 @@ run: build ## build and start a local cluster on 127.0.0.1 (data in ./data); Ctr
 
 images: ## build static binaries and the sluice/<service>:dev images (FROM scratch)
 	@mkdir -p bin/docker
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl %/sluice-bench,$(BINARIES))
 	@set -e; for s in $(SERVICES); do \
 		docker build -q -f deploy/docker/$$s.Dockerfile -t sluice/$$s:dev . >/dev/null; \
 		echo "built sluice/$$s:dev"; \

@@ -2,7 +2,10 @@ module github.com/sluicemq/sluice/tools
 
 go 1.26
 
-require github.com/sluicemq/sluice/libs v0.0.0
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/sluicemq/sluice/libs v0.0.0
+)
 
 require (
 	github.com/klauspost/compress v1.20.4 // indirect

@@ -35,6 +35,7 @@ func buildBinaries(t *testing.T) string {
 			"github.com/sluicemq/sluice/services/frontend/cmd/sluice-frontend",
 			"github.com/sluicemq/sluice/services/offsets/cmd/sluice-offsets",
 			"github.com/sluicemq/sluice/tools/cmd/sluicectl",
+			"github.com/sluicemq/sluice/tools/cmd/sluice-bench",
 			"github.com/sluicemq/sluice/integration/cmd/sluice-testmember")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
