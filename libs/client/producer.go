@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -81,7 +82,10 @@ type producerIdentity struct {
 type topicState struct {
 	name       string
 	partitions int
-	fetched    time.Time
+	// stale is set by expiry, MetadataMaxAge after the last refresh (or a
+	// second after a failed one): Send checks a flag, not the clock.
+	stale      atomic.Bool
+	expiry     *time.Timer // guarded by Producer.mu
 	sticky     *partitioner.Sticky
 	parts      map[int32]*partState
 }
@@ -290,6 +294,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	var abandoned []completion
 	p.mu.Lock()
 	for _, t := range p.topics {
+		if t.expiry != nil {
+			t.expiry.Stop()
+		}
 		for _, ps := range t.parts {
 			for _, bb := range ps.queue {
 				abandoned = append(abandoned, p.finishLocked(bb, 0, ErrProducerClosed))
@@ -391,20 +398,24 @@ func (p *Producer) signal() {
 // topic returns the topic's state, reading its partition count when unknown
 // or older than MetadataMaxAge.
 func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) {
-	if err := cluster.ValidateTopicName(name); err != nil {
-		return nil, protocol.InvalidTopic.Err("%v", err)
-	}
 	p.mu.Lock()
 	t := p.topics[name]
-	fresh := t != nil && time.Since(t.fetched) < p.cfg.MetadataMaxAge
 	p.mu.Unlock()
-	if fresh {
+	if t != nil && !t.stale.Load() {
 		return t, nil
+	}
+	if t == nil { // a known topic's name was checked when it was first met
+		if err := cluster.ValidateTopicName(name); err != nil {
+			return nil, protocol.InvalidTopic.Err("%v", err)
+		}
 	}
 	desc, err := p.meta.DescribeTopic(ctx, name)
 	if err != nil {
-		if t != nil { // keep producing with the count we know
+		if t != nil { // keep producing with the count we know; retry in a while
 			p.log.Warn("refreshing topic metadata failed", "topic", name, "err", err)
+			p.mu.Lock()
+			p.expireLocked(t, min(p.cfg.MetadataMaxAge, time.Second))
+			p.mu.Unlock()
 			return t, nil
 		}
 		return nil, fmt.Errorf("topic %q: %w", name, err)
@@ -419,9 +430,24 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 		t = &topicState{name: name, sticky: partitioner.NewSticky(n), parts: map[int32]*partState{}}
 		p.topics[name] = t
 	}
-	t.partitions, t.fetched = n, time.Now()
+	t.partitions = n
 	t.sticky.SetPartitions(n)
+	p.expireLocked(t, p.cfg.MetadataMaxAge)
 	return t, nil
+}
+
+// expireLocked marks t fresh until after d. p.mu must be held; Close stops
+// the timers.
+func (p *Producer) expireLocked(t *topicState, d time.Duration) {
+	t.stale.Store(false)
+	if p.closed {
+		return
+	}
+	if t.expiry == nil {
+		t.expiry = time.AfterFunc(d, func() { t.stale.Store(true) })
+		return
+	}
+	t.expiry.Reset(d)
 }
 
 // errDeliveryTimeout is given to records not answered within DeliveryTimeout.

@@ -21,11 +21,12 @@ import (
 // partition with the leader's idempotence rule (a batch whose producer id
 // and sequence it already stored is answered with its first offsets).
 type fakeFrontend struct {
-	t          *testing.T
-	srv        *httptest.Server
-	partitions int
+	t   *testing.T
+	srv *httptest.Server
 
-	mu       sync.Mutex
+	mu         sync.Mutex
+	partitions int // of topic t
+	describes  int // topic metadata requests answered
 	logs     map[int32][]record.Record // stored records per partition
 	seen     map[[3]int64]int64        // (partition, producer id, base sequence) -> base offset
 	seqs     map[int32][]int64         // per partition, the base sequence of each stored batch
@@ -58,7 +59,11 @@ func (f *fakeFrontend) serve(w http.ResponseWriter, r *http.Request) {
 			json.NewEncoder(w).Encode(cluster.ErrorBody{ErrorCode: int16(protocol.UnknownTopicOrPartition), Error: "no topic " + name})
 			return
 		}
-		json.NewEncoder(w).Encode(cluster.Topic{Name: name, Partitions: make([]cluster.Partition, f.partitions)})
+		f.mu.Lock()
+		f.describes++
+		n := f.partitions
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(cluster.Topic{Name: name, Partitions: make([]cluster.Partition, n)})
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/topics/t/records":
 		f.produce(w, r)
 	default:

@@ -123,6 +123,10 @@ func (p *Producer) dispatch() time.Duration {
 			}
 			ps.queue = ps.queue[1:]
 			ps.inFlight = head
+			// The sticky partition's batch is sent: keyless records go
+			// elsewhere meanwhile (KIP-480), so partitions' batches fill
+			// and travel side by side instead of one after the other.
+			t.sticky.NextAfter(int(ps.partition))
 			p.stampLocked(ps, head)
 			cur.batches = append(cur.batches, head)
 			cur.size += head.b.Size()

@@ -300,3 +300,80 @@ func TestProducerRejectsBlankFrontends(t *testing.T) {
 		t.Fatalf("blank frontends: %v", err)
 	}
 }
+
+// TestProducerTopicMetadataAge: a topic's partition count is read once and
+// reused until MetadataMaxAge has passed; then the next Send reads it again
+// and sees partitions added meanwhile.
+func TestProducerTopicMetadataAge(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	cached := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.MetadataMaxAge = time.Hour })
+	for i := 0; i < 100; i++ {
+		if err := cached.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	describes := f.describes
+	f.mu.Unlock()
+	if describes != 1 {
+		t.Fatalf("%d metadata requests for 100 sends within MetadataMaxAge, want 1", describes)
+	}
+
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.MetadataMaxAge = 50 * time.Millisecond })
+	rec := ProducerRecord{Topic: "t", Partition: 2, Value: []byte("v")}
+	if err := p.Send(context.Background(), rec, nil); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
+		t.Fatalf("send to partition 2 of a 1-partition topic: %v", err)
+	}
+	f.mu.Lock()
+	f.partitions = 3
+	f.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.Send(context.Background(), rec, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the producer never saw the added partitions: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestProducerStickyMovesWhenBatchIsSent: once the sticky partition's batch
+// leaves, keyless records go to another partition, so batches of several
+// partitions travel side by side instead of queueing behind one.
+func TestProducerStickyMovesWhenBatchIsSent(t *testing.T) {
+	f := newFakeFrontend(t, 4)
+	f.block = make(chan struct{})
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.Linger = time.Millisecond })
+	o := &outcomes{got: map[string]RecordMetadata{}}
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("first")}, o.cb("first")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for { // wait until the first batch is in flight (held by the frontend)
+		f.mu.Lock()
+		n := f.requests
+		f.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("second")}, o.cb("second")); err != nil {
+		t.Fatal(err)
+	}
+	close(f.block)
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if a, b := o.got["first"], o.got["second"]; a.Err != nil || b.Err != nil || a.Partition == b.Partition {
+		t.Fatalf("first %+v, second %+v: want both stored, on different partitions", a, b)
+	}
+}

@@ -87,6 +87,8 @@ type Config struct {
 
 	JSON     bool   // print one JSON object instead of the human summary
 	Progress string // auto, on or off
+
+	CPUProfile string // write a pprof CPU profile of the run here
 }
 
 // usage is printed with usage errors and for -h.
@@ -117,6 +119,7 @@ producing: --producers N (1)  --body sdk|json  --acks all|leader|none  --idempot
 consuming: --consumers N (1)  --group G (default sluice-bench-<random>)
            --grace D (e2e: 10s for consumers to catch up after producing ended)
 output:    --json (one JSON object on stdout)  --progress auto|on|off (stderr, auto: on a terminal)
+           --cpuprofile FILE (a pprof CPU profile of the client side of the run)
 
 Throughput counts record values only (MB = 10^6 bytes). Exit status: 0 success,
 1 some record failed, 2 usage error, 130 interrupted (the summary is printed).
@@ -237,6 +240,7 @@ func newFlagSet(c *Config, raw *rawFlags, getenv func(string) string) *flag.Flag
 	fs.IntVar(&c.JSONBatch, "json-batch", 1000, "records a JSON request")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object")
 	fs.StringVar(&c.Progress, "progress", ProgressAuto, "auto, on or off")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	return fs
 }
 

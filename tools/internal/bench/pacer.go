@@ -46,22 +46,24 @@ func (p *Pacer) Reserve(now time.Time, n int) time.Duration {
 	return 0
 }
 
-// pace waits for n records of pacer p (nil: unthrottled). It returns false
-// when ctx ended first.
-func pace(ctx context.Context, p *Pacer, n int) bool {
+// pace waits for n records of pacer p (nil: unthrottled) and returns the
+// time they went due (read once: the clock is not free on every machine). ok
+// is false when ctx ended first.
+func pace(ctx context.Context, p *Pacer, n int) (now time.Time, ok bool) {
+	now = time.Now()
 	if p == nil {
-		return ctx.Err() == nil
+		return now, ctx.Err() == nil
 	}
-	d := p.Reserve(time.Now(), n)
+	d := p.Reserve(now, n)
 	if d < minPacerSleep {
-		return ctx.Err() == nil
+		return now, ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return time.Now(), true
 	case <-ctx.Done():
-		return false
+		return now, false
 	}
 }

@@ -48,14 +48,14 @@ func TestPacerCatchesUpAtMostMaxLag(t *testing.T) {
 
 func TestPaceWithoutPacerAndCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	if !pace(ctx, nil, 1) {
+	if _, ok := pace(ctx, nil, 1); !ok {
 		t.Fatal("unthrottled pace refused")
 	}
 	cancel()
-	if pace(ctx, nil, 1) {
+	if _, ok := pace(ctx, nil, 1); ok {
 		t.Fatal("pace went on after ctx ended")
 	}
-	if pace(ctx, NewPacer(0.001, time.Now().Add(time.Hour)), 1) {
+	if _, ok := pace(ctx, NewPacer(0.001, time.Now().Add(time.Hour)), 1); ok {
 		t.Fatal("a long wait did not end with ctx")
 	}
 }

@@ -113,10 +113,10 @@ func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer,
 	lat := r.prod.lats[i]
 	size := r.cfg.RecordSize
 	for {
-		if !pace(ctx, pacer, 1) {
+		sentAt, ok := pace(ctx, pacer, 1)
+		if !ok {
 			return
 		}
-		sentAt := time.Now()
 		n, counted := r.plan.take(sentAt, 1)
 		if n == 0 {
 			return

@@ -93,10 +93,10 @@ func (r *run) jsonPoster(ctx, drain context.Context, i int, pacer *Pacer) {
 	body := &jsonBody{keys: r.cfg.Keys.NewGen(r.seed+uint64(i), i), value: newValue(r.cfg.RecordSize, r.seed+uint64(i)), e2e: r.cfg.Mode == ModeE2E}
 	lat := r.prod.lats[i]
 	for {
-		if !pace(ctx, pacer, r.cfg.JSONBatch) {
+		sentAt, ok := pace(ctx, pacer, r.cfg.JSONBatch)
+		if !ok {
 			return
 		}
-		sentAt := time.Now()
 		n, counted := r.plan.take(sentAt, r.cfg.JSONBatch)
 		if n == 0 {
 			return
