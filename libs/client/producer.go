@@ -84,10 +84,10 @@ type topicState struct {
 	partitions int
 	// stale is set by expiry, MetadataMaxAge after the last refresh (or a
 	// second after a failed one): Send checks a flag, not the clock.
-	stale      atomic.Bool
-	expiry     *time.Timer // guarded by Producer.mu
-	sticky     *partitioner.Sticky
-	parts      map[int32]*partState
+	stale  atomic.Bool
+	expiry *time.Timer // guarded by Producer.mu
+	sticky *partitioner.Sticky
+	parts  map[int32]*partState
 }
 
 // partState is one partition's accumulator.

@@ -25,16 +25,16 @@ type fakeFrontend struct {
 	srv *httptest.Server
 
 	mu         sync.Mutex
-	partitions int // of topic t
-	describes  int // topic metadata requests answered
-	logs     map[int32][]record.Record // stored records per partition
-	seen     map[[3]int64]int64        // (partition, producer id, base sequence) -> base offset
-	seqs     map[int32][]int64         // per partition, the base sequence of each stored batch
-	nextPID  int64
-	failNext map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
-	requests int
-	maxBody  int           // the largest batches body seen
-	block    chan struct{} // when set, batches requests wait on it
+	partitions int                       // of topic t
+	describes  int                       // topic metadata requests answered
+	logs       map[int32][]record.Record // stored records per partition
+	seen       map[[3]int64]int64        // (partition, producer id, base sequence) -> base offset
+	seqs       map[int32][]int64         // per partition, the base sequence of each stored batch
+	nextPID    int64
+	failNext   map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
+	requests   int
+	maxBody    int           // the largest batches body seen
+	block      chan struct{} // when set, batches requests wait on it
 }
 
 func newFakeFrontend(t *testing.T, partitions int) *fakeFrontend {
