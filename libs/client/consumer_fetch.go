@@ -144,7 +144,7 @@ func (c *Consumer) gather() []ConsumerRecord {
 		progress = false
 		for i := 0; i < len(active) && budget > 0; i++ {
 			tp := active[(start+i)%len(active)]
-			n := c.parts[tp].take(&out, tp, min(share, budget))
+			n := c.parts[tp].take(&out, tp, min(share, budget), budget)
 			budget -= n
 			progress = progress || n > 0
 		}
@@ -155,7 +155,7 @@ func (c *Consumer) gather() []ConsumerRecord {
 // take moves up to n buffered records of the partition to out, advancing its
 // position; results that reset the position apply in order. c.mu and pollMu
 // must be held.
-func (p *partition) take(out *[]ConsumerRecord, tp groups.TP, n int) int {
+func (p *partition) take(out *[]ConsumerRecord, tp groups.TP, n, capHint int) int {
 	f, taken := p.f, 0
 	for taken < n {
 		if len(f.left) == 0 {
@@ -174,6 +174,9 @@ func (p *partition) take(out *[]ConsumerRecord, tp groups.TP, n int) int {
 		f.left = f.left[1:]
 		if rec.Offset < p.position {
 			continue // defensive: never return a record twice
+		}
+		if *out == nil {
+			*out = make([]ConsumerRecord, 0, capHint)
 		}
 		*out = append(*out, ConsumerRecord{Topic: tp.Topic, Partition: tp.Partition, Record: rec})
 		p.position = rec.Offset + 1

@@ -108,8 +108,9 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 		}
 		it := record.NewIterator(pb.Batch)
 		var recs []record.Record
+		a := arena{size: len(pb.Batch)}
 		for it.Next() {
-			recs = append(recs, cloneRecord(it.Record()))
+			recs = append(recs, a.record(it.Record()))
 		}
 		if it.Err() != nil {
 			res.ErrorCode, res.Error = int16(protocol.CorruptRecord), it.Err().Error()

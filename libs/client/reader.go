@@ -104,6 +104,7 @@ type PartitionReader struct {
 	offset int64
 	hw     int64
 	it     *record.Iterator
+	last   int // records the previous fetch returned: the next one's capacity
 }
 
 // NewPartitionReader returns a reader positioned at offset.
@@ -153,9 +154,14 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 	r.it.Reset(res.Payload)
 	r.it.SetStartOffset(r.offset)
 	var out []record.Record
-	for r.it.Next() {
-		out = append(out, cloneRecord(r.it.Record()))
+	if r.last > 0 {
+		out = make([]record.Record, 0, r.last)
 	}
+	a := arena{size: len(res.Payload)}
+	for r.it.Next() {
+		out = append(out, a.record(r.it.Record()))
+	}
+	r.last = len(out)
 	if err := r.it.Err(); err != nil {
 		return out, fmt.Errorf("%s-%d at offset %d: %w", r.Topic, r.Partition, r.offset, err)
 	}
@@ -202,22 +208,37 @@ func withLeader(ctx context.Context, meta *Metadata, pool *storageclient.Pool, t
 }
 
 // cloneRecord copies a record out of the iterator's buffers.
-func cloneRecord(r *record.Record) record.Record {
+// arena copies the keys, values and header values of one fetch's records
+// out of the pooled response buffer into a few large allocations instead of
+// one or two per record: a record kept alive keeps its arena chunk alive.
+type arena struct {
+	size int // bytes of a new chunk (at least the slice being copied)
+	buf  []byte
+}
+
+func (a *arena) record(r *record.Record) record.Record {
 	c := *r
-	c.Key = cloneBytes(r.Key)
-	c.Value = cloneBytes(r.Value)
+	c.Key = a.bytes(r.Key)
+	c.Value = a.bytes(r.Value)
 	if r.Headers != nil {
 		c.Headers = make([]record.RecordHeader, len(r.Headers))
 		for i, h := range r.Headers {
-			c.Headers[i] = record.RecordHeader{Key: h.Key, Value: cloneBytes(h.Value)}
+			c.Headers[i] = record.RecordHeader{Key: h.Key, Value: a.bytes(h.Value)}
 		}
 	}
 	return c
 }
 
-func cloneBytes(b []byte) []byte {
+// bytes copies b into the arena; the copy's capacity ends with it, so an
+// append by the caller never writes over the next record.
+func (a *arena) bytes(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
-	return append(make([]byte, 0, len(b)), b...)
+	if len(b) > cap(a.buf)-len(a.buf) {
+		a.buf = make([]byte, 0, max(a.size, len(b)))
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
