@@ -62,7 +62,10 @@ type Producer struct {
 	closed   bool                   // guarded by mu
 	ident    producerIdentity       // guarded by mu
 
-	builders sync.Pool          // *record.Builder
+	// builders are the batch builders not in use, kept (up to maxFreeBuilders)
+	// with their grown buffers; a sync.Pool would drop them at every GC.
+	// Guarded by mu.
+	builders []*record.Builder
 	ctx      context.Context    // ends when Close gives up on what is in flight
 	cancel   context.CancelFunc //
 	wake     chan struct{}
@@ -128,7 +131,6 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if !cfg.DisableIdempotence {
 		p.ident.stale = true // fetched by the sender before its first batch
 	}
-	p.builders.New = func() any { return record.NewBuilder(cfg.Compression) }
 	p.wg.Add(1)
 	go p.runSender()
 	return p, nil
@@ -182,8 +184,7 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordM
 			// records start a batch elsewhere (this one still goes here).
 			t.sticky.NextAfter(int(part))
 		}
-		b := p.builders.Get().(*record.Builder)
-		b.Reset()
+		b := p.builderLocked()
 		ps.queue = append(ps.queue, &batchBuf{part: ps, b: b, created: time.Now(), done: make(chan struct{})})
 		last++
 		p.signal()
@@ -382,10 +383,30 @@ func (c completion) run() {
 func (p *Producer) finishLocked(bb *batchBuf, base int64, err error) completion {
 	c := completion{done: bb.done, topic: bb.part.topic, partition: bb.part.partition, base: base, err: err, cbs: bb.cbs}
 	p.releaseLocked(bb.sizes)
-	bb.b.Reset()
-	p.builders.Put(bb.b)
+	if len(p.builders) < maxFreeBuilders {
+		p.builders = append(p.builders, bb.b)
+	}
 	bb.b, bb.cbs, bb.bytes = nil, nil, nil
 	return c
+}
+
+// maxFreeBuilders bounds the idle batch builders a producer keeps.
+const maxFreeBuilders = 64
+
+// builderLocked returns an empty batch builder, an idle one when there is
+// one. p.mu must be held.
+func (p *Producer) builderLocked() *record.Builder {
+	n := len(p.builders)
+	if n == 0 {
+		b := record.NewBuilder(p.cfg.Compression)
+		b.Reset()
+		return b
+	}
+	b := p.builders[n-1]
+	p.builders[n-1] = nil
+	p.builders = p.builders[:n-1]
+	b.Reset()
+	return b
 }
 
 func (p *Producer) signal() {
