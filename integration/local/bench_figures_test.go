@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 //   - produce, RF=1, acks=all, flush.policy=fsync, 1 KiB records;
 //   - e2e, RF=3, acks=all, at half of the RF=3 median maximum;
 //   - consume a 10-million-record backlog of 100-byte records;
+//   - every run starts after a sync(2);
 //   - the disk baseline writes what the storage nodes wrote in the run (up to
 //     2 GiB), in writes of their mean request size, fsynced at their mean
 //     bytes per fsync (from sluice_storage_fsyncs_total); the sendfile
@@ -172,9 +174,12 @@ func (f *figures) sendfile(bytes int64) limitResult {
 	return r
 }
 
-// run runs the sluice-bench binary with --json and decodes its output.
+// run runs the sluice-bench binary with --json and decodes its output. It
+// syncs the file systems first, so that the write-back of what earlier runs
+// left in the page cache does not slow this one down.
 func (f *figures) run(into any, args ...string) {
 	f.t.Helper()
+	syscall.Sync()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args = append(args, "--json")

@@ -87,15 +87,16 @@ func requestRetriable(err error) bool {
 // post sends batches of one topic to a frontend, trying the next ones when a
 // frontend cannot be reached.
 func (f *frontends) post(ctx context.Context, topic string, acks int8, batches []*batchBuf) (*frontendapi.BatchesResponse, error) {
-	// A fresh body per request: net/http may still read a request's body
-	// after Do returned (an early answer, a cancel), so it is never reused.
+	// The body is written from the batches' own bytes, not copied into one
+	// buffer. net/http may still be writing it after Do returned (an early
+	// answer, a cancel) while the batch's builder is reused: what such a
+	// write sends then goes to a request already answered or torn down, and
+	// a batch that is not the one its CRC covers is refused by the frontend.
 	pbs := make([]frontendapi.PartitionBatch, len(batches))
-	size := 16
 	for i, bb := range batches {
 		pbs[i] = frontendapi.PartitionBatch{Partition: bb.part.partition, Batch: bb.bytes}
-		size += len(bb.bytes) + 16
 	}
-	body := frontendapi.AppendBatches(make([]byte, 0, size), pbs)
+	segs, size := frontendapi.BatchesSegments(pbs)
 	n := len(f.urls)
 	start := int(f.next.Add(1) % uint64(n))
 	var lastErr error
@@ -104,7 +105,7 @@ func (f *frontends) post(ctx context.Context, topic string, acks int8, batches [
 		if f.isDown(idx) && i < n-1 {
 			continue
 		}
-		resp, err := f.once(ctx, f.urls[idx], topic, acks, body)
+		resp, err := f.once(ctx, f.urls[idx], topic, acks, segs, size)
 		var te *transportError
 		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
 			return resp, err
@@ -127,12 +128,14 @@ func (f *frontends) markDown(i int) {
 	f.down[i] = time.Now().Add(frontendDownFor)
 }
 
-func (f *frontends) once(ctx context.Context, base, topic string, acks int8, body []byte) (*frontendapi.BatchesResponse, error) {
+func (f *frontends) once(ctx context.Context, base, topic string, acks int8, segs [][]byte, size int) (*frontendapi.BatchesResponse, error) {
 	u := base + "/v1/topics/" + url.PathEscape(topic) + "/records?acks=" + strconv.Itoa(int(acks))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &segmentsReader{segs: segs})
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = int64(size)
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&segmentsReader{segs: segs}), nil }
 	req.Header.Set("Content-Type", frontendapi.ContentTypeBatches)
 	resp, err := f.hc.Do(req)
 	if err != nil {
@@ -164,4 +167,41 @@ func (f *frontends) once(ctx context.Context, base, topic string, acks int8, bod
 		return nil, pe
 	}
 	return nil, &httpStatusError{status: resp.StatusCode, body: string(bytes.TrimSpace(data))}
+}
+
+// segmentsReader reads a body kept in pieces; WriteTo hands each piece to the
+// writer whole (no copy through a read buffer).
+type segmentsReader struct {
+	segs [][]byte
+	off  int // read position in segs[0]
+}
+
+func (r *segmentsReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && len(r.segs) > 0 {
+		c := copy(p[n:], r.segs[0][r.off:])
+		n += c
+		r.off += c
+		if r.off == len(r.segs[0]) {
+			r.segs, r.off = r.segs[1:], 0
+		}
+	}
+	if n == 0 && len(r.segs) == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (r *segmentsReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for len(r.segs) > 0 {
+		n, err := w.Write(r.segs[0][r.off:])
+		total += int64(n)
+		r.off += n
+		if err != nil {
+			return total, err
+		}
+		r.segs, r.off = r.segs[1:], 0
+	}
+	return total, nil
 }

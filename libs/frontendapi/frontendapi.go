@@ -60,6 +60,30 @@ func AppendBatches(b []byte, batches []PartitionBatch) []byte {
 	return b
 }
 
+// BatchesSegments returns the same body as AppendBatches in pieces, to be
+// written in order: the msgpack framing, in one small allocation, and the
+// batches themselves, not copied. Size is the body's length.
+func BatchesSegments(batches []PartitionBatch) (segs [][]byte, size int) {
+	// Each batch's framing is at most 15 bytes (array header, int, bin
+	// header): the capacity is enough, so appends never move earlier pieces.
+	framing := make([]byte, 0, 5+15*len(batches))
+	framing = appendArrayLen(framing, len(batches))
+	start := 0
+	segs = make([][]byte, 0, 2*len(batches)+1)
+	for _, pb := range batches {
+		framing = appendArrayLen(framing, 2)
+		framing = appendInt(framing, int64(pb.Partition))
+		framing = appendBinHeader(framing, len(pb.Batch))
+		segs = append(segs, framing[start:len(framing):len(framing)], pb.Batch)
+		size += len(framing) - start + len(pb.Batch)
+		start = len(framing)
+	}
+	if len(batches) == 0 {
+		segs, size = append(segs, framing), len(framing)
+	}
+	return segs, size
+}
+
 // DecodeBatches parses a batches body; the batches alias body.
 func DecodeBatches(body []byte) ([]PartitionBatch, error) {
 	r := reader{b: body}
@@ -119,15 +143,17 @@ func appendInt(b []byte, v int64) []byte {
 }
 
 func appendBin(b []byte, v []byte) []byte {
-	switch n := len(v); {
+	return append(appendBinHeader(b, len(v)), v...)
+}
+
+func appendBinHeader(b []byte, n int) []byte {
+	switch {
 	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
+		return append(b, 0xc4, byte(n))
 	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+		return binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
 	}
-	return append(b, v...)
+	return binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
 }
 
 // reader reads the few msgpack types of a batches body.

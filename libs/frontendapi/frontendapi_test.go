@@ -74,3 +74,27 @@ func FuzzDecodeBatches(f *testing.F) {
 		}
 	})
 }
+
+// TestBatchesSegmentsMatchAppendBatches: the pieces, concatenated, are the
+// body AppendBatches builds, for every size class of count, partition and
+// batch length; the batches are aliased, not copied.
+func TestBatchesSegmentsMatchAppendBatches(t *testing.T) {
+	big := bytes.Repeat([]byte{3}, 70000)
+	cases := [][]PartitionBatch{nil, {{0, []byte("a")}}, {{7, bytes.Repeat([]byte{1}, 300)}, {1 << 20, big}, {-1, nil}}}
+	var many []PartitionBatch
+	for n := 0; n < 40; n++ { // past the fixarray length, partitions past 7 bits
+		many = append(many, PartitionBatch{int32(n * 997), []byte{byte(n)}})
+	}
+	cases = append(cases, many)
+	for i, in := range cases {
+		segs, size := BatchesSegments(in)
+		joined := bytes.Join(segs, nil)
+		if want := AppendBatches(nil, in); !bytes.Equal(joined, want) || size != len(want) {
+			t.Fatalf("case %d: segments give %d bytes (size %d), AppendBatches %d", i, len(joined), size, len(want))
+		}
+	}
+	segs, _ := BatchesSegments(cases[2])
+	if &segs[3][0] != &big[0] {
+		t.Fatal("a batch was copied into the segments")
+	}
+}
