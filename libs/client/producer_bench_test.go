@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 )
 
@@ -13,6 +15,7 @@ func BenchmarkProducerSend(b *testing.B) {
 	defer f.srv.Close()
 	cfg := DefaultProducerConfig()
 	cfg.Frontends = []string{f.srv.URL}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	p, err := NewProducer(cfg)
 	if err != nil {
 		b.Fatal(err)
