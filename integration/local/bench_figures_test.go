@@ -31,7 +31,8 @@ import (
 // baseline; the log ends with the medians:
 //   - produce, RF=1, acks=leader, 100-byte records (SDK, unthrottled);
 //   - produce, RF=3, acks=all, flush.policy=fsync, 100-byte records;
-//   - produce, RF=1, acks=all, flush.policy=fsync, 1 KiB records;
+//   - produce, RF=1, acks=all, flush.policy=fsync, 1 KiB records (8
+//     partitions; the others have 4);
 //   - e2e, RF=3, acks=all, at half of the RF=3 median maximum;
 //   - consume a 10-million-record backlog of 100-byte records;
 //   - every run starts after a sync(2);
@@ -64,14 +65,16 @@ func TestBenchFigures(t *testing.T) {
 	}
 	var rf3Max float64
 	for _, w := range []produceLoad{
-		{"RF=1 acks=leader 100 B", 1, []string{"--topic", "fig-rf1", "--replication-factor", "1", "--acks", "leader"}},
-		{"RF=3 acks=all fsync 100 B", 3, []string{"--topic", "fig-rf3", "--replication-factor", "3", "--config", "min.insync.replicas=2", "--acks", "all"}},
-		{"RF=1 acks=all fsync 1 KiB", 1, []string{"--topic", "fig-1k", "--replication-factor", "1", "--acks", "all", "--record-size", "1024"}},
+		{"RF=1 acks=leader 100 B", 1, []string{"--topic", "fig-rf1", "--partitions", "4", "--replication-factor", "1", "--acks", "leader"}},
+		{"RF=3 acks=all fsync 100 B", 3, []string{"--topic", "fig-rf3", "--partitions", "4", "--replication-factor", "3", "--config", "min.insync.replicas=2", "--acks", "all"}},
+		// 8 partitions: with one batch in flight per partition, 4 leave the
+		// disk waiting between a partition's fsync and its next batch.
+		{"RF=1 acks=all fsync 1 KiB", 1, []string{"--topic", "fig-1k", "--partitions", "8", "--replication-factor", "1", "--acks", "all", "--record-size", "1024"}},
 	} {
 		var rates, mbs, disks, limits, ratios []float64
 		for run := 1; run <= runs; run++ {
 			before := f.storageCounters()
-			r := f.bench(append([]string{"produce", "--partitions", "4", "--duration", "8s"}, w.args...)...)
+			r := f.bench(append([]string{"produce", "--duration", "8s"}, w.args...)...)
 			after := f.storageCounters()
 			written := (after.produceBytes - before.produceBytes) * float64(w.rf)
 			elapsed := r.ElapsedSec // the warm-up included, as in the counters
