@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
@@ -35,7 +36,8 @@ import (
 //     partitions; the others have 4);
 //   - e2e, RF=3, acks=all, at half of the RF=3 median maximum;
 //   - consume a 10-million-record backlog of 100-byte records;
-//   - every run starts after a sync(2);
+//   - every run starts after a sync(2), and each workload's topic is deleted
+//     once it is measured (the page cache holds only the current one);
 //   - the disk baseline writes what the storage nodes wrote in the run (up to
 //     2 GiB), in writes of their mean request size, fsynced at their mean
 //     bytes per fsync (from sluice_storage_fsyncs_total); the sendfile
@@ -59,22 +61,23 @@ func TestBenchFigures(t *testing.T) {
 	}
 
 	type produceLoad struct {
-		name string
-		rf   int
-		args []string
+		name  string
+		topic string
+		rf    int
+		args  []string
 	}
 	var rf3Max float64
 	for _, w := range []produceLoad{
-		{"RF=1 acks=leader 100 B", 1, []string{"--topic", "fig-rf1", "--partitions", "4", "--replication-factor", "1", "--acks", "leader"}},
-		{"RF=3 acks=all fsync 100 B", 3, []string{"--topic", "fig-rf3", "--partitions", "4", "--replication-factor", "3", "--config", "min.insync.replicas=2", "--acks", "all"}},
+		{"RF=1 acks=leader 100 B", "fig-rf1", 1, []string{"--partitions", "4", "--replication-factor", "1", "--acks", "leader"}},
+		{"RF=3 acks=all fsync 100 B", "fig-rf3", 3, []string{"--partitions", "4", "--replication-factor", "3", "--config", "min.insync.replicas=2", "--acks", "all"}},
 		// 8 partitions: with one batch in flight per partition, 4 leave the
 		// disk waiting between a partition's fsync and its next batch.
-		{"RF=1 acks=all fsync 1 KiB", 1, []string{"--topic", "fig-1k", "--partitions", "8", "--replication-factor", "1", "--acks", "all", "--record-size", "1024"}},
+		{"RF=1 acks=all fsync 1 KiB", "fig-1k", 1, []string{"--partitions", "8", "--replication-factor", "1", "--acks", "all", "--record-size", "1024"}},
 	} {
 		var rates, mbs, disks, limits, ratios []float64
 		for run := 1; run <= runs; run++ {
 			before := f.storageCounters()
-			r := f.bench(append([]string{"produce", "--duration", "8s"}, w.args...)...)
+			r := f.bench(append([]string{"produce", "--topic", w.topic, "--duration", "8s"}, w.args...)...)
 			after := f.storageCounters()
 			written := (after.produceBytes - before.produceBytes) * float64(w.rf)
 			elapsed := r.ElapsedSec // the warm-up included, as in the counters
@@ -95,17 +98,20 @@ func TestBenchFigures(t *testing.T) {
 		if w.rf == 3 {
 			rf3Max = median(rates)
 		}
+		f.deleteTopic(w.topic)
 	}
 
-	// Latency at half the RF=3 maximum.
+	// Latency at half the RF=3 maximum, on a new topic.
 	var p50s, p99s, e2e50s, e2e99s []float64
 	rate := strconv.Itoa(int(rf3Max / 2))
 	for run := 1; run <= runs; run++ {
-		r := f.bench("e2e", "--topic", "fig-rf3", "--acks", "all", "--rate", rate, "--duration", "8s")
+		r := f.bench("e2e", "--topic", "fig-latency", "--partitions", "4", "--replication-factor", "3", "--config", "min.insync.replicas=2",
+			"--acks", "all", "--rate", rate, "--duration", "8s")
 		p50s, p99s = append(p50s, r.Produce.Latency.P50), append(p99s, r.Produce.Latency.P99)
 		e2e50s, e2e99s = append(e2e50s, r.Latency.P50), append(e2e99s, r.Latency.P99)
 		t.Logf("e2e run %d at %s rec/s: produce %+v, end to end %+v", run, rate, r.Produce.Latency, r.Latency)
 	}
+	f.deleteTopic("fig-latency")
 	report("RF=3 acks=all at %s rec/s (half the maximum): produce p50 %.1f ms, p99 %.1f ms (runs %s); end-to-end p50 %.1f ms, p99 %.1f ms (runs %s)",
 		rate, median(p50s), median(p99s), list(p99s), median(e2e50s), median(e2e99s), list(e2e99s))
 
@@ -175,6 +181,17 @@ func (f *figures) sendfile(bytes int64) limitResult {
 	var r limitResult
 	f.run(&r, "sendfile", "--dir", f.dataDir, "--bytes", strconv.FormatInt(bytes, 10))
 	return r
+}
+
+// deleteTopic deletes a workload's topic once it is measured, so that the
+// page cache and the disk hold only what the next workload writes.
+func (f *figures) deleteTopic(name string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.NewClient([]string{f.c.FrontendURL()}).DeleteTopic(ctx, name); err != nil {
+		f.t.Fatalf("delete topic %s: %v", name, err)
+	}
 }
 
 // run runs the sluice-bench binary with --json and decodes its output. It
