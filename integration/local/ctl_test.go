@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 )
@@ -147,5 +149,73 @@ func TestSluicectlGroups(t *testing.T) {
 	must("group", "delete", "readers")
 	if _, errOut, code := sluicectl(t, c, "", "group", "describe", "readers"); code != 1 || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
 		t.Fatalf("describe after delete: exit %d, %q", code, errOut)
+	}
+}
+
+// TestTopicAlterAppliesLive: `sluicectl topic alter` changes a topic's
+// config through the frontend and the storage nodes apply it without a
+// restart: lowering retention.bytes makes retention delete the old segments
+// (the first offset a consumer can read moves past 0). Invalid changes are
+// refused with the reason and change nothing; --delete-config returns a key
+// to its default.
+func TestTopicAlterAppliesLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3, "-retention-check-interval", "200ms")
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := sluicectl(t, c, "", args...)
+		if code != 0 {
+			t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	firstOffset := func() string {
+		t.Helper()
+		return strings.TrimSpace(must("consume", "live", "--from-beginning", "--max-messages", "1", "--format", `%o`))
+	}
+	must("topic", "create", "live", "--partitions", "1", "--replication-factor", "3",
+		"--config", "segment.bytes=4096", "--config", "min.insync.replicas=2")
+	produceInRequests(t, c, "live", "v", 400, 10) // small batches: many 4 KiB segments
+	time.Sleep(time.Second)                       // a few retention passes: nothing to delete yet
+	if got := firstOffset(); got != "0" {
+		t.Fatalf("first offset %s before the change, want 0", got)
+	}
+
+	for _, bad := range [][]string{{"--config", "retention.bytes=lots"}, {"--config", "min.insync.replicas=4"}, {"--config", "colour=blue"}} {
+		_, errOut, code := sluicectl(t, c, "", append([]string{"topic", "alter", "live"}, bad...)...)
+		if code != 1 || !strings.Contains(errOut, "INVALID_CONFIG") {
+			t.Fatalf("alter %v: exit %d, %s", bad, code, errOut)
+		}
+	}
+	if _, errOut, code := sluicectl(t, c, "", "topic", "alter", "live"); code != 2 || !strings.Contains(errOut, "--config") {
+		t.Fatalf("alter without a change: exit %d, %s", code, errOut)
+	}
+
+	out := must("topic", "alter", "live", "--config", "retention.bytes=4096")
+	if !strings.Contains(out, "retention.bytes=4096") || !strings.Contains(out, "segment.bytes=4096") {
+		t.Fatalf("alter output: %q", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := firstOffset()
+		if n, err := strconv.Atoi(got); err == nil && n > 0 {
+			t.Logf("retention deleted the segments below offset %d after the change", n)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retention.bytes=4096 never took effect: first offset still %s", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	must("topic", "alter", "live", "--delete-config", "retention.bytes")
+	var topic cluster.Topic
+	if err := json.Unmarshal([]byte(must("topic", "describe", "live", "-o", "json")), &topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := topic.Config["retention.bytes"]; ok || topic.Config["segment.bytes"] != "4096" {
+		t.Fatalf("config after --delete-config: %v", topic.Config)
 	}
 }

@@ -54,6 +54,13 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name), nil, nil)
 }
 
+// AlterTopicConfig changes a topic's configuration and returns the topic.
+func (c *Client) AlterTopicConfig(ctx context.Context, name string, req AlterTopicConfigRequest) (*Topic, error) {
+	var t Topic
+	err := c.do(ctx, http.MethodPatch, "/v1/topics/"+url.PathEscape(name)+"/config", req, &t)
+	return &t, err
+}
+
 // ListTopics returns every topic (a linearizable read).
 func (c *Client) ListTopics(ctx context.Context) ([]Topic, error) {
 	var out struct {

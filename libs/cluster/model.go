@@ -97,6 +97,14 @@ type CreateTopicRequest struct {
 	Config            map[string]string `json:"config,omitempty"`
 }
 
+// AlterTopicConfigRequest is the body of PATCH /v1/topics/{name}/config: Set
+// overrides keys, Delete returns keys to their defaults (Kafka's incremental
+// alter configs). Storage nodes apply the result live.
+type AlterTopicConfigRequest struct {
+	Set    map[string]string `json:"set,omitempty"`
+	Delete []string          `json:"delete,omitempty"`
+}
+
 // RegisterRequest is the body of POST /v1/nodes/register.
 type RegisterRequest struct {
 	ID             int32  `json:"id"`

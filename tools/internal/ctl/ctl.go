@@ -40,6 +40,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   topic list [-o json]
   topic describe NAME [-o json]
   topic delete NAME
+  topic alter NAME [--config k=v ...] [--delete-config k ...]   applied live by the storage nodes
   produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
                 [--compression none|gzip|snappy|lz4|zstd] [--linger DURATION]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
@@ -123,6 +124,8 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return topicDescribe(ctx, env, rest[1:])
 	case cmd == "topic" && sub == "delete":
 		return topicDelete(ctx, env, rest[1:])
+	case cmd == "topic" && sub == "alter":
+		return topicAlter(ctx, env, rest[1:])
 	case cmd == "produce":
 		return produce(ctx, env, rest)
 	case cmd == "consume":

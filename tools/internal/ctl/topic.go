@@ -137,6 +137,45 @@ func topicDelete(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// listFlag collects a repeatable flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// topicAlter changes a topic's configuration; storage nodes apply it live.
+func topicAlter(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic alter", flag.ContinueOnError)
+	set := kvFlags{}
+	var del listFlag
+	fs.Var(set, "config", "topic config key=value to set (repeatable)")
+	fs.Var(&del, "delete-config", "topic config key to return to its default (repeatable)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a topic name"); err != nil {
+		return err
+	}
+	if len(set) == 0 && len(del) == 0 {
+		return fmt.Errorf("%w: topic alter needs --config k=v or --delete-config k", errUsage)
+	}
+	t, err := cluster.NewClient(addrs(env.Frontend)).AlterTopicConfig(ctx, pos[0], cluster.AlterTopicConfigRequest{Set: set, Delete: del})
+	if err != nil {
+		return fmt.Errorf("alter topic %s: %w", pos[0], err)
+	}
+	keys := make([]string, 0, len(t.Config))
+	for k := range t.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(env.Stdout, "altered topic %s; its config is now:\n", t.Name)
+	for _, k := range keys {
+		fmt.Fprintf(env.Stdout, "  %s=%s\n", k, t.Config[k])
+	}
+	return nil
+}
+
 func ids(xs []int32) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {

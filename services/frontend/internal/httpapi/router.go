@@ -98,6 +98,12 @@ func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
 		default:
 			methodNotAllowed(ctx, "GET, DELETE")
 		}
+	case len(parts) == 2 && parts[1] == "config":
+		if method != fasthttp.MethodPatch {
+			methodNotAllowed(ctx, "PATCH")
+			return
+		}
+		s.alterTopicConfig(ctx, topic)
 	case len(parts) == 2 && parts[1] == "records":
 		if method != fasthttp.MethodPost {
 			methodNotAllowed(ctx, "POST")

@@ -71,6 +71,7 @@ type Admin interface {
 	ListTopics(ctx context.Context) ([]cluster.Topic, error)
 	DescribeTopic(ctx context.Context, name string) (*cluster.Topic, error)
 	DeleteTopic(ctx context.Context, name string) error
+	AlterTopicConfig(ctx context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error)
 	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
 }
 

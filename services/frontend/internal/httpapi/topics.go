@@ -79,6 +79,24 @@ func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, fasthttp.StatusOK, struct{}{})
 }
 
+// alterTopicConfig serves PATCH /v1/topics/{topic}/config.
+func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
+	var req cluster.AlterTopicConfigRequest
+	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "alter config body: "+err.Error())
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	t, err := s.admin.AlterTopicConfig(actx, name, req)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, t)
+}
+
 // initProducerID serves POST /v1/producers: a new idempotent producer id
 // from metadata.
 func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -333,3 +334,37 @@ func TestRecreatedTopicGetsANewID(t *testing.T) {
 		t.Fatalf("topic ids %q then %q", first.ID, second.ID)
 	}
 }
+
+// TestAlterTopicConfig: PATCH /v1/topics/{name}/config sets and deletes keys,
+// and refuses an invalid result, a key both set and deleted, an empty change
+// and an unknown topic, leaving the config as it was.
+func TestAlterTopicConfig(t *testing.T) {
+	m := startCluster(t, 1, clusterOpts{})[0]
+	c := client(m)
+	ctx := context.Background()
+	if _, err := c.Register(ctx, cluster.RegisterRequest{ID: 1, Addr: "127.0.0.1:9001"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1,
+		Config: map[string]string{"segment.bytes": "4096"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.Snapshot(ctx)
+	got, err := c.AlterTopicConfig(ctx, "t", cluster.AlterTopicConfigRequest{Set: map[string]string{"retention.bytes": "8192"}, Delete: []string{"segment.bytes"}})
+	if err != nil || !reflect.DeepEqual(got.Config, map[string]string{"retention.bytes": "8192"}) {
+		t.Fatalf("alter: %+v, %v", got, err)
+	}
+	if after, _ := c.Snapshot(ctx); after.Version <= before.Version {
+		t.Fatalf("snapshot version %d after the change, %d before: watchers would miss it", after.Version, before.Version)
+	}
+	wantCode(t, errOf(c.AlterTopicConfig(ctx, "t", cluster.AlterTopicConfigRequest{Set: map[string]string{"retention.bytes": "lots"}})), protocol.InvalidConfig)
+	wantCode(t, errOf(c.AlterTopicConfig(ctx, "t", cluster.AlterTopicConfigRequest{Set: map[string]string{"min.insync.replicas": "2"}})), protocol.InvalidConfig)
+	wantCode(t, errOf(c.AlterTopicConfig(ctx, "t", cluster.AlterTopicConfigRequest{Set: map[string]string{"retention.ms": "1"}, Delete: []string{"retention.ms"}})), protocol.InvalidRequest)
+	wantCode(t, errOf(c.AlterTopicConfig(ctx, "t", cluster.AlterTopicConfigRequest{})), protocol.InvalidRequest)
+	wantCode(t, errOf(c.AlterTopicConfig(ctx, "nope", cluster.AlterTopicConfigRequest{Set: map[string]string{"retention.ms": "1"}})), protocol.UnknownTopicOrPartition)
+	if tp, err := c.DescribeTopic(ctx, "t"); err != nil || !reflect.DeepEqual(tp.Config, map[string]string{"retention.bytes": "8192"}) {
+		t.Fatalf("config after the refused changes: %+v, %v", tp, err)
+	}
+}
+
+func errOf(_ *cluster.Topic, err error) error { return err }

@@ -30,6 +30,7 @@ var mapping = []struct {
 	{fsm.ErrUnknownTopic, http.StatusNotFound, protocol.UnknownTopicOrPartition},
 	{fsm.ErrUnknownPartition, http.StatusNotFound, protocol.UnknownTopicOrPartition},
 	{fsm.ErrInvalidTopic, http.StatusBadRequest, protocol.InvalidTopic},
+	{fsm.ErrInvalidConfig, http.StatusBadRequest, protocol.InvalidConfig},
 	{fsm.ErrMalformedCommand, http.StatusBadRequest, protocol.InvalidRequest},
 	{fsm.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
 	{fsm.ErrStaleNodeEpoch, http.StatusConflict, protocol.StaleBrokerEpoch},

@@ -173,6 +173,58 @@ func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, http.StatusOK, struct{}{})
 }
 
+// alterTopicConfig commits a change of a topic's configuration. Runs on the
+// leader; storage nodes apply the new configuration when they see it.
+func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
+	var req cluster.AlterTopicConfigRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if len(req.Set) == 0 && len(req.Delete) == 0 {
+		writeError(ctx, bad(protocol.InvalidRequest, "nothing to change: give set and/or delete"))
+		return
+	}
+	t, ok := s.fsm.Topic(name)
+	if !ok {
+		writeError(ctx, bad(protocol.UnknownTopicOrPartition, "topic %q does not exist", name))
+		return
+	}
+	for _, k := range req.Delete {
+		if _, set := req.Set[k]; set {
+			writeError(ctx, bad(protocol.InvalidRequest, "%q is both set and deleted", k))
+			return
+		}
+	}
+	next := map[string]string{}
+	for k, v := range t.Config {
+		next[k] = v
+	}
+	for _, k := range req.Delete {
+		delete(next, k)
+	}
+	for k, v := range req.Set {
+		next[k] = v
+	}
+	if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
+		writeError(ctx, bad(protocol.InvalidConfig, "%v", err))
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeAlterTopicConfig, AlterTopicConfig: &fsm.AlterTopicConfig{
+		Name: name, Set: req.Set, Delete: req.Delete}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.log.Info("topic config altered", "topic", name, "set", req.Set, "delete", req.Delete, "version", res.Index)
+	writeJSON(ctx, http.StatusOK, res.Topic)
+}
+
 // register commits a storage node's registration. Runs on the leader.
 func (s *Server) register(ctx *fasthttp.RequestCtx) {
 	var req cluster.RegisterRequest

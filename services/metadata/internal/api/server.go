@@ -105,6 +105,12 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 			http.MethodGet:    func(ctx *fasthttp.RequestCtx) { s.describeTopic(ctx, name) },
 			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.deleteTopic(ctx, name) }),
 		})
+	case strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/config") &&
+		!strings.Contains(strings.TrimSuffix(path[len("/v1/topics/"):], "/config"), "/"):
+		name := strings.TrimSuffix(path[len("/v1/topics/"):], "/config")
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodPatch: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.alterTopicConfig(ctx, name) }),
+		})
 	case path == "/v1/nodes/register":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.register)})
 	case path == "/v1/nodes/heartbeat":

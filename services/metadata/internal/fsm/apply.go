@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -180,6 +181,31 @@ func (s *state) deleteTopic(c *DeleteTopic) error {
 	}
 	delete(s.topics, c.Name)
 	return nil
+}
+
+// alterTopicConfig applies a config change if the result is a valid
+// configuration for the topic.
+func (s *state) alterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, error) {
+	t, ok := s.topics[c.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
+	}
+	next := maps.Clone(t.Config)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, k := range c.Delete {
+		delete(next, k)
+	}
+	for k, v := range c.Set {
+		next[k] = v
+	}
+	if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	t.Config = next
+	out := copyTopic(t)
+	return &out, nil
 }
 
 // partition returns the live partition (not a copy).

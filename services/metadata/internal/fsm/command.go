@@ -18,6 +18,7 @@ const (
 	TypeSetNodeAlive     CommandType = "set_node_alive"
 	TypeCreateTopic      CommandType = "create_topic"
 	TypeDeleteTopic      CommandType = "delete_topic"
+	TypeAlterTopicConfig CommandType = "alter_topic_config"
 	TypeUpdatePartition  CommandType = "update_partition"
 	TypeFenceNode        CommandType = "fence_node"
 	TypeShutdownNode     CommandType = "shutdown_node"
@@ -34,6 +35,7 @@ type Command struct {
 	SetNodeAlive     *SetNodeAlive     `json:"set_node_alive,omitempty"`
 	CreateTopic      *CreateTopic      `json:"create_topic,omitempty"`
 	DeleteTopic      *DeleteTopic      `json:"delete_topic,omitempty"`
+	AlterTopicConfig *AlterTopicConfig `json:"alter_topic_config,omitempty"`
 	UpdatePartition  *UpdatePartition  `json:"update_partition,omitempty"`
 	FenceNode        *FenceNode        `json:"fence_node,omitempty"`
 	ShutdownNode     *ShutdownNode     `json:"shutdown_node,omitempty"`
@@ -81,6 +83,14 @@ type CreateTopic struct {
 // DeleteTopic removes a topic.
 type DeleteTopic struct {
 	Name string `json:"name"`
+}
+
+// AlterTopicConfig sets and deletes configuration keys of a topic. The
+// result is validated when applied, so every replica keeps or refuses it alike.
+type AlterTopicConfig struct {
+	Name   string            `json:"name"`
+	Set    map[string]string `json:"set,omitempty"`
+	Delete []string          `json:"delete,omitempty"`
 }
 
 // UpdatePartition changes a partition's leader and ISR. LeaderEpoch and
@@ -184,6 +194,7 @@ func (c Command) check() error {
 		TypeSetNodeAlive:     c.SetNodeAlive != nil,
 		TypeCreateTopic:      c.CreateTopic != nil,
 		TypeDeleteTopic:      c.DeleteTopic != nil,
+		TypeAlterTopicConfig: c.AlterTopicConfig != nil,
 		TypeUpdatePartition:  c.UpdatePartition != nil,
 		TypeFenceNode:        c.FenceNode != nil,
 		TypeShutdownNode:     c.ShutdownNode != nil,

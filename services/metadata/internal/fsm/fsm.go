@@ -26,6 +26,8 @@ var (
 	ErrUnknownNode = errors.New("unknown storage node")
 	// ErrInvalidTopic: a CreateTopic's name, shape, placement or config is invalid.
 	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrInvalidConfig: an AlterTopicConfig would leave an invalid config.
+	ErrInvalidConfig = errors.New("invalid topic config")
 	// ErrStaleNodeEpoch: a liveness change names an old registration.
 	ErrStaleNodeEpoch = errors.New("stale node epoch")
 	// ErrFencedLeaderEpoch: an UpdatePartition was based on an old leader epoch.
@@ -112,6 +114,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Topic, res.Err = f.st.createTopic(cmd.CreateTopic)
 	case TypeDeleteTopic:
 		res.Err = f.st.deleteTopic(cmd.DeleteTopic)
+	case TypeAlterTopicConfig:
+		res.Topic, res.Err = f.st.alterTopicConfig(cmd.AlterTopicConfig)
 	case TypeUpdatePartition:
 		res.Partition, res.Err = f.st.updatePartition(cmd.UpdatePartition)
 	case TypeFenceNode:
@@ -127,7 +131,7 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Err = cmd.check()
 	}
 	switch cmd.Type {
-	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
+	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
 		changed = res.Err == nil
 	}
 	if changed {

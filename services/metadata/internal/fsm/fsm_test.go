@@ -137,6 +137,23 @@ func TestApply(t *testing.T) {
 			}
 		}},
 		{name: "delete unknown topic", cmd: Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "nope"}}, wantErr: ErrUnknownTopic},
+		// Topic configuration changes.
+		{name: "alter config sets and deletes keys and bumps the version",
+			setup: []Command{{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"retention.ms": "1000", "segment.bytes": "4096"}}}},
+			cmd:   Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"retention.bytes": "8192"}, Delete: []string{"segment.bytes"}}},
+			check: func(t *testing.T, f *FSM, r *Result) {
+				want := map[string]string{"retention.ms": "1000", "retention.bytes": "8192"}
+				if tp, _ := f.Topic("orders"); !reflect.DeepEqual(tp.Config, want) || !reflect.DeepEqual(r.Topic.Config, want) {
+					t.Fatalf("config = %v, result %v; want %v", tp.Config, r.Topic.Config, want)
+				}
+				if f.View().Version != r.Index {
+					t.Fatalf("version %d, want the entry's index %d (storage nodes watch it)", f.View().Version, r.Index)
+				}
+			}},
+		{name: "alter config to an invalid value", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"retention.ms": "soon"}}}, wantErr: ErrInvalidConfig},
+		{name: "alter config past the replication factor", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"min.insync.replicas": "3"}}}, wantErr: ErrInvalidConfig},
+		{name: "alter config of an unknown key", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"colour": "blue"}}}, wantErr: ErrInvalidConfig},
+		{name: "alter config of an unknown topic", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "nope", Set: map[string]string{"retention.ms": "1"}}}, wantErr: ErrUnknownTopic},
 		{name: "shrink ISR", cmd: update("orders", 0, 0, 0, 1, 1), check: func(t *testing.T, f *FSM, r *Result) {
 			want := cluster.Partition{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}, PartitionEpoch: 1}
 			if !reflect.DeepEqual(*r.Partition, want) {
