@@ -192,6 +192,30 @@ func (f *figures) deleteTopic(name string) {
 	if err := cluster.NewClient([]string{f.c.FrontendURL()}).DeleteTopic(ctx, name); err != nil {
 		f.t.Fatalf("delete topic %s: %v", name, err)
 	}
+	// Storage nodes delete the files on their own time: wait for it, so the
+	// deletion's I/O is not part of the next measurement.
+	for i := 1; i <= 3; i++ {
+		p := f.c.Proc(fmt.Sprintf("storage-%d", i))
+		dir := ""
+		for j, a := range p.Args {
+			if a == "-data-dir" && j+1 < len(p.Args) {
+				dir = p.Args[j+1]
+			}
+		}
+		if dir == "" {
+			f.t.Fatalf("%s runs without -data-dir", p.Name)
+		}
+		for {
+			left, _ := filepath.Glob(filepath.Join(dir, name+"-*"))
+			if len(left) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				f.t.Fatalf("%s still holds %v after deleting topic %s", p.Name, left, name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // run runs the sluice-bench binary with --json and decodes its output. It
