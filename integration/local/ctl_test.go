@@ -219,3 +219,44 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 		t.Fatalf("config after --delete-config: %v", topic.Config)
 	}
 }
+
+// TestTopicAddPartitions: `sluicectl topic add-partitions` warns that keys
+// move, grows the topic through the frontend, and the storage nodes open the
+// new partitions at once: an acks=all record to a new partition is written
+// and read back. A total not above the current count is refused.
+func TestTopicAddPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3)
+	must := func(stdin string, args ...string) string {
+		t.Helper()
+		out, errOut, code := sluicectl(t, c, stdin, args...)
+		if code != 0 {
+			t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	must("", "topic", "create", "grow", "--partitions", "2", "--replication-factor", "3", "--config", "min.insync.replicas=2")
+	out, errOut, code := sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "4")
+	if code != 0 || !strings.Contains(out, "now has 4 partitions") || !strings.Contains(errOut, "warning: keys") {
+		t.Fatalf("add-partitions: exit %d, %q, %q", code, out, errOut)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the frontend learns the new partitions from its metadata watch
+		_, errOut, code := sluicectl(t, c, "new-partition-record\n", "produce", "grow", "--partition", "3", "--acks", "all")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce to the new partition 3: exit %d, %s", code, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := strings.TrimSpace(must("", "consume", "grow", "--partition", "3", "--from-beginning", "--exit-at-end", "--format", `%p/%o %s\n`)); got != "3/0 new-partition-record" {
+		t.Fatalf("partition 3 holds %q", got)
+	}
+	if _, errOut, code := sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "3"); code != 1 || !strings.Contains(errOut, "INVALID_PARTITIONS") {
+		t.Fatalf("shrinking: exit %d, %s", code, errOut)
+	}
+}

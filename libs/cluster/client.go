@@ -61,6 +61,13 @@ func (c *Client) AlterTopicConfig(ctx context.Context, name string, req AlterTop
 	return &t, err
 }
 
+// AddPartitions grows a topic to req.Partitions partitions and returns it.
+func (c *Client) AddPartitions(ctx context.Context, name string, req AddPartitionsRequest) (*Topic, error) {
+	var t Topic
+	err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(name)+"/partitions", req, &t)
+	return &t, err
+}
+
 // ListTopics returns every topic (a linearizable read).
 func (c *Client) ListTopics(ctx context.Context) ([]Topic, error) {
 	var out struct {

@@ -105,6 +105,13 @@ type AlterTopicConfigRequest struct {
 	Delete []string          `json:"delete,omitempty"`
 }
 
+// AddPartitionsRequest is the body of POST /v1/topics/{name}/partitions:
+// Partitions is the new total, larger than the current count. Keys hashed
+// to a partition may map to another one afterwards.
+type AddPartitionsRequest struct {
+	Partitions int `json:"partitions"`
+}
+
 // RegisterRequest is the body of POST /v1/nodes/register.
 type RegisterRequest struct {
 	ID             int32  `json:"id"`

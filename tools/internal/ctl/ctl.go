@@ -41,6 +41,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   topic describe NAME [-o json]
   topic delete NAME
   topic alter NAME [--config k=v ...] [--delete-config k ...]   applied live by the storage nodes
+  topic add-partitions NAME --partitions N   N is the new total; keys move to other partitions
   produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
                 [--compression none|gzip|snappy|lz4|zstd] [--linger DURATION]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
@@ -126,6 +127,8 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return topicDelete(ctx, env, rest[1:])
 	case cmd == "topic" && sub == "alter":
 		return topicAlter(ctx, env, rest[1:])
+	case cmd == "topic" && sub == "add-partitions":
+		return topicAddPartitions(ctx, env, rest[1:])
 	case cmd == "produce":
 		return produce(ctx, env, rest)
 	case cmd == "consume":

@@ -176,6 +176,30 @@ func topicAlter(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// topicAddPartitions grows a topic; keyed records may map to other
+// partitions afterwards, which it says before it asks.
+func topicAddPartitions(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("topic add-partitions", flag.ContinueOnError)
+	total := fs.Int("partitions", 0, "the new partition count (larger than the current one)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a topic name"); err != nil {
+		return err
+	}
+	if *total < 1 {
+		return fmt.Errorf("%w: topic add-partitions needs --partitions N, the new total", errUsage)
+	}
+	fmt.Fprintf(env.Stderr, "warning: keys of %s hash over the new partition count from now on: records of one key may land on another partition than before, so per-key order across the change is not kept\n", pos[0])
+	t, err := cluster.NewClient(addrs(env.Frontend)).AddPartitions(ctx, pos[0], cluster.AddPartitionsRequest{Partitions: *total})
+	if err != nil {
+		return fmt.Errorf("add partitions to %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "topic %s now has %d partitions\n", t.Name, len(t.Partitions))
+	return nil
+}
+
 func ids(xs []int32) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {

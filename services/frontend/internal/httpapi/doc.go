@@ -9,6 +9,7 @@
 //	GET    /v1/topics/{topic}                                 describe a topic
 //	DELETE /v1/topics/{topic}                                 delete a topic
 //	PATCH  /v1/topics/{topic}/config                          change a topic's config (set, delete)
+//	POST   /v1/topics/{topic}/partitions                      add partitions (the new total)
 //	GET    /v1/cluster[?since=V&wait_ms=W]                    cluster snapshot / watch
 //	POST   /v1/producers                                      new idempotent producer id
 //	*      /v1/groups[/...]                                   consumer groups (offsets service)

@@ -104,6 +104,12 @@ func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
 			return
 		}
 		s.alterTopicConfig(ctx, topic)
+	case len(parts) == 2 && parts[1] == "partitions":
+		if method != fasthttp.MethodPost {
+			methodNotAllowed(ctx, "POST")
+			return
+		}
+		s.addPartitions(ctx, topic)
 	case len(parts) == 2 && parts[1] == "records":
 		if method != fasthttp.MethodPost {
 			methodNotAllowed(ctx, "POST")

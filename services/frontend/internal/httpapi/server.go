@@ -72,6 +72,7 @@ type Admin interface {
 	DescribeTopic(ctx context.Context, name string) (*cluster.Topic, error)
 	DeleteTopic(ctx context.Context, name string) error
 	AlterTopicConfig(ctx context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error)
+	AddPartitions(ctx context.Context, name string, req cluster.AddPartitionsRequest) (*cluster.Topic, error)
 	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
 }
 

@@ -97,6 +97,24 @@ func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, fasthttp.StatusOK, t)
 }
 
+// addPartitions serves POST /v1/topics/{topic}/partitions.
+func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
+	var req cluster.AddPartitionsRequest
+	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "add partitions body: "+err.Error())
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	t, err := s.admin.AddPartitions(actx, name, req)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, t)
+}
+
 // initProducerID serves POST /v1/producers: a new idempotent producer id
 // from metadata.
 func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {

@@ -368,3 +368,40 @@ func TestAlterTopicConfig(t *testing.T) {
 }
 
 func errOf(_ *cluster.Topic, err error) error { return err }
+
+// TestAddPartitions: POST /v1/topics/{name}/partitions grows a topic to the
+// given total, placing the new partitions over the live nodes; a total not
+// above the current count, or an unknown topic, is refused.
+func TestAddPartitions(t *testing.T) {
+	m := startCluster(t, 1, clusterOpts{})[0]
+	c := client(m)
+	ctx := context.Background()
+	for id := int32(1); id <= 3; id++ {
+		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "t", Partitions: 2, ReplicationFactor: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.AddPartitions(ctx, "t", cluster.AddPartitionsRequest{Partitions: 5})
+	if err != nil || len(got.Partitions) != 5 {
+		t.Fatalf("add: %+v, %v", got, err)
+	}
+	leaders := map[int32]int{}
+	for i, p := range got.Partitions {
+		if p.ID != int32(i) || len(p.Replicas) != 2 || p.Leader != p.Replicas[0] || len(p.ISR) != 2 {
+			t.Fatalf("partition %d: %+v", i, p)
+		}
+		leaders[p.Leader]++
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("leaders of 5 partitions over 3 nodes: %v", leaders)
+	}
+	wantCode(t, errOf(c.AddPartitions(ctx, "t", cluster.AddPartitionsRequest{Partitions: 5})), protocol.InvalidPartitions)
+	wantCode(t, errOf(c.AddPartitions(ctx, "t", cluster.AddPartitionsRequest{Partitions: 3})), protocol.InvalidPartitions)
+	wantCode(t, errOf(c.AddPartitions(ctx, "nope", cluster.AddPartitionsRequest{Partitions: 3})), protocol.UnknownTopicOrPartition)
+	if tp, _ := c.DescribeTopic(ctx, "t"); len(tp.Partitions) != 5 {
+		t.Fatalf("%d partitions after the refused changes", len(tp.Partitions))
+	}
+}

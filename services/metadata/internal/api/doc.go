@@ -7,6 +7,7 @@
 //	GET    /v1/topics/{name}[?consistent=true]                 cluster.Topic
 //	DELETE /v1/topics/{name}                                   {}
 //	PATCH  /v1/topics/{name}/config  cluster.AlterTopicConfigRequest -> cluster.Topic
+//	POST   /v1/topics/{name}/partitions  cluster.AddPartitionsRequest -> cluster.Topic
 //	POST   /v1/nodes/register    cluster.RegisterRequest -> cluster.RegisterResponse
 //	POST   /v1/nodes/heartbeat   cluster.HeartbeatRequest -> {}
 //	POST   /v1/nodes/shutdown    cluster.ShutdownRequest -> cluster.ShutdownResponse
@@ -15,7 +16,7 @@
 //	POST   /v1/internal/apply    a forwarded fsm.Command -> raftnode.ApplyResponse
 //
 // Every member answers every route. Writes (topic create/delete, register,
-// heartbeat, shutdown, partition alter, topic config, producer id) run on the Raft leader: another
+// heartbeat, shutdown, partition alter, topic config, added partitions, producer id) run on the Raft leader: another
 // member relays the request to the leader's HTTP API unchanged and relays the
 // answer back (raftnode.Forward); a relayed request reaching a non-leader gets
 // 503 NOT_CONTROLLER, so nothing loops and clients try the next address. Reads are served from the local FSM

@@ -31,6 +31,7 @@ var mapping = []struct {
 	{fsm.ErrUnknownPartition, http.StatusNotFound, protocol.UnknownTopicOrPartition},
 	{fsm.ErrInvalidTopic, http.StatusBadRequest, protocol.InvalidTopic},
 	{fsm.ErrInvalidConfig, http.StatusBadRequest, protocol.InvalidConfig},
+	{fsm.ErrStalePartitionCount, http.StatusConflict, protocol.InvalidPartitions},
 	{fsm.ErrMalformedCommand, http.StatusBadRequest, protocol.InvalidRequest},
 	{fsm.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
 	{fsm.ErrStaleNodeEpoch, http.StatusConflict, protocol.StaleBrokerEpoch},

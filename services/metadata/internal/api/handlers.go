@@ -225,6 +225,45 @@ func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, http.StatusOK, res.Topic)
 }
 
+// addPartitions places and commits new partitions of a topic. Runs on the
+// leader.
+func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
+	var req cluster.AddPartitionsRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	t, ok := s.fsm.Topic(name)
+	if !ok {
+		writeError(ctx, bad(protocol.UnknownTopicOrPartition, "topic %q does not exist", name))
+		return
+	}
+	have := len(t.Partitions)
+	if req.Partitions <= have || req.Partitions > cluster.MaxPartitions {
+		writeError(ctx, bad(protocol.InvalidPartitions, "topic %q has %d partitions: the new count must be within %d..%d, got %d",
+			name, have, have+1, cluster.MaxPartitions, req.Partitions))
+		return
+	}
+	replicas, err := placement.Assign(placement.LiveNodes(s.fsm.Nodes()), s.fsm.Topics(), req.Partitions-have, t.ReplicationFactor)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeAddPartitions, AddPartitions: &fsm.AddPartitions{
+		Name: name, From: have, Replicas: replicas}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.log.Info("partitions added", "topic", name, "from", have, "to", req.Partitions, "version", res.Index)
+	writeJSON(ctx, http.StatusOK, res.Topic)
+}
+
 // register commits a storage node's registration. Runs on the leader.
 func (s *Server) register(ctx *fasthttp.RequestCtx) {
 	var req cluster.RegisterRequest

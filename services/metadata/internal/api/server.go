@@ -88,6 +88,20 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.http.Stop(ctx)
 }
 
+// topicSub returns the topic name of /v1/topics/{name}{suffix}, "" when path
+// is not of that form.
+func topicSub(path, suffix string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/topics/")
+	if !ok {
+		return ""
+	}
+	name, ok := strings.CutSuffix(rest, suffix)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return ""
+	}
+	return name
+}
+
 // route dispatches on path and method.
 func (s *Server) route(ctx *fasthttp.RequestCtx) {
 	path, method := string(ctx.Path()), string(ctx.Method())
@@ -105,11 +119,15 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 			http.MethodGet:    func(ctx *fasthttp.RequestCtx) { s.describeTopic(ctx, name) },
 			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.deleteTopic(ctx, name) }),
 		})
-	case strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/config") &&
-		!strings.Contains(strings.TrimSuffix(path[len("/v1/topics/"):], "/config"), "/"):
-		name := strings.TrimSuffix(path[len("/v1/topics/"):], "/config")
+	case topicSub(path, "/config") != "":
+		name := topicSub(path, "/config")
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
 			http.MethodPatch: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.alterTopicConfig(ctx, name) }),
+		})
+	case topicSub(path, "/partitions") != "":
+		name := topicSub(path, "/partitions")
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodPost: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.addPartitions(ctx, name) }),
 		})
 	case path == "/v1/nodes/register":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.register)})

@@ -208,6 +208,38 @@ func (s *state) alterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, error) {
 	return &out, nil
 }
 
+// addPartitions appends the new partitions if the topic still has From.
+func (s *state) addPartitions(c *AddPartitions) (*cluster.Topic, error) {
+	t, ok := s.topics[c.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
+	}
+	if len(t.Partitions) != c.From {
+		return nil, fmt.Errorf("%w: topic %q has %d partitions, not %d", ErrStalePartitionCount, c.Name, len(t.Partitions), c.From)
+	}
+	if n := len(t.Partitions) + len(c.Replicas); len(c.Replicas) < 1 || n > cluster.MaxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions is outside %d..%d", ErrInvalidTopic, n, len(t.Partitions)+1, cluster.MaxPartitions)
+	}
+	for i, rs := range c.Replicas {
+		if len(rs) != t.ReplicationFactor {
+			return nil, fmt.Errorf("%w: new partition %d has %d replicas, want %d", ErrInvalidTopic, i, len(rs), t.ReplicationFactor)
+		}
+		if err := s.checkReplicas(rs); err != nil {
+			return nil, fmt.Errorf("%w: new partition %d: %w", ErrInvalidTopic, i, err)
+		}
+	}
+	for _, rs := range c.Replicas {
+		t.Partitions = append(t.Partitions, cluster.Partition{
+			ID:       int32(len(t.Partitions)),
+			Replicas: slices.Clone(rs),
+			Leader:   rs[0],
+			ISR:      slices.Clone(rs),
+		})
+	}
+	out := copyTopic(t)
+	return &out, nil
+}
+
 // partition returns the live partition (not a copy).
 func (s *state) partition(topic string, id int32) (*cluster.Partition, error) {
 	t, ok := s.topics[topic]

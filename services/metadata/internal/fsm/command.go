@@ -19,6 +19,7 @@ const (
 	TypeCreateTopic      CommandType = "create_topic"
 	TypeDeleteTopic      CommandType = "delete_topic"
 	TypeAlterTopicConfig CommandType = "alter_topic_config"
+	TypeAddPartitions    CommandType = "add_partitions"
 	TypeUpdatePartition  CommandType = "update_partition"
 	TypeFenceNode        CommandType = "fence_node"
 	TypeShutdownNode     CommandType = "shutdown_node"
@@ -36,6 +37,7 @@ type Command struct {
 	CreateTopic      *CreateTopic      `json:"create_topic,omitempty"`
 	DeleteTopic      *DeleteTopic      `json:"delete_topic,omitempty"`
 	AlterTopicConfig *AlterTopicConfig `json:"alter_topic_config,omitempty"`
+	AddPartitions    *AddPartitions    `json:"add_partitions,omitempty"`
 	UpdatePartition  *UpdatePartition  `json:"update_partition,omitempty"`
 	FenceNode        *FenceNode        `json:"fence_node,omitempty"`
 	ShutdownNode     *ShutdownNode     `json:"shutdown_node,omitempty"`
@@ -91,6 +93,16 @@ type AlterTopicConfig struct {
 	Name   string            `json:"name"`
 	Set    map[string]string `json:"set,omitempty"`
 	Delete []string          `json:"delete,omitempty"`
+}
+
+// AddPartitions appends partitions to a topic with their placement already
+// decided: new partition len(existing)+i gets Replicas[i], its first replica
+// leads, every replica is in the ISR. From is the partition count the
+// proposer saw: the command applies only if it is still current.
+type AddPartitions struct {
+	Name     string    `json:"name"`
+	From     int       `json:"from"`
+	Replicas [][]int32 `json:"replicas"`
 }
 
 // UpdatePartition changes a partition's leader and ISR. LeaderEpoch and
@@ -195,6 +207,7 @@ func (c Command) check() error {
 		TypeCreateTopic:      c.CreateTopic != nil,
 		TypeDeleteTopic:      c.DeleteTopic != nil,
 		TypeAlterTopicConfig: c.AlterTopicConfig != nil,
+		TypeAddPartitions:    c.AddPartitions != nil,
 		TypeUpdatePartition:  c.UpdatePartition != nil,
 		TypeFenceNode:        c.FenceNode != nil,
 		TypeShutdownNode:     c.ShutdownNode != nil,

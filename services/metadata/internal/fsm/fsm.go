@@ -26,6 +26,8 @@ var (
 	ErrUnknownNode = errors.New("unknown storage node")
 	// ErrInvalidTopic: a CreateTopic's name, shape, placement or config is invalid.
 	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrStalePartitionCount: an AddPartitions was based on an old count.
+	ErrStalePartitionCount = errors.New("stale partition count")
 	// ErrInvalidConfig: an AlterTopicConfig would leave an invalid config.
 	ErrInvalidConfig = errors.New("invalid topic config")
 	// ErrStaleNodeEpoch: a liveness change names an old registration.
@@ -116,6 +118,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Err = f.st.deleteTopic(cmd.DeleteTopic)
 	case TypeAlterTopicConfig:
 		res.Topic, res.Err = f.st.alterTopicConfig(cmd.AlterTopicConfig)
+	case TypeAddPartitions:
+		res.Topic, res.Err = f.st.addPartitions(cmd.AddPartitions)
 	case TypeUpdatePartition:
 		res.Partition, res.Err = f.st.updatePartition(cmd.UpdatePartition)
 	case TypeFenceNode:
@@ -131,7 +135,7 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Err = cmd.check()
 	}
 	switch cmd.Type {
-	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
+	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeAddPartitions, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
 		changed = res.Err == nil
 	}
 	if changed {

@@ -153,6 +153,23 @@ func TestApply(t *testing.T) {
 		{name: "alter config to an invalid value", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"retention.ms": "soon"}}}, wantErr: ErrInvalidConfig},
 		{name: "alter config past the replication factor", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"min.insync.replicas": "3"}}}, wantErr: ErrInvalidConfig},
 		{name: "alter config of an unknown key", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "orders", Set: map[string]string{"colour": "blue"}}}, wantErr: ErrInvalidConfig},
+		{name: "add partitions appends them, led by their first replica",
+			cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "orders", From: 2, Replicas: [][]int32{{3, 1}, {1, 3}}}},
+			check: func(t *testing.T, f *FSM, r *Result) {
+				tp, _ := f.Topic("orders")
+				want := cluster.Partition{ID: 3, Replicas: []int32{1, 3}, Leader: 1, ISR: []int32{1, 3}}
+				if len(tp.Partitions) != 4 || !reflect.DeepEqual(tp.Partitions[3], want) || len(r.Topic.Partitions) != 4 {
+					t.Fatalf("partitions = %+v", tp.Partitions)
+				}
+				if f.View().Version != r.Index {
+					t.Fatalf("version %d, want %d", f.View().Version, r.Index)
+				}
+			}},
+		{name: "add partitions from a stale count", cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "orders", From: 1, Replicas: [][]int32{{3, 1}}}}, wantErr: ErrStalePartitionCount},
+		{name: "add partitions with the wrong replica count", cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "orders", From: 2, Replicas: [][]int32{{3}}}}, wantErr: ErrInvalidTopic},
+		{name: "add partitions on an unregistered node", cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "orders", From: 2, Replicas: [][]int32{{3, 9}}}}, wantErr: ErrInvalidTopic},
+		{name: "add no partitions", cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "orders", From: 2}}, wantErr: ErrInvalidTopic},
+		{name: "add partitions to an unknown topic", cmd: Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "nope", From: 0, Replicas: [][]int32{{1, 2}}}}, wantErr: ErrUnknownTopic},
 		{name: "alter config of an unknown topic", cmd: Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "nope", Set: map[string]string{"retention.ms": "1"}}}, wantErr: ErrUnknownTopic},
 		{name: "shrink ISR", cmd: update("orders", 0, 0, 0, 1, 1), check: func(t *testing.T, f *FSM, r *Result) {
 			want := cluster.Partition{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}, PartitionEpoch: 1}
