@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // TestContainerCluster starts one containerised cluster and runs the
@@ -101,13 +102,22 @@ func testStorageLeaderKill(t *testing.T, c *tcCluster) {
 	c.waitPreferredLeaders(t, ctx, topic)
 }
 
+// createTopic creates a topic, waiting up to a minute for enough live
+// storage nodes (a node an earlier scenario restarted may still be joining).
 func (c *tcCluster) createTopic(t *testing.T, ctx context.Context, topic string, partitions, rf int) {
 	t.Helper()
 	admin := cluster.NewClient([]string{c.frontendURL})
-	_, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf,
-		Config: map[string]string{"min.insync.replicas": "2"}})
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: rf,
+			Config: map[string]string{"min.insync.replicas": "2"}})
+		if err == nil {
+			return
+		}
+		if protocol.CodeOf(err) != protocol.InvalidReplicationFactor || time.Now().After(deadline) {
+			t.Fatalf("create topic %s: %v", topic, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

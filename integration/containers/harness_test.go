@@ -84,8 +84,11 @@ func startCluster(t *testing.T) *tcCluster {
 	var meta, offs, store []node
 	for i := 1; i <= 3; i++ {
 		id := strconv.Itoa(i)
+		// A 6s storage session (3s by default): docker pause and network
+		// disconnect take seconds on a loaded machine, and the partition
+		// scenario freezes two nodes for a while without wanting them fenced.
 		meta = append(meta, newNode(t, "metadata-"+id, "sluice/metadata:dev", "7072/tcp",
-			[]string{"-id", id, "-bootstrap", "-peers", metadataPeers}, "7070/tcp"))
+			[]string{"-id", id, "-bootstrap", "-peers", metadataPeers, "-session-timeout", "6s"}, "7070/tcp"))
 		offs = append(offs, newNode(t, "offsets-"+id, "sluice/offsets:dev", "7082/tcp",
 			[]string{"-id", id, "-bootstrap", "-peers", offsetsPeers, "-metadata", metadataList}, "7080/tcp"))
 		s := newNode(t, "storage-"+id, "sluice/storage:dev", "9111/tcp", nil, "9101/tcp")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,11 +62,12 @@ func testStorageLeaderPartition(t *testing.T, c *tcCluster) {
 	go func() { sideDone <- runKeyedLoad(t, sideP, side, 10, stop) }()
 	time.Sleep(2 * time.Second)
 
+	// The freeze must stay well inside the storage session timeout (the
+	// harness gives metadata 6s), or metadata fences the frozen nodes too.
 	t.Logf("freezing %v, then cutting %s (leader of %s-0, epoch %d) off the network", others, leader, side, before.LeaderEpoch)
-	for _, o := range others {
-		c.pause(o)
-	}
-	time.Sleep(time.Second)
+	frozen := time.Now()
+	c.each(others, c.pause)
+	time.Sleep(500 * time.Millisecond)
 	c.disconnect(leader)
 	connected := false
 	defer func() {
@@ -73,9 +75,8 @@ func testStorageLeaderPartition(t *testing.T, c *tcCluster) {
 			c.reconnect(leader)
 		}
 	}()
-	for _, o := range others {
-		c.unpause(o)
-	}
+	c.each(others, c.unpause)
+	t.Logf("%v frozen for %v", others, time.Since(frozen).Round(time.Millisecond))
 
 	// Fenced: a new leader with a higher epoch, the old one out of the ISR.
 	deadline := time.Now().Add(30 * time.Second)
@@ -131,6 +132,19 @@ func testStorageLeaderPartition(t *testing.T, c *tcCluster) {
 		}
 	}
 	t.Logf("acks=leader side load: %d acknowledged, %d of them lost with the truncated suffix (allowed for acks=leader)", len(sl.AckedSet()), lost)
+}
+
+// each runs f on every named container at once.
+func (c *tcCluster) each(names []string, f func(string)) {
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(n)
+		}()
+	}
+	wg.Wait()
 }
 
 // partition describes one partition through metadata.

@@ -66,6 +66,8 @@ type Controller struct {
 	pids       idBlock           // producer ids left to hand out; guarded by mu; empty when not active
 	pidTerm    uint64            // bumped each time the controller stops being active; guarded by mu
 
+	metrics metrics
+
 	base   context.Context // cancelled by Stop: ends proposals in flight
 	cancel context.CancelFunc
 	stop   chan struct{}
@@ -81,7 +83,7 @@ func New(cfg Config, p Proposer, f *fsm.FSM, log *slog.Logger) (*Controller, err
 	return &Controller{
 		cfg: cfg, raft: p, fsm: f, log: log, now: time.Now,
 		leaderSig: make(chan struct{}, 1), kick: make(chan struct{}, 1), reserving: make(chan struct{}, 1),
-		base: base, cancel: cancel, stop: make(chan struct{}),
+		base: base, cancel: cancel, stop: make(chan struct{}), metrics: newMetrics(),
 	}, nil
 }
 

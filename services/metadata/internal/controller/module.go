@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
@@ -16,10 +17,15 @@ func Module() fx.Option {
 	return fx.Module("controller", fx.Provide(provide))
 }
 
-func provide(lc fx.Lifecycle, cfg Config, n *raftnode.Node, f *fsm.FSM, log *slog.Logger) (*Controller, error) {
+func provide(lc fx.Lifecycle, cfg Config, n *raftnode.Node, f *fsm.FSM, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
 	c, err := New(cfg, n, f, log.With("component", "controller"))
 	if err != nil {
 		return nil, err
+	}
+	for _, m := range c.Collectors() {
+		if err := reg.Register(m); err != nil {
+			return nil, err
+		}
 	}
 	n.OnLeadership(c.SetLeader)
 	lc.Append(fx.Hook{

@@ -70,6 +70,7 @@ func (c *Controller) propose(ctx context.Context, ch change, why string) (applie
 		return false, nil
 	}
 	np := res.Partition
+	c.metrics.countChange(p.Leader, np.Leader, len(p.ISR), len(np.ISR))
 	switch {
 	case ch.leader == -1:
 		c.log.Error("partition offline: no live replica in the ISR", "partition", part, "isr", ch.isr, "replicas", p.Replicas,
@@ -102,12 +103,19 @@ func (c *Controller) AlterPartition(ctx context.Context, req cluster.AlterPartit
 	if err := c.fsm.CheckAlterPartition(cmd); err != nil {
 		return nil, err
 	}
+	oldISR := -1
+	if t, ok := c.fsm.Topic(req.Topic); ok && int(req.Partition) < len(t.Partitions) {
+		oldISR = len(t.Partitions[req.Partition].ISR)
+	}
 	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeAlterPartition, AlterPartition: &cmd})
 	if err != nil {
 		return nil, err
 	}
 	if res.Err != nil {
 		return nil, res.Err
+	}
+	if oldISR >= 0 {
+		c.metrics.countChange(req.LeaderID, res.Partition.Leader, oldISR, len(res.Partition.ISR))
 	}
 	c.log.Info("partition ISR changed by its leader", "partition", fmt.Sprintf("%s-%d", req.Topic, req.Partition),
 		"leader", req.LeaderID, "isr", res.Partition.ISR, "partition_epoch", res.Partition.PartitionEpoch)

@@ -272,6 +272,30 @@ func (f *FSM) Counts() (nodes, topics int) {
 	return len(f.st.nodes), len(f.st.topics)
 }
 
+// Health counts partitions: all, those with fewer in-sync replicas than
+// replicas, and those without a leader; and the storage nodes alive.
+func (f *FSM) Health() (partitions, underReplicated, offline, aliveNodes int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.st.topics {
+		for _, p := range t.Partitions {
+			partitions++
+			if len(p.ISR) < len(p.Replicas) {
+				underReplicated++
+			}
+			if p.Leader < 0 {
+				offline++
+			}
+		}
+	}
+	for _, n := range f.st.nodes {
+		if n.Alive {
+			aliveNodes++
+		}
+	}
+	return partitions, underReplicated, offline, aliveNodes
+}
+
 func (s *state) export() *cluster.Snapshot {
 	return &cluster.Snapshot{
 		Version:   s.version,
