@@ -129,7 +129,7 @@ func newManager(lc fx.Lifecycle, c Config, reg prometheus.Registerer, log *slog.
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_fsyncs_total",
 		Help: "fsync calls made by the node's logs (segments, indexes): with sluice_storage_produce_bytes_total, the fsync cadence."},
-		func() float64 { return float64(m.Fsyncs()) }))
+		func() float64 { return float64(m.Fsyncs()) }), replica.NewCollector(m))
 	lc.Append(fx.StopHook(m.Close))
 	return m, nil
 }

@@ -32,7 +32,8 @@ type Manager struct {
 
 	repl *replicationState // nil until EnableReplication
 
-	droppedFsyncs atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
+	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
+	retentionDeleted atomic.Int64 // segments retention deleted
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -260,6 +261,7 @@ func parseDirName(name string) (Key, bool) {
 func (m *Manager) RunRetention(now time.Time) {
 	for _, r := range m.Replicas() {
 		n, err := r.Log.EnforceRetention(now)
+		m.retentionDeleted.Add(int64(n))
 		if err != nil {
 			m.log.Error("retention failed", "partition", r.Key.String(), "err", err)
 		} else if n > 0 {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,9 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 func snap(version uint64, topics ...cluster.Topic) *cluster.Snapshot {
@@ -217,5 +222,68 @@ func TestFsyncsCountDeletedReplicas(t *testing.T) {
 	}
 	if after := m.Fsyncs(); after < before {
 		t.Fatalf("fsync count went back from %d to %d when b was deleted", before, after)
+	}
+}
+
+// TestCollectorExportsLogs: the collector reports each partition's segments,
+// size, offsets, high watermark and role as the log has them, and counts the
+// segments retention deleted.
+func TestCollectorExportsLogs(t *testing.T) {
+	m, err := NewManager(t.TempDir(), 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tp := topic("a", []int32{1})
+	tp.Config["retention.bytes"] = "8192"
+	if err := m.Apply(snap(1, tp), true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Get("a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 3000)
+	for i := 0; i < 10; i++ { // about one 4 KiB segment each
+		b := record.NewBuilder(record.CodecNone)
+		b.Append(record.Record{Value: big, Timestamp: 1})
+		batch, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Log.Append(append([]byte(nil), batch...), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(m))
+	values := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+				out[mf.GetName()] = v
+			}
+		}
+		return out
+	}
+	got := values()
+	if got["sluice_storage_log_segments"] != float64(r.Log.Segments()) || got["sluice_storage_log_segments"] < 5 ||
+		got["sluice_storage_log_end_offset"] != 10 || got["sluice_storage_log_start_offset"] != 0 ||
+		got["sluice_storage_log_size_bytes"] != float64(r.Log.Size()) || got["sluice_storage_partition_leader"] != 1 ||
+		got["sluice_storage_retention_deleted_segments_total"] != 0 {
+		t.Fatalf("before retention: %v", got)
+	}
+	r.Log.SetHighWatermark(r.Log.EndOffset()) // retention keeps what is not committed
+	m.RunRetention(time.Now())
+	after := values()
+	if after["sluice_storage_retention_deleted_segments_total"] < 1 || after["sluice_storage_log_start_offset"] <= 0 ||
+		after["sluice_storage_log_segments"] >= got["sluice_storage_log_segments"] {
+		t.Fatalf("after retention: %v (before %v)", after, got)
 	}
 }
