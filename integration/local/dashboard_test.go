@@ -86,6 +86,10 @@ func TestDashboardMetricsExist(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A group with a committed offset, so that the lag series exist.
+	if _, errOut, code := sluicectl(t, c, "", "consume", "dash", "--group", "dashboard", "--from-beginning", "--max-messages", "10"); code != 0 {
+		t.Fatalf("consume: exit %d: %s", code, errOut)
+	}
 	// An error answer, so that the per-code error series exists.
 	pool := storageclient.NewPool("dashboard-test")
 	defer pool.Close()

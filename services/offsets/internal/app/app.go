@@ -237,9 +237,12 @@ func (l *logOffsets) Topic(name string) (int32, bool) {
 	return n, ok
 }
 
-func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, f *fsm.FSM, ends api.LogOffsets, log *slog.Logger) (*api.Server, error) {
+func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, f *fsm.FSM, ends api.LogOffsets, reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
 	s, err := api.New(c.API, n, co, f, ends, log.With("component", "api"))
 	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(api.NewLagCollector(s, n.IsLeader)); err != nil {
 		return nil, err
 	}
 	lc.Append(fx.Hook{

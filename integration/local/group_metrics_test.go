@@ -1,0 +1,68 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGroupLagMetrics: the offsets service exports each group's lag and
+// committed offset per partition: after a group read and committed 30 of 100
+// records, the series say lag 70, committed 30 (from the Raft leader only).
+func TestGroupLagMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "lagging", 1, 1, nil)
+	produceInRequests(t, c, "lagging", "v", 100, 20)
+	if _, errOut, code := sluicectl(t, c, "", "consume", "lagging", "--group", "readers", "--from-beginning", "--max-messages", "30"); code != 0 {
+		t.Fatalf("consume: exit %d: %s", code, errOut)
+	}
+	want := map[string]float64{
+		`sluice_offsets_group_lag{group="readers",partition="0",topic="lagging"}`:              70,
+		`sluice_offsets_group_committed_offset{group="readers",partition="0",topic="lagging"}`: 30,
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := map[string]float64{}
+		exporters := 0
+		for _, p := range c.OffsetsReplicas() {
+			resp, err := http.Get("http://" + p.AdminAddr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(resp.Body)
+			found := false
+			for sc.Scan() {
+				name, value, ok := strings.Cut(sc.Text(), " ")
+				if _, tracked := want[name]; ok && tracked {
+					v, _ := strconv.ParseFloat(value, 64)
+					got[name] += v
+					found = true
+				}
+			}
+			resp.Body.Close()
+			if found {
+				exporters++
+			}
+		}
+		ok := exporters == 1
+		for k, v := range want {
+			ok = ok && got[k] == v
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group series %v from %d replicas, want %v from the leader alone", got, exporters, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

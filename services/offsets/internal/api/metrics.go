@@ -1,0 +1,71 @@
+package api
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// lagScrapeTimeout bounds the log-offset look-ups of one scrape.
+const lagScrapeTimeout = 5 * time.Second
+
+var (
+	lagLabels     = []string{"group", "topic", "partition"}
+	descLag       = prometheus.NewDesc("sluice_offsets_group_lag", "Records a consumer group still has to read of a partition: log end minus the committed offset (or the log start when retention passed it or nothing is committed).", lagLabels, nil)
+	descCommitted = prometheus.NewDesc("sluice_offsets_group_committed_offset", "A consumer group's committed offset of a partition.", lagLabels, nil)
+	descGroups    = prometheus.NewDesc("sluice_offsets_groups", "Consumer groups with members or committed offsets.", nil, nil)
+)
+
+// LagCollector exports every group's lag per partition at scrape time, on
+// the Raft leader only (the other replicas would export the same series).
+type LagCollector struct {
+	s        *Server
+	isLeader func() bool
+}
+
+// NewLagCollector returns the collector of s's groups; isLeader tells
+// whether this replica leads the offsets Raft group.
+func NewLagCollector(s *Server, isLeader func() bool) *LagCollector {
+	return &LagCollector{s: s, isLeader: isLeader}
+}
+
+// Describe implements prometheus.Collector.
+func (c *LagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLag
+	ch <- descCommitted
+	ch <- descGroups
+}
+
+// Collect implements prometheus.Collector.
+func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.isLeader() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.s.base, lagScrapeTimeout)
+	defer cancel()
+	names := c.s.fsm.GroupNames()
+	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(len(names)))
+	for _, name := range names {
+		g, ok := c.s.fsm.Group(name)
+		if !ok {
+			g = &fsm.Group{Name: name} // committed offsets only
+		}
+		committed, err := c.s.fsm.Offsets(name, "")
+		if err != nil {
+			continue
+		}
+		for _, p := range c.s.lags(ctx, g, committed) {
+			lv := []string{name, p.Topic, strconv.Itoa(int(p.Partition))}
+			if p.Lag >= 0 {
+				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), lv...)
+			}
+			if p.Committed >= 0 {
+				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), lv...)
+			}
+		}
+	}
+}
