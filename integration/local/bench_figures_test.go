@@ -263,6 +263,9 @@ func (f *figures) storageCounters() storageCounters {
 			if !ok || err != nil {
 				continue
 			}
+			if base, _, labelled := strings.Cut(name, "{"); labelled && base == "sluice_storage_produce_bytes_total" {
+				name = base // summed over topics
+			}
 			switch name {
 			case "sluice_storage_produce_bytes_total":
 				s.produceBytes += v

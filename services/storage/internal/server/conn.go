@@ -154,7 +154,7 @@ func (c *conn) write(prefix, payload []byte) {
 
 // respondSlice writes a fetch response whose payload is a range of a segment
 // file: the header first, straight to the socket, then sendfile.
-func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl seglog.Slice) {
+func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl seglog.Slice, topic, reader string) {
 	defer c.release()
 	defer sl.Release()
 	rh := protocol.ResponseHeader{CorrelationID: h.CorrelationID}
@@ -181,5 +181,6 @@ func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl se
 		c.close()
 		return
 	}
-	c.s.metrics.BytesOut.Add(float64(sl.Size()))
+	c.s.metrics.BytesOut.WithLabelValues(topic, reader).Add(float64(sl.Size()))
+	c.s.metrics.Fetched.WithLabelValues(topic, reader).Inc()
 }

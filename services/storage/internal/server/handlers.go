@@ -46,12 +46,12 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		return
 	}
 	r.Progressed()
-	c.s.metrics.BytesIn.Add(float64(info.Bytes))
+	c.s.metrics.BytesIn.WithLabelValues(req.Topic).Add(float64(info.Bytes))
 	resp := &protocol.ProduceResponse{BaseOffset: info.BaseOffset, LastOffset: info.LastOffset, LogAppendTime: -1, LogStartOffset: r.Log.StartOffset()}
 	durable := st.Config.FlushPolicy != cluster.FlushReplication
 	if req.Acks != protocol.AcksAll {
 		c.respond(h, resp, nil)
-		c.s.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+		c.observeProduce(req.Topic, req.Acks, start)
 		if durable { // the records still count toward the high watermark only once flushed
 			c.goRequest(func() { c.flushed(r, info.LastOffset+1, 30*time.Second) })
 		}
@@ -81,8 +81,14 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 			return
 		}
 		c.respond(h, resp, nil)
-		c.s.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+		c.observeProduce(req.Topic, req.Acks, start)
 	})
+}
+
+// observeProduce counts an answered produce request and its latency.
+func (c *conn) observeProduce(topic string, acks int8, start time.Time) {
+	c.s.metrics.Produced.WithLabelValues(topic).Inc()
+	c.s.metrics.ProduceLatency.WithLabelValues(topic, acksLabel(acks)).Observe(time.Since(start).Seconds())
 }
 
 // flushed waits for the leader's log to be fsynced up to offset and lets the
@@ -146,7 +152,7 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 		left := time.Until(deadline)
 		if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
 			body := &protocol.FetchResponse{HighWatermark: hw, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset()}
-			c.respondSlice(h, body, sl)
+			c.respondSlice(h, body, sl, req.Topic, readerLabel(follower))
 			return
 		}
 		sl.Release()

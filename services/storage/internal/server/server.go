@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicemq/sluice/libs/protocol"
+
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -50,10 +52,12 @@ func (c Config) Validate() error {
 type Metrics struct {
 	Requests       *prometheus.CounterVec
 	Errors         *prometheus.CounterVec
-	BytesIn        prometheus.Counter
-	BytesOut       prometheus.Counter
+	BytesIn        *prometheus.CounterVec // by topic
+	BytesOut       *prometheus.CounterVec // by topic and reader (consumer or follower)
 	Connections    prometheus.Gauge
-	ProduceLatency prometheus.Histogram
+	ProduceLatency *prometheus.HistogramVec // by topic and acks
+	Produced       *prometheus.CounterVec   // produce requests answered, by topic
+	Fetched        *prometheus.CounterVec   // fetch responses with records, by topic and reader
 }
 
 // NewMetrics registers the server's series.
@@ -61,16 +65,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_requests_total", Help: "Storage protocol requests by API."}, []string{"api"}),
 		Errors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_request_errors_total", Help: "Storage protocol error responses by API and code."}, []string{"api", "code"}),
-		BytesIn:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_produce_bytes_total", Help: "Record batch bytes appended by produce requests."}),
-		BytesOut:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_fetch_bytes_total", Help: "Record batch bytes sent by fetch responses."}),
+		BytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_produce_bytes_total", Help: "Record batch bytes appended by produce requests, by topic."}, []string{"topic"}),
+		BytesOut:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_bytes_total", Help: "Record batch bytes sent by fetch responses, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_storage_connections", Help: "Open protocol connections."}),
-		ProduceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_storage_produce_seconds", Help: "Produce request latency from read to response.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		ProduceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_storage_produce_seconds", Help: "Produce request latency from read to response, by topic and acks.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"topic", "acks"}),
+		Produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_produce_requests_total", Help: "Produce requests answered with success, by topic."}, []string{"topic"}),
+		Fetched:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_responses_total", Help: "Fetch responses carrying records, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.ProduceLatency)
+		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.ProduceLatency, m.Produced, m.Fetched)
 	}
 	return m
+}
+
+// acksLabel names an acks value for the metrics.
+func acksLabel(acks int8) string {
+	switch acks {
+	case protocol.AcksAll:
+		return "all"
+	case protocol.AcksLeader:
+		return "leader"
+	}
+	return "none"
+}
+
+// readerLabel names who fetches: a follower replicating or a consumer.
+func readerLabel(follower bool) string {
+	if follower {
+		return "follower"
+	}
+	return "consumer"
 }
 
 // Server serves the storage protocol for one node's replicas.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
 	"strings"
 	"sync"
@@ -250,5 +251,40 @@ func TestClientSeesConnectionLossAsRetriable(t *testing.T) {
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.NetworkException {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestMetricsPerTopic: produce and fetch series carry the topic (and the
+// acks, the reader): bytes appended and sent, requests answered, latency
+// observations.
+func TestMetricsPerTopic(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	b := batch(t, 10, "m", 20, 1000)
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := produce(t, c, "t", 0, protocol.AcksLeader, batch(t, 5, "n", 20, 2000)); err != nil {
+		t.Fatal(err)
+	}
+	waitHW(t, c, "t", 0, 15)
+	if _, _, err := fetch(t, c, "t", 0, 0, 1<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	m := s.metrics
+	if got := testutil.ToFloat64(m.Produced.WithLabelValues("t")); got != 2 {
+		t.Errorf("produce requests of t: %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.BytesIn.WithLabelValues("t")); got < float64(len(b)) {
+		t.Errorf("produce bytes of t: %v, want at least %d", got, len(b))
+	}
+	if got := testutil.ToFloat64(m.BytesOut.WithLabelValues("t", "consumer")); got <= 0 {
+		t.Errorf("fetch bytes of t to consumers: %v", got)
+	}
+	if got := testutil.ToFloat64(m.Fetched.WithLabelValues("t", "consumer")); got != 1 {
+		t.Errorf("fetch responses of t to consumers: %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(m.ProduceLatency); n != 2 {
+		t.Errorf("%d produce latency series, want 2 (t with acks all and leader)", n)
 	}
 }
