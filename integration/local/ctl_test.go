@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
 // sluicectl runs the real binary against the cluster and returns stdout,
@@ -259,4 +261,97 @@ func TestTopicAddPartitions(t *testing.T) {
 	if _, errOut, code := sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "3"); code != 1 || !strings.Contains(errOut, "INVALID_PARTITIONS") {
 		t.Fatalf("shrinking: exit %d, %s", code, errOut)
 	}
+}
+
+// TestTopicDescribeShowsReplicas: `sluicectl topic describe` reports every
+// replica's role, ISR membership, log range, high watermark and lag, as the
+// storage nodes report them: all caught up after an acks=all load; a killed
+// node's replica is left out while the others move on; once it is back it
+// catches up to the leader's log end (lag 0).
+func TestTopicDescribeShowsReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createReplicated(t, ctx, c, "shown", 1, "2")
+	waitFullISR(t, ctx, c, "shown", 3)
+	produceInRequests(t, c, "shown", "a", 50, 10)
+	describe := func() describedTopicJSON {
+		t.Helper()
+		out, errOut, code := sluicectl(t, c, "", "topic", "describe", "shown", "-o", "json")
+		if code != 0 {
+			t.Fatalf("describe: exit %d: %s", code, errOut)
+		}
+		var d describedTopicJSON
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("describe JSON %q: %v", out, err)
+		}
+		return d
+	}
+	waitReplicas := func(what string, ok func(describedTopicJSON) bool) describedTopicJSON {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			d := describe()
+			if ok(d) {
+				return d
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replicas %+v", what, d.Replicas)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	allAt := func(n int, end int64) func(describedTopicJSON) bool {
+		return func(d describedTopicJSON) bool {
+			leaders := 0
+			for _, r := range d.Replicas {
+				if r.Leader {
+					leaders++
+				}
+				if r.LogEndOffset != end || r.HighWatermark != end || r.Lag != 0 || !r.InSync {
+					return false
+				}
+			}
+			return len(d.Replicas) == n && leaders == 1
+		}
+	}
+	waitReplicas("three replicas at offset 50, in sync, lag 0", allAt(3, 50))
+
+	c.StopProc(c.Proc("storage-3"), true)
+	produceInRequests(t, c, "shown", "b", 20, 10)
+	waitReplicas("two replicas at 70 while storage-3 is down", allAt(2, 70))
+	if err := c.StartProc(ctx, c.Proc("storage-3")); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas("storage-3 caught up: three replicas at 70", allAt(3, 70))
+	out := must(t, c, "topic", "describe", "shown")
+	if !strings.Contains(out, "IN-SYNC") || !strings.Contains(out, "leader") || !strings.Contains(out, "follower") {
+		t.Fatalf("describe table: %q", out)
+	}
+}
+
+// describedTopicJSON is what the test reads of `topic describe -o json`.
+type describedTopicJSON struct {
+	Replicas []struct {
+		Partition     int32 `json:"partition"`
+		Node          int32 `json:"node"`
+		Leader        bool  `json:"leader"`
+		InSync        bool  `json:"in_sync"`
+		LogEndOffset  int64 `json:"log_end_offset"`
+		HighWatermark int64 `json:"high_watermark"`
+		Lag           int64 `json:"lag"`
+	} `json:"replicas"`
+}
+
+// must runs sluicectl, which must succeed, and returns its output.
+func must(t *testing.T, c *localcluster.Cluster, args ...string) string {
+	t.Helper()
+	out, errOut, code := sluicectl(t, c, "", args...)
+	if code != 0 {
+		t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
+	}
+	return out
 }

@@ -19,6 +19,8 @@ const (
 	APIListOffsets APIKey = 2
 	// APIOffsetForLeaderEpoch asks a leader where an epoch ends in its log.
 	APIOffsetForLeaderEpoch APIKey = 3
+	// APIDescribeReplicas asks a node for the state of its replicas.
+	APIDescribeReplicas APIKey = 4
 )
 
 func (k APIKey) String() string {
@@ -31,6 +33,8 @@ func (k APIKey) String() string {
 		return "ListOffsets"
 	case APIOffsetForLeaderEpoch:
 		return "OffsetForLeaderEpoch"
+	case APIDescribeReplicas:
+		return "DescribeReplicas"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

@@ -11,6 +11,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIProduce, CorrelationID: 1}, &ProduceRequest{Topic: "t", Acks: -1}, []byte("payload")))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIFetch, CorrelationID: 2}, &FetchRequest{Topic: "t", MaxBytes: 100}, nil))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIListOffsets, CorrelationID: 3}, &ListOffsetsRequest{Topic: "t", Timestamp: -2}, nil))
+	f.Add(encodeRequest(f, RequestHeader{APIKey: APIDescribeReplicas, CorrelationID: 4}, &DescribeReplicasRequest{Topic: "t"}, nil))
 	f.Add([]byte{0, 0, 0, 1, 0xc0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr := NewFrameReader(bytes.NewReader(data), 1<<20)
@@ -30,6 +31,8 @@ func FuzzDecodeFrame(f *testing.F) {
 				body = &ProduceRequest{}
 			case APIFetch:
 				body = &FetchRequest{}
+			case APIDescribeReplicas:
+				body = &DescribeReplicasRequest{}
 			default:
 				body = &ListOffsetsRequest{}
 			}
@@ -39,6 +42,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			var rh ResponseHeader
 			if d.Response(frame, &rh) == nil {
 				_ = d.Body(&FetchResponse{})
+				_ = d.Body(&DescribeReplicasResponse{})
 			}
 		}
 	})

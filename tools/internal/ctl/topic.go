@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -91,7 +92,7 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	}
 	if o == "json" {
 		hws := highWatermarks(ctx, env, t)
-		out := describedTopic{Topic: *t}
+		out := describedTopic{Topic: *t, Replicas: replicaStates(ctx, env, t)}
 		for i := range t.Partitions {
 			out.HighWatermarks = append(out.HighWatermarks, hws[i])
 		}
@@ -117,6 +118,22 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 			hw = fmt.Sprint(hws[i])
 		}
 		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR), hw)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	w = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\tNODE\tROLE\tIN-SYNC\tLOG-START\tLOG-END\tHIGH-WATERMARK\tLAG")
+	for _, r := range replicaStates(ctx, env, t) {
+		role, lag := "follower", "-"
+		if r.Leader {
+			role = "leader"
+		}
+		if r.Lag >= 0 {
+			lag = fmt.Sprint(r.Lag)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\n", r.Partition, r.Node, role, r.InSync, r.LogStartOffset, r.LogEndOffset, r.HighWatermark, lag)
 	}
 	return w.Flush()
 }
@@ -219,6 +236,75 @@ func writeJSON(env Env, v any) error {
 type describedTopic struct {
 	cluster.Topic
 	HighWatermarks []int64 `json:"high_watermarks"`
+	// Replicas is every replica's state as its node reports it (a node
+	// that does not answer is left out).
+	Replicas []replicaState `json:"replicas"`
+}
+
+// replicaState is one replica of a partition as sluicectl shows it.
+type replicaState struct {
+	Partition      int32 `json:"partition"`
+	Node           int32 `json:"node"`
+	Leader         bool  `json:"leader"`
+	InSync         bool  `json:"in_sync"`
+	LogStartOffset int64 `json:"log_start_offset"`
+	LogEndOffset   int64 `json:"log_end_offset"`
+	HighWatermark  int64 `json:"high_watermark"`
+	// Lag is the leader's log end minus this replica's (0 for the leader,
+	// -1 when the leader did not answer).
+	Lag int64 `json:"lag"`
+}
+
+// replicaStates asks every node holding a replica of t for its replicas'
+// state (DescribeReplicas) and lists them by partition and node.
+func replicaStates(ctx context.Context, env Env, t *cluster.Topic) []replicaState {
+	snap, err := client.NewMetadata(client.NewAdmin(addrs(env.Metadata))).Refresh(ctx)
+	if err != nil {
+		return []replicaState{}
+	}
+	pool := storageclient.NewPool("sluicectl")
+	defer pool.Close()
+	type key struct{ partition, node int32 }
+	got := map[key]protocol.ReplicaInfo{}
+	nodes := map[int32]bool{}
+	for _, p := range t.Partitions {
+		for _, id := range p.Replicas {
+			nodes[id] = true
+		}
+	}
+	for id := range nodes {
+		n, ok := snap.Node(id)
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var resp protocol.DescribeReplicasResponse
+		if c, err := pool.Get(cctx, n.ClientAddr()); err == nil {
+			if _, err := c.Call(cctx, protocol.APIDescribeReplicas, &protocol.DescribeReplicasRequest{Topic: t.Name}, nil, &resp); err == nil {
+				for _, r := range resp.Replicas {
+					got[key{r.Partition, id}] = r
+				}
+			}
+		}
+		cancel()
+	}
+	out := []replicaState{}
+	for _, p := range t.Partitions {
+		leader, leaderOK := got[key{p.ID, p.Leader}]
+		for _, id := range p.Replicas {
+			r, ok := got[key{p.ID, id}]
+			if !ok {
+				continue
+			}
+			lag := int64(-1)
+			if leaderOK {
+				lag = max(leader.LogEndOffset-r.LogEndOffset, 0)
+			}
+			out = append(out, replicaState{Partition: p.ID, Node: id, Leader: id == p.Leader, InSync: slices.Contains(p.ISR, id),
+				LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, HighWatermark: r.HighWatermark, Lag: lag})
+		}
+	}
+	return out
 }
 
 // highWatermarks asks each partition's leader for its high watermark; -1 for a

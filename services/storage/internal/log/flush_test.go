@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -148,7 +149,9 @@ func TestConcurrentUse(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, err := s.ReadAll(); err != nil {
+				// The truncation below may cut the segment under a slice
+				// read meanwhile: TruncateTo documents the short read.
+				if _, err := s.ReadAll(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Error(err)
 				}
 				s.Release()

@@ -37,7 +37,7 @@ func newConn(s *Server, nc *net.TCPConn) *conn {
 // apiLabel bounds the metric label values: clients choose API keys.
 func apiLabel(k protocol.APIKey) string {
 	switch k {
-	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch:
+	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas:
 		return k.String()
 	}
 	return "unknown"
@@ -87,6 +87,8 @@ func (c *conn) serve() {
 			c.listOffsets(&h, dec)
 		case protocol.APIOffsetForLeaderEpoch:
 			c.offsetForLeaderEpoch(&h, dec)
+		case protocol.APIDescribeReplicas:
+			c.describeReplicas(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

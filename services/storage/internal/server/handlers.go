@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -235,4 +236,29 @@ func (c *conn) leaderReplica(h *protocol.RequestHeader, topic string, partition 
 		return nil, false
 	}
 	return r, true
+}
+
+// describeReplicas answers the state of this node's replicas of a topic (or
+// of all): role, leader epoch, log range, high watermark, flushed offset.
+func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder) {
+	var req protocol.DescribeReplicasRequest
+	if err := dec.Body(&req); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	resp := &protocol.DescribeReplicasResponse{Replicas: []protocol.ReplicaInfo{}}
+	for _, r := range c.s.mgr.Replicas() {
+		if req.Topic != "" && r.Key.Topic != req.Topic {
+			continue
+		}
+		st := r.State()
+		resp.Replicas = append(resp.Replicas, protocol.ReplicaInfo{Topic: r.Key.Topic, Partition: r.Key.Partition,
+			Leader: st.Leader == c.s.mgr.Self(), LeaderEpoch: st.LeaderEpoch, LogStartOffset: r.Log.StartOffset(),
+			LogEndOffset: r.Log.EndOffset(), HighWatermark: st.HighWatermark, FlushedOffset: r.Log.FlushedOffset()})
+	}
+	sort.Slice(resp.Replicas, func(i, j int) bool {
+		a, b := resp.Replicas[i], resp.Replicas[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	c.respond(h, resp, nil)
 }

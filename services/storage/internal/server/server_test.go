@@ -7,6 +7,7 @@ import (
 	"errors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -286,5 +287,37 @@ func TestMetricsPerTopic(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.ProduceLatency); n != 2 {
 		t.Errorf("%d produce latency series, want 2 (t with acks all and leader)", n)
+	}
+}
+
+// TestDescribeReplicas: the node lists its replicas of a topic (or of all)
+// with role, log range, high watermark and flushed offset.
+func TestDescribeReplicas(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 2, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	if _, err := produce(t, c, "t", 1, protocol.AcksAll, batch(t, 10, "d", 20, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	describe := func(topic string) []protocol.ReplicaInfo {
+		t.Helper()
+		var resp protocol.DescribeReplicasResponse
+		if _, err := c.Call(context.Background(), protocol.APIDescribeReplicas, &protocol.DescribeReplicasRequest{Topic: topic}, nil, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Replicas
+	}
+	got := describe("t")
+	want := []protocol.ReplicaInfo{
+		{Topic: "t", Partition: 0, Leader: true, LogEndOffset: 0, HighWatermark: 0, FlushedOffset: 0},
+		{Topic: "t", Partition: 1, Leader: true, LogEndOffset: 10, HighWatermark: 10, FlushedOffset: 10},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("replicas of t:\n%+v\nwant\n%+v", got, want)
+	}
+	if all := describe(""); len(all) != 2 {
+		t.Fatalf("all replicas: %+v", all)
+	}
+	if none := describe("other"); len(none) != 0 {
+		t.Fatalf("replicas of a topic the node lacks: %+v", none)
 	}
 }

@@ -1,0 +1,105 @@
+package protocol
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// MaxDescribedReplicas bounds the replicas one DescribeReplicas answer may
+// list; a decoder refuses more rather than allocate for a hostile length.
+const MaxDescribedReplicas = 1 << 20
+
+// DescribeReplicasRequest asks a storage node for the state of its replicas
+// of one topic, or of every topic when Topic is empty.
+type DescribeReplicasRequest struct {
+	Topic string
+}
+
+// ReplicaInfo is one replica on the answering node.
+type ReplicaInfo struct {
+	Topic          string
+	Partition      int32
+	Leader         bool // this node leads the partition
+	LeaderEpoch    int32
+	LogStartOffset int64
+	LogEndOffset   int64
+	HighWatermark  int64
+	FlushedOffset  int64 // below it every record is fsynced on this node
+}
+
+// DescribeReplicasResponse lists the node's replicas, ordered by topic and
+// partition.
+type DescribeReplicasResponse struct {
+	Replicas []ReplicaInfo
+}
+
+// EncodeMsgpack implements Body.
+func (r *DescribeReplicasRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(1), e.EncodeString(r.Topic))
+}
+
+// DecodeMsgpack implements Body.
+func (r *DescribeReplicasRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(1) {
+		r.Topic = f.str()
+	}
+	return f.end("describe replicas request")
+}
+
+// EncodeMsgpack implements Body: [[topic, partition, leader, epoch, start,
+// end, hw, flushed], ...] in a one-field array.
+func (r *DescribeReplicasResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	if err := firstErr(e.EncodeArrayLen(1), e.EncodeArrayLen(len(r.Replicas))); err != nil {
+		return err
+	}
+	for _, x := range r.Replicas {
+		if err := firstErr(e.EncodeArrayLen(8), e.EncodeString(x.Topic), e.EncodeInt(int64(x.Partition)), e.EncodeBool(x.Leader),
+			e.EncodeInt(int64(x.LeaderEpoch)), e.EncodeInt(x.LogStartOffset), e.EncodeInt(x.LogEndOffset),
+			e.EncodeInt(x.HighWatermark), e.EncodeInt(x.FlushedOffset)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack implements Body.
+func (r *DescribeReplicasResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(1) {
+		var n int
+		n, f.err = d.DecodeArrayLen()
+		switch {
+		case f.err != nil:
+		case n < 0 || n > MaxDescribedReplicas:
+			f.err = fmt.Errorf("%d replicas, at most %d", n, MaxDescribedReplicas)
+		default:
+			r.Replicas = make([]ReplicaInfo, 0, min(n, 1024))
+			for i := 0; i < n && f.err == nil; i++ {
+				x, err := decodeReplicaInfo(d)
+				f.err = err
+				r.Replicas = append(r.Replicas, x)
+			}
+		}
+	}
+	return f.end("describe replicas response")
+}
+
+func decodeReplicaInfo(d *msgpack.Decoder) (ReplicaInfo, error) {
+	var x ReplicaInfo
+	f := fields{d: d}
+	if f.begin(8) {
+		x.Topic = f.str()
+		x.Partition = int32(f.int())
+		if f.err == nil {
+			x.Leader, f.err = d.DecodeBool()
+		}
+		x.LeaderEpoch = int32(f.int())
+		x.LogStartOffset = f.int()
+		x.LogEndOffset = f.int()
+		x.HighWatermark = f.int()
+		x.FlushedOffset = f.int()
+	}
+	return x, f.end("replica")
+}
