@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,7 +134,43 @@ func (c *tcCluster) startAll(ctx context.Context, nodes []node) {
 	}
 }
 
+// start creates and starts a node's container. A host port taken meanwhile
+// by another process ("port is already allocated") is retried on new ports.
 func (c *tcCluster) start(ctx context.Context, n node) error {
+	for attempt := 1; ; attempt++ {
+		err := c.startOnce(ctx, n)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "port is already allocated") {
+			return err
+		}
+		c.mu.Lock()
+		ctr := c.containers[n.name]
+		delete(c.containers, n.name)
+		c.mu.Unlock()
+		if ctr != nil {
+			_ = testcontainers.TerminateContainer(ctr)
+		}
+		n = n.withNewPorts(c.t)
+	}
+}
+
+// withNewPorts returns n published on other free host ports (a storage node
+// advertising the new one).
+func (n node) withNewPorts(t *testing.T) node {
+	ports := map[string]int{}
+	for p := range n.ports {
+		ports[p] = freePort(t)
+	}
+	n.ports = ports
+	n.cmd = slices.Clone(n.cmd)
+	for i, a := range n.cmd {
+		if a == "-advertised-addr" && i+1 < len(n.cmd) {
+			n.cmd[i+1] = fmt.Sprintf("127.0.0.1:%d", ports["9101/tcp"])
+		}
+	}
+	return n
+}
+
+func (c *tcCluster) startOnce(ctx context.Context, n node) error {
 	c.mu.Lock()
 	c.nodes[n.name] = n
 	c.mu.Unlock()
@@ -312,13 +349,29 @@ func (c *tcCluster) close() {
 	removeRun()
 }
 
-// freePort returns a host port that was free a moment ago.
+// handedOut holds the host ports freePort returned, so that it never gives
+// one twice (the kernel may offer a port again once its listener is closed).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePort returns a host port that was free a moment ago and was not
+// returned before.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
