@@ -323,6 +323,41 @@ func TestTopicDescribeShowsReplicas(t *testing.T) {
 	c.StopProc(c.Proc("storage-3"), true)
 	produceInRequests(t, c, "shown", "b", 20, 10)
 	waitReplicas("two replicas at 70 while storage-3 is down", allAt(2, 70))
+	// cluster status lists the under-replicated partition replica by replica
+	// and the dead node's replica as out of sync.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st struct {
+			UnderReplicated int `json:"under_replicated_partitions"`
+			Load            []struct {
+				Node      int32 `json:"node"`
+				Replicas  int   `json:"replicas"`
+				OutOfSync int   `json:"out_of_sync"`
+			} `json:"load"`
+			Lagging []struct {
+				Topic        string `json:"topic"`
+				Node         int32  `json:"node"`
+				LogEndOffset int64  `json:"log_end_offset"`
+			} `json:"lagging"`
+		}
+		if err := json.Unmarshal([]byte(must(t, c, "cluster", "status", "-o", "json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		ok := st.UnderReplicated == 1 && len(st.Lagging) == 2 && len(st.Load) == 3
+		for _, l := range st.Lagging {
+			ok = ok && l.Topic == "shown" && l.Node != 3 && l.LogEndOffset == 70
+		}
+		for _, l := range st.Load {
+			ok = ok && l.Replicas == 1 && (l.OutOfSync == 1) == (l.Node == 3)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster status with storage-3 down: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err := c.StartProc(ctx, c.Proc("storage-3")); err != nil {
 		t.Fatal(err)
 	}

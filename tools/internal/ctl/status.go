@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -19,6 +20,25 @@ type Status struct {
 	OfflinePartitions int            `json:"offline_partitions"`
 	// UnderReplicated counts partitions whose ISR is smaller than their replicas.
 	UnderReplicated int `json:"under_replicated_partitions"`
+	// Load is each node's share: replicas, leaderships, replicas out of the ISR.
+	Load []NodeLoad `json:"load"`
+	// Lagging lists the replicas of the under-replicated partitions as their
+	// nodes report them (log range, high watermark, lag behind the leader).
+	Lagging []LaggingReplica `json:"lagging"`
+}
+
+// NodeLoad is one storage node's share of the partitions.
+type NodeLoad struct {
+	Node      int32 `json:"node"`
+	Replicas  int   `json:"replicas"`
+	Leaders   int   `json:"leaders"`
+	OutOfSync int   `json:"out_of_sync"`
+}
+
+// LaggingReplica is a replica of an under-replicated partition.
+type LaggingReplica struct {
+	Topic string `json:"topic"`
+	replicaState
 }
 
 func clusterStatus(ctx context.Context, env Env, args []string) error {
@@ -35,7 +55,13 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	for _, n := range snap.Nodes {
 		alive[n.ID] = n.Alive
 	}
+	load := map[int32]*NodeLoad{}
+	for _, n := range snap.Nodes {
+		load[n.ID] = &NodeLoad{Node: n.ID}
+	}
+	st.Lagging = []LaggingReplica{}
 	for _, t := range snap.Topics {
+		under := map[int32]bool{}
 		for _, p := range t.Partitions {
 			st.Partitions++
 			if p.Leader < 0 || !alive[p.Leader] {
@@ -43,8 +69,31 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 			}
 			if len(p.ISR) < len(p.Replicas) {
 				st.UnderReplicated++
+				under[p.ID] = true
+			}
+			for _, id := range p.Replicas {
+				if l := load[id]; l != nil {
+					l.Replicas++
+					if id == p.Leader {
+						l.Leaders++
+					}
+					if !slices.Contains(p.ISR, id) {
+						l.OutOfSync++
+					}
+				}
 			}
 		}
+		if len(under) > 0 {
+			for _, r := range replicaStates(ctx, env, &t) {
+				if under[r.Partition] {
+					st.Lagging = append(st.Lagging, LaggingReplica{Topic: t.Name, replicaState: r})
+				}
+			}
+		}
+	}
+	st.Load = []NodeLoad{}
+	for _, n := range snap.Nodes {
+		st.Load = append(st.Load, *load[n.ID])
 	}
 	if st.Nodes == nil {
 		st.Nodes = []cluster.Node{}
@@ -55,13 +104,33 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  controller (metadata leader) %s\n", st.ClusterID, st.Version, st.MetadataLeader)
 	fmt.Fprintf(env.Stdout, "topics %d  partitions %d  under-replicated %d  offline %d\n\n", st.Topics, st.Partitions, st.UnderReplicated, st.OfflinePartitions)
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tADDRESS\tADVERTISED\tRACK\tSTATE")
-	for _, n := range st.Nodes {
+	fmt.Fprintln(w, "NODE\tADDRESS\tADVERTISED\tRACK\tSTATE\tREPLICAS\tLEADERS\tOUT-OF-SYNC")
+	for i, n := range st.Nodes {
 		state := "alive"
 		if !n.Alive {
 			state = "dead"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", n.ID, n.Addr, n.AdvertisedAddr, n.Rack, state)
+		l := st.Load[i]
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", n.ID, n.Addr, n.AdvertisedAddr, n.Rack, state, l.Replicas, l.Leaders, l.OutOfSync)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(st.Lagging) == 0 {
+		return nil
+	}
+	fmt.Fprintln(env.Stdout, "\nunder-replicated partitions, replica by replica:")
+	w = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tNODE\tROLE\tIN-SYNC\tLOG-END\tHIGH-WATERMARK\tLAG")
+	for _, r := range st.Lagging {
+		role, lag := "follower", "-"
+		if r.Leader {
+			role = "leader"
+		}
+		if r.Lag >= 0 {
+			lag = fmt.Sprint(r.Lag)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%v\t%d\t%d\t%s\n", r.Topic, r.Partition, r.Node, role, r.InSync, r.LogEndOffset, r.HighWatermark, lag)
 	}
 	return w.Flush()
 }
