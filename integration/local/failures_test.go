@@ -228,7 +228,7 @@ func isolatedLeader(t *testing.T, c *localcluster.Cluster, isolate func(node int
 	time.Sleep(2 * time.Second) // the old leader learns the new epoch under load
 	got := stopLoad()
 	waitFullISR(t, ctx, c, "iso", 3)
-	stored := readAll(t, ctx, c, "iso", 1)
+	stored := readSettled(t, ctx, c, "iso", 1)
 	checkAcked(t, got, stored)
 	t.Logf("%d acknowledged records present after the old leader (node %d) rejoined", len(got), old)
 
@@ -269,6 +269,23 @@ func isolatedLeader(t *testing.T, c *localcluster.Cluster, isolate func(node int
 		}
 		waitFullISR(t, ctx, c, "iso", 3)
 	}
+}
+
+// readSettled reads the topic once its log stopped growing: a produce the
+// load gave up on when it stopped may still be committed by the frontend a
+// moment later. It reads until two reads 500ms apart agree (at most 15s).
+func readSettled(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, partitions int) map[string]string {
+	t.Helper()
+	prev := readAll(t, ctx, c, topic, partitions)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		cur := readAll(t, ctx, c, topic, partitions)
+		if len(cur) == len(prev) {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
 }
 
 // TestCutLinkBetweenLeaderAndFollowers partitions the network between a
