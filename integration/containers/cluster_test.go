@@ -149,14 +149,17 @@ func (c *tcCluster) producer(t *testing.T) *client.Producer {
 	return c.producerOn(t, []string{c.frontendURL})
 }
 
-// producerOn is an idempotent acks=all SDK producer spreading its requests
-// over the given frontends.
-func (c *tcCluster) producerOn(t *testing.T, frontends []string) *client.Producer {
+// producerOn is an SDK producer spreading its requests over the given
+// frontends: idempotent with acks=all unless adjust changes it.
+func (c *tcCluster) producerOn(t *testing.T, frontends []string, adjust ...func(*client.ProducerConfig)) *client.Producer {
 	t.Helper()
 	cfg := client.DefaultProducerConfig() // acks=all, idempotent
 	cfg.Frontends = frontends
 	cfg.Linger = 2 * time.Millisecond
 	cfg.RequestTimeout = 5 * time.Second
+	for _, a := range adjust {
+		a(&cfg)
+	}
 	p, err := client.NewProducer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -45,16 +45,9 @@ func testStorageLeaderPartition(t *testing.T, c *tcCluster) {
 	}
 
 	p := c.producer(t)
-	sideCfg := client.DefaultProducerConfig()
-	sideCfg.Frontends = []string{c.frontendURL}
-	sideCfg.Acks = protocol.AcksLeader
-	sideCfg.DisableIdempotence = true
-	sideCfg.Linger = 2 * time.Millisecond
-	sideCfg.RequestTimeout = 5 * time.Second
-	sideP, err := client.NewProducer(sideCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sideP := c.producerOn(t, []string{c.frontendURL}, func(cfg *client.ProducerConfig) {
+		cfg.Acks, cfg.DisableIdempotence = protocol.AcksLeader, true
+	})
 	stop := make(chan struct{})
 	done := make(chan *loadcheck.KeyedLoad)
 	sideDone := make(chan *loadcheck.KeyedLoad)

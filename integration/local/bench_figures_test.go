@@ -1,11 +1,9 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,31 +249,16 @@ func (f *figures) storageCounters() storageCounters {
 	f.t.Helper()
 	var s storageCounters
 	for i := 1; i <= 3; i++ {
-		p := f.c.Proc(fmt.Sprintf("storage-%d", i))
-		resp, err := http.Get("http://" + p.AdminAddr + "/metrics")
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			name, value, ok := strings.Cut(sc.Text(), " ")
-			v, err := strconv.ParseFloat(value, 64)
-			if !ok || err != nil {
-				continue
-			}
-			if base, _, labelled := strings.Cut(name, "{"); labelled && base == "sluice_storage_produce_bytes_total" {
-				name = base // summed over topics
-			}
-			switch name {
-			case "sluice_storage_produce_bytes_total":
+		for name, v := range metricSeries(f.t, f.c.Proc(fmt.Sprintf("storage-%d", i)).AdminAddr) {
+			switch base, _, _ := strings.Cut(name, "{"); {
+			case base == "sluice_storage_produce_bytes_total": // summed over topics
 				s.produceBytes += v
-			case `sluice_storage_requests_total{api="Produce"}`:
+			case name == `sluice_storage_requests_total{api="Produce"}`:
 				s.produceRequests += v
-			case "sluice_storage_fsyncs_total":
+			case name == "sluice_storage_fsyncs_total":
 				s.fsyncs += v
 			}
 		}
-		resp.Body.Close()
 	}
 	return s
 }

@@ -165,19 +165,11 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	c := startCluster(t, 3, "-retention-check-interval", "200ms")
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := sluicectl(t, c, "", args...)
-		if code != 0 {
-			t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
 	firstOffset := func() string {
 		t.Helper()
-		return strings.TrimSpace(must("consume", "live", "--from-beginning", "--max-messages", "1", "--format", `%o`))
+		return strings.TrimSpace(must(t, c, "consume", "live", "--from-beginning", "--max-messages", "1", "--format", `%o`))
 	}
-	must("topic", "create", "live", "--partitions", "1", "--replication-factor", "3",
+	must(t, c, "topic", "create", "live", "--partitions", "1", "--replication-factor", "3",
 		"--config", "segment.bytes=4096", "--config", "min.insync.replicas=2")
 	produceInRequests(t, c, "live", "v", 400, 10) // small batches: many 4 KiB segments
 	time.Sleep(time.Second)                       // a few retention passes: nothing to delete yet
@@ -195,7 +187,7 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 		t.Fatalf("alter without a change: exit %d, %s", code, errOut)
 	}
 
-	out := must("topic", "alter", "live", "--config", "retention.bytes=4096")
+	out := must(t, c, "topic", "alter", "live", "--config", "retention.bytes=4096")
 	if !strings.Contains(out, "retention.bytes=4096") || !strings.Contains(out, "segment.bytes=4096") {
 		t.Fatalf("alter output: %q", out)
 	}
@@ -212,9 +204,9 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	must("topic", "alter", "live", "--delete-config", "retention.bytes")
+	must(t, c, "topic", "alter", "live", "--delete-config", "retention.bytes")
 	var topic cluster.Topic
-	if err := json.Unmarshal([]byte(must("topic", "describe", "live", "-o", "json")), &topic); err != nil {
+	if err := json.Unmarshal([]byte(must(t, c, "topic", "describe", "live", "-o", "json")), &topic); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := topic.Config["retention.bytes"]; ok || topic.Config["segment.bytes"] != "4096" {
@@ -231,15 +223,7 @@ func TestTopicAddPartitions(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	c := startCluster(t, 3)
-	must := func(stdin string, args ...string) string {
-		t.Helper()
-		out, errOut, code := sluicectl(t, c, stdin, args...)
-		if code != 0 {
-			t.Fatalf("sluicectl %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
-	must("", "topic", "create", "grow", "--partitions", "2", "--replication-factor", "3", "--config", "min.insync.replicas=2")
+	must(t, c, "topic", "create", "grow", "--partitions", "2", "--replication-factor", "3", "--config", "min.insync.replicas=2")
 	out, errOut, code := sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "4")
 	if code != 0 || !strings.Contains(out, "now has 4 partitions") || !strings.Contains(errOut, "warning: keys") {
 		t.Fatalf("add-partitions: exit %d, %q, %q", code, out, errOut)
@@ -255,7 +239,7 @@ func TestTopicAddPartitions(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if got := strings.TrimSpace(must("", "consume", "grow", "--partition", "3", "--from-beginning", "--exit-at-end", "--format", `%p/%o %s\n`)); got != "3/0 new-partition-record" {
+	if got := strings.TrimSpace(must(t, c, "consume", "grow", "--partition", "3", "--from-beginning", "--exit-at-end", "--format", `%p/%o %s\n`)); got != "3/0 new-partition-record" {
 		t.Fatalf("partition 3 holds %q", got)
 	}
 	if _, errOut, code := sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "3"); code != 1 || !strings.Contains(errOut, "INVALID_PARTITIONS") {

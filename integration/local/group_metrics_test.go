@@ -1,11 +1,7 @@
 package local
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -34,21 +30,13 @@ func TestGroupLagMetrics(t *testing.T) {
 		got := map[string]float64{}
 		exporters := 0
 		for _, p := range c.OffsetsReplicas() {
-			resp, err := http.Get("http://" + p.AdminAddr + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc := bufio.NewScanner(resp.Body)
 			found := false
-			for sc.Scan() {
-				name, value, ok := strings.Cut(sc.Text(), " ")
-				if _, tracked := want[name]; ok && tracked {
-					v, _ := strconv.ParseFloat(value, 64)
+			for name, v := range metricSeries(t, p.AdminAddr) {
+				if _, tracked := want[name]; tracked {
 					got[name] += v
 					found = true
 				}
 			}
-			resp.Body.Close()
 			if found {
 				exporters++
 			}

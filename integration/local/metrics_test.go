@@ -83,7 +83,20 @@ func TestMetadataHealthMetrics(t *testing.T) {
 // scrapeMetrics reads a process's unlabelled metrics from its admin /metrics.
 func scrapeMetrics(t *testing.T, p *localcluster.Proc) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.AdminAddr + "/metrics")
+	out := map[string]float64{}
+	for name, v := range metricSeries(t, p.AdminAddr) {
+		if !strings.Contains(name, "{") {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// metricSeries reads every series of an admin listener's /metrics: the
+// series as written (name and labels) to its value.
+func metricSeries(t *testing.T, adminAddr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + adminAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +105,7 @@ func scrapeMetrics(t *testing.T, p *localcluster.Proc) map[string]float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+		if !ok || strings.HasPrefix(name, "#") {
 			continue
 		}
 		if v, err := strconv.ParseFloat(value, 64); err == nil {

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // Status is `cluster status -o json`.
@@ -60,6 +61,12 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 		load[n.ID] = &NodeLoad{Node: n.ID}
 	}
 	st.Lagging = []LaggingReplica{}
+	var pool *storageclient.Pool // opened for the first under-replicated topic
+	defer func() {
+		if pool != nil {
+			pool.Close()
+		}
+	}()
 	for _, t := range snap.Topics {
 		under := map[int32]bool{}
 		for _, p := range t.Partitions {
@@ -84,7 +91,10 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 			}
 		}
 		if len(under) > 0 {
-			for _, r := range replicaStates(ctx, env, &t) {
+			if pool == nil {
+				pool = storageclient.NewPool("sluicectl")
+			}
+			for _, r := range replicaStates(ctx, snap, pool, &t) {
 				if under[r.Partition] {
 					st.Lagging = append(st.Lagging, LaggingReplica{Topic: t.Name, replicaState: r})
 				}

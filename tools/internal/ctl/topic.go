@@ -90,9 +90,17 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("describe topic %s: %w", pos[0], err)
 	}
+	// One metadata view and one connection pool serve both look-ups.
+	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
+	pool := storageclient.NewPool("sluicectl")
+	defer pool.Close()
+	hws := highWatermarks(ctx, meta, pool, t)
+	replicas := []replicaState{}
+	if snap, err := meta.Refresh(ctx); err == nil {
+		replicas = replicaStates(ctx, snap, pool, t)
+	}
 	if o == "json" {
-		hws := highWatermarks(ctx, env, t)
-		out := describedTopic{Topic: *t, Replicas: replicaStates(ctx, env, t)}
+		out := describedTopic{Topic: *t, Replicas: replicas}
 		for i := range t.Partitions {
 			out.HighWatermarks = append(out.HighWatermarks, hws[i])
 		}
@@ -109,7 +117,6 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 			fmt.Fprintf(env.Stdout, "  config %s=%s\n", k, t.Config[k])
 		}
 	}
-	hws := highWatermarks(ctx, env, t)
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tHIGH-WATERMARK")
 	for i, p := range t.Partitions {
@@ -125,7 +132,7 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintln(env.Stdout)
 	w = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PARTITION\tNODE\tROLE\tIN-SYNC\tLOG-START\tLOG-END\tHIGH-WATERMARK\tLAG")
-	for _, r := range replicaStates(ctx, env, t) {
+	for _, r := range replicas {
 		role, lag := "follower", "-"
 		if r.Leader {
 			role = "leader"
@@ -255,15 +262,9 @@ type replicaState struct {
 	Lag int64 `json:"lag"`
 }
 
-// replicaStates asks every node holding a replica of t for its replicas'
-// state (DescribeReplicas) and lists them by partition and node.
-func replicaStates(ctx context.Context, env Env, t *cluster.Topic) []replicaState {
-	snap, err := client.NewMetadata(client.NewAdmin(addrs(env.Metadata))).Refresh(ctx)
-	if err != nil {
-		return []replicaState{}
-	}
-	pool := storageclient.NewPool("sluicectl")
-	defer pool.Close()
+// replicaStates asks every node of snap holding a replica of t for its
+// replicas' state (DescribeReplicas) and lists them by partition and node.
+func replicaStates(ctx context.Context, snap *cluster.Snapshot, pool *storageclient.Pool, t *cluster.Topic) []replicaState {
 	type key struct{ partition, node int32 }
 	got := map[key]protocol.ReplicaInfo{}
 	nodes := map[int32]bool{}
@@ -309,10 +310,7 @@ func replicaStates(ctx context.Context, env Env, t *cluster.Topic) []replicaStat
 
 // highWatermarks asks each partition's leader for its high watermark; -1 for a
 // partition whose leader does not answer.
-func highWatermarks(ctx context.Context, env Env, t *cluster.Topic) []int64 {
-	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
-	pool := storageclient.NewPool("sluicectl")
-	defer pool.Close()
+func highWatermarks(ctx context.Context, meta *client.Metadata, pool *storageclient.Pool, t *cluster.Topic) []int64 {
 	out := make([]int64, len(t.Partitions))
 	for i, p := range t.Partitions {
 		out[i] = -1

@@ -185,35 +185,20 @@ func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 		writeError(ctx, bad(protocol.InvalidRequest, "nothing to change: give set and/or delete"))
 		return
 	}
-	t, ok := s.fsm.Topic(name)
-	if !ok {
-		writeError(ctx, bad(protocol.UnknownTopicOrPartition, "topic %q does not exist", name))
-		return
-	}
 	for _, k := range req.Delete {
 		if _, set := req.Set[k]; set {
 			writeError(ctx, bad(protocol.InvalidRequest, "%q is both set and deleted", k))
 			return
 		}
 	}
-	next := map[string]string{}
-	for k, v := range t.Config {
-		next[k] = v
-	}
-	for _, k := range req.Delete {
-		delete(next, k)
-	}
-	for k, v := range req.Set {
-		next[k] = v
-	}
-	if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
-		writeError(ctx, bad(protocol.InvalidConfig, "%v", err))
+	cmd := fsm.AlterTopicConfig{Name: name, Set: req.Set, Delete: req.Delete}
+	if err := s.fsm.CheckAlterTopicConfig(cmd); err != nil {
+		writeError(ctx, err)
 		return
 	}
 	rctx, cancel := s.requestContext()
 	defer cancel()
-	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeAlterTopicConfig, AlterTopicConfig: &fsm.AlterTopicConfig{
-		Name: name, Set: req.Set, Delete: req.Delete}})
+	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeAlterTopicConfig, AlterTopicConfig: &cmd})
 	if err == nil {
 		err = res.Err
 	}

@@ -186,9 +186,21 @@ func (s *state) deleteTopic(c *DeleteTopic) error {
 // alterTopicConfig applies a config change if the result is a valid
 // configuration for the topic.
 func (s *state) alterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, error) {
+	t, next, err := s.checkAlterTopicConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	t.Config = next
+	out := copyTopic(t)
+	return &out, nil
+}
+
+// checkAlterTopicConfig returns the live topic and its config after the
+// change, or why the change is refused. It changes nothing.
+func (s *state) checkAlterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, map[string]string, error) {
 	t, ok := s.topics[c.Name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
 	}
 	next := maps.Clone(t.Config)
 	if next == nil {
@@ -197,15 +209,11 @@ func (s *state) alterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, error) {
 	for _, k := range c.Delete {
 		delete(next, k)
 	}
-	for k, v := range c.Set {
-		next[k] = v
-	}
+	maps.Copy(next, c.Set)
 	if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	t.Config = next
-	out := copyTopic(t)
-	return &out, nil
+	return t, next, nil
 }
 
 // addPartitions appends the new partitions if the topic still has From.

@@ -265,6 +265,15 @@ func (f *FSM) CheckAlterPartition(c AlterPartition) error {
 	return err
 }
 
+// CheckAlterTopicConfig reports whether c would be applied now (the same
+// checks as Apply), so that a refused change costs no log entry.
+func (f *FSM) CheckAlterTopicConfig(c AlterTopicConfig) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, _, err := f.st.checkAlterTopicConfig(&c)
+	return err
+}
+
 // Counts returns the number of storage nodes and topics.
 func (f *FSM) Counts() (nodes, topics int) {
 	f.mu.RLock()
