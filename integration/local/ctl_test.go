@@ -171,6 +171,9 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 	}
 	must(t, c, "topic", "create", "live", "--partitions", "1", "--replication-factor", "3",
 		"--config", "segment.bytes=4096", "--config", "min.insync.replicas=2")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitLeaders(t, ctx, c, "live", 1)             // a produce right after the create may find no leader yet
 	produceInRequests(t, c, "live", "v", 400, 10) // small batches: many 4 KiB segments
 	time.Sleep(time.Second)                       // a few retention passes: nothing to delete yet
 	if got := firstOffset(); got != "0" {
