@@ -51,8 +51,8 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	resp := &protocol.ProduceResponse{BaseOffset: info.BaseOffset, LastOffset: info.LastOffset, LogAppendTime: -1, LogStartOffset: r.Log.StartOffset()}
 	durable := st.Config.FlushPolicy != cluster.FlushReplication
 	if req.Acks != protocol.AcksAll {
-		c.respond(h, resp, nil)
 		c.observeProduce(req.Topic, req.Acks, start)
+		c.respond(h, resp, nil)
 		if durable { // the records still count toward the high watermark only once flushed
 			c.goRequest(func() { c.flushed(r, info.LastOffset+1, 30*time.Second) })
 		}
@@ -81,12 +81,14 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 			c.respondErr(h, err)
 			return
 		}
-		c.respond(h, resp, nil)
 		c.observeProduce(req.Topic, req.Acks, start)
+		c.respond(h, resp, nil)
 	})
 }
 
-// observeProduce counts an answered produce request and its latency.
+// observeProduce counts a produce request about to be answered with success
+// and its latency; it runs before the response is written so that a client
+// that has its answer also sees it counted.
 func (c *conn) observeProduce(topic string, acks int8, start time.Time) {
 	c.s.metrics.Produced.WithLabelValues(topic).Inc()
 	c.s.metrics.ProduceLatency.WithLabelValues(topic, acksLabel(acks)).Observe(time.Since(start).Seconds())

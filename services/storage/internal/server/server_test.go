@@ -273,6 +273,12 @@ func TestMetricsPerTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := s.metrics
+	// The fetch is counted once its records are on the socket, which is
+	// after the client may have read them: wait for the count.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(m.Fetched.WithLabelValues("t", "consumer")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := testutil.ToFloat64(m.Produced.WithLabelValues("t")); got != 2 {
 		t.Errorf("produce requests of t: %v, want 2", got)
 	}
