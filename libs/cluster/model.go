@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
@@ -20,6 +21,10 @@ type Node struct {
 	Epoch int64 `json:"epoch"`
 	// Alive is the controller's view of the node's session.
 	Alive bool `json:"alive"`
+	// Decommissioned marks a node being emptied (sluicectl node
+	// decommission): no new replica is placed on it, and its replicas are
+	// reassigned to other nodes. It survives re-registration.
+	Decommissioned bool `json:"decommissioned,omitempty"`
 }
 
 // ClientAddr returns the address a client outside the cluster should dial.
@@ -39,6 +44,33 @@ type Partition struct {
 	ISR         []int32 `json:"isr"`
 	// PartitionEpoch is bumped on every change of this partition's state.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// TargetReplicas is set while a reassignment is in progress: the replica
+	// list the partition gets when it completes. Replicas is then the list
+	// from before followed by AddingReplicas, the targets new to the
+	// partition, which copy its log from the leader. Once all of them are in
+	// the ISR the controller drops the others (moving the leadership first if
+	// the leader is among them); a cancel drops AddingReplicas instead and
+	// restores the list from before, order included.
+	TargetReplicas []int32 `json:"target_replicas,omitempty"`
+	AddingReplicas []int32 `json:"adding_replicas,omitempty"`
+}
+
+// Reassigning reports whether a reassignment of the partition is in progress.
+func (p *Partition) Reassigning() bool { return len(p.TargetReplicas) > 0 }
+
+// RemovingReplicas returns the replicas a reassignment in progress drops
+// when it completes (none otherwise).
+func (p *Partition) RemovingReplicas() []int32 {
+	if !p.Reassigning() {
+		return nil
+	}
+	var out []int32
+	for _, id := range p.Replicas {
+		if !slices.Contains(p.TargetReplicas, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Topic is a topic with its configuration and partitions.
@@ -110,6 +142,31 @@ type AlterTopicConfigRequest struct {
 // to a partition may map to another one afterwards.
 type AddPartitionsRequest struct {
 	Partitions int `json:"partitions"`
+}
+
+// ReassignPartitionRequest is the body of POST
+// /v1/topics/{name}/partitions/{id}/reassignment: the partition's new replica
+// list, preferred leader first, as many as the topic's replication factor.
+// Replicas new to the partition copy its log and join the ISR before the
+// ones left out are dropped, so the partition stays available throughout.
+type ReassignPartitionRequest struct {
+	Replicas []int32 `json:"replicas"`
+}
+
+// DecommissionResponse answers POST /v1/nodes/{id}/decommission: the
+// partitions whose reassignment off the node started now, and how many
+// replicas the node still holds (reassignments in progress included).
+type DecommissionResponse struct {
+	Node     int32           `json:"node"`
+	Started  []PartitionMove `json:"started"`
+	Replicas int             `json:"replicas"`
+}
+
+// PartitionMove names a partition and the replicas it is reassigned to.
+type PartitionMove struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
 }
 
 // RegisterRequest is the body of POST /v1/nodes/register.

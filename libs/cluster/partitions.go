@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 )
 
 // AlterPartitionRequest is the body of POST /v1/partitions/alter: a partition
@@ -69,4 +71,46 @@ func (c *Client) ControlledShutdown(ctx context.Context, req ShutdownRequest) (r
 		return 0, err
 	}
 	return r.Remaining, nil
+}
+
+// ReassignPartition starts moving a partition to the given replicas and
+// returns the partition as changed (see Partition.AddingReplicas). A
+// partition already being reassigned is refused with
+// REASSIGNMENT_IN_PROGRESS.
+func (c *Client) ReassignPartition(ctx context.Context, topic string, partition int32, replicas []int32) (*Partition, error) {
+	var p Partition
+	if err := c.do(ctx, http.MethodPost, reassignmentPath(topic, partition), ReassignPartitionRequest{Replicas: replicas}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CancelReassignment stops a partition's reassignment: the replicas being
+// added are dropped, and the partition keeps its replicas from before.
+func (c *Client) CancelReassignment(ctx context.Context, topic string, partition int32) (*Partition, error) {
+	var p Partition
+	if err := c.do(ctx, http.MethodDelete, reassignmentPath(topic, partition), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func reassignmentPath(topic string, partition int32) string {
+	return "/v1/topics/" + url.PathEscape(topic) + "/partitions/" + strconv.Itoa(int(partition)) + "/reassignment"
+}
+
+// DecommissionNode marks a storage node decommissioned and starts
+// reassigning every replica it holds to other nodes.
+func (c *Client) DecommissionNode(ctx context.Context, id int32) (*DecommissionResponse, error) {
+	var r DecommissionResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/nodes/"+strconv.Itoa(int(id))+"/decommission", nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RecommissionNode lets new replicas be placed on a decommissioned node
+// again. Replicas already moved away stay where they are.
+func (c *Client) RecommissionNode(ctx context.Context, id int32) error {
+	return c.do(ctx, http.MethodDelete, "/v1/nodes/"+strconv.Itoa(int(id))+"/decommission", nil, nil)
 }

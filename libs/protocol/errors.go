@@ -43,6 +43,9 @@ const (
 	InvalidRecord                Code = 87
 	StaleBrokerEpoch             Code = 77
 	InvalidUpdateVersion         Code = 108
+	ReassignmentInProgress       Code = 60
+	InvalidReplicaAssignment     Code = 39
+	NoReassignmentInProgress     Code = 85
 	UnknownNode                  Code = 1002
 	ThrottlingQuotaExceeded      Code = 89
 	BrokerNotAvailable           Code = 8
@@ -104,6 +107,9 @@ var table = map[Code]Info{
 	UnknownLeaderEpoch:           {UnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "the leader epoch in the request is newer than this node knows"},
 	StaleBrokerEpoch:             {StaleBrokerEpoch, "STALE_BROKER_EPOCH", false, "the storage node's registration epoch is older than the current one; register again"},
 	InvalidUpdateVersion:         {InvalidUpdateVersion, "INVALID_UPDATE_VERSION", false, "the partition epoch in the request is not the current one"},
+	InvalidReplicaAssignment:     {InvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT", false, "the replica list is not valid for the partition"},
+	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, "the partition is already being reassigned; wait for it or cancel it"},
+	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "the partition is not being reassigned"},
 	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, "no storage node with this id is registered; register first"},
 	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},

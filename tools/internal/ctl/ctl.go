@@ -1,5 +1,5 @@
 // Package ctl implements sluicectl, the command-line client of a Sluice cluster:
-// topics, producing from stdin, consuming to stdout with kcat-style formats
+// topics, partition reassignment and node decommission, producing from stdin, consuming to stdout with kcat-style formats
 // (alone or as a consumer-group member), consumer groups, and cluster status. Every command exits non-zero with the reason on stderr when
 // anything fails.
 package ctl
@@ -42,6 +42,11 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   topic delete NAME
   topic alter NAME [--config k=v ...] [--delete-config k ...]   applied live by the storage nodes
   topic add-partitions NAME --partitions N   N is the new total; keys move to other partitions
+  partition reassign TOPIC/P --replicas ID,ID,... [--no-wait] [--timeout D]
+                the new replicas copy the log and join the ISR, then the others leave
+  partition reassign TOPIC/P --cancel
+  node decommission ID [--no-wait] [--timeout D]   moves every replica off the node
+  node recommission ID                             lets new replicas go there again
   produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
                 [--compression none|gzip|snappy|lz4|zstd] [--linger DURATION]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
@@ -56,7 +61,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   group delete G
   cluster status [-o json]
 
---frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce and topic changes;
+--frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce, topic, partition and node changes;
 --metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `)
   answers reads and finds partition leaders; any voter will do.
 --offsets ($SLUICE_OFFSETS, default ` + DefaultOffsets + `)
@@ -129,6 +134,12 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return topicAlter(ctx, env, rest[1:])
 	case cmd == "topic" && sub == "add-partitions":
 		return topicAddPartitions(ctx, env, rest[1:])
+	case cmd == "partition" && sub == "reassign":
+		return partitionReassign(ctx, env, rest[1:])
+	case cmd == "node" && sub == "decommission":
+		return nodeDecommission(ctx, env, rest[1:])
+	case cmd == "node" && sub == "recommission":
+		return nodeRecommission(ctx, env, rest[1:])
 	case cmd == "produce":
 		return produce(ctx, env, rest)
 	case cmd == "consume":

@@ -120,6 +120,9 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 		if !n.Alive {
 			state = "dead"
 		}
+		if n.Decommissioned {
+			state += ",decommissioned"
+		}
 		l := st.Load[i]
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", n.ID, n.Addr, n.AdvertisedAddr, n.Rack, state, l.Replicas, l.Leaders, l.OutOfSync)
 	}

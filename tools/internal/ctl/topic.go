@@ -118,13 +118,16 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 		}
 	}
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tHIGH-WATERMARK")
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tHIGH-WATERMARK\tMOVING-TO")
 	for i, p := range t.Partitions {
-		hw := "-"
+		hw, moving := "-", "-"
 		if hws[i] >= 0 {
 			hw = fmt.Sprint(hws[i])
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR), hw)
+		if p.Reassigning() {
+			moving = fmt.Sprintf("%s (adding %s)", ids(p.TargetReplicas), ids(p.AddingReplicas))
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.ID, p.Leader, p.LeaderEpoch, ids(p.Replicas), ids(p.ISR), hw, moving)
 	}
 	if err := w.Flush(); err != nil {
 		return err

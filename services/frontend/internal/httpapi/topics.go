@@ -115,6 +115,83 @@ func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
 	writeJSON(ctx, fasthttp.StatusOK, t)
 }
 
+// reassignPartition serves POST /v1/topics/{topic}/partitions/{p}/reassignment.
+func (s *Server) reassignPartition(ctx *fasthttp.RequestCtx, topic, partition string) {
+	p, ok := parsePartitionParam(ctx, topic, partition)
+	if !ok {
+		return
+	}
+	var req cluster.ReassignPartitionRequest
+	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "reassignment body: "+err.Error())
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	out, err := s.admin.ReassignPartition(actx, topic, p, req.Replicas)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// cancelReassignment serves DELETE /v1/topics/{topic}/partitions/{p}/reassignment.
+func (s *Server) cancelReassignment(ctx *fasthttp.RequestCtx, topic, partition string) {
+	p, ok := parsePartitionParam(ctx, topic, partition)
+	if !ok {
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	out, err := s.admin.CancelReassignment(actx, topic, p)
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// decommission serves POST (on) and DELETE (off) /v1/nodes/{id}/decommission.
+func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
+	id, err := strconv.ParseInt(node, 10, 32)
+	if err != nil || id < 0 {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "node id "+strconv.Quote(node)+" is not a non-negative number")
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	if !on {
+		if err := s.admin.RecommissionNode(actx, int32(id)); err != nil {
+			writeErr(ctx, err)
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusOK, struct{}{})
+		return
+	}
+	out, err := s.admin.DecommissionNode(actx, int32(id))
+	if err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// parsePartitionParam parses a partition number from a path; a bad one is
+// answered with 404 UNKNOWN_TOPIC_OR_PARTITION.
+func parsePartitionParam(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
+	p, err := strconv.ParseInt(partition, 10, 32)
+	if err != nil || p < 0 {
+		writeError(ctx, fasthttp.StatusNotFound, protocol.UnknownTopicOrPartition,
+			"partition "+strconv.Quote(partition)+" of topic "+strconv.Quote(topic)+" is not a partition number")
+		return 0, false
+	}
+	return int32(p), true
+}
+
 // initProducerID serves POST /v1/producers: a new idempotent producer id
 // from metadata.
 func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {

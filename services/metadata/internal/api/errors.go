@@ -43,6 +43,10 @@ var mapping = []struct {
 	// when it adds a fenced or shutting-down node (INVALID_REQUEST here).
 	{fsm.ErrNotPartitionLeader, http.StatusBadRequest, protocol.InvalidRequest},
 	{fsm.ErrIneligibleReplica, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrInvalidReassignment, http.StatusBadRequest, protocol.InvalidReplicaAssignment},
+	{fsm.ErrReassignmentInProgress, http.StatusConflict, protocol.ReassignmentInProgress},
+	{fsm.ErrNoReassignmentInProgress, http.StatusConflict, protocol.NoReassignmentInProgress},
+	{fsm.ErrReassignmentNotReady, http.StatusConflict, protocol.LeaderNotAvailable},
 	{fsm.ErrProducerIDsExhausted, http.StatusInternalServerError, protocol.UnknownServerError},
 	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},

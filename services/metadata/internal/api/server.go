@@ -129,6 +129,26 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
 			http.MethodPost: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.addPartitions(ctx, name) }),
 		})
+	case reassignmentPath(path):
+		topic, partition, err := parseReassignmentPath(path)
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodPost:   s.onLeader(func(ctx *fasthttp.RequestCtx) { s.reassignPartition(ctx, topic, partition) }),
+			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.cancelReassignment(ctx, topic, partition) }),
+		})
+	case strings.HasPrefix(path, "/v1/nodes/") && strings.HasSuffix(path, "/decommission"):
+		id, err := parseNodeID(strings.TrimSuffix(strings.TrimPrefix(path, "/v1/nodes/"), "/decommission"))
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
+			http.MethodPost:   s.onLeader(func(ctx *fasthttp.RequestCtx) { s.decommission(ctx, id, true) }),
+			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.decommission(ctx, id, false) }),
+		})
 	case path == "/v1/nodes/register":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.register)})
 	case path == "/v1/nodes/heartbeat":

@@ -60,7 +60,7 @@ func livenessOf(v fsm.View) liveness {
 //     ISR; failing that a leaving ISR member (the current leader first); and
 //     failing that no one (-1, offline).
 //  3. Unclean election, only when the topic allows it and step 2 found no
-//     one: the first alive replica leads and becomes the whole ISR (records
+//     one: the first alive replica (not one a reassignment is adding) leads and becomes the whole ISR (records
 //     it lacks are lost).
 //
 // changed is false when the result equals the current state. A new leader
@@ -71,7 +71,8 @@ func elect(p cluster.Partition, live liveness, unclean bool) (leader int32, isr 
 	leader = chooseLeader(p, isr, live)
 	if leader == -1 && unclean {
 		for _, id := range p.Replicas {
-			if live[id] == stateAlive {
+			// A replica being added by a reassignment may hold nothing yet.
+			if live[id] == stateAlive && !slices.Contains(p.AddingReplicas, id) {
 				leader, isr = id, []int32{id}
 				break
 			}

@@ -117,6 +117,9 @@ func (c *Controller) AlterPartition(ctx context.Context, req cluster.AlterPartit
 	if oldISR >= 0 {
 		c.metrics.countChange(req.LeaderID, res.Partition.Leader, oldISR, len(res.Partition.ISR))
 	}
+	if res.Partition.Reassigning() {
+		signal(c.kick) // a replica being added may have joined: complete the move soon
+	}
 	c.log.Info("partition ISR changed by its leader", "partition", fmt.Sprintf("%s-%d", req.Topic, req.Partition),
 		"leader", req.LeaderID, "isr", res.Partition.ISR, "partition_epoch", res.Partition.PartitionEpoch)
 	return res.Partition, nil

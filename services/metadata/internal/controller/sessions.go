@@ -109,8 +109,9 @@ func checkEpoch(n cluster.Node, registered bool, id int32, epoch int64) error {
 	return nil
 }
 
-// checkSessions fences the nodes whose session lapsed, then brings every
-// partition in line with liveness (reconcileLocked).
+// checkSessions fences the nodes whose session lapsed, brings every
+// partition in line with liveness (reconcileLocked), then moves
+// reassignments on (reassignLocked).
 func (c *Controller) checkSessions() {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
@@ -126,6 +127,7 @@ func (c *Controller) checkSessions() {
 		c.fence(f)
 	}
 	c.reconcileLocked()
+	c.reassignLocked()
 }
 
 // fence commits one FenceNode; failures are retried by the next check, as

@@ -30,8 +30,10 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 		return 0, fmt.Errorf("%w: node %d has no address", ErrMalformedCommand, c.ID)
 	}
 	epoch := int64(index)
-	if _, known := s.nodes[c.ID]; known {
+	decommissioned := false
+	if old, known := s.nodes[c.ID]; known {
 		s.bounceLeaderships(c.ID)
+		decommissioned = old.Decommissioned
 	}
 	s.nodes[c.ID] = &cluster.Node{
 		ID:             c.ID,
@@ -40,6 +42,7 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 		Rack:           c.Rack,
 		Epoch:          epoch,
 		Alive:          true,
+		Decommissioned: decommissioned,
 	}
 	delete(s.shuttingDown, c.ID)
 	return epoch, nil

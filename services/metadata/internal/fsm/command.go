@@ -25,6 +25,11 @@ const (
 	TypeShutdownNode     CommandType = "shutdown_node"
 	TypeAlterPartition   CommandType = "alter_partition"
 	TypeAllocProducerIDs CommandType = "alloc_producer_ids"
+
+	TypeReassignPartition    CommandType = "reassign_partition"
+	TypeCompleteReassignment CommandType = "complete_reassignment"
+	TypeCancelReassignment   CommandType = "cancel_reassignment"
+	TypeDecommissionNode     CommandType = "decommission_node"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -43,6 +48,11 @@ type Command struct {
 	ShutdownNode     *ShutdownNode     `json:"shutdown_node,omitempty"`
 	AlterPartition   *AlterPartition   `json:"alter_partition,omitempty"`
 	AllocProducerIDs *AllocProducerIDs `json:"alloc_producer_ids,omitempty"`
+
+	ReassignPartition    *ReassignPartition `json:"reassign_partition,omitempty"`
+	CompleteReassignment *PartitionRef      `json:"complete_reassignment,omitempty"`
+	CancelReassignment   *PartitionRef      `json:"cancel_reassignment,omitempty"`
+	DecommissionNode     *DecommissionNode  `json:"decommission_node,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -163,6 +173,38 @@ type AllocProducerIDs struct {
 	Count int64 `json:"count"`
 }
 
+// ReassignPartition starts moving a partition to Replicas (see
+// cluster.Partition.AddingReplicas). It applies only when no reassignment of
+// the partition is in progress, Replicas has as many distinct registered
+// nodes as the topic's replication factor, and every node new to the
+// partition is alive, not shutting down and not decommissioned. The same set
+// of replicas in another order only changes the preferred leader; the same
+// list changes nothing.
+type ReassignPartition struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
+}
+
+// PartitionRef names a partition. As CompleteReassignment it ends a
+// reassignment whose adding replicas are all in the ISR: the removing
+// replicas leave Replicas and the ISR, and if one of them led, the first
+// target replica in the ISR that is alive and not shutting down (else one
+// shutting down) leads instead, at a new leader epoch. As CancelReassignment
+// it drops the adding replicas instead, with the same leader rule over the
+// replicas from before. Either applies only when a replica can lead after it.
+type PartitionRef struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// DecommissionNode marks a registered node decommissioned or not (see
+// cluster.Node.Decommissioned).
+type DecommissionNode struct {
+	ID             int32 `json:"id"`
+	Decommissioned bool  `json:"decommissioned"`
+}
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
@@ -213,6 +255,11 @@ func (c Command) check() error {
 		TypeShutdownNode:     c.ShutdownNode != nil,
 		TypeAlterPartition:   c.AlterPartition != nil,
 		TypeAllocProducerIDs: c.AllocProducerIDs != nil,
+
+		TypeReassignPartition:    c.ReassignPartition != nil,
+		TypeCompleteReassignment: c.CompleteReassignment != nil,
+		TypeCancelReassignment:   c.CancelReassignment != nil,
+		TypeDecommissionNode:     c.DecommissionNode != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 
@@ -47,6 +48,16 @@ var (
 	ErrIneligibleReplica = errors.New("ineligible replica")
 	// ErrProducerIDsExhausted: an AllocProducerIDs past the largest int64.
 	ErrProducerIDsExhausted = errors.New("producer ids exhausted")
+	// ErrInvalidReassignment: a reassignment's replica list is not valid
+	// for the topic (count, unknown or repeated nodes).
+	ErrInvalidReassignment = errors.New("invalid replica assignment")
+	// ErrReassignmentInProgress: the partition is already being reassigned.
+	ErrReassignmentInProgress = errors.New("reassignment in progress")
+	// ErrNoReassignmentInProgress: the partition is not being reassigned.
+	ErrNoReassignmentInProgress = errors.New("no reassignment in progress")
+	// ErrReassignmentNotReady: the adding replicas are not all in the ISR,
+	// or no replica could lead after the change.
+	ErrReassignmentNotReady = errors.New("reassignment cannot end yet")
 	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
 	ErrCorruptSnapshot = errors.New("corrupt snapshot")
 )
@@ -128,6 +139,14 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.shutdownNode(cmd.ShutdownNode)
 	case TypeAlterPartition:
 		res.Partition, res.Err = f.st.alterPartition(cmd.AlterPartition)
+	case TypeReassignPartition:
+		res.Partition, changed, res.Err = f.st.reassignPartition(cmd.ReassignPartition)
+	case TypeCompleteReassignment:
+		res.Partition, res.Err = f.st.endReassignment(cmd.CompleteReassignment, true)
+	case TypeCancelReassignment:
+		res.Partition, res.Err = f.st.endReassignment(cmd.CancelReassignment, false)
+	case TypeDecommissionNode:
+		changed, res.Err = f.st.decommissionNode(cmd.DecommissionNode)
 	case TypeAllocProducerIDs:
 		// Not a change of the cluster model: watchers have nothing to see.
 		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
@@ -135,7 +154,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Err = cmd.check()
 	}
 	switch cmd.Type {
-	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeAddPartitions, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition:
+	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeAddPartitions, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition,
+		TypeCompleteReassignment, TypeCancelReassignment:
 		changed = res.Err == nil
 	}
 	if changed {
@@ -265,6 +285,24 @@ func (f *FSM) CheckAlterPartition(c AlterPartition) error {
 	return err
 }
 
+// CheckReassignPartition reports whether c would be applied now (the same
+// checks as Apply).
+func (f *FSM) CheckReassignPartition(c ReassignPartition) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, _, err := f.st.checkReassignPartition(&c)
+	return err
+}
+
+// CheckEndReassignment reports whether completing (or, with complete false,
+// cancelling) the partition's reassignment would be applied now.
+func (f *FSM) CheckEndReassignment(c PartitionRef, complete bool) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, _, _, err := f.st.checkEndReassignment(&c, complete)
+	return err
+}
+
 // CheckAlterTopicConfig reports whether c would be applied now (the same
 // checks as Apply), so that a refused change costs no log entry.
 func (f *FSM) CheckAlterTopicConfig(c AlterTopicConfig) error {
@@ -349,5 +387,7 @@ func copyTopic(t *cluster.Topic) cluster.Topic {
 func copyPartition(p cluster.Partition) cluster.Partition {
 	p.Replicas = append([]int32(nil), p.Replicas...)
 	p.ISR = append([]int32(nil), p.ISR...)
+	p.TargetReplicas = slices.Clone(p.TargetReplicas)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
 	return p
 }

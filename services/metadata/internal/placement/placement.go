@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -22,11 +23,12 @@ type Node struct {
 	Rack string
 }
 
-// LiveNodes returns the alive nodes of a cluster as candidates.
+// LiveNodes returns the nodes of a cluster that may take new replicas: alive
+// and not decommissioned.
 func LiveNodes(nodes []cluster.Node) []Node {
 	out := make([]Node, 0, len(nodes))
 	for _, n := range nodes {
-		if n.Alive {
+		if n.Alive && !n.Decommissioned {
 			out = append(out, Node{ID: n.ID, Rack: n.Rack})
 		}
 	}
@@ -146,6 +148,110 @@ func (r ring) rackCount() int {
 func contains(ls []*load, l *load) bool {
 	for _, c := range ls {
 		if c == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Move is one partition's new replica list.
+type Move struct {
+	Topic     string
+	Partition int32
+	Replicas  []int32
+}
+
+// Evacuate returns a move for every partition, not already being
+// reassigned, with a replica on one of the leaving nodes: each such replica
+// is replaced, in its position (so the preferred leader order stays), by the
+// candidate holding the fewest replicas that the partition does not use yet,
+// preferring a rack none of its other replicas is in. Partitions without
+// enough candidates are left out and named in the error (ErrNotEnoughNodes);
+// the moves returned are valid either way.
+func Evacuate(candidates []Node, existing []cluster.Topic, leaving []int32) ([]Move, error) {
+	r := newRing(candidates, existing)
+	var out []Move
+	var stuck []string
+	for _, t := range existing {
+		for _, p := range t.Partitions {
+			if p.Reassigning() || !holdsAny(p.Replicas, leaving) {
+				continue
+			}
+			next, ok := r.replace(p.Replicas, leaving)
+			if !ok {
+				stuck = append(stuck, fmt.Sprintf("%s-%d", t.Name, p.ID))
+				continue
+			}
+			out = append(out, Move{Topic: t.Name, Partition: p.ID, Replicas: next})
+		}
+	}
+	if len(stuck) > 0 {
+		return out, fmt.Errorf("%w: no node left to take the replicas of %v", ErrNotEnoughNodes, stuck)
+	}
+	return out, nil
+}
+
+// replace returns replicas with each leaving member swapped for a candidate,
+// recording the new replicas in the loads; ok is false (and nothing is
+// recorded) when candidates run out.
+func (r ring) replace(replicas, leaving []int32) (out []int32, ok bool) {
+	out = append([]int32(nil), replicas...)
+	var chosen []*load
+	for i, id := range out {
+		if !slices.Contains(leaving, id) {
+			continue
+		}
+		racks := map[string]bool{}
+		for _, other := range out {
+			if l := r.byID(other); l != nil && other != id {
+				racks[l.rack] = true
+			}
+		}
+		var best *load
+		for _, l := range r {
+			if slices.Contains(out, l.ID) || slices.Contains(leaving, l.ID) {
+				continue
+			}
+			if best == nil || better(l, best, racks) {
+				best = l
+			}
+		}
+		if best == nil {
+			return nil, false
+		}
+		out[i] = best.ID
+		chosen = append(chosen, best)
+	}
+	for _, l := range chosen {
+		l.replicas++
+	}
+	return out, true
+}
+
+// better reports whether l is a better replacement than best: a rack the
+// partition does not use first, then fewer replicas, then the lower id.
+func better(l, best *load, usedRacks map[string]bool) bool {
+	if lNew, bestNew := !usedRacks[l.rack], !usedRacks[best.rack]; lNew != bestNew {
+		return lNew
+	}
+	if l.replicas != best.replicas {
+		return l.replicas < best.replicas
+	}
+	return l.ID < best.ID
+}
+
+func (r ring) byID(id int32) *load {
+	for _, l := range r {
+		if l.ID == id {
+			return l
+		}
+	}
+	return nil
+}
+
+func holdsAny(replicas, ids []int32) bool {
+	for _, id := range replicas {
+		if slices.Contains(ids, id) {
 			return true
 		}
 	}

@@ -1,0 +1,142 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/integration/internal/loadcheck"
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// TestReassignAndDecommissionUnderLoad: on four storage nodes, under an
+// idempotent acks=all SDK load that never stops, `sluicectl partition
+// reassign` moves a partition off its leader's node (the new replica copies
+// the log and joins the ISR before the old one leaves, and the leadership
+// moves), then `sluicectl node decommission` empties a node. No record
+// fails, the moved replicas are deleted from the nodes they left, and the
+// read-back finds every record exactly once in per-key order.
+func TestReassignAndDecommissionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const topic, partitions = "move", 4
+	createTopic(t, ctx, c, topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
+	waitFullISR(t, ctx, c, topic, 3)
+	p := quietProducer(t, c.FrontendURLs())
+	stop := make(chan struct{})
+	done := make(chan *loadcheck.KeyedLoad)
+	go func() { done <- loadcheck.Run(t, p, topic, 40, 200, stop) }()
+	time.Sleep(2 * time.Second)
+
+	// Reassign partition 0: its leader's slot goes to the node it lacks.
+	leader, p0 := leaderOf(t, ctx, c, topic, 0)
+	spare := int32(0)
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(p0.Replicas, id) {
+			spare = id
+		}
+	}
+	target := slices.Clone(p0.Replicas)
+	target[slices.Index(target, leader)] = spare
+	out := must(t, c, "partition", "reassign", fmt.Sprintf("%s/0", topic), "--replicas", ids32(target), "--timeout", "2m")
+	if !strings.Contains(out, "reassigning "+topic+"-0") || !strings.Contains(out, "done: replicas "+ids32(target)) {
+		t.Fatalf("partition reassign said:\n%s", out)
+	}
+	t.Logf("partition reassign:\n%s", out)
+	newLeader, moved := leaderOf(t, ctx, c, topic, 0)
+	if !slices.Equal(moved.Replicas, target) || moved.Reassigning() || !slices.Contains(target, newLeader) || moved.LeaderEpoch <= p0.LeaderEpoch {
+		t.Fatalf("after the reassignment: %+v (leader was %d at epoch %d)", moved, leader, p0.LeaderEpoch)
+	}
+	waitReplicaGone(t, c, topic, 0, leader)
+
+	// Decommission a node holding replicas of the other partitions.
+	victim := p0.Replicas[1]
+	if victim == leader {
+		victim = p0.Replicas[2]
+	}
+	if victim == spare {
+		t.Fatalf("picked the spare node %d", victim)
+	}
+	out = must(t, c, "node", "decommission", fmt.Sprint(victim), "--timeout", "3m")
+	if !strings.Contains(out, fmt.Sprintf("node %d holds no replicas", victim)) {
+		t.Fatalf("node decommission said:\n%s", out)
+	}
+	t.Logf("node decommission:\n%s", out)
+	status := must(t, c, "cluster", "status")
+	if !strings.Contains(status, "alive,decommissioned") {
+		t.Fatalf("cluster status does not show the decommissioned node:\n%s", status)
+	}
+	tp, err := cluster.NewClient(c.MetadataURLs()).DescribeTopic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range tp.Partitions {
+		if slices.Contains(part.Replicas, victim) || len(part.Replicas) != 3 {
+			t.Fatalf("partition %d after decommission: %+v", part.ID, part)
+		}
+		waitReplicaGone(t, c, topic, part.ID, victim)
+	}
+	// A decommissioned node takes no new replicas: with three nodes left, a
+	// topic of replication factor 3 goes on those three.
+	createTopic(t, ctx, c, "after", 3, 3, nil)
+	tp, err = cluster.NewClient(c.MetadataURLs()).DescribeTopic(ctx, "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range tp.Partitions {
+		if slices.Contains(part.Replicas, victim) {
+			t.Fatalf("new partition %d placed on decommissioned node %d: %+v", part.ID, victim, part)
+		}
+	}
+
+	time.Sleep(time.Second)
+	close(stop)
+	l := <-done
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.RequireAllAcknowledged(t, ": reassignment and decommission must not interrupt acks=all producers")
+	loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, partitions), l)
+	t.Logf("%d records acknowledged and read back exactly once in order", l.Sent)
+}
+
+// waitReplicaGone waits until node no longer reports a replica of the
+// partition (topic describe lists what each node reports).
+func waitReplicaGone(t *testing.T, c *localcluster.Cluster, topic string, partition, node int32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var d describedTopicJSON
+		if err := json.Unmarshal([]byte(must(t, c, "topic", "describe", topic, "-o", "json")), &d); err != nil {
+			t.Fatal(err)
+		}
+		held := false
+		for _, r := range d.Replicas {
+			held = held || (r.Partition == partition && r.Node == node)
+		}
+		if !held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d still reports a replica of %s-%d", node, topic, partition)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func ids32(xs []int32) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}

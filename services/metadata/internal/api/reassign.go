@@ -1,0 +1,89 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// reassignmentPath reports whether path is
+// /v1/topics/{name}/partitions/{id}/reassignment.
+func reassignmentPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/topics/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	return len(parts) == 4 && parts[1] == "partitions" && parts[3] == "reassignment"
+}
+
+// parseReassignmentPath returns the topic and partition of a reassignment
+// path (see reassignmentPath).
+func parseReassignmentPath(path string) (string, int32, error) {
+	parts := strings.Split(strings.TrimPrefix(path, "/v1/topics/"), "/")
+	if parts[0] == "" {
+		return "", 0, bad(protocol.InvalidRequest, "empty topic name in %s", path)
+	}
+	id, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil || id < 0 {
+		return "", 0, bad(protocol.UnknownTopicOrPartition, "partition %q of topic %q is not a partition number", parts[2], parts[0])
+	}
+	return parts[0], int32(id), nil
+}
+
+// parseNodeID parses a storage node id from a path.
+func parseNodeID(s string) (int32, error) {
+	id, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || id < 0 {
+		return 0, bad(protocol.InvalidRequest, "node id %q is not a non-negative number", s)
+	}
+	return int32(id), nil
+}
+
+// reassignPartition starts a partition's reassignment. Runs on the leader;
+// the controller completes it when the new replicas are in sync.
+func (s *Server) reassignPartition(ctx *fasthttp.RequestCtx, topic string, partition int32) {
+	var req cluster.ReassignPartitionRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	p, err := s.ctrl.ReassignPartition(rctx, topic, partition, req.Replicas)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, p)
+}
+
+// cancelReassignment stops a partition's reassignment. Runs on the leader.
+func (s *Server) cancelReassignment(ctx *fasthttp.RequestCtx, topic string, partition int32) {
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	p, err := s.ctrl.CancelReassignment(rctx, topic, partition)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, p)
+}
+
+// decommission marks a node decommissioned (and starts moving its
+// replicas) or lifts the mark. Runs on the leader.
+func (s *Server) decommission(ctx *fasthttp.RequestCtx, id int32, on bool) {
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	r, err := s.ctrl.Decommission(rctx, id, on)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, r)
+}

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func partOf(_ *cluster.Partition, err error) error { return err }
+
+// TestReassignmentRoutes drives the reassignment and decommission routes
+// through a follower (relayed to the leader) and checks each answer's code.
+func TestReassignmentRoutes(t *testing.T) {
+	ms := startCluster(t, 3, clusterOpts{})
+	var follower *member
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	for _, m := range ms {
+		if m != leader(ms) {
+			follower = m
+			break
+		}
+	}
+	c := client(follower)
+	ctx := context.Background()
+	for id := int32(1); id <= 4; id++ {
+		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tp.Partitions[0].Replicas
+	spare := int32(10 - before[0] - before[1] - before[2]) // 1+2+3+4 = 10
+	target := []int32{spare, before[1], before[2]}
+
+	wantCode(t, partOf(c.ReassignPartition(ctx, "t", 0, before[:2])), protocol.InvalidReplicaAssignment)
+	wantCode(t, partOf(c.ReassignPartition(ctx, "t", 0, []int32{1, 2, 7})), protocol.InvalidReplicaAssignment)
+	wantCode(t, partOf(c.ReassignPartition(ctx, "t", 3, target)), protocol.UnknownTopicOrPartition)
+	wantCode(t, partOf(c.ReassignPartition(ctx, "nope", 0, target)), protocol.UnknownTopicOrPartition)
+	wantCode(t, partOf(c.CancelReassignment(ctx, "t", 0)), protocol.NoReassignmentInProgress)
+	p, err := c.ReassignPartition(ctx, "t", 0, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.TargetReplicas, target) || !slices.Equal(p.AddingReplicas, []int32{spare}) || !slices.Equal(p.Replicas, append(slices.Clone(before), spare)) {
+		t.Fatalf("started: %+v", p)
+	}
+	wantCode(t, partOf(c.ReassignPartition(ctx, "t", 0, before)), protocol.ReassignmentInProgress)
+	p, err = c.CancelReassignment(ctx, "t", 0)
+	if err != nil || !slices.Equal(p.Replicas, before) || p.Reassigning() {
+		t.Fatalf("cancel: %+v, %v", p, err)
+	}
+	if status, eb := rawDo(t, http.MethodPost, "http://"+follower.http+"/v1/topics/t/partitions/x/reassignment", []byte(`{}`)); status != http.StatusNotFound || eb.ErrorCode != int16(protocol.UnknownTopicOrPartition) {
+		t.Fatalf("bad partition number: %d %+v", status, eb)
+	}
+	if status, _ := rawDo(t, http.MethodGet, "http://"+follower.http+"/v1/topics/t/partitions/0/reassignment", nil); status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET reassignment: %d", status)
+	}
+
+	// Four nodes, replication factor 3: one node can leave.
+	r, err := c.DecommissionNode(ctx, before[0])
+	if err != nil || len(r.Started) != 1 || r.Replicas != 1 || slices.Contains(r.Started[0].Replicas, before[0]) {
+		t.Fatalf("decommission: %+v, %v", r, err)
+	}
+	if _, err := c.DecommissionNode(ctx, 9); protocol.CodeOf(err) != protocol.UnknownNode {
+		t.Fatalf("decommission of an unknown node: %v", err)
+	}
+	if status, _ := rawDo(t, http.MethodPost, "http://"+follower.http+"/v1/nodes/abc/decommission", nil); status != http.StatusBadRequest {
+		t.Fatalf("bad node id: %d", status)
+	}
+	if err := c.RecommissionNode(ctx, before[0]); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := snap.Node(before[0]); n.Decommissioned {
+		t.Fatal("recommission did not lift the mark")
+	}
+}
