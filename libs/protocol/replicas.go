@@ -26,6 +26,10 @@ type ReplicaInfo struct {
 	LogEndOffset   int64
 	HighWatermark  int64
 	FlushedOffset  int64 // below it every record is fsynced on this node
+	// SizeBytes is the size of the replica's log segments on this node; -1
+	// when the node did not report it (a node from before the field, which
+	// sends eight fields).
+	SizeBytes int64
 }
 
 // DescribeReplicasResponse lists the node's replicas, ordered by topic and
@@ -49,15 +53,16 @@ func (r *DescribeReplicasRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 }
 
 // EncodeMsgpack implements Body: [[topic, partition, leader, epoch, start,
-// end, hw, flushed], ...] in a one-field array.
+// end, hw, flushed, size], ...] in a one-field array. Decoders from before
+// the size field skip it.
 func (r *DescribeReplicasResponse) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := firstErr(e.EncodeArrayLen(1), e.EncodeArrayLen(len(r.Replicas))); err != nil {
 		return err
 	}
 	for _, x := range r.Replicas {
-		if err := firstErr(e.EncodeArrayLen(8), e.EncodeString(x.Topic), e.EncodeInt(int64(x.Partition)), e.EncodeBool(x.Leader),
+		if err := firstErr(e.EncodeArrayLen(9), e.EncodeString(x.Topic), e.EncodeInt(int64(x.Partition)), e.EncodeBool(x.Leader),
 			e.EncodeInt(int64(x.LeaderEpoch)), e.EncodeInt(x.LogStartOffset), e.EncodeInt(x.LogEndOffset),
-			e.EncodeInt(x.HighWatermark), e.EncodeInt(x.FlushedOffset)); err != nil {
+			e.EncodeInt(x.HighWatermark), e.EncodeInt(x.FlushedOffset), e.EncodeInt(x.SizeBytes)); err != nil {
 			return err
 		}
 	}
@@ -86,8 +91,9 @@ func (r *DescribeReplicasResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	return f.end("describe replicas response")
 }
 
+// decodeReplicaInfo reads one replica; the size is optional (-1 when absent).
 func decodeReplicaInfo(d *msgpack.Decoder) (ReplicaInfo, error) {
-	var x ReplicaInfo
+	x := ReplicaInfo{SizeBytes: -1}
 	f := fields{d: d}
 	if f.begin(8) {
 		x.Topic = f.str()
@@ -100,6 +106,9 @@ func decodeReplicaInfo(d *msgpack.Decoder) (ReplicaInfo, error) {
 		x.LogEndOffset = f.int()
 		x.HighWatermark = f.int()
 		x.FlushedOffset = f.int()
+		if f.optional() {
+			x.SizeBytes = f.int()
+		}
 	}
 	return x, f.end("replica")
 }

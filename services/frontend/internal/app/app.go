@@ -2,8 +2,8 @@
 // client and cache, the storage connection pools (one for produce, one for
 // fetches, so that large fetch answers never queue ahead of produce
 // acknowledgements on a connection), the producer, the fetcher, the relay to
-// the offsets service and the public HTTP server, next to the admin listener
-// of libs/service.
+// the offsets service, the read-only web console and the public HTTP server,
+// next to the admin listener of libs/service.
 //
 // Start order follows the dependencies (cache, pools, producer, fetcher, HTTP
 // server) and fx stops in reverse: the HTTP server drains first, then the
@@ -21,10 +21,12 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
+	"github.com/sluicemq/sluice/services/frontend/internal/console"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
@@ -46,7 +48,7 @@ func Parse(args []string) ([]fx.Option, error) {
 // service.Module (tests add it, or their own logger and registry).
 func Options(c config.Config) []fx.Option {
 	return []fx.Option{
-		fx.Supply(c, c.Common, c.HTTP, c.Produce, c.Fetch, c.Cache, service.Identity{Service: "frontend", NodeID: c.NodeID}),
+		fx.Supply(c, c.Common, c.HTTP, c.Produce, c.Fetch, c.Cache, c.Console, service.Identity{Service: "frontend", NodeID: c.NodeID}),
 		Module(),
 	}
 }
@@ -61,9 +63,11 @@ func Module() fx.Option {
 			newProducer,
 			newFetcher,
 			newOffsetsRelay,
+			func(c config.Config) *groups.Client { return groups.NewClient(service.SplitList(c.Offsets)) },
 			newServer,
 		),
 		metacache.Module(),
+		console.Module(),
 		fx.Invoke(func(*httpapi.Server) {}),
 	)
 }
@@ -135,11 +139,12 @@ type serverParams struct {
 	Client    *cluster.Client
 	Offsets   *forward.Forwarder
 	Cache     *metacache.Cache
+	Console   *console.Console
 	Log       *slog.Logger
 }
 
 func newServer(p serverParams) (*httpapi.Server, error) {
-	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache}
+	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache, Console: p.Console.Serve}
 	s, err := httpapi.New(p.Config, d, p.Log.With("component", "http"))
 	if err != nil {
 		return nil, err

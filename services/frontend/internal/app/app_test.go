@@ -102,7 +102,7 @@ func TestWiring(t *testing.T) {
 }
 
 // useRoutes goes through the routes beyond the record produce: a batches
-// body, a fetch, the groups relay and a producer id.
+// body, a fetch, the groups relay, a producer id and the console.
 func useRoutes(t *testing.T, base string) {
 	t.Helper()
 	batch := record.NewBuilder(record.CodecNone)
@@ -125,6 +125,9 @@ func useRoutes(t *testing.T, base string) {
 	if code, got := post(t, base+"/v1/producers", "application/json", []byte(`{}`)); code != http.StatusOK || !strings.Contains(got, `"producer_id"`) {
 		t.Fatalf("producers: %d %s", code, got)
 	}
+	if code, got := get(t, base+"/console"); code != http.StatusOK || !strings.Contains(got, `<a href="/console/topics/t">t</a>`) {
+		t.Fatalf("console: %d %s", code, got)
+	}
 }
 
 func post(t *testing.T, url, contentType string, body []byte) (int, string) {
@@ -139,7 +142,8 @@ func post(t *testing.T, url, contentType string, body []byte) (int, string) {
 }
 
 func TestParseErrorsNameTheFlag(t *testing.T) {
-	for _, args := range [][]string{{"-max-records", "0"}, {"-max-in-flight-bytes", "1"}, {"-offsets", ","}, {"-fetch-timeout", "-1s"}} {
+	for _, args := range [][]string{{"-max-records", "0"}, {"-max-in-flight-bytes", "1"}, {"-offsets", ","}, {"-fetch-timeout", "-1s"},
+		{"-console-refresh", "1500ms"}, {"-console-timeout", "0s"}} {
 		if _, err := Parse(args); err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: err %v", args, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/frontend/internal/console"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
@@ -40,6 +41,8 @@ type Config struct {
 	Fetch fetch.Config
 	// Cache tunes the metadata watch.
 	Cache metacache.Config
+	// Console tunes the read-only web console under /console.
+	Console console.Config
 }
 
 // DefaultOffsets are the offsets replicas of the local cluster (make run).
@@ -55,6 +58,7 @@ func Default() Config {
 		Produce:  produce.DefaultConfig(),
 		Fetch:    fetch.DefaultConfig(),
 		Cache:    metacache.DefaultConfig(),
+		Console:  console.DefaultConfig(),
 	}
 }
 
@@ -84,6 +88,9 @@ func (c *Config) Register(fs *service.FlagSet) {
 	fs.Int(&c.Produce.BatchMaxBytes, "batch-max-bytes", c.Produce.BatchMaxBytes,
 		"largest batch built from JSON/msgpack records when -linger is above 0; a request's records past it go in the next batches, in order")
 	fs.Duration(&c.Cache.WatchWait, "metadata-watch-wait", c.Cache.WatchWait, "how long one metadata watch long-poll waits for a change")
+	fs.Duration(&c.Console.Refresh, "console-refresh", c.Console.Refresh, "how often a /console page reloads itself in the browser (whole seconds; 0: never)")
+	fs.Duration(&c.Console.LookupTimeout, "console-timeout", c.Console.LookupTimeout,
+		"time allowed for each look-up of a /console page (metadata, storage nodes, offsets service)")
 }
 
 // Validate checks every field and names the flag of the first bad one.
@@ -138,7 +145,7 @@ func (c *Config) Validate() error {
 	if err := c.Cache.Validate(); err != nil {
 		return fmt.Errorf("metadata cache: %w", err)
 	}
-	return nil
+	return c.Console.Validate()
 }
 
 // validateURLs checks a comma-separated list of service base URLs

@@ -10,8 +10,8 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
-// Storage is a fake storage node on 127.0.0.1 that serves Produce, Fetch and
-// ListOffsets. Produce checks each batch with record.Validate, stamps base
+// Storage is a fake storage node on 127.0.0.1 that serves Produce, Fetch,
+// ListOffsets and DescribeReplicas. Produce checks each batch with record.Validate, stamps base
 // offsets, answers a duplicate idempotent batch (same producer id, epoch and
 // base sequence) with its first offsets, and keeps what it appended; Fetch
 // long-polls and answers whole batches as the real node does (at least one,
@@ -169,9 +169,10 @@ func (cw *connWriter) answer(id uint32, body protocol.Body, payload []byte, err 
 	return cw.w.Flush()
 }
 
-// serveConn reads requests in order. Produce and ListOffsets are answered
-// inline, so a connection's produce requests are appended in the order they
-// arrived; fetches long-poll in their own goroutines, as on the real node.
+// serveConn reads requests in order. Produce, ListOffsets and
+// DescribeReplicas are answered inline, so a connection's produce requests
+// are appended in the order they arrived; fetches long-poll in their own
+// goroutines, as on the real node.
 func (s *Storage) serveConn(c net.Conn) {
 	fr := protocol.NewFrameReader(c, 0)
 	dec := protocol.NewDecoder()
@@ -196,6 +197,11 @@ func (s *Storage) serveConn(c net.Conn) {
 			}
 		case protocol.APIListOffsets:
 			resp, err := s.listOffsets(dec)
+			if cw.answer(h.CorrelationID, &resp, nil, err) != nil {
+				return
+			}
+		case protocol.APIDescribeReplicas:
+			resp, err := s.describeReplicas(dec)
 			if cw.answer(h.CorrelationID, &resp, nil, err) != nil {
 				return
 			}

@@ -13,6 +13,7 @@
 //	GET    /v1/cluster[?since=V&wait_ms=W]                    cluster snapshot / watch
 //	POST   /v1/producers                                      new idempotent producer id
 //	*      /v1/groups[/...]                                   consumer groups (offsets service)
+//	GET    /console[/...]                                     read-only web console (package console)
 //
 // Produce takes three bodies, by Content-Type: the Confluent REST Proxy v2
 // shape in JSON (application/json) or msgpack (application/msgpack), which

@@ -22,7 +22,11 @@ const (
 	pathCluster     = "/v1/cluster"
 	pathProducers   = "/v1/producers"
 	pathGroups      = "/v1/groups"
+	pathConsole     = "/console"
 	suffixRecords   = "/records"
+
+	pathNodePrefix     = "/v1/nodes/"
+	suffixDecommission = "/decommission"
 )
 
 // headerRequestID carries the request id in both directions.
@@ -72,15 +76,28 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
 		s.initProducerID(ctx)
 	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
 		s.forwardGroups(ctx, id)
+	case strings.HasPrefix(path, pathNodePrefix) && strings.HasSuffix(path, suffixDecommission):
+		id := strings.TrimSuffix(strings.TrimPrefix(path, pathNodePrefix), suffixDecommission)
+		switch method {
+		case fasthttp.MethodPost:
+			s.decommission(ctx, id, true)
+		case fasthttp.MethodDelete:
+			s.decommission(ctx, id, false)
+		default:
+			methodNotAllowed(ctx, "POST, DELETE")
+		}
 	case strings.HasPrefix(path, pathTopicPrefix):
 		s.routeTopic(ctx, id, method, path)
+	case s.console != nil && (path == pathConsole || strings.HasPrefix(path, pathConsole+"/")):
+		s.console(ctx) // HTML pages with their own 404 and 405 answers
 	default:
 		notFound(ctx, method, path)
 	}
 }
 
-// routeTopic routes the paths under /v1/topics/: {topic}, {topic}/records
-// and {topic}/partitions/{p}/records. Topic names hold no "/".
+// routeTopic routes the paths under /v1/topics/: {topic}, {topic}/config,
+// {topic}/partitions, {topic}/records, {topic}/partitions/{p}/records and
+// {topic}/partitions/{p}/reassignment. Topic names hold no "/".
 func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
 	parts := strings.Split(path[len(pathTopicPrefix):], "/")
 	if parts[0] == "" {
@@ -110,6 +127,15 @@ func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
 			return
 		}
 		s.addPartitions(ctx, topic)
+	case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "reassignment":
+		switch method {
+		case fasthttp.MethodPost:
+			s.reassignPartition(ctx, topic, parts[2])
+		case fasthttp.MethodDelete:
+			s.cancelReassignment(ctx, topic, parts[2])
+		default:
+			methodNotAllowed(ctx, "POST, DELETE")
+		}
 	case len(parts) == 2 && parts[1] == "records":
 		if method != fasthttp.MethodPost {
 			methodNotAllowed(ctx, "POST")

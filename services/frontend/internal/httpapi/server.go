@@ -74,6 +74,10 @@ type Admin interface {
 	AlterTopicConfig(ctx context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error)
 	AddPartitions(ctx context.Context, name string, req cluster.AddPartitionsRequest) (*cluster.Topic, error)
 	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
+	ReassignPartition(ctx context.Context, topic string, partition int32, replicas []int32) (*cluster.Partition, error)
+	CancelReassignment(ctx context.Context, topic string, partition int32) (*cluster.Partition, error)
+	DecommissionNode(ctx context.Context, id int32) (*cluster.DecommissionResponse, error)
+	RecommissionNode(ctx context.Context, id int32) error
 }
 
 // Relay sends a request verbatim to a replicated service and returns its
@@ -90,6 +94,9 @@ type Deps struct {
 	// Offsets relays the /v1/groups routes to the offsets service.
 	Offsets Relay
 	Cache   *metacache.Cache
+	// Console serves the read-only web console under /console; nil leaves
+	// those paths unrouted (404).
+	Console fasthttp.RequestHandler
 }
 
 // Server is the frontend's public HTTP API.
@@ -100,6 +107,7 @@ type Server struct {
 	admin    Admin
 	offsets  Relay
 	cache    *metacache.Cache
+	console  fasthttp.RequestHandler // nil when the console is not served
 	log      *slog.Logger
 	ids      *requestIDs
 
@@ -120,7 +128,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
-		log: log, ids: newRequestIDs()}
+		console: d.Console, log: log, ids: newRequestIDs()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{

@@ -241,7 +241,8 @@ func (c *conn) leaderReplica(h *protocol.RequestHeader, topic string, partition 
 }
 
 // describeReplicas answers the state of this node's replicas of a topic (or
-// of all): role, leader epoch, log range, high watermark, flushed offset.
+// of all): role, leader epoch, log range, high watermark, flushed offset and
+// size on disk.
 func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	var req protocol.DescribeReplicasRequest
 	if err := dec.Body(&req); err != nil {
@@ -256,7 +257,8 @@ func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder
 		st := r.State()
 		resp.Replicas = append(resp.Replicas, protocol.ReplicaInfo{Topic: r.Key.Topic, Partition: r.Key.Partition,
 			Leader: st.Leader == c.s.mgr.Self(), LeaderEpoch: st.LeaderEpoch, LogStartOffset: r.Log.StartOffset(),
-			LogEndOffset: r.Log.EndOffset(), HighWatermark: st.HighWatermark, FlushedOffset: r.Log.FlushedOffset()})
+			LogEndOffset: r.Log.EndOffset(), HighWatermark: st.HighWatermark, FlushedOffset: r.Log.FlushedOffset(),
+			SizeBytes: r.Log.Size()})
 	}
 	sort.Slice(resp.Replicas, func(i, j int) bool {
 		a, b := resp.Replicas[i], resp.Replicas[j]

@@ -297,11 +297,12 @@ func TestMetricsPerTopic(t *testing.T) {
 }
 
 // TestDescribeReplicas: the node lists its replicas of a topic (or of all)
-// with role, log range, high watermark and flushed offset.
+// with role, log range, high watermark, flushed offset and size on disk.
 func TestDescribeReplicas(t *testing.T) {
 	s, _ := startServer(t, t.TempDir(), snapshot("t", 2, nil), DefaultConfig())
 	c := dial(t, s.Addr())
-	if _, err := produce(t, c, "t", 1, protocol.AcksAll, batch(t, 10, "d", 20, 1000)); err != nil {
+	b := batch(t, 10, "d", 20, 1000)
+	if _, err := produce(t, c, "t", 1, protocol.AcksAll, b); err != nil {
 		t.Fatal(err)
 	}
 	describe := func(topic string) []protocol.ReplicaInfo {
@@ -314,8 +315,8 @@ func TestDescribeReplicas(t *testing.T) {
 	}
 	got := describe("t")
 	want := []protocol.ReplicaInfo{
-		{Topic: "t", Partition: 0, Leader: true, LogEndOffset: 0, HighWatermark: 0, FlushedOffset: 0},
-		{Topic: "t", Partition: 1, Leader: true, LogEndOffset: 10, HighWatermark: 10, FlushedOffset: 10},
+		{Topic: "t", Partition: 0, Leader: true, LogEndOffset: 0, HighWatermark: 0, FlushedOffset: 0, SizeBytes: 0},
+		{Topic: "t", Partition: 1, Leader: true, LogEndOffset: 10, HighWatermark: 10, FlushedOffset: 10, SizeBytes: int64(len(b))},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("replicas of t:\n%+v\nwant\n%+v", got, want)
