@@ -1,0 +1,100 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// FuzzApply feeds the FSM a log of arbitrary entries, one per line, as raft
+// would: whatever the bytes, Apply answers with a *Result (never panics), a
+// rejected entry changes nothing, and the model stays consistent.
+func FuzzApply(f *testing.F) {
+	seed := func(cmds ...Command) []byte {
+		var b bytes.Buffer
+		for _, c := range cmds {
+			line, err := json.Marshal(c)
+			if err != nil {
+				f.Fatal(err)
+			}
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+		return b.Bytes()
+	}
+	f.Add(seed(reg(1, "a"), reg(2, "b"), reg(3, ""), create("t", 2, []int32{1, 2}, []int32{2, 3}), update("t", 0, 0, 0, 2, 2),
+		alter(2, 2, 1, 1, 2, 1), fence(3, 3), shutdown(1, 1)))
+	f.Add(seed(reg(1, ""), reg(2, ""), reg(3, ""), reg(4, ""), create("t", 3, []int32{1, 2, 3}), reassign("t", 0, 4, 2, 3),
+		update("t", 0, 0, 1, 1, 1, 2, 3, 4), endReassign("t", 0, true), reassign("t", 0, 1, 2, 3), endReassign("t", 0, false),
+		Command{Type: TypeDecommissionNode, DecommissionNode: &DecommissionNode{ID: 2, Decommissioned: true}}))
+	f.Add(seed(Command{Type: TypeInitCluster, InitCluster: &InitCluster{ClusterID: "c"}}, allocIDs(5),
+		Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "t", Set: map[string]string{"retention.ms": "-1"}}},
+		Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "t", From: 1, Replicas: [][]int32{{1}}}},
+		Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "t"}}))
+	f.Add([]byte("{\"type\":\"create_topic\",\"create_topic\":{\"name\":\"x\",\"replicas\":[[1,1]]}}\n{\"type\":\"nope\"}\n\xff"))
+	f.Fuzz(func(t *testing.T, log []byte) {
+		fsm := New()
+		for i, entry := range bytes.Split(log, []byte("\n")) {
+			before := fsm.View()
+			r, ok := fsm.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: entry}).(*Result)
+			if !ok {
+				t.Fatalf("entry %d: Apply did not return a *Result", i)
+			}
+			after := fsm.View()
+			if r.Err != nil && !sameModel(before, after) {
+				t.Fatalf("entry %d (%q) was rejected (%v) but changed the state", i, entry, r.Err)
+			}
+			if err := consistent(after); err != nil {
+				t.Fatalf("entry %d (%q): %v", i, entry, err)
+			}
+		}
+	})
+}
+
+// sameModel compares two views by their JSON, which covers every field.
+func sameModel(a, b View) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// consistent checks the invariants every state must keep.
+func consistent(v View) error {
+	nodes := map[int32]bool{}
+	for _, n := range v.Nodes {
+		nodes[n.ID] = true
+	}
+	for _, t := range v.Topics {
+		for i, p := range t.Partitions {
+			name := fmt.Sprintf("%s-%d", t.Name, i)
+			if p.ID != int32(i) {
+				return fmt.Errorf("%s has id %d", name, p.ID)
+			}
+			for j, id := range p.Replicas {
+				if !nodes[id] || slices.Contains(p.Replicas[:j], id) {
+					return fmt.Errorf("%s: replicas %v name an unknown node or one twice", name, p.Replicas)
+				}
+			}
+			if err := validPartitionState(p.Replicas, p.Leader, p.ISR); err != nil {
+				return fmt.Errorf("%s: %w (%+v)", name, err, p)
+			}
+			if p.Reassigning() {
+				if len(p.TargetReplicas) != t.ReplicationFactor || len(p.AddingReplicas) == 0 {
+					return fmt.Errorf("%s: reassignment %+v", name, p)
+				}
+				for _, id := range append(slices.Clone(p.TargetReplicas), p.AddingReplicas...) {
+					if !slices.Contains(p.Replicas, id) {
+						return fmt.Errorf("%s: reassignment names %d outside the replicas %v", name, id, p.Replicas)
+					}
+				}
+			} else if len(p.Replicas) != t.ReplicationFactor || len(p.AddingReplicas) > 0 {
+				return fmt.Errorf("%s: %d replicas, replication factor %d", name, len(p.Replicas), t.ReplicationFactor)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/groups"
+)
+
+// FuzzApplyBatch feeds the offsets FSM a batch of arbitrary entries, one per
+// line: whatever the bytes, each entry gets a *Result, the replica does not
+// break (bad entries are answered, not stored), and reopening the bbolt file
+// as a restart would gives the same groups, offsets and applied index.
+func FuzzApplyBatch(f *testing.F) {
+	seed := func(cmds ...Command) []byte {
+		var b bytes.Buffer
+		for _, c := range cmds {
+			line, err := json.Marshal(c)
+			if err != nil {
+				f.Fatal(err)
+			}
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+		return b.Bytes()
+	}
+	f.Add(seed(commit("g", "", 0, "t", 0, 42), commit("g", "", 0, "t", 1, 7),
+		Command{Type: TypeReset, Reset: &Reset{Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 0, Offset: 1}}, TimeMs: 2}},
+		Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g"}}))
+	f.Add(seed(Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}, commit("g", "m1", 3, "t", 0, 5),
+		commit("g", "m2", 9, "t", 2, 5), Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g"}}))
+	f.Add([]byte("{\"type\":\"commit\",\"commit\":{\"group\":\"\",\"offsets\":[{\"topic\":\"\",\"partition\":-1,\"offset\":-9}]}}\n{}\n\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines := bytes.Split(data, []byte("\n"))
+		if len(lines) > 32 {
+			t.Skip("at most 32 entries: each run syncs a bbolt file twice")
+		}
+		path := filepath.Join(t.TempDir(), "state.db")
+		fsm := open(t, path)
+		var logs []*raft.Log
+		for i, line := range lines {
+			logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: line})
+		}
+		for i, r := range fsm.ApplyBatch(logs) {
+			if _, ok := r.(*Result); !ok {
+				t.Fatalf("entry %d: %T, not a *Result", i, r)
+			}
+		}
+		if fsm.broken != nil {
+			t.Fatalf("bad input broke the replica: %v", fsm.broken)
+		}
+		want := dump(t, fsm)
+		if err := fsm.Close(); err != nil {
+			t.Fatal(err)
+		}
+		again := open(t, path)
+		if got := dump(t, again); got != want {
+			t.Fatalf("reopened state differs:\n got %s\nwant %s", got, want)
+		}
+	})
+}
+
+// dump renders what a replica serves: applied index, groups and their
+// offsets and membership.
+func dump(t *testing.T, f *FSM) string {
+	t.Helper()
+	type group struct {
+		Name    string
+		State   *Group
+		Offsets []groups.Committed
+	}
+	out := struct {
+		Applied uint64
+		Groups  []group
+	}{Applied: f.AppliedIndex()}
+	names := f.GroupNames()
+	slices.Sort(names)
+	for _, name := range names {
+		g, _ := f.Group(name)
+		offs, err := f.Offsets(name, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Groups = append(out.Groups, group{Name: name, State: g, Offsets: offs})
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
