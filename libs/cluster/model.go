@@ -58,6 +58,13 @@ type Partition struct {
 // Reassigning reports whether a reassignment of the partition is in progress.
 func (p *Partition) Reassigning() bool { return len(p.TargetReplicas) > 0 }
 
+// UnderReplicated reports whether fewer replicas are in sync than the
+// partition should have: its replica list, or during a reassignment the list
+// from before (replicas being added are not missing yet).
+func (p *Partition) UnderReplicated() bool {
+	return len(p.ISR) < len(p.Replicas)-len(p.AddingReplicas)
+}
+
 // RemovingReplicas returns the replicas a reassignment in progress drops
 // when it completes (none otherwise).
 func (p *Partition) RemovingReplicas() []int32 {

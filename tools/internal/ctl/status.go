@@ -74,7 +74,7 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 			if p.Leader < 0 || !alive[p.Leader] {
 				st.OfflinePartitions++
 			}
-			if len(p.ISR) < len(p.Replicas) {
+			if p.UnderReplicated() {
 				st.UnderReplicated++
 				under[p.ID] = true
 			}

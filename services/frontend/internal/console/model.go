@@ -29,7 +29,7 @@ func partitionState(p *cluster.Partition, alive map[int32]bool) string {
 	switch {
 	case p.Leader < 0 || !alive[p.Leader]:
 		return stateOffline
-	case len(p.ISR) < len(p.Replicas):
+	case p.UnderReplicated():
 		return stateUnderReplicated
 	}
 	return stateOK

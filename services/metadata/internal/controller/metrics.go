@@ -2,6 +2,8 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
 // metrics count the partition changes this member committed as the active
@@ -45,16 +47,19 @@ func (m metrics) countChange(oldLeader, newLeader int32, oldISR, newISR int) {
 // Collectors are the controller's counters and the gauges of partition and
 // node health read from the FSM at scrape time.
 func (c *Controller) Collectors() []prometheus.Collector {
-	gauge := func(name, help string, pick func(partitions, under, offline, alive int) int) prometheus.Collector {
+	gauge := func(name, help string, pick func(fsm.HealthCounts) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
 			return float64(pick(c.fsm.Health()))
 		})
 	}
 	return []prometheus.Collector{
 		c.metrics.elections, c.metrics.offline, c.metrics.shrinks, c.metrics.expands,
-		gauge("sluice_metadata_partitions", "Partitions of all topics.", func(p, _, _, _ int) int { return p }),
-		gauge("sluice_metadata_under_replicated_partitions", "Partitions with fewer in-sync replicas than replicas.", func(_, u, _, _ int) int { return u }),
-		gauge("sluice_metadata_offline_partitions", "Partitions without a leader.", func(_, _, o, _ int) int { return o }),
-		gauge("sluice_metadata_alive_storage_nodes", "Registered storage nodes whose session is live.", func(_, _, _, a int) int { return a }),
+		gauge("sluice_metadata_partitions", "Partitions of all topics.", func(h fsm.HealthCounts) int { return h.Partitions }),
+		gauge("sluice_metadata_under_replicated_partitions", "Partitions with fewer in-sync replicas than they should have (replicas being added by a reassignment are not counted missing).",
+			func(h fsm.HealthCounts) int { return h.UnderReplicated }),
+		gauge("sluice_metadata_offline_partitions", "Partitions without a leader.", func(h fsm.HealthCounts) int { return h.Offline }),
+		gauge("sluice_metadata_reassigning_partitions", "Partitions being moved to other replicas (partition reassign, node decommission).",
+			func(h fsm.HealthCounts) int { return h.Reassigning }),
+		gauge("sluice_metadata_alive_storage_nodes", "Registered storage nodes whose session is live.", func(h fsm.HealthCounts) int { return h.AliveNodes }),
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/placement"
@@ -36,6 +38,14 @@ func TestReassignmentCompletesOnceTheNewReplicaIsInSync(t *testing.T) {
 	if !slices.Equal(p.Replicas, []int32{1, 2, 3, 4}) || !slices.Equal(p.AddingReplicas, []int32{4}) {
 		t.Fatalf("started: %+v", p)
 	}
+	// The move is counted as such, not as a missing replica ("solo" is
+	// under-replicated from setup).
+	if h := r.f.Health(); h.Reassigning != 1 || h.UnderReplicated != 1 {
+		t.Fatalf("health during the move: %+v", h)
+	}
+	if got := gaugeValue(t, c, "sluice_metadata_reassigning_partitions"); got != 1 {
+		t.Fatalf("reassigning partitions gauge = %v", got)
+	}
 	c.checkSessions()
 	if got := partitionOf(t, r.f, "orders", 0); !got.Reassigning() || got.Leader != 1 {
 		t.Fatalf("completed before the new replica joined the ISR: %+v", got)
@@ -49,6 +59,9 @@ func TestReassignmentCompletesOnceTheNewReplicaIsInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.checkSessions() // what the kick of AlterPartition runs
+	if h := r.f.Health(); h.Reassigning != 0 {
+		t.Fatalf("health after the move: %+v", h)
+	}
 	got := partitionOf(t, r.f, "orders", 0)
 	if got.Reassigning() || !slices.Equal(got.Replicas, []int32{4, 2, 3}) || !slices.Equal(got.ISR, []int32{2, 3, 4}) || got.Leader != 4 || got.LeaderEpoch != 1 {
 		t.Fatalf("after completion: %+v", got)
@@ -138,4 +151,16 @@ func TestDecommissionMovesEveryReplica(t *testing.T) {
 	if n, _ := r.f.Node(1); n.Decommissioned || replicasOn(r.f.Topics(), 1) != 0 {
 		t.Fatalf("after recommission: %+v", n)
 	}
+}
+
+// gaugeValue reads one of the controller's collectors by metric name.
+func gaugeValue(t *testing.T, c *Controller, name string) float64 {
+	t.Helper()
+	for _, col := range c.Collectors() {
+		if testutil.CollectAndCount(col, name) == 1 {
+			return testutil.ToFloat64(col)
+		}
+	}
+	t.Fatalf("no collector serves %s", name)
+	return 0
 }

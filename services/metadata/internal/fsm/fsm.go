@@ -319,28 +319,45 @@ func (f *FSM) Counts() (nodes, topics int) {
 	return len(f.st.nodes), len(f.st.topics)
 }
 
-// Health counts partitions: all, those with fewer in-sync replicas than
-// replicas, and those without a leader; and the storage nodes alive.
-func (f *FSM) Health() (partitions, underReplicated, offline, aliveNodes int) {
+// HealthCounts summarizes the cluster's partitions and nodes.
+type HealthCounts struct {
+	Partitions int
+	// UnderReplicated counts partitions with fewer in-sync replicas than
+	// they should have (cluster.Partition.UnderReplicated).
+	UnderReplicated int
+	// Offline counts partitions without a leader.
+	Offline int
+	// Reassigning counts partitions being moved to other replicas.
+	Reassigning int
+	// AliveNodes counts registered storage nodes with a live session.
+	AliveNodes int
+}
+
+// Health counts partitions by state and the storage nodes alive.
+func (f *FSM) Health() HealthCounts {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	var h HealthCounts
 	for _, t := range f.st.topics {
 		for _, p := range t.Partitions {
-			partitions++
-			if len(p.ISR) < len(p.Replicas) {
-				underReplicated++
+			h.Partitions++
+			if p.UnderReplicated() {
+				h.UnderReplicated++
 			}
 			if p.Leader < 0 {
-				offline++
+				h.Offline++
+			}
+			if p.Reassigning() {
+				h.Reassigning++
 			}
 		}
 	}
 	for _, n := range f.st.nodes {
 		if n.Alive {
-			aliveNodes++
+			h.AliveNodes++
 		}
 	}
-	return partitions, underReplicated, offline, aliveNodes
+	return h
 }
 
 func (s *state) export() *cluster.Snapshot {
