@@ -47,6 +47,7 @@ const (
 	InvalidReplicaAssignment     Code = 39
 	NoReassignmentInProgress     Code = 85
 	UnknownNode                  Code = 1002
+	TooManyConnections           Code = 1003
 	ThrottlingQuotaExceeded      Code = 89
 	BrokerNotAvailable           Code = 8
 	UnknownAPI                   Code = 1000
@@ -111,6 +112,7 @@ var table = map[Code]Info{
 	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, "the partition is already being reassigned; wait for it or cancel it"},
 	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "the partition is not being reassigned"},
 	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, "no storage node with this id is registered; register first"},
+	TooManyConnections:           {TooManyConnections, "TOO_MANY_CONNECTIONS", false, "the client's address has as many connections open as the server allows; close some"},
 	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
 	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},

@@ -137,6 +137,9 @@ func (c *Conn) send(key protocol.APIKey, req protocol.Body, payload []byte, p *p
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.nextID++
+	if c.nextID == 0 {
+		c.nextID++ // 0 is the connection-level error's
+	}
 	id := c.nextID
 	c.mu.Lock()
 	if c.err != nil {
@@ -181,9 +184,13 @@ func (c *Conn) Close() error {
 func (c *Conn) fail(cause error) {
 	c.mu.Lock()
 	if c.err == nil {
-		if cause == nil {
+		var pe *protocol.Error
+		switch {
+		case cause == nil:
 			c.err = ErrClosed
-		} else {
+		case errors.As(cause, &pe):
+			c.err = pe
+		default:
 			c.err = &protocol.Error{Code: protocol.NetworkException, Message: cause.Error()}
 		}
 	}
@@ -219,6 +226,13 @@ func (c *Conn) readLoop() {
 		delete(c.pending, h.CorrelationID)
 		c.mu.Unlock()
 		if p == nil {
+			if h.CorrelationID == 0 && h.ErrorCode != protocol.None {
+				// A connection-level error (a refused connection, a frame the
+				// server could not read): it closes the connection, and the
+				// calls in flight fail with its reason.
+				c.fail(&protocol.Error{Code: h.ErrorCode, Message: "the server closed the connection: " + h.ErrorMessage})
+				return
+			}
 			continue // the caller gave up; drop the response
 		}
 		if p.resp != nil && h.ErrorCode == protocol.None {

@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -102,4 +105,51 @@ func TestProduceTimeoutAnswers504WithWhatIsKnown(t *testing.T) {
 		res[1].ErrorCode != 0 || res[1].BaseOffset != 2 || !strings.Contains(res[0].Error, "outcome unknown") || !strings.Contains(res[2].Error, "not sent") {
 		t.Fatalf("batches: %d %s", r.status, r.body)
 	}
+}
+
+// TestConnectionsPerIPLimit: with -max-connections-per-ip 1, a second
+// connection from the same address is answered 429 and closed while the
+// first stays open; once the first closes, a new one is served.
+func TestConnectionsPerIPLimit(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1, http: func(c *Config) { c.MaxConnsPerIP = 1 }})
+	first, err := net.Dial("tcp", e.srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	get := func(c net.Conn) (int, string) {
+		t.Helper()
+		if _, err := c.Write([]byte("GET /v1/topics/none/partitions/x/records HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	if status, _ := get(first); status == http.StatusTooManyRequests {
+		t.Fatal("the first connection was refused")
+	}
+	second, err := net.Dial("tcp", e.srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if status, body := get(second); status != http.StatusTooManyRequests || !strings.Contains(body, "MaxConnsPerIP") {
+		t.Fatalf("second connection: %d %q; want 429", status, body)
+	}
+	first.Close()
+	waitFor(t, "room for a new connection", func() bool {
+		c, err := net.Dial("tcp", e.srv.Addr())
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		status, _ := get(c)
+		return status != http.StatusTooManyRequests
+	})
 }

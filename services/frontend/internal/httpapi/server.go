@@ -33,6 +33,9 @@ type Config struct {
 	AdminTimeout time.Duration
 	// MaxWatchWait caps the wait_ms of a GET /v1/cluster long-poll.
 	MaxWatchWait time.Duration
+	// MaxConnsPerIP bounds the open connections from one client address; 0
+	// means no limit. A connection past it gets 429 and is closed.
+	MaxConnsPerIP int
 }
 
 // DefaultConfig returns the settings used by the binary.
@@ -60,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http read, write and idle timeouts must be positive")
 	case c.AdminTimeout <= 0 || c.MaxWatchWait <= 0:
 		return fmt.Errorf("admin timeout and watch wait must be positive")
+	case c.MaxConnsPerIP < 0:
+		return fmt.Errorf("flag -max-connections-per-ip: %d is negative (0: no limit)", c.MaxConnsPerIP)
 	}
 	return nil
 }
@@ -140,6 +145,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		ReadBufferSize:     16 << 10,
+		MaxConnsPerIP:      cfg.MaxConnsPerIP,
 	}, log)
 	if err != nil {
 		return nil, err

@@ -58,6 +58,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
 	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
+	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("flag -replica-lag-time-max: must be at least 100ms")
 	}
 	if err := c.Server.Validate(); err != nil {
-		return fmt.Errorf("flags -max-request-bytes/-max-in-flight: %w", err)
+		return fmt.Errorf("flags -max-request-bytes/-max-in-flight/-max-connections-per-ip: %w", err)
 	}
 	return nil
 }

@@ -141,6 +141,13 @@ func (c *conn) writeError(corrID uint32, code protocol.Code, msg string) {
 	}
 }
 
+// refuse answers a connection that is not served with a connection-level
+// error (correlation id 0) and closes it.
+func (c *conn) refuse(code protocol.Code, msg string) {
+	c.writeError(0, code, msg)
+	c.close()
+}
+
 // write sends one frame; the caller holds wmu. A failed write closes the
 // connection, since a partial frame cannot be taken back.
 func (c *conn) write(prefix, payload []byte) {

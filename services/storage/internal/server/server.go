@@ -28,6 +28,10 @@ type Config struct {
 	MaxFetchWait time.Duration
 	// WriteTimeout bounds writing one response.
 	WriteTimeout time.Duration
+	// MaxConnsPerIP bounds the open connections from one client address
+	// (Kafka's max.connections.per.ip); 0 means no limit. A connection past
+	// it is answered with TOO_MANY_CONNECTIONS and closed.
+	MaxConnsPerIP int
 }
 
 // DefaultConfig returns the defaults.
@@ -44,6 +48,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max in-flight %d is below 1", c.MaxInFlight)
 	case c.MaxFetchWait <= 0 || c.WriteTimeout <= 0:
 		return errors.New("fetch wait and write timeout must be positive")
+	case c.MaxConnsPerIP < 0:
+		return fmt.Errorf("max connections per ip %d is negative (0: no limit)", c.MaxConnsPerIP)
 	}
 	return nil
 }
@@ -55,6 +61,7 @@ type Metrics struct {
 	BytesIn        *prometheus.CounterVec // by topic
 	BytesOut       *prometheus.CounterVec // by topic and reader (consumer or follower)
 	Connections    prometheus.Gauge
+	Rejected       prometheus.Counter       // connections refused at -max-connections-per-ip
 	ProduceLatency *prometheus.HistogramVec // by topic and acks
 	Produced       *prometheus.CounterVec   // produce requests answered, by topic
 	Fetched        *prometheus.CounterVec   // fetch responses with records, by topic and reader
@@ -68,13 +75,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_produce_bytes_total", Help: "Record batch bytes appended by produce requests, by topic."}, []string{"topic"}),
 		BytesOut:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_bytes_total", Help: "Record batch bytes sent by fetch responses, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_storage_connections", Help: "Open protocol connections."}),
+		Rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_connections_rejected_total",
+			Help: "Connections refused because their client address had -max-connections-per-ip open."}),
 		ProduceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_storage_produce_seconds", Help: "Produce request latency from read to response, by topic and acks.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"topic", "acks"}),
 		Produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_produce_requests_total", Help: "Produce requests answered with success, by topic."}, []string{"topic"}),
 		Fetched:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_responses_total", Help: "Fetch responses carrying records, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.ProduceLatency, m.Produced, m.Fetched)
+		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.Rejected, m.ProduceLatency, m.Produced, m.Fetched)
 	}
 	return m
 }
@@ -109,8 +118,9 @@ type Server struct {
 	ctx    context.Context // ends when the server stops; parents every request
 	cancel context.CancelFunc
 
-	mu    sync.Mutex         // guards conns
+	mu    sync.Mutex         // guards conns and perIP
 	conns map[*conn]struct{} // open connections
+	perIP map[string]int     // open connections by client address
 	wg    sync.WaitGroup     // the accept loop and every connection goroutine
 }
 
@@ -127,7 +137,8 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 		metrics = NewMetrics(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}, nil
+	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
+		perIP: map[string]int{}}, nil
 }
 
 // Addr returns the listener's address.
@@ -156,9 +167,22 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		_ = tc.SetNoDelay(true)
+		ip := clientIP(tc)
 		c := newConn(s, tc)
 		s.mu.Lock()
+		if max := s.cfg.MaxConnsPerIP; max > 0 && s.perIP[ip] >= max {
+			s.mu.Unlock()
+			s.metrics.Rejected.Inc()
+			s.log.Warn("connection refused: too many from its address", "remote", tc.RemoteAddr().String(), "max_connections_per_ip", max)
+			s.wg.Add(1)
+			go func() { // the answer must not hold up the accept loop
+				defer s.wg.Done()
+				c.refuse(protocol.TooManyConnections, fmt.Sprintf("%s already has %d connections open to this node (-max-connections-per-ip)", ip, max))
+			}()
+			continue
+		}
 		s.conns[c] = struct{}{}
+		s.perIP[ip]++
 		s.mu.Unlock()
 		s.metrics.Connections.Inc()
 		s.wg.Add(1)
@@ -167,10 +191,21 @@ func (s *Server) acceptLoop() {
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] == 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
 			s.metrics.Connections.Dec()
 		}()
 	}
+}
+
+// clientIP is the address a connection comes from, without its port.
+func clientIP(c *net.TCPConn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return c.RemoteAddr().String()
 }
 
 // Stop closes the listener and every connection and waits for their goroutines.

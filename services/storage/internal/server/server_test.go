@@ -328,3 +328,45 @@ func TestDescribeReplicas(t *testing.T) {
 		t.Fatalf("replicas of a topic the node lacks: %+v", none)
 	}
 }
+
+// TestConnectionsPerIPLimit: past -max-connections-per-ip a new connection
+// is answered with TOO_MANY_CONNECTIONS and closed; the open ones keep
+// working, and closing one makes room.
+func TestConnectionsPerIPLimit(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerIP = 2
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), cfg)
+	a, b := dial(t, s.Addr()), dial(t, s.Addr())
+	for _, c := range []*storageclient.Conn{a, b} {
+		if _, err := produce(t, c, "t", 0, protocol.AcksLeader, batch(t, 1, "ok", 10, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := dial(t, s.Addr())
+	_, err := produce(t, third, "t", 0, protocol.AcksLeader, batch(t, 1, "no", 10, 1))
+	if protocol.CodeOf(err) != protocol.TooManyConnections || !strings.Contains(err.Error(), "-max-connections-per-ip") {
+		t.Fatalf("third connection: %v; want TOO_MANY_CONNECTIONS naming the flag", err)
+	}
+	if got := testutil.ToFloat64(s.metrics.Rejected); got != 1 {
+		t.Fatalf("rejected connections: %v", got)
+	}
+	if _, err := produce(t, a, "t", 0, protocol.AcksLeader, batch(t, 1, "still", 10, 2)); err != nil {
+		t.Fatalf("an admitted connection after the refusal: %v", err)
+	}
+	_ = b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := storageclient.Dial(context.Background(), s.Addr(), "test")
+		if err == nil {
+			_, err = produce(t, c, "t", 0, protocol.AcksLeader, batch(t, 1, "room", 10, 3))
+			_ = c.Close()
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room after closing a connection: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
