@@ -26,16 +26,17 @@ const frontendDownFor = time.Second
 // frontends spreads produce requests over the frontends, round-robin, and
 // skips one for a while after it fails at the transport level.
 type frontends struct {
-	urls []string
-	hc   *http.Client
-	next atomic.Uint64
+	urls     []string
+	clientID string // sent as X-Client-Id: the frontends' quotas are by client id
+	hc       *http.Client
+	next     atomic.Uint64
 
 	mu   sync.Mutex
 	down []time.Time // per frontend: skipped until; guarded by mu
 }
 
-func newFrontends(addrs []string, conns int) *frontends {
-	f := &frontends{urls: jsonhttp.BaseURLs(addrs),
+func newFrontends(addrs []string, conns int, clientID string) *frontends {
+	f := &frontends{urls: jsonhttp.BaseURLs(addrs), clientID: clientID,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
 	f.down = make([]time.Time, len(f.urls))
 	return f
@@ -137,6 +138,7 @@ func (f *frontends) once(ctx context.Context, base, topic string, acks int8, seg
 	req.ContentLength = int64(size)
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&segmentsReader{segs: segs}), nil }
 	req.Header.Set("Content-Type", frontendapi.ContentTypeBatches)
+	req.Header.Set("X-Client-Id", f.clientID)
 	resp, err := f.hc.Do(req)
 	if err != nil {
 		return nil, &transportError{fmt.Errorf("produce to %s: %w", base, err)}

@@ -105,6 +105,9 @@ type PartitionReader struct {
 	hw     int64
 	it     *record.Iterator
 	last   int // records the previous fetch returned: the next one's capacity
+	// throttledUntil is when the leader lets this client fetch again after a
+	// fetch over its quota (the response's ThrottleMs).
+	throttledUntil time.Time
 }
 
 // NewPartitionReader returns a reader positioned at offset.
@@ -137,6 +140,15 @@ func ListOffset(ctx context.Context, meta *Metadata, pool *storageclient.Pool, t
 // Fetch long-polls the leader once and returns the records at or after the
 // reader's offset (possibly none), advancing the offset past them.
 func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
+	if wait := time.Until(r.throttledUntil); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 	var resp protocol.FetchResponse
 	var res storageclient.Result
 	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
@@ -151,6 +163,9 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 	}
 	defer res.Release() // records are copied out below
 	r.hw = resp.HighWatermark
+	if resp.ThrottleMs > 0 {
+		r.throttledUntil = time.Now().Add(time.Duration(resp.ThrottleMs) * time.Millisecond)
+	}
 	r.it.Reset(res.Payload)
 	r.it.SetStartOffset(r.offset)
 	var out []record.Record

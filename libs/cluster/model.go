@@ -92,6 +92,20 @@ type Topic struct {
 	Partitions        []Partition       `json:"partitions"`
 }
 
+// Quota is a client's byte-rate limits (Kafka's client quotas), enforced by
+// each frontend (produce) and each storage node (fetch) on its own. A zero
+// rate is no limit.
+type Quota struct {
+	// ClientID is the client the quota is for; "" is the default, for clients
+	// without a quota of their own.
+	ClientID           string `json:"client_id"`
+	ProduceBytesPerSec int64  `json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec   int64  `json:"fetch_bytes_per_sec,omitempty"`
+}
+
+// MaxClientIDLen bounds a client id in a quota.
+const MaxClientIDLen = 255
+
 // Snapshot is the whole cluster model at one version.
 type Snapshot struct {
 	Version   uint64  `json:"version"`
@@ -99,6 +113,8 @@ type Snapshot struct {
 	Leader    string  `json:"metadata_leader,omitempty"`
 	Nodes     []Node  `json:"nodes"`
 	Topics    []Topic `json:"topics"`
+	// Quotas are the client quotas, ordered by client id.
+	Quotas []Quota `json:"quotas,omitempty"`
 }
 
 // Topic returns the named topic.

@@ -114,3 +114,9 @@ func (c *Client) DecommissionNode(ctx context.Context, id int32) (*DecommissionR
 func (c *Client) RecommissionNode(ctx context.Context, id int32) error {
 	return c.do(ctx, http.MethodDelete, "/v1/nodes/"+strconv.Itoa(int(id))+"/decommission", nil, nil)
 }
+
+// SetQuota sets a client's byte-rate quota (ClientID "" is the default for
+// clients without one); both rates 0 removes it.
+func (c *Client) SetQuota(ctx context.Context, q Quota) error {
+	return c.do(ctx, http.MethodPut, "/v1/quotas", q, nil)
+}

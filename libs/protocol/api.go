@@ -62,6 +62,10 @@ type FetchResponse struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// ThrottleMs is how long the client should wait before its next fetch
+	// because it is over its fetch quota (Kafka's throttle_time_ms); a
+	// throttled fetch carries no records.
+	ThrottleMs int32
 }
 
 // OffsetForLeaderEpochRequest asks a leader where the given epoch ends in its
@@ -199,8 +203,8 @@ func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 
 // EncodeMsgpack implements Body.
 func (r *FetchResponse) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(3), e.EncodeInt(r.HighWatermark), e.EncodeInt(r.LogStartOffset),
-		e.EncodeInt(r.LogEndOffset))
+	return firstErr(e.EncodeArrayLen(4), e.EncodeInt(r.HighWatermark), e.EncodeInt(r.LogStartOffset),
+		e.EncodeInt(r.LogEndOffset), e.EncodeInt(int64(r.ThrottleMs)))
 }
 
 // DecodeMsgpack implements Body.
@@ -210,6 +214,9 @@ func (r *FetchResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 		r.HighWatermark = f.int()
 		r.LogStartOffset = f.int()
 		r.LogEndOffset = f.int()
+		if f.optional() { // absent in answers of nodes from before quotas
+			r.ThrottleMs = int32(f.int())
+		}
 	}
 	return f.end("fetch response")
 }

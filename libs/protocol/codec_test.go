@@ -103,6 +103,31 @@ func TestDecoderSkipsUnknownTrailingFields(t *testing.T) {
 	}
 }
 
+func TestFetchResponseThrottleIsOptional(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body Body
+		want int32
+	}{
+		{"current", &FetchResponse{HighWatermark: 7, ThrottleMs: 250}, 250},
+		{"from before quotas", oldFetchResponse{&FetchResponse{HighWatermark: 7, ThrottleMs: 250}}, 0},
+	} {
+		prefix, err := NewEncoder().Response(&ResponseHeader{CorrelationID: 1}, tc.body, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewDecoder()
+		var h ResponseHeader
+		var got FetchResponse
+		if err := d.Response(prefix[LengthSize:], &h); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Body(&got); err != nil || got.HighWatermark != 7 || got.ThrottleMs != tc.want {
+			t.Fatalf("%s: %+v, %v; want throttle %d", tc.name, got, err, tc.want)
+		}
+	}
+}
+
 func TestMalformedFrames(t *testing.T) {
 	good := encodeRequest(t, RequestHeader{APIKey: APIFetch, CorrelationID: 1}, &FetchRequest{Topic: "t"}, nil)[LengthSize:]
 	cases := map[string][]byte{

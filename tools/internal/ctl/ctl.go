@@ -47,7 +47,11 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   partition reassign TOPIC/P --cancel
   node decommission ID [--no-wait] [--timeout D]   moves every replica off the node
   node recommission ID                             lets new replicas go there again
-  produce TOPIC [--key-separator S] [--acks all|leader|none] [--partition P]
+  quota set (--client-id ID | --default) [--produce-bytes-per-sec N] [--fetch-bytes-per-sec N]
+                byte rates per client id, enforced by each frontend and storage node
+  quota delete (--client-id ID | --default)
+  quota list [-o json]
+  produce TOPIC [--key-separator S] [--client-id ID] [--acks all|leader|none] [--partition P]
                 [--compression none|gzip|snappy|lz4|zstd] [--linger DURATION]
   consume TOPIC [--partition P] [--from-beginning | --offset N] [--max-messages N]
                 [--exit-at-end] [--format FMT]
@@ -140,6 +144,12 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return nodeDecommission(ctx, env, rest[1:])
 	case cmd == "node" && sub == "recommission":
 		return nodeRecommission(ctx, env, rest[1:])
+	case cmd == "quota" && sub == "set":
+		return quotaSet(ctx, env, rest[1:])
+	case cmd == "quota" && sub == "delete":
+		return quotaDelete(ctx, env, rest[1:])
+	case cmd == "quota" && sub == "list":
+		return quotaList(ctx, env, rest[1:])
 	case cmd == "produce":
 		return produce(ctx, env, rest)
 	case cmd == "consume":

@@ -56,12 +56,12 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 
 func TestProducerConfigFromFlags(t *testing.T) {
 	env := Env{Frontend: "127.0.0.1:1,127.0.0.1:2"}
-	cfg, err := producerConfig(env, "leader", "zstd", 0)
+	cfg, err := producerConfig(env, "sluicectl", "leader", "zstd", 0)
 	if err != nil || cfg.Acks != protocol.AcksLeader || !cfg.DisableIdempotence || cfg.Compression != record.CodecZstd || cfg.Linger >= 0 || len(cfg.Frontends) != 2 {
 		t.Fatalf("leader/zstd/no linger: %+v, %v", cfg, err)
 	}
-	cfg, err = producerConfig(env, "all", "none", 20*time.Millisecond)
-	if err != nil || cfg.Acks != protocol.AcksAll || cfg.DisableIdempotence || cfg.Linger != 20*time.Millisecond {
+	cfg, err = producerConfig(env, "etl", "all", "none", 20*time.Millisecond)
+	if err != nil || cfg.Acks != protocol.AcksAll || cfg.DisableIdempotence || cfg.Linger != 20*time.Millisecond || cfg.ClientID != "etl" {
 		t.Fatalf("all: %+v, %v", cfg, err)
 	}
 }

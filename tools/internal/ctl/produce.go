@@ -29,6 +29,7 @@ func produce(ctx context.Context, env Env, args []string) error {
 	partition := fs.Int("partition", -1, "send every record to this partition (default: by key, or sticky for keyless records)")
 	compression := fs.String("compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
 	linger := fs.Duration("linger", 5*time.Millisecond, "how long a batch waits for more records")
+	clientID := fs.String("client-id", "sluicectl", "client id the frontends apply quotas to")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -36,7 +37,7 @@ func produce(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 1, "a topic name"); err != nil {
 		return err
 	}
-	cfg, err := producerConfig(env, *acks, *compression, *linger)
+	cfg, err := producerConfig(env, *clientID, *acks, *compression, *linger)
 	if err != nil {
 		return err
 	}
@@ -88,13 +89,13 @@ func produce(ctx context.Context, env Env, args []string) error {
 }
 
 // producerConfig turns produce's flags into the SDK producer's config.
-func producerConfig(env Env, acks, compression string, linger time.Duration) (client.ProducerConfig, error) {
+func producerConfig(env Env, clientID, acks, compression string, linger time.Duration) (client.ProducerConfig, error) {
 	cfg := client.DefaultProducerConfig()
 	if linger < 0 {
 		return cfg, fmt.Errorf("%w: --linger %v is negative", errUsage, linger)
 	}
 	cfg.Frontends = addrs(env.Frontend)
-	cfg.ClientID = "sluicectl"
+	cfg.ClientID = clientID
 	cfg.Linger = linger
 	if linger == 0 {
 		cfg.Linger = -1

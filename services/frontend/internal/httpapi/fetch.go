@@ -31,6 +31,10 @@ func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string)
 		writeError(ctx, statusOf(code), code, err.Error())
 		return
 	}
+	rate := s.cache.Quota(clientIDOf(ctx)).FetchBytesPerSec
+	if !s.admitQuota(ctx, "fetch", rate, 0) {
+		return
+	}
 	// Under base: a long-poll ends when shutdown begins.
 	res, err := s.fetcher.Fetch(s.base, req)
 	if err != nil {
@@ -42,6 +46,7 @@ func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string)
 		return
 	}
 	defer res.Release()
+	s.chargeQuota(ctx, "fetch", rate, len(res.Payload))
 	buf := make([]byte, 0, 64+2*len(res.Payload))
 	contentType := "application/json"
 	if acceptsMsgpack(string(ctx.Request.Header.Peek("Accept"))) {

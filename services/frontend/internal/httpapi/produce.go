@@ -40,6 +40,9 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 		return
 	}
 	body := ctx.PostBody()
+	if !s.admitQuota(ctx, "produce", s.cache.Quota(clientIDOf(ctx)).ProduceBytesPerSec, len(body)) {
+		return
+	}
 	budget := s.producer.Budget()
 	if !budget.TryAcquire(len(body)) {
 		ctx.Response.Header.Set("Retry-After", "1")

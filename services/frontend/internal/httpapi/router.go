@@ -21,6 +21,7 @@ const (
 	pathTopicPrefix = "/v1/topics/"
 	pathCluster     = "/v1/cluster"
 	pathProducers   = "/v1/producers"
+	pathQuotas      = "/v1/quotas"
 	pathGroups      = "/v1/groups"
 	pathConsole     = "/console"
 	suffixRecords   = "/records"
@@ -68,6 +69,12 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
 			return
 		}
 		s.getCluster(ctx)
+	case path == pathQuotas:
+		if method != fasthttp.MethodPut {
+			methodNotAllowed(ctx, "PUT")
+			return
+		}
+		s.setQuota(ctx)
 	case path == pathProducers:
 		if method != fasthttp.MethodPost {
 			methodNotAllowed(ctx, "POST")

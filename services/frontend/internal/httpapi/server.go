@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
@@ -83,6 +84,7 @@ type Admin interface {
 	CancelReassignment(ctx context.Context, topic string, partition int32) (*cluster.Partition, error)
 	DecommissionNode(ctx context.Context, id int32) (*cluster.DecommissionResponse, error)
 	RecommissionNode(ctx context.Context, id int32) error
+	SetQuota(ctx context.Context, q cluster.Quota) error
 }
 
 // Relay sends a request verbatim to a replicated service and returns its
@@ -113,6 +115,7 @@ type Server struct {
 	offsets  Relay
 	cache    *metacache.Cache
 	console  fasthttp.RequestHandler // nil when the console is not served
+	quotas   *quota.Limiter          // produce and fetch byte rates by client id
 	log      *slog.Logger
 	ids      *requestIDs
 
@@ -133,7 +136,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
-		console: d.Console, log: log, ids: newRequestIDs()}
+		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{

@@ -180,6 +180,23 @@ func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
+// setQuota serves PUT /v1/quotas.
+func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
+	var q cluster.Quota
+	if err := json.Unmarshal(ctx.PostBody(), &q); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "quota body: "+err.Error())
+		return
+	}
+	actx, cancel := s.adminContext()
+	defer cancel()
+	if err := s.admin.SetQuota(actx, q); err != nil {
+		writeErr(ctx, err)
+		return
+	}
+	s.cache.RefreshSoon()
+	writeJSON(ctx, fasthttp.StatusOK, q)
+}
+
 // parsePartitionParam parses a partition number from a path; a bad one is
 // answered with 404 UNKNOWN_TOPIC_OR_PARTITION.
 func parsePartitionParam(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/quota"
 )
 
 // Sentinel errors of the cache.
@@ -94,6 +95,7 @@ func (r *Route) Leader(p int32) string {
 type view struct {
 	snap    *cluster.Snapshot
 	routes  map[string]*Route
+	quotas  quota.Table
 	changed chan struct{} // closed when a newer view replaces this one
 }
 
@@ -119,6 +121,7 @@ func newView(s *cluster.Snapshot) *view {
 		}
 		v.routes[t.Name] = r
 	}
+	v.quotas.Set(s.Quotas)
 	return v
 }
 
@@ -215,6 +218,15 @@ func (c *Cache) Route(topic string) (*Route, bool) {
 	}
 	r, ok := v.routes[topic]
 	return r, ok
+}
+
+// Quota returns the quota that applies to a client in the current snapshot
+// (none before the first one).
+func (c *Cache) Quota(client string) cluster.Quota {
+	if v := c.cur.Load(); v != nil {
+		return v.quotas.For(client)
+	}
+	return cluster.Quota{}
 }
 
 // Ready is the readiness check: nil once a snapshot is held.

@@ -22,6 +22,9 @@ type Metrics struct {
 	// Throttled counts produce requests refused with 429 because the
 	// in-flight budget was full.
 	Throttled prometheus.Counter
+	// QuotaThrottled counts requests refused with 429 because their client
+	// was over its byte-rate quota, by kind (produce or fetch).
+	QuotaThrottled *prometheus.CounterVec
 	// BatchRecords is the number of records in each batch the frontend built
 	// from record bodies and sent (its first attempt), lingered or not.
 	BatchRecords prometheus.Histogram
@@ -56,6 +59,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_frontend_inflight_bytes",
 			Help: "Body bytes of the produce requests being served (bounded by -max-in-flight-bytes).",
 		}),
+		QuotaThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_frontend_quota_throttled_total",
+			Help: "Requests refused with 429 because their client id was over its byte-rate quota, by kind (produce or fetch).",
+		}, []string{"kind"}),
 		Throttled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_frontend_throttled_total",
 			Help: "Produce requests refused with 429 because -max-in-flight-bytes was reached.",
@@ -67,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries, m.InFlightBytes, m.Throttled, m.BatchRecords)
+		reg.MustRegister(m.Requests, m.Records, m.Bytes, m.Latency, m.Retries, m.InFlightBytes, m.Throttled, m.QuotaThrottled, m.BatchRecords)
 	}
 	return m
 }

@@ -47,6 +47,7 @@ var mapping = []struct {
 	{fsm.ErrReassignmentInProgress, http.StatusConflict, protocol.ReassignmentInProgress},
 	{fsm.ErrNoReassignmentInProgress, http.StatusConflict, protocol.NoReassignmentInProgress},
 	{fsm.ErrReassignmentNotReady, http.StatusConflict, protocol.LeaderNotAvailable},
+	{fsm.ErrInvalidQuota, http.StatusBadRequest, protocol.InvalidRequest},
 	{fsm.ErrProducerIDsExhausted, http.StatusInternalServerError, protocol.UnknownServerError},
 	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},

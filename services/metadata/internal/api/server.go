@@ -155,6 +155,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.heartbeat)})
 	case path == "/v1/nodes/shutdown":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.shutdown)})
+	case path == "/v1/quotas":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setQuota)})
 	case path == "/v1/producers":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.initProducerID)})
 	case path == "/v1/partitions/alter":

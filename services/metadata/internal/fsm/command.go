@@ -30,6 +30,7 @@ const (
 	TypeCompleteReassignment CommandType = "complete_reassignment"
 	TypeCancelReassignment   CommandType = "cancel_reassignment"
 	TypeDecommissionNode     CommandType = "decommission_node"
+	TypeSetQuota             CommandType = "set_quota"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -53,6 +54,7 @@ type Command struct {
 	CompleteReassignment *PartitionRef      `json:"complete_reassignment,omitempty"`
 	CancelReassignment   *PartitionRef      `json:"cancel_reassignment,omitempty"`
 	DecommissionNode     *DecommissionNode  `json:"decommission_node,omitempty"`
+	SetQuota             *cluster.Quota     `json:"set_quota,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -205,6 +207,10 @@ type DecommissionNode struct {
 	Decommissioned bool  `json:"decommissioned"`
 }
 
+// SetQuota (a cluster.Quota) sets a client's quota, or the default one for
+// ClientID ""; a quota with both rates 0 is removed. Rates must not be
+// negative and the client id is at most cluster.MaxClientIDLen bytes.
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
@@ -260,6 +266,7 @@ func (c Command) check() error {
 		TypeCompleteReassignment: c.CompleteReassignment != nil,
 		TypeCancelReassignment:   c.CancelReassignment != nil,
 		TypeDecommissionNode:     c.DecommissionNode != nil,
+		TypeSetQuota:             c.SetQuota != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

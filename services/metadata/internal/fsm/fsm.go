@@ -58,6 +58,8 @@ var (
 	// ErrReassignmentNotReady: the adding replicas are not all in the ISR,
 	// or no replica could lead after the change.
 	ErrReassignmentNotReady = errors.New("reassignment cannot end yet")
+	// ErrInvalidQuota: a quota with a negative rate or a client id too long.
+	ErrInvalidQuota = errors.New("invalid quota")
 	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
 	ErrCorruptSnapshot = errors.New("corrupt snapshot")
 )
@@ -75,12 +77,14 @@ type state struct {
 	// nextProducerID is the lowest producer id no AllocProducerIDs has
 	// reserved; it only grows. Not part of cluster.Snapshot either.
 	nextProducerID int64
+	// quotas are the client quotas by client id ("" the default).
+	quotas map[string]cluster.Quota
 }
 
 func newState() state {
 	return state{
 		nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{},
-		nextProducerID: FirstProducerID,
+		nextProducerID: FirstProducerID, quotas: map[string]cluster.Quota{},
 	}
 }
 
@@ -147,6 +151,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		res.Partition, res.Err = f.st.endReassignment(cmd.CancelReassignment, false)
 	case TypeDecommissionNode:
 		changed, res.Err = f.st.decommissionNode(cmd.DecommissionNode)
+	case TypeSetQuota:
+		changed, res.Err = f.st.setQuota(cmd.SetQuota)
 	case TypeAllocProducerIDs:
 		// Not a change of the cluster model: watchers have nothing to see.
 		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
@@ -366,7 +372,20 @@ func (s *state) export() *cluster.Snapshot {
 		ClusterID: s.clusterID,
 		Nodes:     s.sortedNodes(),
 		Topics:    s.sortedTopics(),
+		Quotas:    s.sortedQuotas(),
 	}
+}
+
+func (s *state) sortedQuotas() []cluster.Quota {
+	if len(s.quotas) == 0 {
+		return nil
+	}
+	out := make([]cluster.Quota, 0, len(s.quotas))
+	for _, q := range s.quotas {
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out
 }
 
 func (s *state) sortedNodes() []cluster.Node {

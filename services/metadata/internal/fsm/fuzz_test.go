@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicemq/sluice/libs/cluster"
 )
 
 // FuzzApply feeds the FSM a log of arbitrary entries, one per line, as raft
@@ -34,7 +36,8 @@ func FuzzApply(f *testing.F) {
 	f.Add(seed(Command{Type: TypeInitCluster, InitCluster: &InitCluster{ClusterID: "c"}}, allocIDs(5),
 		Command{Type: TypeAlterTopicConfig, AlterTopicConfig: &AlterTopicConfig{Name: "t", Set: map[string]string{"retention.ms": "-1"}}},
 		Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "t", From: 1, Replicas: [][]int32{{1}}}},
-		Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "t"}}))
+		Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "t"}},
+		setQuota(cluster.Quota{ClientID: "etl", ProduceBytesPerSec: 10}), setQuota(cluster.Quota{FetchBytesPerSec: -3})))
 	f.Add([]byte("{\"type\":\"create_topic\",\"create_topic\":{\"name\":\"x\",\"replicas\":[[1,1]]}}\n{\"type\":\"nope\"}\n\xff"))
 	f.Fuzz(func(t *testing.T, log []byte) {
 		fsm := New()

@@ -27,6 +27,9 @@ type snapshotData struct {
 	// NextProducerID is the producer id counter. Added without a format
 	// change: absent (older snapshots) means FirstProducerID.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// Quotas are the client quotas. Added without a format change: older
+	// snapshots have none.
+	Quotas []cluster.Quota `json:"quotas,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -46,6 +49,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		Topics:    f.st.sortedTopics(),
 		// Always above zero, so omitempty never drops it.
 		NextProducerID: f.st.nextProducerID,
+		Quotas:         f.st.sortedQuotas(),
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)
@@ -102,6 +106,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	for _, id := range d.ShuttingDown {
 		st.shuttingDown[id] = true
+	}
+	for _, q := range d.Quotas {
+		st.quotas[q.ClientID] = q
 	}
 	f.mu.Lock()
 	f.st = st

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/quota"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
@@ -34,6 +35,8 @@ type Manager struct {
 
 	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 	retentionDeleted atomic.Int64 // segments retention deleted
+
+	quotas quota.Table // client quotas of the last snapshot applied
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -85,6 +88,7 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.setNodes(snap.Nodes)
+	m.quotas.Set(snap.Quotas)
 	want := map[Key]struct{}{}
 	var errs []error
 	for _, t := range snap.Topics {
@@ -119,6 +123,10 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Quota returns the quota a client has on this node, from the last snapshot
+// applied (Apply also takes the client quotas the node enforces).
+func (m *Manager) Quota(client string) cluster.Quota { return m.quotas.For(client) }
 
 // setLeaderOnly updates an open replica's role without touching its config.
 func (m *Manager) setLeaderOnly(k Key, p cluster.Partition) {

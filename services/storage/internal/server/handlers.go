@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -121,6 +122,7 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		return
 	}
 	follower := req.ReplicaID >= 0
+	var rate int64 // the consumer's fetch quota; followers have none
 	if follower {
 		if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
 			c.respondErr(h, err)
@@ -132,12 +134,44 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	if wait > c.s.cfg.MaxFetchWait {
 		wait = c.s.cfg.MaxFetchWait
 	}
-	c.goRequest(func() { c.pollFetch(h, &req, r, follower, wait) })
+	if !follower {
+		if rate = c.s.mgr.Quota(h.ClientID).FetchBytesPerSec; rate > 0 {
+			if throttle := c.s.quotas.Admit(h.ClientID, rate); throttle > 0 {
+				c.s.metrics.QuotaThrottled.Inc()
+				c.goRequest(func() { c.throttleFetch(h, r, min(throttle, wait), throttle) })
+				return
+			}
+		}
+	}
+	c.goRequest(func() {
+		if sent := c.pollFetch(h, &req, r, follower, wait); rate > 0 {
+			c.s.quotas.Charge(h.ClientID, rate, int(sent))
+		}
+	})
+}
+
+// throttleFetch answers the fetch of a consumer over its quota as Kafka
+// does: no records, and how long to wait before the next fetch, after
+// holding the answer for hold (at most the fetch's own wait) so that a
+// client unaware of throttling is slowed down too.
+func (c *conn) throttleFetch(h *protocol.RequestHeader, r *replica.Replica, hold, throttle time.Duration) {
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.ctx.Done():
+		c.release()
+		return
+	}
+	body := &protocol.FetchResponse{HighWatermark: r.HighWatermark(), LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
+		ThrottleMs: int32(min((throttle - hold).Milliseconds(), math.MaxInt32))}
+	c.respond(h, body, nil)
 }
 
 // pollFetch long-polls one fetch: followers read up to the log end, consumers
 // up to the high watermark; either wakes on appends and high-watermark moves.
-func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, r *replica.Replica, follower bool, wait time.Duration) {
+// It returns the record bytes it answered with.
+func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, r *replica.Replica, follower bool, wait time.Duration) int64 {
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
 	for {
@@ -150,13 +184,14 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 		sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
 		if err != nil {
 			c.respondErr(h, err)
-			return
+			return 0
 		}
 		left := time.Until(deadline)
 		if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
 			body := &protocol.FetchResponse{HighWatermark: hw, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset()}
+			size := sl.Size()
 			c.respondSlice(h, body, sl, req.Topic, readerLabel(follower))
-			return
+			return size
 		}
 		sl.Release()
 		if timer == nil {
@@ -170,7 +205,7 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 			deadline = time.Now() // answer with what there is
 		case <-c.ctx.Done():
 			c.release()
-			return
+			return 0
 		}
 	}
 }

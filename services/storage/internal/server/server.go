@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/quota"
 
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
@@ -62,6 +63,7 @@ type Metrics struct {
 	BytesOut       *prometheus.CounterVec // by topic and reader (consumer or follower)
 	Connections    prometheus.Gauge
 	Rejected       prometheus.Counter       // connections refused at -max-connections-per-ip
+	QuotaThrottled prometheus.Counter       // consumer fetches refused over their client's quota
 	ProduceLatency *prometheus.HistogramVec // by topic and acks
 	Produced       *prometheus.CounterVec   // produce requests answered, by topic
 	Fetched        *prometheus.CounterVec   // fetch responses with records, by topic and reader
@@ -75,6 +77,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_produce_bytes_total", Help: "Record batch bytes appended by produce requests, by topic."}, []string{"topic"}),
 		BytesOut:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_bytes_total", Help: "Record batch bytes sent by fetch responses, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_storage_connections", Help: "Open protocol connections."}),
+		QuotaThrottled: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_quota_throttled_total",
+			Help: "Consumer fetches refused with THROTTLING_QUOTA_EXCEEDED: their client id was over its fetch quota."}),
 		Rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_storage_connections_rejected_total",
 			Help: "Connections refused because their client address had -max-connections-per-ip open."}),
 		ProduceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_storage_produce_seconds", Help: "Produce request latency from read to response, by topic and acks.",
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Fetched:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_storage_fetch_responses_total", Help: "Fetch responses carrying records, by topic and reader (consumer or follower)."}, []string{"topic", "reader"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.Rejected, m.ProduceLatency, m.Produced, m.Fetched)
+		reg.MustRegister(m.Requests, m.Errors, m.BytesIn, m.BytesOut, m.Connections, m.Rejected, m.QuotaThrottled, m.ProduceLatency, m.Produced, m.Fetched)
 	}
 	return m
 }
@@ -114,6 +118,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 
+	quotas *quota.Limiter // consumer fetch byte rates by client id
+
 	ln     net.Listener
 	ctx    context.Context // ends when the server stops; parents every request
 	cancel context.CancelFunc
@@ -137,7 +143,7 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 		metrics = NewMetrics(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
+	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}, quotas: quota.NewLimiter(nil),
 		perIP: map[string]int{}}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
@@ -368,5 +369,49 @@ func TestConnectionsPerIPLimit(t *testing.T) {
 			t.Fatalf("no room after closing a connection: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFetchQuota: a consumer over its client id's fetch quota gets no
+// records and how long to wait (Kafka's throttle time); other clients are
+// not slowed, and the throttled one is served again once its debt is paid.
+func TestFetchQuota(t *testing.T) {
+	const rate = 100_000 // bytes per second: a burst of 100 KB
+	snap := snapshot("t", 1, nil)
+	snap.Quotas = []cluster.Quota{{ClientID: "slow", FetchBytesPerSec: rate}}
+	s, _ := startServer(t, t.TempDir(), snap, DefaultConfig())
+	producer := dial(t, s.Addr())
+	for i := 0; i < 3; i++ {
+		if _, err := produce(t, producer, "t", 0, protocol.AcksAll, batch(t, 50, "q", 1000, int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHW(t, producer, "t", 0, 150)
+	slow, err := storageclient.Dial(context.Background(), s.Addr(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	// Within the burst when asked: served in full, about 50 KB in debt.
+	resp, payload, err := fetch(t, slow, "t", 0, 0, 1<<20, 0)
+	if err != nil || len(payload) < 150_000 || resp.ThrottleMs != 0 {
+		t.Fatalf("first fetch: %d bytes, throttle %d ms, %v", len(payload), resp.ThrottleMs, err)
+	}
+	resp, payload, err = fetch(t, slow, "t", 0, 0, 1<<20, 10*time.Millisecond)
+	if err != nil || len(payload) != 0 || resp.ThrottleMs < 100 || resp.ThrottleMs > 600 {
+		t.Fatalf("fetch over the quota: %d bytes, throttle %d ms, %v; want none and a wait of about half a second", len(payload), resp.ThrottleMs, err)
+	}
+	if resp.HighWatermark != 150 {
+		t.Fatalf("throttled answer's high watermark %d", resp.HighWatermark)
+	}
+	if got := testutil.ToFloat64(s.metrics.QuotaThrottled); got != 1 {
+		t.Fatalf("throttled fetches: %v", got)
+	}
+	if _, payload, err := fetch(t, producer, "t", 0, 0, 1<<20, 0); err != nil || len(payload) < 150_000 {
+		t.Fatalf("another client: %d bytes, %v", len(payload), err)
+	}
+	time.Sleep(time.Duration(resp.ThrottleMs)*time.Millisecond + 50*time.Millisecond)
+	if resp, payload, err := fetch(t, slow, "t", 0, 0, 1<<20, 0); err != nil || len(payload) < 150_000 || resp.ThrottleMs != 0 {
+		t.Fatalf("after the wait: %d bytes, throttle %d ms, %v", len(payload), resp.ThrottleMs, err)
 	}
 }

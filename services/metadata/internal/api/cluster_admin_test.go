@@ -79,11 +79,49 @@ func TestReassignmentRoutes(t *testing.T) {
 	if err := c.RecommissionNode(ctx, before[0]); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := c.Snapshot(ctx)
+	snap, err := client(leader(ms)).Snapshot(ctx) // the leader has applied every change it answered
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := snap.Node(before[0]); n.Decommissioned {
 		t.Fatal("recommission did not lift the mark")
+	}
+}
+
+// TestQuotaRoute: PUT /v1/quotas through a follower sets, replaces and (with
+// both rates 0) removes a quota, which the cluster snapshot then carries; a
+// negative rate is refused.
+func TestQuotaRoute(t *testing.T) {
+	ms := startCluster(t, 3, clusterOpts{})
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	var follower *member
+	for _, m := range ms {
+		if m != leader(ms) {
+			follower = m
+			break
+		}
+	}
+	c := client(follower)
+	ctx := context.Background()
+	for _, q := range []cluster.Quota{{ClientID: "etl", ProduceBytesPerSec: 5}, {ClientID: "", FetchBytesPerSec: 9}, {ClientID: "etl", ProduceBytesPerSec: 6}} {
+		if err := c.SetQuota(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCode(t, c.SetQuota(ctx, cluster.Quota{ClientID: "x", FetchBytesPerSec: -1}), protocol.InvalidRequest)
+	read := client(leader(ms)) // the leader has applied every change it answered
+	snap, err := read.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cluster.Quota{{ClientID: "", FetchBytesPerSec: 9}, {ClientID: "etl", ProduceBytesPerSec: 6}}
+	if !slices.Equal(snap.Quotas, want) {
+		t.Fatalf("quotas %+v, want %+v", snap.Quotas, want)
+	}
+	if err := c.SetQuota(ctx, cluster.Quota{ClientID: "etl"}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := read.Snapshot(ctx); len(snap.Quotas) != 1 {
+		t.Fatalf("after removing etl's quota: %+v", snap.Quotas)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
 // reassignmentPath reports whether path is
@@ -86,4 +87,26 @@ func (s *Server) decommission(ctx *fasthttp.RequestCtx, id int32, on bool) {
 		return
 	}
 	writeJSON(ctx, http.StatusOK, r)
+}
+
+// setQuota commits a client quota (PUT /v1/quotas). Runs on the leader.
+func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
+	var q cluster.Quota
+	if err := decode(ctx, &q); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeSetQuota, SetQuota: &q})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.log.Info("client quota set", "client_id", q.ClientID, "produce_bytes_per_sec", q.ProduceBytesPerSec,
+		"fetch_bytes_per_sec", q.FetchBytesPerSec, "version", res.Index)
+	writeJSON(ctx, http.StatusOK, q)
 }
