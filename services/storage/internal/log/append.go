@@ -232,6 +232,9 @@ func (l *Log) stamp(b []byte, s *segment, off int64, epoch int32, replica bool, 
 func (l *Log) write(s *segment, b []byte) error {
 	_, err := s.log.WriteAt(b, s.size)
 	if err == nil {
+		// Validated on the way in: the watermark covers them if it reached
+		// the segment's end.
+		s.verified.CompareAndSwap(s.size, s.size+int64(len(b)))
 		l.idxBuf = appendIndexBytes(l.idxBuf[:0], l.build.index)
 		l.timeBuf = appendTimeBytes(l.timeBuf[:0], l.build.times)
 		err = s.writeIndexEntries(l.idxBuf, l.timeBuf, len(s.index), len(s.times))

@@ -22,6 +22,9 @@ var (
 	// ErrFailed: a write or fsync failed; the log refuses appends and flush
 	// waits until it is reopened, which recovers from what is on disk.
 	ErrFailed = errors.New("log: failed after an I/O error")
+	// ErrCorruptData: bytes on disk failed a batch's checks when read or
+	// scrubbed; the error is a *CorruptError saying where.
+	ErrCorruptData = errors.New("log: corrupt data on disk")
 	// ErrInvalidConfig: a Config field is out of range.
 	ErrInvalidConfig = errors.New("log: invalid config")
 	// ErrStaleEpoch: Append was given a leader epoch lower than the latest in

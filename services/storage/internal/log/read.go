@@ -178,6 +178,9 @@ func (v *segView) read(offset int64, maxBytes int, maxOffset int64) (Slice, erro
 		}
 		end = pos
 	}
+	if err := v.verify(first, end); err != nil {
+		return Slice{}, err
+	}
 	return Slice{f: v.seg.log, pos: first, size: end - first, hold: &sliceHold{seg: v.seg}}, nil
 }
 

@@ -246,6 +246,7 @@ func (l *Log) rebuild(s *segment, sc *batchScanner) (bool, error) {
 		return nil
 	})
 	s.index, s.times, s.next = b.index, b.times, out.next
+	s.verified.Store(out.end) // every batch before it passed the scan's checks
 	if out.bad == nil {
 		return true, nil
 	}

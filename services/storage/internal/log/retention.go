@@ -119,6 +119,12 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
 // Slice of a cut segment may then read fewer bytes than the Slice's Size (an
 // unexpected EOF); one holding a deleted segment reads it until released.
 func (l *Log) TruncateTo(offset int64) error {
+	return l.truncate(offset, func() (int, int64, error) { return l.findCut(offset) })
+}
+
+// truncate is TruncateTo with the cut (segment index and position) given by
+// find, which runs with appendMu held.
+func (l *Log) truncate(offset int64, find func() (int, int64, error)) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.RLock()
@@ -134,7 +140,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	// With appendMu held the segment list and the active segment's fields are
 	// stable (retention also takes appendMu).
-	k, cut, err := l.findCut(offset)
+	k, cut, err := find()
 	if err != nil {
 		return err
 	}
@@ -146,6 +152,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	victims := slices.Clone(l.segs[k+1:])
 	l.segs = slices.Clone(l.segs[:k+1])
 	s.index, s.times, s.size, s.next = idx, times, cut, offset
+	if s.verified.Load() > cut {
+		s.verified.Store(cut)
+	}
 	l.end = offset
 	if l.flushed.Load() > offset {
 		l.flushed.Store(offset)

@@ -43,6 +43,12 @@ type segment struct {
 	times []timeEntry  // append-only
 	modMs int64        // wall-clock ms of the last append (file mtime after Open)
 
+	// verified is the file position below which every batch passed its
+	// checks (length, magic, CRC-32C) in this process: during recovery, when
+	// appended, or when first read or scrubbed. Reads check the bytes past
+	// it before serving them, so nothing corrupt leaves the node.
+	verified atomic.Int64
+
 	// Guarded by Log.appendMu.
 	firstAppend time.Time // zero until the segment's first append (roll by age)
 
