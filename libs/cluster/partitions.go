@@ -35,6 +35,19 @@ type AlterPartitionRequest struct {
 	ISR            []int32 `json:"isr"`
 }
 
+// ResignRequest is the body of POST /v1/partitions/resign: a partition's
+// leader found its own copy damaged (corrupt data on disk) and asks to hand
+// the partition to another in-sync replica and to leave the ISR until it has
+// fetched again what it lost. LeaderEpoch is the epoch it leads at; NodeEpoch
+// its registration.
+type ResignRequest struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	LeaderID    int32  `json:"leader_id"`
+	NodeEpoch   int64  `json:"node_epoch"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+}
+
 // ShutdownRequest is the body of POST /v1/nodes/shutdown: a storage node
 // about to exit asks the controller to move its leaderships away (controlled
 // shutdown). ID and Epoch are the node's registration.
@@ -119,4 +132,15 @@ func (c *Client) RecommissionNode(ctx context.Context, id int32) error {
 // clients without one); both rates 0 removes it.
 func (c *Client) SetQuota(ctx context.Context, q Quota) error {
 	return c.do(ctx, http.MethodPut, "/v1/quotas", q, nil)
+}
+
+// ResignLeadership hands a partition led by a node with a damaged copy to
+// another in-sync replica (see ResignRequest) and returns the partition as
+// changed. LEADER_NOT_AVAILABLE means no other alive in-sync replica exists.
+func (c *Client) ResignLeadership(ctx context.Context, req ResignRequest) (*Partition, error) {
+	var p Partition
+	if err := c.do(ctx, http.MethodPost, "/v1/partitions/resign", req, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }

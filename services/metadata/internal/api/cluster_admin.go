@@ -110,3 +110,21 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 		"fetch_bytes_per_sec", q.FetchBytesPerSec, "version", res.Index)
 	writeJSON(ctx, http.StatusOK, q)
 }
+
+// resignLeadership hands a partition away from a leader with a damaged log.
+// Runs on the leader.
+func (s *Server) resignLeadership(ctx *fasthttp.RequestCtx) {
+	var req cluster.ResignRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	p, err := s.ctrl.ResignLeadership(rctx, req)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, p)
+}

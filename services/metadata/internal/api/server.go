@@ -159,6 +159,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setQuota)})
 	case path == "/v1/producers":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.initProducerID)})
+	case path == "/v1/partitions/resign":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.resignLeadership)})
 	case path == "/v1/partitions/alter":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.alterPartition)})
 	case path == raftnode.ApplyPath:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
@@ -179,4 +180,62 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req cluster.Shutdow
 	remaining := ledBy(c.fsm.Topics(), req.ID)
 	c.log.Info("storage node in controlled shutdown", "node", req.ID, "epoch", req.Epoch, "still_leads", remaining)
 	return remaining, nil
+}
+
+// ErrNoOtherLeader: a partition's leader asked to resign but no other alive
+// replica is in the ISR.
+var ErrNoOtherLeader = errors.New("no other in-sync replica can lead")
+
+// ResignLeadership moves a partition away from a leader whose copy is
+// damaged: the first other replica, in replica order, that is alive and in
+// the ISR leads at a new leader epoch, and the resigning node leaves the ISR
+// (it rejoins once it has fetched what it lost). Errors: ErrNotActive,
+// ErrUnknownNode and ErrFencedEpoch (the node's registration),
+// fsm.ErrFencedLeaderEpoch or fsm.ErrNotPartitionLeader (it no longer leads:
+// nothing to do), ErrNoOtherLeader, or a failure to commit.
+func (c *Controller) ResignLeadership(ctx context.Context, req cluster.ResignRequest) (*cluster.Partition, error) {
+	if !c.Active() {
+		return nil, ErrNotActive
+	}
+	n, ok := c.fsm.Node(req.LeaderID)
+	if err := checkEpoch(n, ok, req.LeaderID, req.NodeEpoch); err != nil {
+		return nil, err
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	v := c.fsm.View()
+	t, ok := v.Topic(req.Topic)
+	if !ok || req.Partition < 0 || int(req.Partition) >= len(t.Partitions) {
+		return nil, fmt.Errorf("%w: %s-%d", fsm.ErrUnknownPartition, req.Topic, req.Partition)
+	}
+	p := t.Partitions[req.Partition]
+	name := fmt.Sprintf("%s-%d", req.Topic, req.Partition)
+	switch {
+	case p.LeaderEpoch != req.LeaderEpoch:
+		return nil, fmt.Errorf("%w: %s is at leader epoch %d, not %d", fsm.ErrFencedLeaderEpoch, name, p.LeaderEpoch, req.LeaderEpoch)
+	case p.Leader != req.LeaderID:
+		return nil, fmt.Errorf("%w: node %d does not lead %s", fsm.ErrNotPartitionLeader, req.LeaderID, name)
+	}
+	live := livenessOf(v)
+	next := int32(-1)
+	for _, id := range p.Replicas {
+		if id != req.LeaderID && live[id] == stateAlive && slices.Contains(p.ISR, id) {
+			next = id
+			break
+		}
+	}
+	if next < 0 {
+		return nil, fmt.Errorf("%w: %s: ISR %v", ErrNoOtherLeader, name, p.ISR)
+	}
+	isr := slices.DeleteFunc(slices.Clone(p.ISR), func(id int32) bool { return id == req.LeaderID })
+	applied, err := c.propose(ctx, change{topic: req.Topic, from: p, leader: next, isr: isr}, "leader resigned: damaged log")
+	if err != nil {
+		return nil, err
+	}
+	if !applied {
+		return nil, fmt.Errorf("%w: %s changed meanwhile; ask again", fsm.ErrStalePartitionEpoch, name)
+	}
+	np, _ := c.fsm.Topic(req.Topic)
+	out := np.Partitions[req.Partition]
+	return &out, nil
 }

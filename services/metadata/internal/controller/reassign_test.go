@@ -164,3 +164,28 @@ func gaugeValue(t *testing.T, c *Controller, name string) float64 {
 	t.Fatalf("no collector serves %s", name)
 	return 0
 }
+
+func TestResignLeadership(t *testing.T) {
+	c, r, _ := newTest(t, nil)
+	lead(t, c)
+	epochs := setup(t, c, r)
+	ctx := context.Background()
+	p, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 0, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPartition(t, r.f, "orders", 0, 2, 1, p.PartitionEpoch, 2, 3)
+	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 0, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, fsm.ErrFencedLeaderEpoch) {
+		t.Fatalf("resigning again at the old epoch: %v", err)
+	}
+	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 1, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, fsm.ErrNotPartitionLeader) {
+		t.Fatalf("resigning a partition it follows: %v", err)
+	}
+	// "solo" has node 1 alone in its ISR: nobody can take over.
+	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "solo", Partition: 0, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, ErrNoOtherLeader) {
+		t.Fatalf("resigning the only in-sync replica: %v", err)
+	}
+	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 1, LeaderID: 2, NodeEpoch: epochs[2] + 1, LeaderEpoch: 0}); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("a stale registration: %v", err)
+	}
+}

@@ -55,6 +55,10 @@ type Log struct {
 	// may keep reading the one it saw.
 	epochs  []EpochEntry // mu+appendMu
 	scanned []EpochEntry // recovery only: epochs seen by rebuild's scans
+	// recoveryCut is set when recovery cut the log short of an older
+	// segment's end (a damaged or torn older segment): records the node had
+	// acknowledged may be gone. Set before the Log is shared.
+	recoveryCut bool
 	// producers is the idempotent producers' state (producers.go) after
 	// every batch below end; entries change in place.
 	producers   producerState     // mu+appendMu
@@ -161,6 +165,11 @@ func (l *Log) Segments() int {
 	defer l.mu.RUnlock()
 	return len(l.segs)
 }
+
+// RecoveryCut reports whether Open cut the log short of an older segment's
+// end: more than an unflushed tail may be gone, so this replica must not lead
+// until it has fetched again from another.
+func (l *Log) RecoveryCut() bool { return l.recoveryCut }
 
 // Dir returns the log's directory.
 func (l *Log) Dir() string { return l.dir }

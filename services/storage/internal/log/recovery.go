@@ -86,6 +86,7 @@ func (l *Log) recover() error {
 // cutAfterLast removes the segments named by bases and makes the last loaded
 // segment the active one.
 func (l *Log) cutAfterLast(bases []int64) error {
+	l.recoveryCut = true
 	for _, b := range bases {
 		l.logger.Warn("removing segment after the cut", slog.Int64("segment", b))
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {

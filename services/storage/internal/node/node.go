@@ -35,8 +35,15 @@ type Config struct {
 	Heartbeat      time.Duration
 	RetentionCheck time.Duration
 	ReplicaMaxLag  time.Duration
-	Server         server.Config
+	// ScrubRate is the read rate (bytes per second) of the scrubber, which
+	// validates the data found on disk at start; 0 turns it off.
+	ScrubRate int64
+	Server    server.Config
 }
+
+// scrubInterval is how often the scrubber looks for logs not validated yet
+// (replicas opened since its last pass).
+const scrubInterval = 5 * time.Second
 
 // Parse reads flags (and SLUICE_* variables), validates them and returns the fx
 // options of a storage node.
@@ -58,6 +65,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
 	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
+	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -100,6 +108,9 @@ func (c Config) validate() error {
 	if c.RetentionCheck <= 0 {
 		return fmt.Errorf("flag -retention-check-interval: must be positive")
 	}
+	if c.ScrubRate < 0 {
+		return fmt.Errorf("flag -scrub-bytes-per-sec: %d is negative (0 turns the scrubber off)", c.ScrubRate)
+	}
 	if c.ReplicaMaxLag < 100*time.Millisecond {
 		return fmt.Errorf("flag -replica-lag-time-max: must be at least 100ms")
 	}
@@ -130,7 +141,10 @@ func newManager(lc fx.Lifecycle, c Config, reg prometheus.Registerer, log *slog.
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_fsyncs_total",
 		Help: "fsync calls made by the node's logs (segments, indexes): with sluice_storage_produce_bytes_total, the fsync cadence."},
-		func() float64 { return float64(m.Fsyncs()) }), replica.NewCollector(m))
+		func() float64 { return float64(m.Fsyncs()) }), replica.NewCollector(m),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_corrupt_logs_total",
+			Help: "Damaged logs found on this node: corrupt data found by a read or the scrubber, or a log recovery cut short of an older segment; each is fetched again from the leader."},
+			func() float64 { return float64(m.CorruptFound()) }))
 	lc.Append(fx.StopHook(m.Close))
 	return m, nil
 }
@@ -169,6 +183,10 @@ func enableReplication(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membe
 			req.NodeEpoch = mem.Epoch()
 			return cl.meta.AlterPartition(ctx, req)
 		},
+		Resign: func(ctx context.Context, req cluster.ResignRequest) (*cluster.Partition, error) {
+			req.NodeEpoch = mem.Epoch()
+			return cl.meta.ResignLeadership(ctx, req)
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -176,6 +194,8 @@ func enableReplication(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membe
 		OnStart: func(context.Context) error {
 			wg.Add(1)
 			go func() { defer wg.Done(); m.ISRLoop(ctx) }()
+			wg.Add(1)
+			go func() { defer wg.Done(); m.ScrubLoop(ctx, c.ScrubRate, scrubInterval) }()
 			return nil
 		},
 		OnStop: func(context.Context) error { cancel(); wg.Wait(); return nil },

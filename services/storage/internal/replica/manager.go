@@ -36,7 +36,8 @@ type Manager struct {
 	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 	retentionDeleted atomic.Int64 // segments retention deleted
 
-	quotas quota.Table // client quotas of the last snapshot applied
+	quotas       quota.Table  // client quotas of the last snapshot applied
+	corruptFound atomic.Int64 // damaged logs found (ReportCorrupt)
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -113,6 +114,7 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 				errs = append(errs, err)
 			}
 			if r, _ := m.Get(k.Topic, k.Partition); r != nil {
+				m.handOverIfCutShort(r)
 				m.reconcileFetcher(r)
 			}
 		}
@@ -189,6 +191,12 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 		return fmt.Errorf("open %s: flush the recovered log: %w", k, err)
 	}
 	r = newReplica(k, l, topicID, m.self)
+	if l.RecoveryCut() {
+		r.cutShort.Store(true)
+		m.corruptFound.Add(1)
+		m.log.Error("recovery cut the log short of an older segment: the replica fetches the rest before it may lead", "partition", k.String(),
+			"end_offset", l.EndOffset())
+	}
 	r.setState(p, cfg)
 	m.mu.Lock()
 	m.replicas[k] = r

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -45,6 +46,15 @@ type Replica struct {
 	// request was based on.
 	maxISR    []int32
 	alterBase int32
+
+	// repairing is set while corrupt data found in the log is being dealt
+	// with (Manager.ReportCorrupt): no fetcher runs until the log is cut.
+	repairing atomic.Bool
+	// cutShort is set when recovery cut the log short of an older segment
+	// (seglog.Log.RecoveryCut) until the replica has been a follower: it
+	// may lack records it acknowledged, so it hands over any leadership it
+	// is given first.
+	cutShort atomic.Bool
 }
 
 // State is a copy of a replica's role.

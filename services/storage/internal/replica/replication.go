@@ -18,6 +18,10 @@ type Replication struct {
 	// MaxLag is replica.lag.time.max.ms: a follower that has not caught up
 	// for longer leaves the ISR.
 	MaxLag time.Duration
+	// Resign asks metadata to move a partition this node leads to another
+	// in-sync replica because its copy is damaged (filling in the node's
+	// epoch).
+	Resign func(ctx context.Context, req cluster.ResignRequest) (*cluster.Partition, error)
 }
 
 // replicationState is the manager's replication machinery.
@@ -79,7 +83,7 @@ func (m *Manager) reconcileFetcher(r *Replica) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	addr := rs.nodes[s.Leader]
-	want := s.Leader >= 0 && s.Leader != m.self && addr != ""
+	want := s.Leader >= 0 && s.Leader != m.self && addr != "" && !r.repairing.Load()
 	cur := rs.fetchers[r.Key]
 	if cur != nil && want && cur.leader == addr && cur.epoch == s.LeaderEpoch {
 		return

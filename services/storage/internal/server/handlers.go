@@ -183,6 +183,7 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 		}
 		sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
 		if err != nil {
+			c.s.mgr.ReportCorrupt(r, err) // damage found: none of it is sent, and the replica is repaired
 			c.respondErr(h, err)
 			return 0
 		}

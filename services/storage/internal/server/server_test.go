@@ -7,7 +7,11 @@ import (
 	"errors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -413,5 +417,58 @@ func TestFetchQuota(t *testing.T) {
 	time.Sleep(time.Duration(resp.ThrottleMs)*time.Millisecond + 50*time.Millisecond)
 	if resp, payload, err := fetch(t, slow, "t", 0, 0, 1<<20, 0); err != nil || len(payload) < 150_000 || resp.ThrottleMs != 0 {
 		t.Fatalf("after the wait: %d bytes, throttle %d ms, %v", len(payload), resp.ThrottleMs, err)
+	}
+}
+
+// TestCorruptDataIsNotServed: a segment damaged on disk while the node was
+// down is served up to the damage and not beyond: the fetch that reaches it
+// gets KAFKA_STORAGE_ERROR and no bytes.
+func TestCorruptDataIsNotServed(t *testing.T) {
+	dir := t.TempDir()
+	// Segments of 64 KiB indexed every 4 KiB: start-up validates only what
+	// follows an older segment's last index entry, not its first batches.
+	snap := snapshot("t", 1, map[string]string{cluster.ConfigSegmentBytes: "65536"})
+	s, mgr := startServer(t, dir, snap, DefaultConfig())
+	c := dial(t, s.Addr())
+	for i := 0; i < 400; i++ {
+		if _, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 5, "c"+itoa(i), 60, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "t-0", "*.log"))
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	sort.Strings(segs)
+	secondBase, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(segs[1]), ".log"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(segs[1], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 300), 100); err != nil { // inside its first batch
+		t.Fatal(err)
+	}
+	f.Close()
+
+	s2, _ := startServer(t, dir, snap, DefaultConfig())
+	c2 := dial(t, s2.Addr())
+	waitHW(t, c2, "t", 0, 2000)
+	if _, payload, err := fetch(t, c2, "t", 0, 0, 1<<20, 0); err != nil || len(payload) == 0 {
+		t.Fatalf("the first, intact segment: %d bytes, %v", len(payload), err)
+	}
+	_, payload, err := fetch(t, c2, "t", 0, secondBase, 1<<20, 0)
+	if protocol.CodeOf(err) != protocol.StorageError || len(payload) != 0 {
+		t.Fatalf("fetch over the damage: %d bytes, %v; want KAFKA_STORAGE_ERROR and nothing", len(payload), err)
 	}
 }

@@ -1,0 +1,247 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/integration/internal/loadcheck"
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// TestDiskFaultsAreRepairedFromTheLeader damages segment files of stopped
+// replicas and restarts them:
+//   - a follower with a bit flipped in an older segment: its scrubber finds
+//     the damage, the log is cut there and fetched again from the leader;
+//   - the preferred leader with a zero-filled range in an older segment and
+//     its scrubber off: once it leads again, the first read of the damaged
+//     range serves none of it, the node hands the partition to another
+//     in-sync replica, cuts its log and fetches the rest.
+//
+// Each node counts what it found; after each repair the damaged node holds
+// the whole log again and the read-back finds every acknowledged record
+// exactly once, in per-key order.
+func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const topic = "damaged"
+	createTopic(t, ctx, c, topic, 1, 3, map[string]string{"segment.bytes": "65536", "min.insync.replicas": "2"})
+	waitFullISR(t, ctx, c, topic, 3)
+	p := quietProducer(t, c.FrontendURLs())
+	l := loadcheck.NewKeyedLoad()
+	l.SendN(t, p, topic, 20, 6000)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.RequireAllAcknowledged(t, "")
+	end := int64(l.Sent)
+	waitReplicasAt(t, ctx, c, topic, end)
+	_, part := leaderOf(t, ctx, c, topic, 0)
+	preferred, follower := part.Replicas[0], part.Replicas[1]
+
+	// A follower's bit flip, found by its scrubber.
+	damage(t, ctx, c, follower, topic, nil, func(path string, size int64) { flipByte(t, path, size/2) })
+	waitMetric(t, c, follower, "sluice_storage_corrupt_logs_total", 1)
+	waitLogLine(t, c, follower, "damaged log cut; fetching the rest from the leader")
+	waitReplicasAt(t, ctx, c, topic, end)
+	loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, 1), l)
+
+	// The preferred leader's zero-filled range, found by a read once it leads.
+	damage(t, ctx, c, preferred, topic, []string{"-scrub-bytes-per-sec", "0"}, func(path string, size int64) {
+		zeroFill(t, path, size/3, 4096)
+	})
+	waitLeader(t, ctx, c, topic, preferred)
+	readThrough(t, ctx, c, topic)
+	waitMetric(t, c, preferred, "sluice_storage_corrupt_logs_total", 1)
+	waitLogLine(t, c, preferred, "resigned the leadership of a damaged replica")
+	waitLogLine(t, c, preferred, "damaged log cut; fetching the rest from the leader")
+	waitReplicasAt(t, ctx, c, topic, end)
+	loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, 1), l)
+	t.Logf("%d records intact after a follower's and a leader's damaged segments were repaired", end)
+}
+
+// damage stops storage node id gracefully, applies fault to its second
+// segment file of topic-0 (given the file's size), and starts it again with
+// extra arguments.
+func damage(t *testing.T, ctx context.Context, c *localcluster.Cluster, id int32, topic string, extra []string, fault func(path string, size int64)) {
+	t.Helper()
+	p := c.Proc(fmt.Sprintf("storage-%d", id))
+	c.StopProc(p, false)
+	i := slices.Index(p.Args, "-data-dir")
+	segs, err := filepath.Glob(filepath.Join(p.Args[i+1], topic+"-0", "*.log"))
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("segments of node %d: %v, %v", id, segs, err)
+	}
+	sort.Strings(segs)
+	st, err := os.Stat(segs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fault(segs[1], st.Size())
+	t.Logf("damaged %s on node %d", filepath.Base(segs[1]), id)
+	p.Args = append(p.Args, extra...)
+	if err := c.StartProc(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipByte(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func zeroFill(t *testing.T, path string, at, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReplicasAt waits until every replica of topic-0 is in the ISR and ends
+// at end, as the nodes report it.
+func waitReplicasAt(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, end int64) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		tp, err := cluster.NewClient(c.MetadataURLs()).DescribeTopic(ctx, topic)
+		ok := err == nil && len(tp.Partitions[0].ISR) == 3
+		if ok {
+			for _, id := range tp.Partitions[0].Replicas {
+				ok = ok && logEnd(ctx, c, id, topic) == end
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas of %s-0 never all in sync at %d: %+v %v", topic, end, tp, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// logEnd asks node id for its replica of topic-0's log end (-1 on failure).
+func logEnd(ctx context.Context, c *localcluster.Cluster, id int32, topic string) int64 {
+	snap, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
+	if err != nil {
+		return -1
+	}
+	n, ok := snap.Node(id)
+	if !ok {
+		return -1
+	}
+	pool := storageclient.NewPool("disk-fault-test")
+	defer pool.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	replicas, err := pool.DescribeReplicas(cctx, n.ClientAddr(), topic)
+	if err != nil {
+		return -1
+	}
+	for _, r := range replicas {
+		if r.Partition == 0 {
+			return r.LogEndOffset
+		}
+	}
+	return -1
+}
+
+// waitLeader waits until node id leads topic-0 (the preferred-leader check
+// moves it back once it is in sync).
+func waitLeader(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, id int32) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if l, _ := leaderOf(t, ctx, c, topic, 0); l == id {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d never led %s-0 again", id, topic)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readThrough reads topic-0 from offset 0 to its high watermark from
+// whichever node leads, whatever the answers: the first reads take in the
+// damaged range.
+func readThrough(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string) {
+	t.Helper()
+	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
+	pool := storageclient.NewPool("disk-fault-test")
+	defer pool.Close()
+	r := client.NewPartitionReader(meta, pool, topic, 0, 0, client.ReaderConfig{MaxWait: 100 * time.Millisecond})
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for cctx.Err() == nil {
+		if _, err := r.Fetch(cctx); err != nil {
+			t.Logf("read at %d: %v (code %v)", r.Offset(), err, protocol.CodeOf(err))
+			continue
+		}
+		if r.HighWatermark() >= 0 && r.Offset() >= r.HighWatermark() {
+			return
+		}
+	}
+}
+
+// waitLogLine waits until storage node id's log holds a line with msg.
+func waitLogLine(t *testing.T, c *localcluster.Cluster, id int32, msg string) {
+	t.Helper()
+	p := c.Proc("storage-" + strconv.Itoa(int(id)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.LogPath)
+		if strings.Contains(string(b), msg) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d never logged %q", id, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitMetric waits until storage node id's metric reaches at least want.
+func waitMetric(t *testing.T, c *localcluster.Cluster, id int32, name string, want float64) {
+	t.Helper()
+	p := c.Proc("storage-" + strconv.Itoa(int(id)))
+	deadline := time.Now().Add(60 * time.Second)
+	for metricSeries(t, p.AdminAddr)[name] < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d: %s never reached %v", id, name, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,165 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
+)
+
+// Damaged logs. Corrupt data found in a replica's log (by a read, which then
+// serves none of it, or by the scrubber) is cut away and fetched again from
+// the leader. A leader cannot cut its own log first: its followers would
+// follow it into the loss. It hands the partition to another in-sync replica
+// (metadata's resign), refuses appends meanwhile, and cuts once it is a
+// follower. With no other in-sync replica it stays leader of a partition whose
+// reads past the damage fail, and says so: the operator decides.
+
+// resignWait bounds how long a resigning leader waits for the snapshot that
+// makes it a follower.
+const resignWait = 30 * time.Second
+
+// ReportCorrupt starts the repair of r's log after err (a
+// *seglog.CorruptError; other errors are ignored). One repair runs per replica
+// at a time; the call returns at once.
+func (m *Manager) ReportCorrupt(r *Replica, err error) {
+	var ce *seglog.CorruptError
+	if !errors.As(err, &ce) || m.repl == nil || !r.repairing.CompareAndSwap(false, true) {
+		return
+	}
+	m.corruptFound.Add(1)
+	m.log.Error("corrupt data in a replica's log: repairing it from the leader", "partition", r.Key.String(), "err", ce)
+	rs := m.repl
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		m.repair(rs.ctx, r, ce)
+	}()
+}
+
+// repair is ReportCorrupt's work: resign if leading, stop fetching, cut the
+// log at the damage, fetch again.
+func (m *Manager) repair(ctx context.Context, r *Replica, ce *seglog.CorruptError) {
+	defer func() {
+		r.repairing.Store(false)
+		m.reconcileFetcher(r)
+	}()
+	if !m.resign(ctx, r) {
+		return
+	}
+	m.stopFetcher(r.Key)
+	if err := r.Log.TruncateCorrupt(ce); err != nil {
+		m.log.Error("cutting a damaged log failed", "partition", r.Key.String(), "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.hw = min(r.hw, r.Log.EndOffset())
+	r.notifyLocked()
+	r.mu.Unlock()
+	m.log.Warn("damaged log cut; fetching the rest from the leader", "partition", r.Key.String(), "end_offset", r.Log.EndOffset())
+}
+
+// handOverIfCutShort resigns, in the background, the leadership of a
+// replica whose log recovery cut short; as a follower it is fine (it fetches
+// what it lacks, and joins the ISR only once caught up).
+func (m *Manager) handOverIfCutShort(r *Replica) {
+	if !r.cutShort.Load() {
+		return
+	}
+	if r.State().Leader != m.self {
+		r.cutShort.Store(false)
+		return
+	}
+	if m.repl == nil || !r.repairing.CompareAndSwap(false, true) {
+		return
+	}
+	rs := m.repl
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		defer func() {
+			r.repairing.Store(false)
+			m.reconcileFetcher(r)
+		}()
+		if m.resign(rs.ctx, r) {
+			r.cutShort.Store(false)
+		}
+	}()
+}
+
+// resign makes sure this node does not lead r before its log is cut. It
+// reports false when the repair must stop (no other replica can lead, or the
+// manager is closing).
+func (m *Manager) resign(ctx context.Context, r *Replica) bool {
+	deadline := time.Now().Add(resignWait)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		s := r.State()
+		if s.Leader != m.self {
+			return true
+		}
+		// No appends while the partition moves: producers go to the next
+		// leader as soon as they learn it.
+		r.Log.Fence(s.LeaderEpoch + 1)
+		if m.repl.cfg.Resign == nil {
+			m.log.Error("a damaged replica leads and cannot resign (no metadata)", "partition", r.Key.String())
+			return false
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := m.repl.cfg.Resign(rctx, cluster.ResignRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: m.self, LeaderEpoch: s.LeaderEpoch})
+		cancel()
+		switch {
+		case err == nil:
+			m.log.Warn("resigned the leadership of a damaged replica", "partition", r.Key.String(), "leader_epoch", s.LeaderEpoch)
+		case protocol.CodeOf(err) == protocol.LeaderNotAvailable:
+			m.log.Error("a damaged replica is the partition's only in-sync replica: it keeps leading, and reads past the damage fail",
+				"partition", r.Key.String(), "err", err)
+			return false
+		default:
+			m.log.Warn("resigning a damaged replica's leadership failed; retrying", "partition", r.Key.String(), "err", err)
+		}
+		if time.Now().After(deadline) {
+			m.log.Error("a damaged replica still leads; giving up its repair for now", "partition", r.Key.String())
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.Changed(): // the snapshot that makes it a follower
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// CorruptFound returns how many damaged logs this node found: corrupt data
+// reported by reads and the scrubber, and logs recovery cut short.
+func (m *Manager) CorruptFound() int64 { return m.corruptFound.Load() }
+
+// ScrubLoop validates every replica's log at rate bytes per second (0: it
+// does nothing) until ctx ends, starting at once and going over the logs
+// again every interval; damage it finds is repaired as ReportCorrupt does.
+func (m *Manager) ScrubLoop(ctx context.Context, rate int64, interval time.Duration) {
+	if rate <= 0 {
+		return
+	}
+	for {
+		for _, r := range m.Replicas() {
+			err := r.Log.Verify(ctx, rate)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				m.ReportCorrupt(r, err)
+			}
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
