@@ -42,7 +42,16 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	const topic = "damaged"
 	createTopic(t, ctx, c, topic, 1, 3, map[string]string{"segment.bytes": "65536", "min.insync.replicas": "2"})
 	waitFullISR(t, ctx, c, topic, 3)
-	p := quietProducer(t, c.FrontendURLs())
+	// Batches of at most 4 KiB, so that every segment holds many of them
+	// and several index entries.
+	cfg := client.DefaultProducerConfig()
+	cfg.Frontends = c.FrontendURLs()
+	cfg.BatchSize = 4 << 10
+	cfg.Linger = 2 * time.Millisecond
+	p, err := client.NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := loadcheck.NewKeyedLoad()
 	l.SendN(t, p, topic, 20, 6000)
 	if err := p.Close(ctx); err != nil {
@@ -55,7 +64,7 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	preferred, follower := part.Replicas[0], part.Replicas[1]
 
 	// A follower's bit flip, found by its scrubber.
-	damage(t, ctx, c, follower, topic, nil, func(path string, size int64) { flipByte(t, path, size/2) })
+	damage(t, ctx, c, follower, topic, nil, func(path string, size int64) { flipByte(t, path, 140) })
 	waitMetric(t, c, follower, "sluice_storage_corrupt_logs_total", 1)
 	waitLogLine(t, c, follower, "damaged log cut; fetching the rest from the leader")
 	waitReplicasAt(t, ctx, c, topic, end)
@@ -63,7 +72,7 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 
 	// The preferred leader's zero-filled range, found by a read once it leads.
 	damage(t, ctx, c, preferred, topic, []string{"-scrub-bytes-per-sec", "0"}, func(path string, size int64) {
-		zeroFill(t, path, size/3, 4096)
+		zeroFill(t, path, 100, 300)
 	})
 	waitLeader(t, ctx, c, topic, preferred)
 	readThrough(t, ctx, c, topic)
@@ -75,29 +84,37 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	t.Logf("%d records intact after a follower's and a leader's damaged segments were repaired", end)
 }
 
-// damage stops storage node id gracefully, applies fault to its second
-// segment file of topic-0 (given the file's size), and starts it again with
-// extra arguments.
+// damage stops storage node id gracefully, applies fault to an older segment
+// file of topic-0 of at least 16 KiB (given the file's size), and starts it
+// again with extra arguments. Start-up validates an older segment only after
+// its last index entry (every 4 KiB), so damage in its first kilobytes is
+// left for the scrubber or the first read to find.
 func damage(t *testing.T, ctx context.Context, c *localcluster.Cluster, id int32, topic string, extra []string, fault func(path string, size int64)) {
 	t.Helper()
 	p := c.Proc(fmt.Sprintf("storage-%d", id))
 	c.StopProc(p, false)
 	i := slices.Index(p.Args, "-data-dir")
 	segs, err := filepath.Glob(filepath.Join(p.Args[i+1], topic+"-0", "*.log"))
-	if err != nil || len(segs) < 3 {
+	if err != nil || len(segs) < 2 {
 		t.Fatalf("segments of node %d: %v, %v", id, segs, err)
 	}
 	sort.Strings(segs)
-	st, err := os.Stat(segs[1])
-	if err != nil {
-		t.Fatal(err)
+	for _, seg := range segs[:len(segs)-1] { // the last one is active: fully validated at start
+		st, err := os.Stat(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= 16<<10 {
+			fault(seg, st.Size())
+			t.Logf("damaged %s (%d bytes) on node %d", filepath.Base(seg), st.Size(), id)
+			p.Args = append(p.Args, extra...)
+			if err := c.StartProc(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 	}
-	fault(segs[1], st.Size())
-	t.Logf("damaged %s on node %d", filepath.Base(segs[1]), id)
-	p.Args = append(p.Args, extra...)
-	if err := c.StartProc(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	t.Fatalf("node %d has no older segment of 16 KiB: %v", id, segs)
 }
 
 func flipByte(t *testing.T, path string, at int64) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -232,7 +233,7 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 	var resp protocol.ProduceResponse
 	if err == nil {
 		p.metrics.BatchRecords.Observe(float64(len(g.index)))
-		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch)
+		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch, nil)
 		err = p.settle(ctx, g.partition, err)
 	} else if errors.Is(err, record.ErrTooLarge) {
 		err = protocol.MessageTooLarge.Err("%v", err)
@@ -254,14 +255,25 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 // and resends the same bytes to the leader it names. Nothing else of this
 // request (or of this accumulator lane) is sent to the partition meanwhile,
 // so the order holds.
-func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte) (protocol.ProduceResponse, error) {
+//
+// answers, when not nil, keeps the leader's last answer, so that a request
+// whose time runs out while the batch is retried can say what the leader
+// kept answering (a full disk, too few replicas).
+func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte, answers *lastAnswer) (protocol.ProduceResponse, error) {
 	backoff := p.cfg.RetryBackoff
+	if answers == nil {
+		answers = &lastAnswer{}
+	}
 	for attempt := 0; ; attempt++ {
 		resp, err := p.sendOnce(ctx, topic, acks, route, part, batch)
 		if err == nil {
 			return resp, nil
 		}
+		answers.note(err)
 		if attempt >= p.cfg.Retries || !retriable(err) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				err = answers.wrap(err)
+			}
 			return resp, err
 		}
 		p.metrics.Retries.Inc()
@@ -275,7 +287,7 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 		}
 		t.Stop()
 		if ctx.Err() != nil {
-			return resp, err
+			return resp, err // err is the leader's answer or a transport error: kept as it is
 		}
 		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
 		_, _ = p.meta.Refresh(ctx) // on failure the held view is used again
@@ -294,6 +306,25 @@ func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route 
 	}
 	req := protocol.ProduceRequest{Topic: topic, Partition: part, Acks: acks, TimeoutMs: storageTimeoutMs(ctx, p.cfg.Timeout)}
 	return p.send.Produce(ctx, addr, &req, batch)
+}
+
+// lastAnswer is the last error a partition leader answered a send with (not
+// a lost connection, not a timeout).
+type lastAnswer struct{ err atomic.Pointer[error] }
+
+func (a *lastAnswer) note(err error) {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code != protocol.NetworkException && pe.Code != protocol.RequestTimedOut {
+		a.err.Store(&err)
+	}
+}
+
+// wrap adds the last answer to err, the error of a send cut short.
+func (a *lastAnswer) wrap(err error) error {
+	if last := a.err.Load(); last != nil && *last != err {
+		return fmt.Errorf("%w; the leader's last answer: %v", err, *last)
+	}
+	return err
 }
 
 // retriable reports whether resending the same batch may succeed. The table's

@@ -77,6 +77,8 @@ type inFlight struct {
 	// deadline is the send's; written before the builder's hold is
 	// released, read by the release that brings waiting to 0.
 	deadline time.Time
+	// answers keeps the leader's last answer while the send is retried.
+	answers lastAnswer
 }
 
 // release drops one waiting request (or the builder's hold). The last one
@@ -141,7 +143,7 @@ func (w *waiter) wait(p *Producer) {
 		case sliceQueued:
 			err = p.notSentInTime(w.ctx, s.part.partition)
 		case sliceSent:
-			err = p.settle(w.ctx, s.part.partition, w.ctx.Err())
+			err = p.settle(w.ctx, s.part.partition, s.flight.answers.wrap(w.ctx.Err()))
 			s.flight.release()
 		}
 		for _, i := range s.index {

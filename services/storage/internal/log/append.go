@@ -152,6 +152,11 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 				AppendTime: now.UnixMilli(), Duplicate: true}, nil
 		}
 	}
+	if l.space != nil {
+		if err := l.space.Reserve(int64(len(b))); err != nil {
+			return AppendInfo{}, err
+		}
+	}
 	s := l.segs[len(l.segs)-1]
 	if shouldRoll(s, cfg, len(b), last, now) {
 		if s, err = l.roll(); err != nil {
@@ -232,19 +237,26 @@ func (l *Log) stamp(b []byte, s *segment, off int64, epoch int32, replica bool, 
 func (l *Log) write(s *segment, b []byte) error {
 	_, err := s.log.WriteAt(b, s.size)
 	if err == nil {
-		// Validated on the way in: the watermark covers them if it reached
-		// the segment's end.
-		s.verified.CompareAndSwap(s.size, s.size+int64(len(b)))
 		l.idxBuf = appendIndexBytes(l.idxBuf[:0], l.build.index)
 		l.timeBuf = appendTimeBytes(l.timeBuf[:0], l.build.times)
 		err = s.writeIndexEntries(l.idxBuf, l.timeBuf, len(s.index), len(s.times))
 	}
-	if err != nil {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.failLocked(fmt.Errorf("append to segment %d: %w", s.base, err))
+	if err == nil {
+		// Validated on the way in: the watermark covers them if it reached
+		// the segment's end.
+		s.verified.CompareAndSwap(s.size, s.size+int64(len(b)))
+		return nil
 	}
-	return nil
+	if isNoSpace(err) {
+		// Nothing is published: readers never look past s.size, and the next
+		// append writes over what this one left. Cut it back all the same, so
+		// a restart does not have to.
+		_ = s.log.Truncate(s.size)
+		return fmt.Errorf("%w: append to segment %d: %w", ErrDiskFull, s.base, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failLocked(fmt.Errorf("append to segment %d: %w", s.base, err))
 }
 
 // roll starts a new active segment at the log end offset and hands the old

@@ -22,6 +22,9 @@ var (
 	// ErrFailed: a write or fsync failed; the log refuses appends and flush
 	// waits until it is reopened, which recovers from what is on disk.
 	ErrFailed = errors.New("log: failed after an I/O error")
+	// ErrDiskFull: an append was refused because the file system holding the
+	// log is (nearly) full; nothing was written and the log stays usable.
+	ErrDiskFull = errors.New("log: disk full")
 	// ErrCorruptData: bytes on disk failed a batch's checks when read or
 	// scrubbed; the error is a *CorruptError saying where.
 	ErrCorruptData = errors.New("log: corrupt data on disk")

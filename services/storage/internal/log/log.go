@@ -23,6 +23,7 @@ type Log struct {
 	// the next batch is written; that happens once per leader change.
 	appendMu sync.Mutex
 	fence    int32          // guarded by appendMu: leader appends below this epoch are refused (Fence)
+	space    *SpaceGuard    // guarded by appendMu: the free-space reserve (nil: none)
 	build    indexBuilder   // guarded by appendMu: new index entries of one append
 	idxBuf   []byte         // guarded by appendMu: their encoding
 	timeBuf  []byte         // guarded by appendMu

@@ -35,6 +35,9 @@ type Config struct {
 	Heartbeat      time.Duration
 	RetentionCheck time.Duration
 	ReplicaMaxLag  time.Duration
+	// MinFreeBytes is the free space appends leave on the data directory's
+	// file system; past it they are refused (disk full) until space returns.
+	MinFreeBytes int64
 	// ScrubRate is the read rate (bytes per second) of the scrubber, which
 	// validates the data found on disk at start; 0 turns it off.
 	ScrubRate int64
@@ -65,6 +68,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
 	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
+	fs.Int64(&c.MinFreeBytes, "min-free-bytes", 128<<20, "free space kept on the data directory's file system: appends that would use it are refused (KAFKA_STORAGE_ERROR, disk full) until space returns")
 	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +112,9 @@ func (c Config) validate() error {
 	if c.RetentionCheck <= 0 {
 		return fmt.Errorf("flag -retention-check-interval: must be positive")
 	}
+	if c.MinFreeBytes < 0 {
+		return fmt.Errorf("flag -min-free-bytes: %d is negative", c.MinFreeBytes)
+	}
 	if c.ScrubRate < 0 {
 		return fmt.Errorf("flag -scrub-bytes-per-sec: %d is negative (0 turns the scrubber off)", c.ScrubRate)
 	}
@@ -139,9 +146,17 @@ func newManager(lc fx.Lifecycle, c Config, reg prometheus.Registerer, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_fsyncs_total",
-		Help: "fsync calls made by the node's logs (segments, indexes): with sluice_storage_produce_bytes_total, the fsync cadence."},
-		func() float64 { return float64(m.Fsyncs()) }), replica.NewCollector(m),
+	m.KeepFree(c.MinFreeBytes)
+	space := m.Space()
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_storage_disk_free_bytes",
+			Help: "Free bytes on the file system of the data directory, as last seen by the free-space guard."},
+			func() float64 { return float64(space.Free()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_disk_full_refusals_total",
+			Help: "Appends refused because they would leave less than -min-free-bytes free (KAFKA_STORAGE_ERROR: disk full)."},
+			func() float64 { return float64(space.Refused()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_fsyncs_total",
+			Help: "fsync calls made by the node's logs (segments, indexes): with sluice_storage_produce_bytes_total, the fsync cadence."},
+			func() float64 { return float64(m.Fsyncs()) }), replica.NewCollector(m),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_storage_corrupt_logs_total",
 			Help: "Damaged logs found on this node: corrupt data found by a read or the scrubber, or a log recovery cut short of an older segment; each is fetched again from the leader."},
 			func() float64 { return float64(m.CorruptFound()) }))

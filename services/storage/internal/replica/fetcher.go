@@ -132,6 +132,9 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	defer res.Release()
 	if len(res.Payload) > 0 {
 		if _, err := l.AppendReplica(res.Payload); err != nil {
+			if errors.Is(err, seglog.ErrDiskFull) {
+				return err // retried after a pause; nothing diverged
+			}
 			return fmt.Errorf("%w: append: %w", errDiverged, err)
 		}
 		if f.r.Durable() {

@@ -36,7 +36,8 @@ type Manager struct {
 	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 	retentionDeleted atomic.Int64 // segments retention deleted
 
-	quotas       quota.Table  // client quotas of the last snapshot applied
+	space        *seglog.SpaceGuard // free-space reserve of dir's file system; nil: none
+	quotas       quota.Table        // client quotas of the last snapshot applied
 	corruptFound atomic.Int64 // damaged logs found (ReportCorrupt)
 }
 
@@ -47,6 +48,16 @@ func NewManager(dir string, self int32, log *slog.Logger) (*Manager, error) {
 	}
 	return &Manager{dir: dir, self: self, log: log, replicas: map[Key]*Replica{}}, nil
 }
+
+// KeepFree makes every log refuse appends that would leave less than min
+// bytes free on the data directory's file system (seglog.ErrDiskFull); call
+// it before the first Apply.
+func (m *Manager) KeepFree(min int64) {
+	m.space = seglog.NewSpaceGuard(m.dir, min)
+}
+
+// Space returns the free-space guard (nil without KeepFree).
+func (m *Manager) Space() *seglog.SpaceGuard { return m.space }
 
 // Self returns this node's id.
 func (m *Manager) Self() int32 { return m.self }
@@ -179,6 +190,9 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	l, err := seglog.Open(m.dirName(k), LogConfig(cfg), m.log.With("partition", k.String()))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
+	}
+	if m.space != nil {
+		l.SetSpaceGuard(m.space)
 	}
 	// A recovered log counts as flushed only once fsynced: do it now, so the
 	// replica's durable progress (which the high watermark counts under the
