@@ -38,7 +38,7 @@ type Manager struct {
 
 	space        *seglog.SpaceGuard // free-space reserve of dir's file system; nil: none
 	quotas       quota.Table        // client quotas of the last snapshot applied
-	corruptFound atomic.Int64 // damaged logs found (ReportCorrupt)
+	corruptFound atomic.Int64       // damaged logs found (ReportCorrupt)
 }
 
 // NewManager returns a manager keeping partition directories under dir.
