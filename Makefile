@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 SERVICES := metadata storage frontend offsets
 COMPOSE ?= docker-compose
 
-.PHONY: help build test vet fmt tidy run clean bench fuzz figures images up down
+.PHONY: help build test vet fmt tidy run clean bench fuzz certs figures images up down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ fmt: ## fail when any file is not gofmt-formatted
 
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+certs: ## write a development CA and certificates to ./certs (TLS for the storage protocol)
+	$(GO) run ./tools/cmd/sluice-certs -dir certs
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s); failing inputs land in testdata/fuzz as seeds
 	@tools/scripts/fuzz.sh $(or $(FUZZTIME),10s)

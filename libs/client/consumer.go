@@ -104,7 +104,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		log:            cfg.Logger.With("group", cfg.Group, "client_id", cfg.ClientID),
 		coord:          groups.NewClient(cfg.Offsets),
 		meta:           NewMetadata(NewAdmin(cfg.Metadata)),
-		pool:           storageclient.NewPool(cfg.ClientID),
+		pool:           storageclient.NewPoolTLS(cfg.ClientID, cfg.TLS),
 		rcfg:           ReaderConfig{MaxBytes: cfg.FetchMaxBytes, MaxWait: cfg.FetchMaxWait, ClientID: cfg.ClientID},
 		bg:             bg,
 		bgCancel:       bgCancel,

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,6 +98,11 @@ type ConsumerConfig struct {
 
 	// Logger receives the consumer's log lines (default slog.Default()).
 	Logger *slog.Logger
+
+	// TLS, when set, is used to fetch from the storage nodes (which then
+	// run their protocol over TLS); with mutual TLS it carries the client's
+	// certificate (tlsconf.ClientFiles builds one from PEM files).
+	TLS *tls.Config
 }
 
 // DefaultConsumerConfig returns a configuration with every default set and

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+
+	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
 // Common is the configuration every service shares.
@@ -17,6 +20,10 @@ type Common struct {
 	LogFormat string
 	// Pprof exposes /debug/pprof on the admin listener.
 	Pprof bool
+	// TLS is the process's TLS identity (-tls-cert, -tls-key, -tls-ca): the
+	// storage protocol's listener serves with it, and every storage
+	// protocol client presents it (mutual TLS when -tls-ca is set).
+	TLS tlsconf.Files
 }
 
 // Register adds the common flags with the service's default admin address.
@@ -25,11 +32,34 @@ func (c *Common) Register(fs *FlagSet, defaultAdmin string) {
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.Bool(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin listener")
+	fs.String(&c.TLS.CertFile, "tls-cert", "", "PEM certificate of this process: the storage protocol runs over TLS (listeners and clients)")
+	fs.String(&c.TLS.KeyFile, "tls-key", "", "PEM key of -tls-cert")
+	fs.String(&c.TLS.CAFile, "tls-ca", "", "PEM certificate authorities: peers are verified with them, and listeners require client certificates they signed (mutual TLS)")
+}
+
+// TLSClient is a process's TLS configuration for the storage protocol's
+// clients, nil for plain TCP (see ProvideTLSClient).
+type TLSClient struct{ Config *tls.Config }
+
+// NewTLSClient loads c's client configuration; services provide it to their
+// fx graph.
+func NewTLSClient(c Common) (TLSClient, error) {
+	_, client, err := c.TLSConfigs()
+	return TLSClient{Config: client}, err
+}
+
+// TLSConfigs loads the TLS identity: the server and client configurations,
+// both nil when TLS is off.
+func (c *Common) TLSConfigs() (server, client *tls.Config, err error) {
+	return c.TLS.Load()
 }
 
 // Validate checks the common fields.
 func (c *Common) Validate() error {
 	if err := ValidateAddr("admin-addr", c.AdminAddr); err != nil {
+		return err
+	}
+	if err := c.TLS.Validate(); err != nil {
 		return err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {

@@ -12,6 +12,7 @@ package storageclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -81,12 +82,28 @@ type Conn struct {
 
 // Dial connects to a storage node.
 func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	return DialTLS(ctx, addr, clientID, nil)
+}
+
+// DialTLS connects to a storage node over TLS with cfg (plain TCP when cfg
+// is nil). The server name is the address's host unless cfg sets one.
+func DialTLS(ctx context.Context, addr, clientID string, cfg *tls.Config) (*Conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if cfg != nil {
+		nc, err = (&tls.Dialer{NetDialer: &d, Config: cfg}).DialContext(ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.NetworkException, Message: fmt.Sprintf("dial %s: %v", addr, err)}
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
+	tcp := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		tcp = tc.NetConn()
+	}
+	if tc, ok := tcp.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	c := &Conn{nc: nc, clientID: clientID, enc: protocol.NewEncoder(), pending: map[uint32]*pending{}, done: make(chan struct{})}

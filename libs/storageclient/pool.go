@@ -2,6 +2,7 @@ package storageclient
 
 import (
 	"context"
+	"crypto/tls"
 	"sync"
 )
 
@@ -9,6 +10,7 @@ import (
 // on next use. It is safe for concurrent use.
 type Pool struct {
 	clientID string
+	tls      *tls.Config // nil: plain TCP
 
 	mu     sync.Mutex       // guards conns and closed
 	conns  map[string]*Conn // by address
@@ -16,7 +18,13 @@ type Pool struct {
 }
 
 // NewPool returns an empty pool whose connections present clientID.
-func NewPool(clientID string) *Pool { return &Pool{clientID: clientID, conns: map[string]*Conn{}} }
+func NewPool(clientID string) *Pool { return NewPoolTLS(clientID, nil) }
+
+// NewPoolTLS returns an empty pool whose connections present clientID and
+// use TLS with cfg (plain TCP when cfg is nil).
+func NewPoolTLS(clientID string, cfg *tls.Config) *Pool {
+	return &Pool{clientID: clientID, tls: cfg, conns: map[string]*Conn{}}
+}
 
 // Get returns a working connection to addr, dialing when needed.
 func (p *Pool) Get(ctx context.Context, addr string) (*Conn, error) {
@@ -30,7 +38,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Conn, error) {
 	if c != nil && c.Err() == nil {
 		return c, nil
 	}
-	nc, err := Dial(ctx, addr, p.clientID)
+	nc, err := DialTLS(ctx, addr, p.clientID, p.tls)
 	if err != nil {
 		return nil, err
 	}

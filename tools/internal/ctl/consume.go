@@ -86,7 +86,7 @@ func consume(ctx context.Context, env Env, args []string) error {
 	if len(parts) == 0 {
 		return fmt.Errorf("consume: topic %s has no partition %d", topic, o.partition)
 	}
-	pool := storageclient.NewPool("sluicectl")
+	pool := env.storagePool()
 	defer pool.Close()
 	return runConsume(ctx, env, o, meta, pool, topic, parts)
 }

@@ -6,6 +6,7 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
 // Defaults point at the local cluster that `make run` starts.
@@ -30,11 +34,18 @@ type Env struct {
 	Frontend       string
 	Metadata       string
 	Offsets        string
+	// TLS is used for the storage protocol (consume, topic describe, cluster
+	// status) when the storage nodes run it over TLS; nil: plain TCP.
+	TLS *tls.Config
 }
+
+// storagePool returns a pool of storage connections for this command.
+func (e Env) storagePool() *storageclient.Pool { return storageclient.NewPoolTLS("sluicectl", e.TLS) }
 
 const usage = `sluicectl: the command-line client of a Sluice cluster
 
-usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
+usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL]
+                 [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] COMMAND ...
 
   topic create NAME --partitions N --replication-factor R [--config k=v ...]
   topic list [-o json]
@@ -70,6 +81,8 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] COMMAND ...
   answers reads and finds partition leaders; any voter will do.
 --offsets ($SLUICE_OFFSETS, default ` + DefaultOffsets + `)
   lists the offsets service's replicas, for consumer groups.
+--tls-ca, --tls-cert, --tls-key ($SLUICE_TLS_CA, $SLUICE_TLS_CERT, $SLUICE_TLS_KEY) are for
+  storage nodes that run their protocol over TLS (with a client certificate for mutual TLS).
 consume --group joins the group: it reads the partitions the group assigns it from
 their committed offsets (or the end, or the beginning with --from-beginning, when
 there is none) and commits what it printed on exit. --exit-at-end stops once every
@@ -91,6 +104,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&env.Frontend, "frontend", env.Frontend, "frontend URL")
 	fs.StringVar(&env.Metadata, "metadata", env.Metadata, "metadata URL")
 	fs.StringVar(&env.Offsets, "offsets", env.Offsets, "offsets service URLs, comma-separated")
+	tlsCA := fs.String("tls-ca", os.Getenv("SLUICE_TLS_CA"), "PEM CA to verify storage nodes with (their protocol over TLS)")
+	tlsCert := fs.String("tls-cert", os.Getenv("SLUICE_TLS_CERT"), "PEM client certificate for storage nodes that require one")
+	tlsKey := fs.String("tls-key", os.Getenv("SLUICE_TLS_KEY"), "PEM key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stdout, usage)
@@ -99,6 +115,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluicectl: %v\n\n", err)
 		io.WriteString(stderr, usage)
 		return 2
+	}
+	if *tlsCA != "" || *tlsCert != "" {
+		cfg, err := tlsconf.ClientFiles(*tlsCA, *tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluicectl: %v\n", err)
+			return 2
+		}
+		env.TLS = cfg
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

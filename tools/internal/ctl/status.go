@@ -92,7 +92,7 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 		}
 		if len(under) > 0 {
 			if pool == nil {
-				pool = storageclient.NewPool("sluicectl")
+				pool = env.storagePool()
 			}
 			for _, r := range replicaStates(ctx, snap, pool, &t) {
 				if under[r.Partition] {

@@ -92,7 +92,7 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	}
 	// One metadata view and one connection pool serve both look-ups.
 	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
-	pool := storageclient.NewPool("sluicectl")
+	pool := env.storagePool()
 	defer pool.Close()
 	hws := highWatermarks(ctx, meta, pool, t)
 	replicas := []replicaState{}

@@ -58,6 +58,7 @@ func Module() fx.Option {
 	return fx.Module("frontend",
 		fx.Provide(
 			func(c config.Config) *cluster.Client { return cluster.NewClient(service.SplitList(c.Metadata)) },
+			service.NewTLSClient,
 			newPools,
 			func(reg prometheus.Registerer) *produce.Metrics { return produce.NewMetrics(reg) },
 			newProducer,
@@ -79,10 +80,10 @@ type pools struct {
 	Fetch   *storageclient.Pool `name:"fetch"`
 }
 
-func newPools(lc fx.Lifecycle, id service.Identity) pools {
+func newPools(lc fx.Lifecycle, id service.Identity, t service.TLSClient) pools {
 	p := pools{
-		Produce: storageclient.NewPool("sluice-frontend/" + id.NodeID),
-		Fetch:   storageclient.NewPool("sluice-frontend/" + id.NodeID + "/fetch"),
+		Produce: storageclient.NewPoolTLS("sluice-frontend/"+id.NodeID, t.Config),
+		Fetch:   storageclient.NewPoolTLS("sluice-frontend/"+id.NodeID+"/fetch", t.Config),
 	}
 	lc.Append(fx.StopHook(func() { _ = p.Produce.Close(); _ = p.Fetch.Close() }))
 	return p

@@ -27,11 +27,12 @@ type params struct {
 	Cache     *metacache.Cache
 	Groups    *groups.Client
 	Identity  service.Identity
+	TLS       service.TLSClient
 	Log       *slog.Logger
 }
 
 func newForFx(p params) (*Console, error) {
-	pool := storageclient.NewPool("sluice-frontend/" + p.Identity.NodeID + "/console")
+	pool := storageclient.NewPoolTLS("sluice-frontend/"+p.Identity.NodeID+"/console", p.TLS.Config)
 	c, err := New(p.Config, Sources{Metadata: p.Cache, Replicas: pool, Groups: p.Groups}, p.Log.With("component", "console"))
 	if err != nil {
 		_ = pool.Close()

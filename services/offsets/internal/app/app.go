@@ -133,7 +133,7 @@ func Options(c Config) []fx.Option {
 // Module provides the state, the raft node, the watch, the coordinator and the API.
 func Module() fx.Option {
 	return fx.Module("offsets",
-		fx.Provide(newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
+		fx.Provide(service.NewTLSClient, newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
 	)
 }
 
@@ -218,8 +218,8 @@ type logOffsets struct {
 	w    *topics.Watcher
 }
 
-func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher) api.LogOffsets {
-	lo := &logOffsets{meta: client.NewInternalMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPool("sluice-offsets"), w: w}
+func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSClient) api.LogOffsets {
+	lo := &logOffsets{meta: client.NewInternalMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
 	lc.Append(fx.StopHook(lo.pool.Close))
 	return lo
 }

@@ -83,9 +83,14 @@ func Parse(args []string) ([]fx.Option, error) {
 	if c.AdvertisedAddr == "" {
 		c.AdvertisedAddr = internal
 	}
+	srvTLS, cliTLS, err := c.Common.TLSConfigs()
+	if err != nil {
+		return nil, err
+	}
+	c.Server.TLS = srvTLS
 	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
 	return []fx.Option{
-		fx.Supply(c, c.Common, mcfg, service.Identity{Service: "storage", NodeID: strconv.Itoa(c.NodeID)}),
+		fx.Supply(c, c.Common, mcfg, service.TLSClient{Config: cliTLS}, service.Identity{Service: "storage", NodeID: strconv.Itoa(c.NodeID)}),
 		Module(),
 	}, nil
 }
@@ -182,8 +187,8 @@ type clients struct {
 	pool *storageclient.Pool
 }
 
-func newClients(lc fx.Lifecycle, c Config) clients {
-	cl := clients{meta: cluster.NewClient(service.SplitList(c.Metadata)), pool: storageclient.NewPool("storage-" + strconv.Itoa(c.NodeID))}
+func newClients(lc fx.Lifecycle, c Config, t service.TLSClient) clients {
+	cl := clients{meta: cluster.NewClient(service.SplitList(c.Metadata)), pool: storageclient.NewPoolTLS("storage-"+strconv.Itoa(c.NodeID), t.Config)}
 	lc.Append(fx.StopHook(cl.pool.Close))
 	return cl
 }

@@ -15,7 +15,8 @@ import (
 // conn serves one client connection.
 type conn struct {
 	s      *Server
-	nc     *net.TCPConn
+	nc     net.Conn        // the connection (a *tls.Conn under TLS)
+	tcp    *net.TCPConn    // the socket, for sendfile; nil under TLS
 	ctx    context.Context // ends when the connection closes
 	cancel context.CancelFunc
 	sem    chan struct{}  // one token per request in flight
@@ -25,9 +26,12 @@ type conn struct {
 	enc *protocol.Encoder
 }
 
-func newConn(s *Server, nc *net.TCPConn) *conn {
+func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
+	if nc != net.Conn(tcp) {
+		tcp = nil // TLS: bytes must go through the TLS layer
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, s.cfg.MaxInFlight), enc: protocol.NewEncoder()}
+	c := &conn{s: s, nc: nc, tcp: tcp, ctx: ctx, cancel: cancel, sem: make(chan struct{}, s.cfg.MaxInFlight), enc: protocol.NewEncoder()}
 	// Closing the socket when the context ends unblocks the reader even for a
 	// connection accepted while the server was stopping.
 	context.AfterFunc(ctx, func() { _ = nc.Close() })
@@ -181,14 +185,22 @@ func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl se
 		}
 		return
 	}
-	if err := writeMore(c.nc, prefix); err != nil {
-		c.close()
-		return
-	}
-	if err := sendFile(c.nc, sl.File(), sl.Pos(), sl.Size()); err != nil {
-		c.s.log.Warn("sendfile failed; closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
-		c.close()
-		return
+	if c.tcp == nil { // TLS: copy the range through the TLS layer
+		if err := copySlice(c.nc, prefix, sl.File(), sl.Pos(), sl.Size()); err != nil {
+			c.s.log.Warn("sending fetched records failed; closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.close()
+			return
+		}
+	} else {
+		if err := writeMore(c.tcp, prefix); err != nil {
+			c.close()
+			return
+		}
+		if err := sendFile(c.tcp, sl.File(), sl.Pos(), sl.Size()); err != nil {
+			c.s.log.Warn("sendfile failed; closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.close()
+			return
+		}
 	}
 	c.s.metrics.BytesOut.WithLabelValues(topic, reader).Add(float64(sl.Size()))
 	c.s.metrics.Fetched.WithLabelValues(topic, reader).Inc()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -69,11 +70,35 @@ func sendFile(conn *net.TCPConn, f *os.File, off, n int64) error {
 	return sendErr
 }
 
-// copyFile is the fallback for connections that are not plain TCP (none today;
-// TLS would need it): a positioned read and write of the range.
-func copyFile(w io.Writer, f *os.File, off, n int64) error {
-	_, err := io.Copy(w, io.NewSectionReader(f, off, n))
-	return err
+// copyBufs are copySlice's buffers: the frame header and up to 256 KiB of
+// records per write, so a TLS connection writes few, full records.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// copySlice writes the frame header and then n bytes of f from off through
+// w (a TLS connection): positioned reads into a pooled buffer, so the file's
+// shared position never moves.
+func copySlice(w io.Writer, prefix []byte, f *os.File, off, n int64) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := (*bp)[:0]
+	buf = append(buf, prefix...)
+	for first := true; n > 0 || first; first = false {
+		room := int64(cap(buf) - len(buf))
+		chunk := min(n, room)
+		m, err := f.ReadAt(buf[len(buf):len(buf)+int(chunk)], off)
+		if int64(m) < chunk {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = errShortFile
+			}
+			return err
+		}
+		buf = buf[:len(buf)+m]
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		off, n, buf = off+int64(m), n-int64(m), buf[:0]
+	}
+	return nil
 }
 
 // writeMore writes p to the socket with MSG_MORE, so the kernel holds the

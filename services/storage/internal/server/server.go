@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,10 @@ type Config struct {
 	MaxFetchWait time.Duration
 	// WriteTimeout bounds writing one response.
 	WriteTimeout time.Duration
+	// TLS, when set, makes the listener speak TLS (with client certificates
+	// required when it says so). Fetches are then copied through user space
+	// and encrypted: sendfile cannot send TLS records.
+	TLS *tls.Config
 	// MaxConnsPerIP bounds the open connections from one client address
 	// (Kafka's max.connections.per.ip); 0 means no limit. A connection past
 	// it is answered with TOO_MANY_CONNECTIONS and closed.
@@ -139,6 +144,9 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("storage listener: %w", err)
 	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -167,14 +175,18 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
-		tc, ok := nc.(*net.TCPConn)
+		raw := nc
+		if t, ok := nc.(*tls.Conn); ok {
+			raw = t.NetConn()
+		}
+		tc, ok := raw.(*net.TCPConn)
 		if !ok {
 			_ = nc.Close()
 			continue
 		}
 		_ = tc.SetNoDelay(true)
 		ip := clientIP(tc)
-		c := newConn(s, tc)
+		c := newConn(s, nc, tc)
 		s.mu.Lock()
 		if max := s.cfg.MaxConnsPerIP; max > 0 && s.perIP[ip] >= max {
 			s.mu.Unlock()

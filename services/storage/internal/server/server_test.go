@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
 func code(err error) protocol.Code { return protocol.CodeOf(err) }
@@ -470,5 +472,59 @@ func TestCorruptDataIsNotServed(t *testing.T) {
 	_, payload, err := fetch(t, c2, "t", 0, secondBase, 1<<20, 0)
 	if protocol.CodeOf(err) != protocol.StorageError || len(payload) != 0 {
 		t.Fatalf("fetch over the damage: %d bytes, %v; want KAFKA_STORAGE_ERROR and nothing", len(payload), err)
+	}
+}
+
+// TestFetchOverTLS: with a TLS listener the fetched bytes (copied through
+// the TLS layer instead of sendfile) are the ones the log holds, for fetches
+// large and small; a plaintext client is not served.
+func TestFetchOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	var clientTLS *tls.Config
+	var err error
+	cfg.TLS, clientTLS, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
+		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, mgr := startServer(t, t.TempDir(), snapshot("t", 1, nil), cfg)
+	c, err := storageclient.DialTLS(context.Background(), s.Addr(), "tls-test", clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 40; i++ {
+		if _, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 50, "s"+itoa(i), 200, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHW(t, c, "t", 0, 2000)
+	r, _ := mgr.Get("t", 0)
+	for _, maxBytes := range []int32{1, 64 << 10, 1 << 20} {
+		_, got, err := fetch(t, c, "t", 0, 0, maxBytes, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl, err := r.Log.Read(0, int(maxBytes), 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := sl.ReadAll()
+		sl.Release()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("max bytes %d: %d bytes over TLS, %d in the log (%v)", maxBytes, len(got), len(want), err)
+		}
+	}
+	plain, err := storageclient.Dial(context.Background(), s.Addr(), "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, _, err := fetch(t, plain, "t", 0, 0, 1<<20, 0); err == nil {
+		t.Fatal("a plaintext client was served by a TLS listener")
 	}
 }
