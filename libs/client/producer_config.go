@@ -35,6 +35,9 @@ type ProducerConfig struct {
 	Metadata []string
 	// ClientID names the producer (default "sluice-producer").
 	ClientID string
+	// Token is the principal's bearer token for frontends that require
+	// authentication (-require-auth); empty: none sent.
+	Token string
 	// Acks is protocol.AcksAll (default), AcksLeader or AcksNone.
 	Acks int8
 	// Linger is how long a partition's batch may wait for more records

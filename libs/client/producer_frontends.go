@@ -28,6 +28,7 @@ const frontendDownFor = time.Second
 type frontends struct {
 	urls     []string
 	clientID string // sent as X-Client-Id: the frontends' quotas are by client id
+	token    string // bearer token, when the frontends require authentication
 	hc       *http.Client
 	next     atomic.Uint64
 
@@ -35,8 +36,8 @@ type frontends struct {
 	down []time.Time // per frontend: skipped until; guarded by mu
 }
 
-func newFrontends(addrs []string, conns int, clientID string) *frontends {
-	f := &frontends{urls: jsonhttp.BaseURLs(addrs), clientID: clientID,
+func newFrontends(addrs []string, conns int, clientID, token string) *frontends {
+	f := &frontends{urls: jsonhttp.BaseURLs(addrs), clientID: clientID, token: token,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
 	f.down = make([]time.Time, len(f.urls))
 	return f
@@ -139,6 +140,9 @@ func (f *frontends) once(ctx context.Context, base, topic string, acks int8, seg
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(&segmentsReader{segs: segs}), nil }
 	req.Header.Set("Content-Type", frontendapi.ContentTypeBatches)
 	req.Header.Set("X-Client-Id", f.clientID)
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
 	resp, err := f.hc.Do(req)
 	if err != nil {
 		return nil, &transportError{fmt.Errorf("produce to %s: %w", base, err)}

@@ -24,6 +24,10 @@ func NewClient(addrs []string) *Client {
 	return &Client{jc: jsonhttp.New("metadata", addrs, func(c protocol.Code) bool { return c == protocol.NotController })}
 }
 
+// WithToken returns a client that authenticates with a bearer token, for
+// frontends that require authentication (-require-auth).
+func (c *Client) WithToken(token string) *Client { return &Client{jc: c.jc.WithToken(token)} }
+
 // Snapshot returns the current cluster metadata. The read is linearizable (the
 // Raft leader answers after confirming its leadership), so it reflects every
 // change acknowledged before it, such as a topic just created.

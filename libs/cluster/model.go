@@ -115,6 +115,57 @@ type Snapshot struct {
 	Topics    []Topic `json:"topics"`
 	// Quotas are the client quotas, ordered by client id.
 	Quotas []Quota `json:"quotas,omitempty"`
+	// Principals are the users frontends authenticate, by name; ACLs what
+	// they may do, ordered by principal, topic and operation.
+	Principals []Principal `json:"principals,omitempty"`
+	ACLs       []ACL       `json:"acls,omitempty"`
+}
+
+// Principal is a user of the cluster: a name and the SHA-256 of its bearer
+// token (hex; the token itself is never stored). Admin principals may do
+// everything, the admin routes and the console included.
+type Principal struct {
+	Name        string `json:"name"`
+	TokenSHA256 string `json:"token_sha256"`
+	Admin       bool   `json:"admin,omitempty"`
+}
+
+// ACL lets a principal produce to or consume from a topic ("*": every
+// topic).
+type ACL struct {
+	Principal string `json:"principal"`
+	Topic     string `json:"topic"`
+	Operation string `json:"operation"`
+}
+
+// ACL operations.
+const (
+	OpProduce = "produce"
+	OpConsume = "consume"
+)
+
+// Allowed reports whether the snapshot lets principal do op on topic: an
+// admin may do everything, others what an ACL names.
+func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
+	if p.Admin {
+		return true
+	}
+	for _, a := range s.ACLs {
+		if a.Principal == p.Name && a.Operation == op && (a.Topic == topic || a.Topic == "*") {
+			return true
+		}
+	}
+	return false
+}
+
+// PrincipalByToken returns the principal whose token hashes to sha (hex).
+func (s *Snapshot) PrincipalByToken(sha string) (*Principal, bool) {
+	for i := range s.Principals {
+		if s.Principals[i].TokenSHA256 == sha {
+			return &s.Principals[i], true
+		}
+	}
+	return nil, false
 }
 
 // Topic returns the named topic.

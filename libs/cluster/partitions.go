@@ -144,3 +144,27 @@ func (c *Client) ResignLeadership(ctx context.Context, req ResignRequest) (*Part
 	}
 	return &p, nil
 }
+
+// PrincipalChange is the body of PUT /v1/principals: a principal to add or
+// replace, or with Delete to remove (with its ACLs).
+type PrincipalChange struct {
+	Principal
+	Delete bool `json:"delete,omitempty"`
+}
+
+// ACLChange is the body of PUT /v1/acls: an ACL to add, or with Delete to
+// remove.
+type ACLChange struct {
+	ACL
+	Delete bool `json:"delete,omitempty"`
+}
+
+// SetPrincipal adds, replaces or (delete) removes a principal.
+func (c *Client) SetPrincipal(ctx context.Context, p Principal, delete bool) error {
+	return c.do(ctx, http.MethodPut, "/v1/principals", PrincipalChange{Principal: p, Delete: delete}, nil)
+}
+
+// SetACL adds or (delete) removes an ACL.
+func (c *Client) SetACL(ctx context.Context, a ACL, delete bool) error {
+	return c.do(ctx, http.MethodPut, "/v1/acls", ACLChange{ACL: a, Delete: delete}, nil)
+}

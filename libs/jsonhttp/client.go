@@ -36,6 +36,7 @@ type Client struct {
 	addrs   []string // base URLs
 	http    *http.Client
 	retryOn func(protocol.Code) bool
+	token   string // sent as "Authorization: Bearer"; empty: none
 
 	mu   sync.Mutex
 	next int // index of the address to try first; guarded by mu
@@ -65,6 +66,12 @@ func BaseURLs(addrs []string) []string {
 		norm = append(norm, a)
 	}
 	return norm
+}
+
+// WithToken returns a copy of c that authenticates with a bearer token
+// (frontends that require authentication); it shares c's connections.
+func (c *Client) WithToken(token string) *Client {
+	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: token}
 }
 
 // Addrs returns the normalized base URLs.
@@ -125,6 +132,9 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

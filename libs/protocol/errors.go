@@ -48,6 +48,10 @@ const (
 	NoReassignmentInProgress     Code = 85
 	UnknownNode                  Code = 1002
 	TooManyConnections           Code = 1003
+	TopicAuthorizationFailed     Code = 29
+	GroupAuthorizationFailed     Code = 30
+	ClusterAuthorizationFailed   Code = 31
+	SaslAuthenticationFailed     Code = 58
 	ThrottlingQuotaExceeded      Code = 89
 	BrokerNotAvailable           Code = 8
 	UnknownAPI                   Code = 1000
@@ -112,6 +116,10 @@ var table = map[Code]Info{
 	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, "the partition is already being reassigned; wait for it or cancel it"},
 	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "the partition is not being reassigned"},
 	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, "no storage node with this id is registered; register first"},
+	TopicAuthorizationFailed:     {TopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, "the principal may not do this on the topic"},
+	GroupAuthorizationFailed:     {GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", false, "the principal may not use consumer groups"},
+	ClusterAuthorizationFailed:   {ClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", false, "the operation needs an admin principal"},
+	SaslAuthenticationFailed:     {SaslAuthenticationFailed, "SASL_AUTHENTICATION_FAILED", false, "no valid credentials: send Authorization: Bearer with a principal's token"},
 	TooManyConnections:           {TooManyConnections, "TOO_MANY_CONNECTIONS", false, "the client's address has as many connections open as the server allows; close some"},
 	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
 	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},

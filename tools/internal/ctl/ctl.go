@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
@@ -34,9 +35,17 @@ type Env struct {
 	Frontend       string
 	Metadata       string
 	Offsets        string
+	// Token is the principal's bearer token for frontends that require
+	// authentication; empty: none sent.
+	Token string
 	// TLS is used for the storage protocol (consume, topic describe, cluster
 	// status) when the storage nodes run it over TLS; nil: plain TCP.
 	TLS *tls.Config
+}
+
+// frontendAdmin returns a client of the frontends' admin routes.
+func (e Env) frontendAdmin() *cluster.Client {
+	return cluster.NewClient(addrs(e.Frontend)).WithToken(e.Token)
 }
 
 // storagePool returns a pool of storage connections for this command.
@@ -44,7 +53,7 @@ func (e Env) storagePool() *storageclient.Pool { return storageclient.NewPoolTLS
 
 const usage = `sluicectl: the command-line client of a Sluice cluster
 
-usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL]
+usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKEN]
                  [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] COMMAND ...
 
   topic create NAME --partitions N --replication-factor R [--config k=v ...]
@@ -58,6 +67,11 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL]
   partition reassign TOPIC/P --cancel
   node decommission ID [--no-wait] [--timeout D]   moves every replica off the node
   node recommission ID                             lets new replicas go there again
+  user create NAME [--admin]   prints the new principal's bearer token (kept hashed)
+  user delete NAME
+  user list [-o json]
+  acl add|delete --user NAME --topic T|'*' --operation produce|consume
+  acl list [-o json]
   quota set (--client-id ID | --default) [--produce-bytes-per-sec N] [--fetch-bytes-per-sec N]
                 byte rates per client id, enforced by each frontend and storage node
   quota delete (--client-id ID | --default)
@@ -81,6 +95,8 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL]
   answers reads and finds partition leaders; any voter will do.
 --offsets ($SLUICE_OFFSETS, default ` + DefaultOffsets + `)
   lists the offsets service's replicas, for consumer groups.
+--token ($SLUICE_TOKEN) authenticates with frontends started with -require-auth; user and acl
+  commands go to metadata.
 --tls-ca, --tls-cert, --tls-key ($SLUICE_TLS_CA, $SLUICE_TLS_CERT, $SLUICE_TLS_KEY) are for
   storage nodes that run their protocol over TLS (with a client certificate for mutual TLS).
 consume --group joins the group: it reads the partitions the group assigns it from
@@ -104,6 +120,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&env.Frontend, "frontend", env.Frontend, "frontend URL")
 	fs.StringVar(&env.Metadata, "metadata", env.Metadata, "metadata URL")
 	fs.StringVar(&env.Offsets, "offsets", env.Offsets, "offsets service URLs, comma-separated")
+	fs.StringVar(&env.Token, "token", os.Getenv("SLUICE_TOKEN"), "bearer token of a principal, for frontends that require authentication")
 	tlsCA := fs.String("tls-ca", os.Getenv("SLUICE_TLS_CA"), "PEM CA to verify storage nodes with (their protocol over TLS)")
 	tlsCert := fs.String("tls-cert", os.Getenv("SLUICE_TLS_CERT"), "PEM client certificate for storage nodes that require one")
 	tlsKey := fs.String("tls-key", os.Getenv("SLUICE_TLS_KEY"), "PEM key of --tls-cert")
@@ -168,6 +185,16 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return nodeDecommission(ctx, env, rest[1:])
 	case cmd == "node" && sub == "recommission":
 		return nodeRecommission(ctx, env, rest[1:])
+	case cmd == "user" && sub == "create":
+		return userCreate(ctx, env, rest[1:])
+	case cmd == "user" && sub == "delete":
+		return userDelete(ctx, env, rest[1:])
+	case cmd == "user" && sub == "list":
+		return userList(ctx, env, rest[1:])
+	case cmd == "acl" && (sub == "add" || sub == "delete"):
+		return aclChange(ctx, env, sub == "delete", rest[1:])
+	case cmd == "acl" && sub == "list":
+		return aclList(ctx, env, rest[1:])
 	case cmd == "quota" && sub == "set":
 		return quotaSet(ctx, env, rest[1:])
 	case cmd == "quota" && sub == "delete":

@@ -47,7 +47,7 @@ func partitionReassign(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	admin := cluster.NewClient(addrs(env.Frontend))
+	admin := env.frontendAdmin()
 	if *cancelIt {
 		if *list != "" {
 			return fmt.Errorf("%w: --cancel takes no --replicas", errUsage)
@@ -111,7 +111,7 @@ func nodeDecommission(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := cluster.NewClient(addrs(env.Frontend)).DecommissionNode(ctx, id)
+	r, err := env.frontendAdmin().DecommissionNode(ctx, id)
 	if err != nil {
 		return fmt.Errorf("decommission node %d: %w", id, err)
 	}
@@ -169,7 +169,7 @@ func nodeRecommission(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cluster.NewClient(addrs(env.Frontend)).RecommissionNode(ctx, id); err != nil {
+	if err := env.frontendAdmin().RecommissionNode(ctx, id); err != nil {
 		return fmt.Errorf("recommission node %d: %w", id, err)
 	}
 	fmt.Fprintf(env.Stdout, "node %d may take new replicas again\n", id)

@@ -48,7 +48,7 @@ func quotaSet(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("%w: quota set needs --produce-bytes-per-sec and/or --fetch-bytes-per-sec (quota delete removes a quota)", errUsage)
 	}
 	q := cluster.Quota{ClientID: client, ProduceBytesPerSec: *produce, FetchBytesPerSec: *fetch}
-	if err := cluster.NewClient(addrs(env.Frontend)).SetQuota(ctx, q); err != nil {
+	if err := env.frontendAdmin().SetQuota(ctx, q); err != nil {
 		return fmt.Errorf("set quota of %s: %w", quotaName(client), err)
 	}
 	fmt.Fprintf(env.Stdout, "quota of %s: produce %s, fetch %s\n", quotaName(client), rate(q.ProduceBytesPerSec), rate(q.FetchBytesPerSec))
@@ -61,7 +61,7 @@ func quotaDelete(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cluster.NewClient(addrs(env.Frontend)).SetQuota(ctx, cluster.Quota{ClientID: client}); err != nil {
+	if err := env.frontendAdmin().SetQuota(ctx, cluster.Quota{ClientID: client}); err != nil {
 		return fmt.Errorf("delete quota of %s: %w", quotaName(client), err)
 	}
 	fmt.Fprintf(env.Stdout, "quota of %s deleted\n", quotaName(client))

@@ -49,7 +49,7 @@ func topicCreate(ctx context.Context, env Env, args []string) error {
 	if *rf < 1 {
 		return fmt.Errorf("%w: --replication-factor must be at least 1", errUsage)
 	}
-	t, err := cluster.NewClient(addrs(env.Frontend)).CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
+	t, err := env.frontendAdmin().CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", pos[0], err)
 	}
@@ -157,7 +157,7 @@ func topicDelete(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 1, "a topic name"); err != nil {
 		return err
 	}
-	if err := cluster.NewClient(addrs(env.Frontend)).DeleteTopic(ctx, pos[0]); err != nil {
+	if err := env.frontendAdmin().DeleteTopic(ctx, pos[0]); err != nil {
 		return fmt.Errorf("delete topic %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "deleted topic %s\n", pos[0])
@@ -187,7 +187,7 @@ func topicAlter(ctx context.Context, env Env, args []string) error {
 	if len(set) == 0 && len(del) == 0 {
 		return fmt.Errorf("%w: topic alter needs --config k=v or --delete-config k", errUsage)
 	}
-	t, err := cluster.NewClient(addrs(env.Frontend)).AlterTopicConfig(ctx, pos[0], cluster.AlterTopicConfigRequest{Set: set, Delete: del})
+	t, err := env.frontendAdmin().AlterTopicConfig(ctx, pos[0], cluster.AlterTopicConfigRequest{Set: set, Delete: del})
 	if err != nil {
 		return fmt.Errorf("alter topic %s: %w", pos[0], err)
 	}
@@ -219,7 +219,7 @@ func topicAddPartitions(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("%w: topic add-partitions needs --partitions N, the new total", errUsage)
 	}
 	fmt.Fprintf(env.Stderr, "warning: keys of %s hash over the new partition count from now on: records of one key may land on another partition than before, so per-key order across the change is not kept\n", pos[0])
-	t, err := cluster.NewClient(addrs(env.Frontend)).AddPartitions(ctx, pos[0], cluster.AddPartitionsRequest{Partitions: *total})
+	t, err := env.frontendAdmin().AddPartitions(ctx, pos[0], cluster.AddPartitionsRequest{Partitions: *total})
 	if err != nil {
 		return fmt.Errorf("add partitions to %s: %w", pos[0], err)
 	}

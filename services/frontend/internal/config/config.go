@@ -74,6 +74,7 @@ func (c *Config) Register(fs *service.FlagSet) {
 	fs.Duration(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time allowed to read one request")
 	fs.Duration(&c.HTTP.WriteTimeout, "http-write-timeout", c.HTTP.WriteTimeout, "time allowed to write one response")
 	fs.Duration(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.Bool(&c.HTTP.RequireAuth, "require-auth", false, "every request must carry a principal's bearer token (Authorization: Bearer), checked against the ACLs kept by metadata")
 	fs.Int(&c.HTTP.MaxConnsPerIP, "max-connections-per-ip", c.HTTP.MaxConnsPerIP, "open connections allowed from one client address (more get 429 and are closed); 0: no limit")
 	fs.Duration(&c.HTTP.AdminTimeout, "admin-timeout", c.HTTP.AdminTimeout, "time allowed for a topic admin request forwarded to metadata")
 	fs.Int(&c.Produce.MaxRecords, "max-records", c.Produce.MaxRecords, "largest number of records in one JSON or msgpack produce body; more get 413")

@@ -53,6 +53,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
 	path := string(ctx.Path())
 	method := string(ctx.Method())
+	if s.cfg.RequireAuth && !s.authorize(ctx, id, method, path) {
+		return
+	}
 	switch {
 	case path == pathTopics:
 		switch method {

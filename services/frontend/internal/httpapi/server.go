@@ -37,6 +37,9 @@ type Config struct {
 	// MaxConnsPerIP bounds the open connections from one client address; 0
 	// means no limit. A connection past it gets 429 and is closed.
 	MaxConnsPerIP int
+	// RequireAuth makes every request authenticate with a principal's bearer
+	// token and checks it against the ACLs (auth.go).
+	RequireAuth bool
 }
 
 // DefaultConfig returns the settings used by the binary.

@@ -128,3 +128,42 @@ func (s *Server) resignLeadership(ctx *fasthttp.RequestCtx) {
 	}
 	writeJSON(ctx, http.StatusOK, p)
 }
+
+// setPrincipal commits a principal change (PUT /v1/principals). Runs on the
+// leader. The token itself never reaches metadata: only its SHA-256.
+func (s *Server) setPrincipal(ctx *fasthttp.RequestCtx) {
+	var c cluster.PrincipalChange
+	if err := decode(ctx, &c); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.commit(ctx, fsm.Command{Type: fsm.TypeSetPrincipal, SetPrincipal: &fsm.SetPrincipal{Principal: c.Principal, Delete: c.Delete}},
+		"principal changed", "principal", c.Name, "admin", c.Admin, "delete", c.Delete)
+}
+
+// setACL commits an ACL change (PUT /v1/acls). Runs on the leader.
+func (s *Server) setACL(ctx *fasthttp.RequestCtx) {
+	var c cluster.ACLChange
+	if err := decode(ctx, &c); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.commit(ctx, fsm.Command{Type: fsm.TypeSetACL, SetACL: &fsm.SetACL{ACL: c.ACL, Delete: c.Delete}},
+		"ACL changed", "principal", c.Principal, "topic", c.Topic, "operation", c.Operation, "delete", c.Delete)
+}
+
+// commit proposes cmd and answers {} or the error, logging what changed.
+func (s *Server) commit(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, attrs ...any) {
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	res, err := s.node.Propose(rctx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.log.Info(msg, append(attrs, "version", res.Index)...)
+	writeJSON(ctx, http.StatusOK, struct{}{})
+}

@@ -48,6 +48,8 @@ var mapping = []struct {
 	{fsm.ErrNoReassignmentInProgress, http.StatusConflict, protocol.NoReassignmentInProgress},
 	{fsm.ErrReassignmentNotReady, http.StatusConflict, protocol.LeaderNotAvailable},
 	{fsm.ErrInvalidQuota, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrInvalidPrincipal, http.StatusBadRequest, protocol.InvalidRequest},
+	{fsm.ErrUnknownPrincipal, http.StatusNotFound, protocol.InvalidRequest},
 	{fsm.ErrProducerIDsExhausted, http.StatusInternalServerError, protocol.UnknownServerError},
 	{placement.ErrNotEnoughNodes, http.StatusBadRequest, protocol.InvalidReplicationFactor},
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},

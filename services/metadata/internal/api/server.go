@@ -155,6 +155,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.heartbeat)})
 	case path == "/v1/nodes/shutdown":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.shutdown)})
+	case path == "/v1/principals":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setPrincipal)})
+	case path == "/v1/acls":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setACL)})
 	case path == "/v1/quotas":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setQuota)})
 	case path == "/v1/producers":

@@ -31,6 +31,8 @@ const (
 	TypeCancelReassignment   CommandType = "cancel_reassignment"
 	TypeDecommissionNode     CommandType = "decommission_node"
 	TypeSetQuota             CommandType = "set_quota"
+	TypeSetPrincipal         CommandType = "set_principal"
+	TypeSetACL               CommandType = "set_acl"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -55,6 +57,8 @@ type Command struct {
 	CancelReassignment   *PartitionRef      `json:"cancel_reassignment,omitempty"`
 	DecommissionNode     *DecommissionNode  `json:"decommission_node,omitempty"`
 	SetQuota             *cluster.Quota     `json:"set_quota,omitempty"`
+	SetPrincipal         *SetPrincipal      `json:"set_principal,omitempty"`
+	SetACL               *SetACL            `json:"set_acl,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -211,6 +215,20 @@ type DecommissionNode struct {
 // ClientID ""; a quota with both rates 0 is removed. Rates must not be
 // negative and the client id is at most cluster.MaxClientIDLen bytes.
 
+// SetPrincipal adds or replaces a principal, or with Delete removes it and
+// its ACLs.
+type SetPrincipal struct {
+	Principal cluster.Principal `json:"principal"`
+	Delete    bool              `json:"delete,omitempty"`
+}
+
+// SetACL adds an ACL, or with Delete removes it. An ACL names an existing
+// principal, an operation (produce or consume) and a topic name or "*".
+type SetACL struct {
+	ACL    cluster.ACL `json:"acl"`
+	Delete bool        `json:"delete,omitempty"`
+}
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
@@ -267,6 +285,8 @@ func (c Command) check() error {
 		TypeCancelReassignment:   c.CancelReassignment != nil,
 		TypeDecommissionNode:     c.DecommissionNode != nil,
 		TypeSetQuota:             c.SetQuota != nil,
+		TypeSetPrincipal:         c.SetPrincipal != nil,
+		TypeSetACL:               c.SetACL != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

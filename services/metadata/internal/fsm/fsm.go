@@ -58,6 +58,11 @@ var (
 	// ErrReassignmentNotReady: the adding replicas are not all in the ISR,
 	// or no replica could lead after the change.
 	ErrReassignmentNotReady = errors.New("reassignment cannot end yet")
+	// ErrInvalidPrincipal: a principal or ACL that is not valid (name, token
+	// hash, operation, topic), or an ACL for a principal that does not exist.
+	ErrInvalidPrincipal = errors.New("invalid principal or ACL")
+	// ErrUnknownPrincipal: no principal by that name.
+	ErrUnknownPrincipal = errors.New("unknown principal")
 	// ErrInvalidQuota: a quota with a negative rate or a client id too long.
 	ErrInvalidQuota = errors.New("invalid quota")
 	// ErrCorruptSnapshot: Restore was given bytes that are not a snapshot.
@@ -79,12 +84,16 @@ type state struct {
 	nextProducerID int64
 	// quotas are the client quotas by client id ("" the default).
 	quotas map[string]cluster.Quota
+	// principals by name, and the ACLs as a set.
+	principals map[string]cluster.Principal
+	acls       map[cluster.ACL]bool
 }
 
 func newState() state {
 	return state{
 		nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{},
 		nextProducerID: FirstProducerID, quotas: map[string]cluster.Quota{},
+		principals: map[string]cluster.Principal{}, acls: map[cluster.ACL]bool{},
 	}
 }
 
@@ -153,6 +162,10 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.decommissionNode(cmd.DecommissionNode)
 	case TypeSetQuota:
 		changed, res.Err = f.st.setQuota(cmd.SetQuota)
+	case TypeSetPrincipal:
+		changed, res.Err = f.st.setPrincipal(cmd.SetPrincipal)
+	case TypeSetACL:
+		changed, res.Err = f.st.setACL(cmd.SetACL)
 	case TypeAllocProducerIDs:
 		// Not a change of the cluster model: watchers have nothing to see.
 		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
@@ -368,11 +381,13 @@ func (f *FSM) Health() HealthCounts {
 
 func (s *state) export() *cluster.Snapshot {
 	return &cluster.Snapshot{
-		Version:   s.version,
-		ClusterID: s.clusterID,
-		Nodes:     s.sortedNodes(),
-		Topics:    s.sortedTopics(),
-		Quotas:    s.sortedQuotas(),
+		Version:    s.version,
+		ClusterID:  s.clusterID,
+		Nodes:      s.sortedNodes(),
+		Topics:     s.sortedTopics(),
+		Quotas:     s.sortedQuotas(),
+		Principals: s.sortedPrincipals(),
+		ACLs:       s.sortedACLs(),
 	}
 }
 

@@ -30,6 +30,10 @@ type snapshotData struct {
 	// Quotas are the client quotas. Added without a format change: older
 	// snapshots have none.
 	Quotas []cluster.Quota `json:"quotas,omitempty"`
+	// Principals and ACLs: added without a format change (older snapshots
+	// have none).
+	Principals []cluster.Principal `json:"principals,omitempty"`
+	ACLs       []cluster.ACL       `json:"acls,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -50,6 +54,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		// Always above zero, so omitempty never drops it.
 		NextProducerID: f.st.nextProducerID,
 		Quotas:         f.st.sortedQuotas(),
+		Principals:     f.st.sortedPrincipals(),
+		ACLs:           f.st.sortedACLs(),
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)
@@ -109,6 +115,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	for _, q := range d.Quotas {
 		st.quotas[q.ClientID] = q
+	}
+	for _, p := range d.Principals {
+		st.principals[p.Name] = p
+	}
+	for _, a := range d.ACLs {
+		st.acls[a] = true
 	}
 	f.mu.Lock()
 	f.st = st

@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+func tokenSHA(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestAuthAndACLs: with -require-auth every route needs a principal's
+// bearer token, and each decision follows the ACLs: produce and fetch per
+// topic, groups and producer ids for principals with some ACL of the kind,
+// reads for anyone authenticated, the rest (topic changes, the console) for
+// admins only. Each is allowed and denied once.
+func TestAuthAndACLs(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1, http: func(c *Config) { c.RequireAuth = true }})
+	e.md.AddTopic("orders", 1)
+	e.md.AddTopic("audit", 1)
+	e.md.Update(func(s *cluster.Snapshot) {
+		s.Principals = []cluster.Principal{{Name: "alice", TokenSHA256: tokenSHA("alice-token")}, {Name: "root", TokenSHA256: tokenSHA("root-token"), Admin: true},
+			{Name: "nobody", TokenSHA256: tokenSHA("nobody-token")}}
+		s.ACLs = []cluster.ACL{{Principal: "alice", Topic: "orders", Operation: cluster.OpProduce}, {Principal: "alice", Topic: "orders", Operation: cluster.OpConsume}}
+	})
+	waitFor(t, "the principals in the frontend's metadata", func() bool {
+		s := e.srv.cache.Snapshot()
+		return s != nil && len(s.Principals) == 3
+	})
+	body := []byte(`{"records":[{"value":"v"}]}`)
+	for _, c := range []struct {
+		name, token, method, path string
+		body                      []byte
+		status                    int
+		code                      protocol.Code
+	}{
+		{"no token", "", http.MethodPost, "/v1/topics/orders/records", body, 401, protocol.SaslAuthenticationFailed},
+		{"unknown token", "guess", http.MethodPost, "/v1/topics/orders/records", body, 401, protocol.SaslAuthenticationFailed},
+		{"produce allowed", "alice-token", http.MethodPost, "/v1/topics/orders/records", body, 200, 0},
+		{"produce denied", "alice-token", http.MethodPost, "/v1/topics/audit/records", body, 403, protocol.TopicAuthorizationFailed},
+		{"fetch allowed", "alice-token", http.MethodGet, "/v1/topics/orders/partitions/0/records?offset=0&max_wait_ms=0", nil, 200, 0},
+		{"fetch denied", "alice-token", http.MethodGet, "/v1/topics/audit/partitions/0/records?offset=0&max_wait_ms=0", nil, 403, protocol.TopicAuthorizationFailed},
+		{"read for anyone", "nobody-token", http.MethodGet, "/v1/topics", nil, 200, 0},
+		{"groups denied", "nobody-token", http.MethodGet, "/v1/groups", nil, 403, protocol.GroupAuthorizationFailed},
+		{"producer id denied", "nobody-token", http.MethodPost, "/v1/producers", []byte(`{}`), 403, protocol.TopicAuthorizationFailed},
+		{"admin route denied", "alice-token", http.MethodDelete, "/v1/topics/orders", nil, 403, protocol.ClusterAuthorizationFailed},
+		{"console denied", "alice-token", http.MethodGet, "/console", nil, 403, protocol.ClusterAuthorizationFailed},
+		{"admin produces anywhere", "root-token", http.MethodPost, "/v1/topics/audit/records", body, 200, 0},
+		{"admin route allowed", "root-token", http.MethodDelete, "/v1/topics/audit", nil, 200, 0},
+	} {
+		var hdr []string
+		if c.token != "" {
+			hdr = []string{"Authorization", "Bearer " + c.token}
+		}
+		r := e.do(t, c.method, c.path, "application/json", c.body, hdr...)
+		if r.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.status)
+			continue
+		}
+		if c.code != 0 {
+			var eb cluster.ErrorBody
+			r.json(t, &eb)
+			if eb.ErrorCode != int16(c.code) {
+				t.Errorf("%s: code %d, want %v", c.name, eb.ErrorCode, c.code)
+			}
+		}
+	}
+}

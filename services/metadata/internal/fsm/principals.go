@@ -1,0 +1,97 @@
+package fsm
+
+import (
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// maxPrincipalName bounds a principal's name.
+const maxPrincipalName = 255
+
+func (s *state) setPrincipal(c *SetPrincipal) (bool, error) {
+	p := c.Principal
+	if p.Name == "" || len(p.Name) > maxPrincipalName {
+		return false, fmt.Errorf("%w: principal name of %d bytes (1..%d)", ErrInvalidPrincipal, len(p.Name), maxPrincipalName)
+	}
+	old, had := s.principals[p.Name]
+	if c.Delete {
+		if !had {
+			return false, fmt.Errorf("%w: %q", ErrUnknownPrincipal, p.Name)
+		}
+		delete(s.principals, p.Name)
+		for a := range s.acls {
+			if a.Principal == p.Name {
+				delete(s.acls, a)
+			}
+		}
+		return true, nil
+	}
+	if b, err := hex.DecodeString(p.TokenSHA256); err != nil || len(b) != 32 {
+		return false, fmt.Errorf("%w: the token hash of %q is not 64 hex digits", ErrInvalidPrincipal, p.Name)
+	}
+	for name, q := range s.principals {
+		if q.TokenSHA256 == p.TokenSHA256 && name != p.Name {
+			return false, fmt.Errorf("%w: %q has the same token as %q", ErrInvalidPrincipal, p.Name, name)
+		}
+	}
+	s.principals[p.Name] = p
+	return !had || old != p, nil
+}
+
+func (s *state) setACL(c *SetACL) (bool, error) {
+	a := c.ACL
+	if _, ok := s.principals[a.Principal]; !ok && !c.Delete {
+		return false, fmt.Errorf("%w: %q", ErrUnknownPrincipal, a.Principal)
+	}
+	if a.Operation != cluster.OpProduce && a.Operation != cluster.OpConsume {
+		return false, fmt.Errorf("%w: operation %q is not %s or %s", ErrInvalidPrincipal, a.Operation, cluster.OpProduce, cluster.OpConsume)
+	}
+	if a.Topic != "*" {
+		if err := cluster.ValidateTopicName(a.Topic); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrInvalidPrincipal, err)
+		}
+	}
+	had := s.acls[a]
+	if c.Delete {
+		delete(s.acls, a)
+		return had, nil
+	}
+	s.acls[a] = true
+	return !had, nil
+}
+
+func (s *state) sortedPrincipals() []cluster.Principal {
+	if len(s.principals) == 0 {
+		return nil
+	}
+	out := make([]cluster.Principal, 0, len(s.principals))
+	for _, p := range s.principals {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *state) sortedACLs() []cluster.ACL {
+	if len(s.acls) == 0 {
+		return nil
+	}
+	out := make([]cluster.ACL, 0, len(s.acls))
+	for a := range s.acls {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if x.Principal != y.Principal {
+			return x.Principal < y.Principal
+		}
+		if x.Topic != y.Topic {
+			return x.Topic < y.Topic
+		}
+		return x.Operation < y.Operation
+	})
+	return out
+}

@@ -1,0 +1,137 @@
+package ctl
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// userCreate makes a principal with a new random bearer token, prints the
+// token (the only time it is seen: metadata keeps its SHA-256) and commits
+// the principal through metadata.
+func userCreate(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("user create", flag.ContinueOnError)
+	admin := fs.Bool("admin", false, "the principal may do everything: topic and cluster changes, the console")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a user name"); err != nil {
+		return err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	token := hex.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(token))
+	p := cluster.Principal{Name: pos[0], TokenSHA256: hex.EncodeToString(sum[:]), Admin: *admin}
+	if err := cluster.NewClient(addrs(env.Metadata)).SetPrincipal(ctx, p, false); err != nil {
+		return fmt.Errorf("create user %s: %w", pos[0], err)
+	}
+	fmt.Fprintln(env.Stdout, token)
+	fmt.Fprintf(env.Stderr, "user %s created (admin %v); its token was printed once and is stored only hashed\n", pos[0], *admin)
+	return nil
+}
+
+func userDelete(ctx context.Context, env Env, args []string) error {
+	fs := flag.NewFlagSet("user delete", flag.ContinueOnError)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 1, "a user name"); err != nil {
+		return err
+	}
+	if err := cluster.NewClient(addrs(env.Metadata)).SetPrincipal(ctx, cluster.Principal{Name: pos[0]}, true); err != nil {
+		return fmt.Errorf("delete user %s: %w", pos[0], err)
+	}
+	fmt.Fprintf(env.Stdout, "user %s deleted, with its ACLs\n", pos[0])
+	return nil
+}
+
+func userList(ctx context.Context, env Env, args []string) error {
+	_, o, err := parseOutputCommand("user list", args, 0, "no arguments")
+	if err != nil {
+		return err
+	}
+	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("user list: %w", err)
+	}
+	type user struct {
+		Name  string `json:"name"`
+		Admin bool   `json:"admin"`
+	}
+	users := []user{}
+	for _, p := range snap.Principals {
+		users = append(users, user{p.Name, p.Admin})
+	}
+	if o == "json" {
+		return writeJSON(env, users)
+	}
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "USER\tADMIN")
+	for _, u := range users {
+		fmt.Fprintf(w, "%s\t%v\n", u.Name, u.Admin)
+	}
+	return w.Flush()
+}
+
+// aclChange adds or deletes an ACL.
+func aclChange(ctx context.Context, env Env, del bool, args []string) error {
+	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
+	user := fs.String("user", "", "the principal")
+	topic := fs.String("topic", "", "a topic name, or * for every topic")
+	op := fs.String("operation", "", "produce or consume")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := exactly(pos, 0, "no positional arguments"); err != nil {
+		return err
+	}
+	if *user == "" || *topic == "" || *op == "" {
+		return fmt.Errorf("%w: acl add/delete needs --user, --topic and --operation", errUsage)
+	}
+	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op}
+	if err := cluster.NewClient(addrs(env.Metadata)).SetACL(ctx, a, del); err != nil {
+		return fmt.Errorf("acl: %w", err)
+	}
+	verb := "added"
+	if del {
+		verb = "deleted"
+	}
+	fmt.Fprintf(env.Stdout, "ACL %s: %s may %s on %s\n", verb, a.Principal, a.Operation, a.Topic)
+	return nil
+}
+
+func aclList(ctx context.Context, env Env, args []string) error {
+	_, o, err := parseOutputCommand("acl list", args, 0, "no arguments")
+	if err != nil {
+		return err
+	}
+	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("acl list: %w", err)
+	}
+	acls := snap.ACLs
+	if acls == nil {
+		acls = []cluster.ACL{}
+	}
+	if o == "json" {
+		return writeJSON(env, acls)
+	}
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "USER\tTOPIC\tOPERATION")
+	for _, a := range acls {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", a.Principal, a.Topic, a.Operation)
+	}
+	return w.Flush()
+}
