@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -38,6 +39,8 @@ func FuzzApply(f *testing.F) {
 		Command{Type: TypeAddPartitions, AddPartitions: &AddPartitions{Name: "t", From: 1, Replicas: [][]int32{{1}}}},
 		Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "t"}},
 		setQuota(cluster.Quota{ClientID: "etl", ProduceBytesPerSec: 10}), setQuota(cluster.Quota{FetchBytesPerSec: -3})))
+	f.Add(seed(principal("alice", strings.Repeat("a", 64), false), acl("alice", "t", cluster.OpProduce, false), acl("bob", "*", cluster.OpConsume, false),
+		principal("root", strings.Repeat("a", 64), true), Command{Type: TypeSetPrincipal, SetPrincipal: &SetPrincipal{Principal: cluster.Principal{Name: "alice"}, Delete: true}}))
 	f.Add([]byte("{\"type\":\"create_topic\",\"create_topic\":{\"name\":\"x\",\"replicas\":[[1,1]]}}\n{\"type\":\"nope\"}\n\xff"))
 	f.Fuzz(func(t *testing.T, log []byte) {
 		fsm := New()
