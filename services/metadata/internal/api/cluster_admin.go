@@ -96,19 +96,8 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	rctx, cancel := s.requestContext()
-	defer cancel()
-	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeSetQuota, SetQuota: &q})
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	s.log.Info("client quota set", "client_id", q.ClientID, "produce_bytes_per_sec", q.ProduceBytesPerSec,
-		"fetch_bytes_per_sec", q.FetchBytesPerSec, "version", res.Index)
-	writeJSON(ctx, http.StatusOK, q)
+	s.commit(ctx, fsm.Command{Type: fsm.TypeSetQuota, SetQuota: &q}, "client quota set", "client_id", q.ClientID,
+		"produce_bytes_per_sec", q.ProduceBytesPerSec, "fetch_bytes_per_sec", q.FetchBytesPerSec)
 }
 
 // resignLeadership hands a partition away from a leader with a damaged log.
