@@ -75,6 +75,12 @@ func (l *Log) saveHighWatermark() error {
 	l.fsyncs.Add(1)
 	data := strconv.AppendInt(nil, hw, 10)
 	if err := writeFileAtomic(filepath.Join(l.dir, HighWatermarkFile), append(data, '\n')); err != nil {
+		if isNoSpace(err) {
+			// The checkpoint only shortens recovery; the next tick retries
+			// once space returns, and the log goes on meanwhile.
+			l.logger.Warn("high watermark checkpoint not written: disk full", slog.Any("err", err))
+			return fmt.Errorf("%w: high watermark checkpoint: %w", ErrDiskFull, err)
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.failLocked(fmt.Errorf("high watermark checkpoint: %w", err))
