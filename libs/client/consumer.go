@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
@@ -102,8 +103,8 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{
 		cfg:            cfg,
 		log:            cfg.Logger.With("group", cfg.Group, "client_id", cfg.ClientID),
-		coord:          groups.NewClient(cfg.Offsets),
-		meta:           NewMetadata(NewAdmin(cfg.Metadata)),
+		coord:          groups.NewClientTLS(cfg.Offsets, cfg.TLS),
+		meta:           NewMetadata(cluster.NewClientTLS(cfg.Metadata, cfg.TLS)),
 		pool:           storageclient.NewPoolTLS(cfg.ClientID, cfg.TLS),
 		rcfg:           ReaderConfig{MaxBytes: cfg.FetchMaxBytes, MaxWait: cfg.FetchMaxWait, ClientID: cfg.ClientID},
 		bg:             bg,

@@ -99,8 +99,9 @@ type ConsumerConfig struct {
 	// Logger receives the consumer's log lines (default slog.Default()).
 	Logger *slog.Logger
 
-	// TLS, when set, is used to fetch from the storage nodes (which then
-	// run their protocol over TLS); with mutual TLS it carries the client's
+	// TLS, when set, is used with the metadata and offsets services (https
+	// unless the addresses say otherwise) and the storage nodes, for a
+	// cluster running TLS; with mutual TLS it carries the client's
 	// certificate (tlsconf.ClientFiles builds one from PEM files).
 	TLS *tls.Config
 }

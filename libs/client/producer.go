@@ -120,8 +120,8 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	p := &Producer{cfg: cfg, log: cfg.Logger.With("client_id", cfg.ClientID), meta: cluster.NewClient(cfg.Metadata).WithToken(cfg.Token),
-		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight, cfg.ClientID, cfg.Token), topics: map[string]*topicState{},
+	p := &Producer{cfg: cfg, log: cfg.Logger.With("client_id", cfg.ClientID), meta: cluster.NewClientTLS(cfg.Metadata, cfg.TLS).WithToken(cfg.Token),
+		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight, cfg.ClientID, cfg.Token, cfg.TLS), topics: map[string]*topicState{},
 		freed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	if len(p.fe.urls) == 0 {
 		return nil, fmt.Errorf("%w: Frontends holds no usable address", ErrInvalidProducerConfig)

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,9 @@ type ProducerConfig struct {
 	Metadata []string
 	// ClientID names the producer (default "sluice-producer").
 	ClientID string
+	// TLS, when set, is used with the frontends and metadata (https unless
+	// the addresses say otherwise), for a cluster running TLS.
+	TLS *tls.Config
 	// Token is the principal's bearer token for frontends that require
 	// authentication (-require-auth); empty: none sent.
 	Token string

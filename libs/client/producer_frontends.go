@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,9 +37,10 @@ type frontends struct {
 	down []time.Time // per frontend: skipped until; guarded by mu
 }
 
-func newFrontends(addrs []string, conns int, clientID, token string) *frontends {
-	f := &frontends{urls: jsonhttp.BaseURLs(addrs), clientID: clientID, token: token,
-		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}}
+func newFrontends(addrs []string, conns int, clientID, token string, tlsCfg *tls.Config) *frontends {
+	f := &frontends{urls: jsonhttp.BaseURLsFor(addrs, tlsCfg != nil), clientID: clientID, token: token,
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute,
+			TLSClientConfig: tlsCfg}}}
 	f.down = make([]time.Time, len(f.urls))
 	return f
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,8 +21,11 @@ type Client struct {
 
 // NewClient returns a client for the given base URLs ("http://host:port" or
 // "host:port").
-func NewClient(addrs []string) *Client {
-	return &Client{jc: jsonhttp.New("metadata", addrs, func(c protocol.Code) bool { return c == protocol.NotController })}
+func NewClient(addrs []string) *Client { return NewClientTLS(addrs, nil) }
+
+// NewClientTLS is NewClient over HTTPS with cfg (nil: NewClient).
+func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
+	return &Client{jc: jsonhttp.NewTLS("metadata", addrs, func(c protocol.Code) bool { return c == protocol.NotController }, cfg)}
 }
 
 // WithToken returns a client that authenticates with a bearer token, for

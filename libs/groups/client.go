@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/url"
 
@@ -17,8 +18,11 @@ type Client struct {
 }
 
 // NewClient returns a client of the offsets replicas at addrs.
-func NewClient(addrs []string) *Client {
-	return &Client{jc: jsonhttp.New("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator })}
+func NewClient(addrs []string) *Client { return NewClientTLS(addrs, nil) }
+
+// NewClientTLS is NewClient over HTTPS with cfg (nil: NewClient).
+func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
+	return &Client{jc: jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)}
 }
 
 func groupPath(group string) string { return "/v1/groups/" + url.PathEscape(group) }

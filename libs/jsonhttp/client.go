@@ -6,6 +6,7 @@ package jsonhttp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,13 +48,28 @@ type Client struct {
 // after a transport error or an answer whose code retryElsewhere accepts (the
 // "not the leader and could not forward" codes).
 func New(name string, addrs []string, retryElsewhere func(protocol.Code) bool) *Client {
-	return &Client{name: name, addrs: BaseURLs(addrs), retryOn: retryElsewhere,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
+	return NewTLS(name, addrs, retryElsewhere, nil)
+}
+
+// NewTLS is New for a service that serves HTTPS: cfg verifies the server
+// (and presents a client certificate for mutual TLS), and addresses without
+// a scheme mean https. A nil cfg is New.
+func NewTLS(name string, addrs []string, retryElsewhere func(protocol.Code) bool, cfg *tls.Config) *Client {
+	return &Client{name: name, addrs: BaseURLsFor(addrs, cfg != nil), retryOn: retryElsewhere,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, TLSClientConfig: cfg}}}
 }
 
 // BaseURLs normalizes service addresses ("http://host:port" or "host:port",
 // spaces and trailing slashes ignored) into base URLs, dropping empty ones.
-func BaseURLs(addrs []string) []string {
+func BaseURLs(addrs []string) []string { return BaseURLsFor(addrs, false) }
+
+// BaseURLsFor is BaseURLs where an address without a scheme gets https when
+// secure is set.
+func BaseURLsFor(addrs []string, secure bool) []string {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
 	norm := make([]string, 0, len(addrs))
 	for _, a := range addrs {
 		a = strings.TrimRight(strings.TrimSpace(a), "/")
@@ -61,7 +77,7 @@ func BaseURLs(addrs []string) []string {
 			continue
 		}
 		if !strings.Contains(a, "://") {
-			a = "http://" + a
+			a = scheme + a
 		}
 		norm = append(norm, a)
 	}

@@ -107,6 +107,9 @@ type Config struct {
 	// Netns runs each storage node in its own network namespace so that
 	// links can be cut (Cut, Heal); it needs root and iproute2.
 	Netns bool
+	// TLS makes the URLs of the HTTP services https (the processes get their
+	// -tls-* flags through Extra).
+	TLS bool
 }
 
 // Proc is one process of the cluster.
@@ -272,14 +275,22 @@ func (c *Cluster) add(name, bin, admin string, args ...string) {
 }
 
 // FrontendURL is the first frontend's base URL.
-func (c *Cluster) FrontendURL() string { return "http://" + addr(c.cfg.Ports.FrontendHTTP) }
+func (c *Cluster) FrontendURL() string { return c.scheme() + addr(c.cfg.Ports.FrontendHTTP) }
+
+// scheme is the URL scheme of the HTTP services.
+func (c *Cluster) scheme() string {
+	if c.cfg.TLS {
+		return "https://"
+	}
+	return "http://"
+}
 
 // FrontendURLs is every frontend's base URL.
 func (c *Cluster) FrontendURLs() []string {
 	var urls []string
 	for i := 1; i <= c.cfg.Frontends; i++ {
 		h, _ := c.frontendPorts(i)
-		urls = append(urls, "http://"+addr(h))
+		urls = append(urls, c.scheme()+addr(h))
 	}
 	return urls
 }
@@ -307,7 +318,7 @@ func (c *Cluster) MetadataURLs() []string {
 	var urls []string
 	for i := 1; i <= c.cfg.Voters; i++ {
 		h, _, _ := c.voterPorts(i)
-		urls = append(urls, "http://"+c.rootAddr(h))
+		urls = append(urls, c.scheme()+c.rootAddr(h))
 	}
 	return urls
 }
@@ -320,7 +331,7 @@ func (c *Cluster) OffsetsURLs() []string {
 	var urls []string
 	for i := 1; i <= c.cfg.Offsets; i++ {
 		h, _, _ := c.offsetsPorts(i)
-		urls = append(urls, "http://"+addr(h))
+		urls = append(urls, c.scheme()+addr(h))
 	}
 	return urls
 }

@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +66,10 @@ type Config struct {
 	ForwardTimeout time.Duration
 	// LogLevel is the lowest hclog level passed on to the service's logger.
 	LogLevel string
+	// TLS, when set, secures the Raft transport (ServerTLS for accepted
+	// connections, ClientTLS for dialed ones and for requests forwarded to
+	// the leader's HTTP API, which then uses https).
+	ServerTLS, ClientTLS *tls.Config
 	// NoSync skips fsync in the log store: tests only.
 	NoSync bool
 }

@@ -49,7 +49,11 @@ func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byt
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+pathQuery, rd)
+	scheme := "http://"
+	if n.cfg.ClientTLS != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+addr+pathQuery, rd)
 	if err != nil {
 		return 0, "", nil, fmt.Errorf("%w: %w", ErrForward, err)
 	}

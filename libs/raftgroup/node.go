@@ -1,6 +1,7 @@
 package raftgroup
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,7 +87,7 @@ func New(cfg Config, f raft.FSM, log *slog.Logger, opts ...Option) (*Node, error
 		return nil, errors.New("raftgroup: nil FSM")
 	}
 	n := &Node{cfg: cfg, fsm: f, log: log, stop: make(chan struct{}), http: map[string]string{},
-		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}}
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, TLSClientConfig: cfg.ClientTLS}}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -125,8 +126,12 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("flag -peers: raft address %q of this member: %w", n.self.RaftAddr, err)
 	}
+	ln := n.ln
+	if n.cfg.ServerTLS != nil {
+		ln = tls.NewListener(ln, n.cfg.ServerTLS)
+	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{ln: n.ln, advertise: advertise},
+		Stream:  &streamLayer{ln: ln, advertise: advertise, tls: n.cfg.ClientTLS},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  n.hlog.Named("transport"),
@@ -305,11 +310,15 @@ func (n *Node) Ready() error {
 type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
+	tls       *tls.Config // dial with TLS when set
 }
 
 func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
 func (s *streamLayer) Close() error              { return s.ln.Close() }
 func (s *streamLayer) Addr() net.Addr            { return s.advertise }
 func (s *streamLayer) Dial(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.tls != nil {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(a), s.tls)
+	}
 	return net.DialTimeout("tcp", string(a), timeout)
 }

@@ -20,9 +20,10 @@ type Common struct {
 	LogFormat string
 	// Pprof exposes /debug/pprof on the admin listener.
 	Pprof bool
-	// TLS is the process's TLS identity (-tls-cert, -tls-key, -tls-ca): the
-	// storage protocol's listener serves with it, and every storage
-	// protocol client presents it (mutual TLS when -tls-ca is set).
+	// TLS is the process's TLS identity (-tls-cert, -tls-key, -tls-ca):
+	// its listeners (storage protocol, HTTP APIs, Raft; not the admin one)
+	// serve with it, and its clients of other services present it (mutual
+	// TLS when -tls-ca is set).
 	TLS tlsconf.Files
 }
 
@@ -32,20 +33,44 @@ func (c *Common) Register(fs *FlagSet, defaultAdmin string) {
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.Bool(&c.Pprof, "pprof", false, "serve /debug/pprof on the admin listener")
-	fs.String(&c.TLS.CertFile, "tls-cert", "", "PEM certificate of this process: the storage protocol runs over TLS (listeners and clients)")
+	fs.String(&c.TLS.CertFile, "tls-cert", "", "PEM certificate of this process: its listeners (but the admin one) and its clients of other services use TLS")
 	fs.String(&c.TLS.KeyFile, "tls-key", "", "PEM key of -tls-cert")
 	fs.String(&c.TLS.CAFile, "tls-ca", "", "PEM certificate authorities: peers are verified with them, and listeners require client certificates they signed (mutual TLS)")
 }
 
-// TLSClient is a process's TLS configuration for the storage protocol's
-// clients, nil for plain TCP (see ProvideTLSClient).
+// TLSClient is a process's TLS configuration for its clients of other
+// services (storage protocol, HTTP APIs, Raft), nil when TLS is off.
 type TLSClient struct{ Config *tls.Config }
+
+// TLSServer is a process's TLS configuration for its listeners, nil when TLS
+// is off.
+type TLSServer struct{ Config *tls.Config }
 
 // NewTLSClient loads c's client configuration; services provide it to their
 // fx graph.
 func NewTLSClient(c Common) (TLSClient, error) {
 	_, client, err := c.TLSConfigs()
 	return TLSClient{Config: client}, err
+}
+
+// NewTLSServer loads c's server configuration.
+func NewTLSServer(c Common) (TLSServer, error) {
+	server, _, err := c.TLSConfigs()
+	return TLSServer{Config: server}, err
+}
+
+// Public returns the configuration for a client-facing listener: a client
+// certificate is verified when one is given, not required (clients
+// authenticate otherwise). Nil stays nil.
+func (t TLSServer) Public() *tls.Config {
+	if t.Config == nil {
+		return nil
+	}
+	c := t.Config.Clone()
+	if c.ClientCAs != nil {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return c
 }
 
 // TLSConfigs loads the TLS identity: the server and client configurations,

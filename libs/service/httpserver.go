@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,9 +24,17 @@ type HTTPServer struct {
 
 // ListenHTTP listens on addr for srv.
 func ListenHTTP(addr string, srv *fasthttp.Server, log *slog.Logger) (*HTTPServer, error) {
+	return ListenHTTPTLS(addr, srv, log, nil)
+}
+
+// ListenHTTPTLS is ListenHTTP serving HTTPS with cfg (nil: plain HTTP).
+func ListenHTTPTLS(addr string, srv *fasthttp.Server, log *slog.Logger, cfg *tls.Config) (*HTTPServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
 	}
 	return NewHTTPServer(ln, srv, log), nil
 }

@@ -65,7 +65,7 @@ func consume(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	topic := pos[0]
-	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
+	meta := client.NewMetadata(env.metadataClient())
 	snap, err := meta.Refresh(ctx)
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)

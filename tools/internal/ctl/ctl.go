@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
@@ -38,15 +39,21 @@ type Env struct {
 	// Token is the principal's bearer token for frontends that require
 	// authentication; empty: none sent.
 	Token string
-	// TLS is used for the storage protocol (consume, topic describe, cluster
-	// status) when the storage nodes run it over TLS; nil: plain TCP.
+	// TLS is used with every service when the cluster runs TLS (https for
+	// addresses without a scheme); nil: plain HTTP and TCP.
 	TLS *tls.Config
 }
 
 // frontendAdmin returns a client of the frontends' admin routes.
 func (e Env) frontendAdmin() *cluster.Client {
-	return cluster.NewClient(addrs(e.Frontend)).WithToken(e.Token)
+	return cluster.NewClientTLS(addrs(e.Frontend), e.TLS).WithToken(e.Token)
 }
+
+// metadataClient returns a client of the metadata service.
+func (e Env) metadataClient() *cluster.Client { return cluster.NewClientTLS(addrs(e.Metadata), e.TLS) }
+
+// groupsClient returns a client of the offsets service.
+func (e Env) groupsClient() *groups.Client { return groups.NewClientTLS(addrs(e.Offsets), e.TLS) }
 
 // storagePool returns a pool of storage connections for this command.
 func (e Env) storagePool() *storageclient.Pool { return storageclient.NewPoolTLS("sluicectl", e.TLS) }
@@ -98,7 +105,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
 --token ($SLUICE_TOKEN) authenticates with frontends started with -require-auth; user and acl
   commands go to metadata.
 --tls-ca, --tls-cert, --tls-key ($SLUICE_TLS_CA, $SLUICE_TLS_CERT, $SLUICE_TLS_KEY) are for
-  storage nodes that run their protocol over TLS (with a client certificate for mutual TLS).
+  a cluster running TLS (with a client certificate for mutual TLS).
 consume --group joins the group: it reads the partitions the group assigns it from
 their committed offsets (or the end, or the beginning with --from-beginning, when
 there is none) and commits what it printed on exit. --exit-at-end stops once every
@@ -121,8 +128,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&env.Metadata, "metadata", env.Metadata, "metadata URL")
 	fs.StringVar(&env.Offsets, "offsets", env.Offsets, "offsets service URLs, comma-separated")
 	fs.StringVar(&env.Token, "token", os.Getenv("SLUICE_TOKEN"), "bearer token of a principal, for frontends that require authentication")
-	tlsCA := fs.String("tls-ca", os.Getenv("SLUICE_TLS_CA"), "PEM CA to verify storage nodes with (their protocol over TLS)")
-	tlsCert := fs.String("tls-cert", os.Getenv("SLUICE_TLS_CERT"), "PEM client certificate for storage nodes that require one")
+	tlsCA := fs.String("tls-ca", os.Getenv("SLUICE_TLS_CA"), "PEM CA to verify the services with (a cluster running TLS)")
+	tlsCert := fs.String("tls-cert", os.Getenv("SLUICE_TLS_CERT"), "PEM client certificate, for services that require one")
 	tlsKey := fs.String("tls-key", os.Getenv("SLUICE_TLS_KEY"), "PEM key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

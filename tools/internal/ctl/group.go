@@ -16,7 +16,7 @@ import (
 
 // The group commands talk to the offsets service (--offsets).
 
-func offsetsClient(env Env) *groups.Client { return groups.NewClient(addrs(env.Offsets)) }
+func offsetsClient(env Env) *groups.Client { return env.groupsClient() }
 
 func groupList(ctx context.Context, env Env, args []string) error {
 	_, o, err := parseOutputCommand("group list", args, 0, "no arguments")

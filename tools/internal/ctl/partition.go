@@ -186,7 +186,7 @@ type moveWatcher struct {
 }
 
 func newMoveWatcher(env Env) *moveWatcher {
-	return &moveWatcher{env: env, meta: cluster.NewClient(addrs(env.Metadata)), pool: env.storagePool(), seen: map[string]string{}}
+	return &moveWatcher{env: env, meta: env.metadataClient(), pool: env.storagePool(), seen: map[string]string{}}
 }
 
 func (w *moveWatcher) close() { w.pool.Close() }

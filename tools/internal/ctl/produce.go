@@ -97,6 +97,7 @@ func producerConfig(env Env, clientID, acks, compression string, linger time.Dur
 	cfg.Frontends = addrs(env.Frontend)
 	cfg.ClientID = clientID
 	cfg.Token = env.Token
+	cfg.TLS = env.TLS
 	cfg.Linger = linger
 	if linger == 0 {
 		cfg.Linger = -1

@@ -74,7 +74,7 @@ func quotaList(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	snap, err := env.metadataClient().Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("quota list: %w", err)
 	}

@@ -47,7 +47,7 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	snap, err := env.metadataClient().Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster status: %w", err)
 	}

@@ -62,7 +62,7 @@ func topicList(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	topics, err := cluster.NewClient(addrs(env.Metadata)).ListTopics(ctx)
+	topics, err := env.metadataClient().ListTopics(ctx)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
@@ -86,12 +86,12 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := cluster.NewClient(addrs(env.Metadata)).DescribeTopic(ctx, pos[0])
+	t, err := env.metadataClient().DescribeTopic(ctx, pos[0])
 	if err != nil {
 		return fmt.Errorf("describe topic %s: %w", pos[0], err)
 	}
 	// One metadata view and one connection pool serve both look-ups.
-	meta := client.NewMetadata(client.NewAdmin(addrs(env.Metadata)))
+	meta := client.NewMetadata(env.metadataClient())
 	pool := env.storagePool()
 	defer pool.Close()
 	hws := highWatermarks(ctx, meta, pool, t)

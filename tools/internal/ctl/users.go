@@ -32,7 +32,7 @@ func userCreate(ctx context.Context, env Env, args []string) error {
 	token := hex.EncodeToString(b[:])
 	sum := sha256.Sum256([]byte(token))
 	p := cluster.Principal{Name: pos[0], TokenSHA256: hex.EncodeToString(sum[:]), Admin: *admin}
-	if err := cluster.NewClient(addrs(env.Metadata)).SetPrincipal(ctx, p, false); err != nil {
+	if err := env.metadataClient().SetPrincipal(ctx, p, false); err != nil {
 		return fmt.Errorf("create user %s: %w", pos[0], err)
 	}
 	fmt.Fprintln(env.Stdout, token)
@@ -49,7 +49,7 @@ func userDelete(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 1, "a user name"); err != nil {
 		return err
 	}
-	if err := cluster.NewClient(addrs(env.Metadata)).SetPrincipal(ctx, cluster.Principal{Name: pos[0]}, true); err != nil {
+	if err := env.metadataClient().SetPrincipal(ctx, cluster.Principal{Name: pos[0]}, true); err != nil {
 		return fmt.Errorf("delete user %s: %w", pos[0], err)
 	}
 	fmt.Fprintf(env.Stdout, "user %s deleted, with its ACLs\n", pos[0])
@@ -61,7 +61,7 @@ func userList(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	snap, err := env.metadataClient().Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("user list: %w", err)
 	}
@@ -101,7 +101,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 		return fmt.Errorf("%w: acl add/delete needs --user, --topic and --operation", errUsage)
 	}
 	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op}
-	if err := cluster.NewClient(addrs(env.Metadata)).SetACL(ctx, a, del); err != nil {
+	if err := env.metadataClient().SetACL(ctx, a, del); err != nil {
 		return fmt.Errorf("acl: %w", err)
 	}
 	verb := "added"
@@ -117,7 +117,7 @@ func aclList(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := cluster.NewClient(addrs(env.Metadata)).Snapshot(ctx)
+	snap, err := env.metadataClient().Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("acl list: %w", err)
 	}

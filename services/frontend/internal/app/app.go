@@ -57,14 +57,18 @@ func Options(c config.Config) []fx.Option {
 func Module() fx.Option {
 	return fx.Module("frontend",
 		fx.Provide(
-			func(c config.Config) *cluster.Client { return cluster.NewClient(service.SplitList(c.Metadata)) },
+			func(c config.Config) *cluster.Client {
+				return cluster.NewClientTLS(service.SplitList(c.Metadata), c.TLSClient)
+			},
 			service.NewTLSClient,
 			newPools,
 			func(reg prometheus.Registerer) *produce.Metrics { return produce.NewMetrics(reg) },
 			newProducer,
 			newFetcher,
 			newOffsetsRelay,
-			func(c config.Config) *groups.Client { return groups.NewClient(service.SplitList(c.Offsets)) },
+			func(c config.Config) *groups.Client {
+				return groups.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
+			},
 			newServer,
 		),
 		metacache.Module(),
@@ -125,7 +129,7 @@ func newFetcher(p fetcherParams) (*fetch.Fetcher, error) {
 }
 
 func newOffsetsRelay(lc fx.Lifecycle, c config.Config) *forward.Forwarder {
-	f := forward.New("offsets", service.SplitList(c.Offsets), protocol.NotCoordinator)
+	f := forward.NewTLS("offsets", service.SplitList(c.Offsets), protocol.NotCoordinator, c.TLSClient)
 	lc.Append(fx.StopHook(f.Close))
 	return f
 }

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
@@ -41,6 +42,10 @@ type Config struct {
 	Fetch fetch.Config
 	// Cache tunes the metadata watch.
 	Cache metacache.Config
+	// TLSClient is the TLS configuration of the frontend's clients of
+	// metadata, offsets and storage (from -tls-cert, -tls-key, -tls-ca); nil
+	// when TLS is off.
+	TLSClient *tls.Config
 	// Console tunes the read-only web console under /console.
 	Console console.Config
 }
@@ -183,6 +188,11 @@ func Parse(args []string) (Config, error) {
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
+	server, client, err := c.Common.TLSConfigs()
+	if err != nil {
+		return c, err
+	}
+	c.HTTP.TLS, c.TLSClient = service.TLSServer{Config: server}.Public(), client
 	if c.NodeID == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeID = h

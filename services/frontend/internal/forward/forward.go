@@ -17,6 +17,7 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,8 +64,13 @@ type Forwarder struct {
 // ("http://host:port" or "host:port"); an answer with code retryElsewhere is
 // retried on the next replica.
 func New(name string, addrs []string, retryElsewhere protocol.Code) *Forwarder {
-	return &Forwarder{name: name, addrs: jsonhttp.BaseURLs(addrs), retryOn: retryElsewhere,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	return NewTLS(name, addrs, retryElsewhere, nil)
+}
+
+// NewTLS is New for a service serving HTTPS (cfg nil: New).
+func NewTLS(name string, addrs []string, retryElsewhere protocol.Code, cfg *tls.Config) *Forwarder {
+	return &Forwarder{name: name, addrs: jsonhttp.BaseURLsFor(addrs, cfg != nil), retryOn: retryElsewhere,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, TLSClientConfig: cfg}}}
 }
 
 // Addrs returns the normalized base URLs.

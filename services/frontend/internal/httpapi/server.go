@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -37,6 +38,9 @@ type Config struct {
 	// MaxConnsPerIP bounds the open connections from one client address; 0
 	// means no limit. A connection past it gets 429 and is closed.
 	MaxConnsPerIP int
+	// TLS, when set, makes the listener serve HTTPS; a client certificate is
+	// verified when given, not required (clients authenticate with tokens).
+	TLS *tls.Config
 	// RequireAuth makes every request authenticate with a principal's bearer
 	// token and checks it against the ACLs (auth.go).
 	RequireAuth bool
@@ -142,7 +146,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
-	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{
+	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{
 		Name:               "sluice-frontend",
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -152,7 +156,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		IdleTimeout:        cfg.IdleTimeout,
 		ReadBufferSize:     16 << 10,
 		MaxConnsPerIP:      cfg.MaxConnsPerIP,
-	}, log)
+	}, log, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

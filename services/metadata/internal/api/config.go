@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -21,6 +22,9 @@ type Config struct {
 	// ReadTimeout bounds reading one request; IdleTimeout a keep-alive pause.
 	ReadTimeout time.Duration
 	IdleTimeout time.Duration
+	// TLS, when set, makes the API serve HTTPS (requiring client
+	// certificates when it says so).
+	TLS *tls.Config
 }
 
 // DefaultConfig returns the flag defaults.

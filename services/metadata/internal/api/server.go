@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM, ctrl *controller.Controlle
 			return nil, fmt.Errorf("http listener: %w", err)
 		}
 		s.ln = ln
+	}
+	if cfg.TLS != nil {
+		s.ln = tls.NewListener(s.ln, cfg.TLS)
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.http = service.NewHTTPServer(s.ln, &fasthttp.Server{

@@ -33,5 +33,13 @@ func ParseConfig(args []string) (Config, error) {
 	}
 	cfg.Raft.Peers = p
 	cfg.Raft.HTTPAddr = cfg.API.Addr
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	server, client, err := cfg.Common.TLSConfigs()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Raft.ServerTLS, cfg.Raft.ClientTLS, cfg.API.TLS = server, client, server
+	return cfg, nil
 }

@@ -17,6 +17,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,8 @@ type Config struct {
 	// RequestTimeout bounds one request's work, relaying included.
 	RequestTimeout time.Duration
 	MaxBodyBytes   int
+	// TLS, when set, makes the API serve HTTPS.
+	TLS *tls.Config
 }
 
 // Server serves the API.
@@ -80,8 +83,8 @@ func New(cfg Config, node Node, coord *coordinator.Coordinator, f *fsm.FSM, ends
 	s := &Server{cfg: cfg, node: node, coord: coord, fsm: f, ends: ends, log: log}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
-	s.http, err = service.ListenHTTP(cfg.Addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: cfg.MaxBodyBytes,
-		Name: "sluice-offsets", NoDefaultServerHeader: true, ErrorHandler: s.protocolError}, log)
+	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: cfg.MaxBodyBytes,
+		Name: "sluice-offsets", NoDefaultServerHeader: true, ErrorHandler: s.protocolError}, log, cfg.TLS)
 	if err != nil {
 		s.cancel()
 		return nil, err

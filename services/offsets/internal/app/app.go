@@ -109,7 +109,15 @@ func ParseConfig(args []string) (Config, error) {
 			c.Metadata = append(c.Metadata, a)
 		}
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	server, client, err := c.Common.TLSConfigs()
+	if err != nil {
+		return c, err
+	}
+	c.Raft.ServerTLS, c.Raft.ClientTLS, c.API.TLS = server, client, server
+	return c, nil
 }
 
 // Parse is service.Main's parse function: flags to fx options.
@@ -183,7 +191,7 @@ func newNode(p nodeParams) (*raftgroup.Node, error) {
 }
 
 func newWatcher(lc fx.Lifecycle, c Config, log *slog.Logger) *topics.Watcher {
-	w := topics.New(cluster.NewClient(c.Metadata), log.With("component", "topics"))
+	w := topics.New(cluster.NewClientTLS(c.Metadata, c.Raft.ClientTLS), log.With("component", "topics"))
 	lc.Append(fx.StartStopHook(w.Start, w.Stop))
 	return w
 }
@@ -219,7 +227,7 @@ type logOffsets struct {
 }
 
 func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSClient) api.LogOffsets {
-	lo := &logOffsets{meta: client.NewInternalMetadata(client.NewAdmin(c.Metadata)), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
+	lo := &logOffsets{meta: client.NewInternalMetadata(cluster.NewClientTLS(c.Metadata, t.Config)), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
 	lc.Append(fx.StopHook(lo.pool.Close))
 	return lo
 }

@@ -188,7 +188,7 @@ type clients struct {
 }
 
 func newClients(lc fx.Lifecycle, c Config, t service.TLSClient) clients {
-	cl := clients{meta: cluster.NewClient(service.SplitList(c.Metadata)), pool: storageclient.NewPoolTLS("storage-"+strconv.Itoa(c.NodeID), t.Config)}
+	cl := clients{meta: cluster.NewClientTLS(service.SplitList(c.Metadata), t.Config), pool: storageclient.NewPoolTLS("storage-"+strconv.Itoa(c.NodeID), t.Config)}
 	lc.Append(fx.StopHook(cl.pool.Close))
 	return cl
 }
