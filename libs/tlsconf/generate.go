@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -117,3 +118,40 @@ func serial() *big.Int {
 var DefaultHosts = []string{"localhost", "127.0.0.1", "::1",
 	"metadata-1", "metadata-2", "metadata-3", "storage-1", "storage-2", "storage-3",
 	"frontend-1", "frontend-2", "offsets-1", "offsets-2", "offsets-3"}
+
+// IssueClient signs a client certificate for a user with the CA Generate
+// wrote into dir: NAME.pem and NAME-key.pem, whose common name is name (the
+// principal storage nodes with -authorize see).
+func IssueClient(dir, name string, validity time.Duration) error {
+	if name == "" || strings.ContainsAny(name, "/\\") {
+		return fmt.Errorf("tls: %q cannot name a client certificate file", name)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	if err != nil {
+		return err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return fmt.Errorf("tls: %s or %s holds no PEM block", CAFile, CAKeyFile)
+	}
+	ca, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return err
+	}
+	caKey, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return err
+	}
+	now := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
+		NotBefore: now, NotAfter: time.Now().Add(validity), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return sign(dir, name+".pem", name+"-key.pem", tmpl, ca, caKey)
+}

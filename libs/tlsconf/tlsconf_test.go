@@ -2,6 +2,7 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"path/filepath"
@@ -79,5 +80,26 @@ func TestFilesValidate(t *testing.T) {
 	}
 	if _, _, err := (Files{CertFile: "/nope", KeyFile: "/nope"}).Load(); err == nil {
 		t.Fatal("missing files loaded")
+	}
+}
+
+func TestIssueClient(t *testing.T) {
+	dir := t.TempDir()
+	if err := Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := IssueClient(dir, "alice", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ClientFiles(filepath.Join(dir, CAFile), filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil || leaf.Subject.CommonName != "alice" {
+		t.Fatalf("issued %v, %v", leaf.Subject, err)
+	}
+	if err := IssueClient(dir, "../x", time.Hour); err == nil {
+		t.Fatal("a name with a path was accepted")
 	}
 }

@@ -19,10 +19,20 @@ func main() {
 	dir := flag.String("dir", "certs", "directory to write the PEM files to")
 	hosts := flag.String("hosts", strings.Join(tlsconf.DefaultHosts, ","), "names and IP addresses of the node certificate, comma-separated")
 	validity := flag.Duration("validity", 365*24*time.Hour, "how long the certificates are valid")
+	client := flag.String("client", "", "instead, sign a client certificate for this user (NAME.pem, NAME-key.pem) with the CA in -dir")
 	flag.Parse()
 	if flag.NArg() > 0 || *validity <= 0 {
-		fmt.Fprintln(os.Stderr, "usage: sluice-certs [-dir DIR] [-hosts h1,h2] [-validity DURATION]")
+		fmt.Fprintln(os.Stderr, "usage: sluice-certs [-dir DIR] [-hosts h1,h2] [-validity DURATION] [-client NAME]")
 		os.Exit(2)
+	}
+	if *client != "" {
+		if err := tlsconf.IssueClient(*dir, *client, *validity); err != nil {
+			fmt.Fprintf(os.Stderr, "sluice-certs: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println(filepath.Join(*dir, *client+".pem"))
+		fmt.Println(filepath.Join(*dir, *client+"-key.pem"))
+		return
 	}
 	if err := tlsconf.Generate(*dir, strings.Split(*hosts, ","), *validity); err != nil {
 		fmt.Fprintf(os.Stderr, "sluice-certs: %v\n", err)

@@ -36,9 +36,10 @@ type Manager struct {
 	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 	retentionDeleted atomic.Int64 // segments retention deleted
 
-	space        *seglog.SpaceGuard // free-space reserve of dir's file system; nil: none
-	quotas       quota.Table        // client quotas of the last snapshot applied
-	corruptFound atomic.Int64       // damaged logs found (ReportCorrupt)
+	space        *seglog.SpaceGuard               // free-space reserve of dir's file system; nil: none
+	quotas       quota.Table                      // client quotas of the last snapshot applied
+	access       atomic.Pointer[cluster.Snapshot] // principals and ACLs of the last snapshot applied
+	corruptFound atomic.Int64                     // damaged logs found (ReportCorrupt)
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -101,6 +102,7 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	defer m.applyMu.Unlock()
 	m.setNodes(snap.Nodes)
 	m.quotas.Set(snap.Quotas)
+	m.access.Store(&cluster.Snapshot{Principals: snap.Principals, ACLs: snap.ACLs})
 	want := map[Key]struct{}{}
 	var errs []error
 	for _, t := range snap.Topics {
@@ -135,6 +137,15 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 		m.removeStrays(want)
 	}
 	return errors.Join(errs...)
+}
+
+// Access returns the principals and ACLs of the last snapshot applied (an
+// empty model before the first).
+func (m *Manager) Access() *cluster.Snapshot {
+	if a := m.access.Load(); a != nil {
+		return a
+	}
+	return &cluster.Snapshot{}
 }
 
 // Quota returns the quota a client has on this node, from the last snapshot

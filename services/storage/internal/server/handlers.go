@@ -27,6 +27,9 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, protocol.InvalidRequiredAcks.Err("acks %d", req.Acks))
 		return
 	}
+	if !c.authorize(h, cluster.OpProduce, req.Topic) {
+		return
+	}
 	payload := dec.Payload()
 	if len(payload) == 0 {
 		c.respondErr(h, protocol.InvalidRequest.Err("produce request holds no record batch"))
@@ -115,6 +118,13 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	}
 	if req.MaxBytes <= 0 {
 		c.respondErr(h, protocol.InvalidFetchSize.Err("max bytes %d", req.MaxBytes))
+		return
+	}
+	op := cluster.OpConsume
+	if req.ReplicaID >= 0 {
+		op = "" // replication: the cluster's services only
+	}
+	if !c.authorize(h, op, req.Topic) {
 		return
 	}
 	r, ok := c.leaderReplica(h, req.Topic, req.Partition)

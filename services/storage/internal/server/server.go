@@ -34,6 +34,12 @@ type Config struct {
 	// required when it says so). Fetches are then copied through user space
 	// and encrypted: sendfile cannot send TLS records.
 	TLS *tls.Config
+	// Authorize checks every request against the ACLs, taking the client
+	// certificate's common name as the principal (it needs TLS with client
+	// certificates). ServicePrincipals are the names of the cluster's own
+	// services (replication, frontends, offsets): they may do everything.
+	Authorize         bool
+	ServicePrincipals []string
 	// MaxConnsPerIP bounds the open connections from one client address
 	// (Kafka's max.connections.per.ip); 0 means no limit. A connection past
 	// it is answered with TOO_MANY_CONNECTIONS and closed.
@@ -146,6 +152,10 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 	}
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	if cfg.Authorize && (cfg.TLS == nil || cfg.TLS.ClientCAs == nil) {
+		_ = ln.Close()
+		return nil, errors.New("storage listener: authorization needs TLS with client certificates (-tls-ca)")
 	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)

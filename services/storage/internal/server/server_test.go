@@ -528,3 +528,59 @@ func TestFetchOverTLS(t *testing.T) {
 		t.Fatal("a plaintext client was served by a TLS listener")
 	}
 }
+
+// TestAuthorizeByCertificate: with Authorize the client certificate's name
+// is the principal: a consume ACL lets it fetch, not produce nor replicate;
+// the service name may do everything.
+func TestAuthorizeByCertificate(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := tlsconf.IssueClient(dir, "alice", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	var service *tls.Config
+	var err error
+	cfg.TLS, service, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
+		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Authorize, cfg.ServicePrincipals = true, []string{"sluice-node"}
+	snap := snapshot("t", 1, nil)
+	snap.Principals = []cluster.Principal{{Name: "alice", TokenSHA256: strings.Repeat("a", 64)}}
+	snap.ACLs = []cluster.ACL{{Principal: "alice", Topic: "t", Operation: cluster.OpConsume}}
+	s, _ := startServer(t, t.TempDir(), snap, cfg)
+	svc, err := storageclient.DialTLS(context.Background(), s.Addr(), "svc", service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := produce(t, svc, "t", 0, protocol.AcksAll, batch(t, 5, "svc", 10, 1)); err != nil {
+		t.Fatalf("the service producing: %v", err)
+	}
+	aliceTLS, err := tlsconf.ClientFiles(filepath.Join(dir, tlsconf.CAFile), filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := storageclient.DialTLS(context.Background(), s.Addr(), "alice", aliceTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	waitHW(t, svc, "t", 0, 5)
+	if _, payload, err := fetch(t, alice, "t", 0, 0, 1<<20, 0); err != nil || len(payload) == 0 {
+		t.Fatalf("alice fetching with a consume ACL: %d bytes, %v", len(payload), err)
+	}
+	if _, err := produce(t, alice, "t", 0, protocol.AcksAll, batch(t, 1, "alice", 10, 2)); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+		t.Fatalf("alice producing without a produce ACL: %v", err)
+	}
+	var resp protocol.FetchResponse
+	_, err = alice.Call(context.Background(), protocol.APIFetch, &protocol.FetchRequest{Topic: "t", Offset: 0, MaxBytes: 1 << 20, ReplicaID: 7,
+		CurrentLeaderEpoch: -1, FlushedOffset: -1}, nil, &resp)
+	if protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+		t.Fatalf("alice fetching as a replica: %v", err)
+	}
+}
