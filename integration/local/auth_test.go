@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -33,31 +34,21 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 		return sluicectl(t, c, stdin, append([]string{"--token", token}, args...)...)
 	}
 	// The frontend learns the principals from its metadata watch.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, errOut, code := as(root, "", "topic", "create", "orders", "--partitions", "1", "--replication-factor", "1")
-		if code == 0 {
-			break
+	eventually(t, 30*time.Second, func() error {
+		if _, errOut, code := as(root, "", "topic", "create", "orders", "--partitions", "1", "--replication-factor", "1"); code != 0 {
+			return fmt.Errorf("admin topic create: exit %d: %s", code, errOut)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admin topic create: exit %d: %s", code, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, errOut, code := as(root, "", "topic", "create", "audit", "--partitions", "1", "--replication-factor", "1"); code != 0 {
 		t.Fatalf("admin topic create: %s", errOut)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		_, errOut, code := as(alice, "allowed\n", "produce", "orders")
-		if code == 0 {
-			break
+	eventually(t, 30*time.Second, func() error {
+		if _, errOut, code := as(alice, "allowed\n", "produce", "orders"); code != 0 {
+			return fmt.Errorf("alice producing to orders: exit %d: %s", code, errOut)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice producing to orders: exit %d: %s", code, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, c := range []struct {
 		name, token, want string
 		args              []string

@@ -150,37 +150,33 @@ func zeroFill(t *testing.T, path string, at, n int64) {
 // at end, as the nodes report it.
 func waitReplicasAt(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, end int64) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		tp, err := cluster.NewClient(c.MetadataURLs()).DescribeTopic(ctx, topic)
-		ok := err == nil && len(tp.Partitions[0].ISR) == 3
-		if ok {
-			for _, id := range tp.Partitions[0].Replicas {
-				ok = ok && logEnd(ctx, c, id, topic) == end
+	meta := cluster.NewClient(c.MetadataURLs())
+	pool := storageclient.NewPool("disk-fault-test")
+	defer pool.Close()
+	eventually(t, 90*time.Second, func() error {
+		snap, err := meta.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		tp, ok := snap.Topic(topic)
+		if !ok || len(tp.Partitions[0].ISR) != 3 {
+			return fmt.Errorf("replicas of %s-0 never all in sync at %d: %+v", topic, end, tp)
+		}
+		for _, id := range tp.Partitions[0].Replicas {
+			if got := logEnd(ctx, snap, pool, id, topic); got != end {
+				return fmt.Errorf("replica of %s-0 on node %d ends at %d, not %d", topic, id, got, end)
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas of %s-0 never all in sync at %d: %+v %v", topic, end, tp, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // logEnd asks node id for its replica of topic-0's log end (-1 on failure).
-func logEnd(ctx context.Context, c *localcluster.Cluster, id int32, topic string) int64 {
-	snap, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
-	if err != nil {
-		return -1
-	}
+func logEnd(ctx context.Context, snap *cluster.Snapshot, pool *storageclient.Pool, id int32, topic string) int64 {
 	n, ok := snap.Node(id)
 	if !ok {
 		return -1
 	}
-	pool := storageclient.NewPool("disk-fault-test")
-	defer pool.Close()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	replicas, err := pool.DescribeReplicas(cctx, n.ClientAddr(), topic)
@@ -199,16 +195,12 @@ func logEnd(ctx context.Context, c *localcluster.Cluster, id int32, topic string
 // moves it back once it is in sync).
 func waitLeader(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, id int32) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if l, _ := leaderOf(t, ctx, c, topic, 0); l == id {
-			return
+	eventually(t, 60*time.Second, func() error {
+		if l, _ := leaderOf(t, ctx, c, topic, 0); l != id {
+			return fmt.Errorf("node %d never led %s-0 again", id, topic)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %d never led %s-0 again", id, topic)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // readThrough reads topic-0 from offset 0 to its high watermark from
@@ -237,28 +229,22 @@ func readThrough(t *testing.T, ctx context.Context, c *localcluster.Cluster, top
 func waitLogLine(t *testing.T, c *localcluster.Cluster, id int32, msg string) {
 	t.Helper()
 	p := c.Proc("storage-" + strconv.Itoa(int(id)))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(p.LogPath)
-		if strings.Contains(string(b), msg) {
-			return
+	eventually(t, 30*time.Second, func() error {
+		if b, _ := os.ReadFile(p.LogPath); !strings.Contains(string(b), msg) {
+			return fmt.Errorf("node %d never logged %q", id, msg)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %d never logged %q", id, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitMetric waits until storage node id's metric reaches at least want.
 func waitMetric(t *testing.T, c *localcluster.Cluster, id int32, name string, want float64) {
 	t.Helper()
 	p := c.Proc("storage-" + strconv.Itoa(int(id)))
-	deadline := time.Now().Add(60 * time.Second)
-	for metricSeries(t, p.AdminAddr)[name] < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("node %d: %s never reached %v", id, name, want)
+	eventually(t, 60*time.Second, func() error {
+		if got := metricSeries(t, p.AdminAddr)[name]; got < want {
+			return fmt.Errorf("node %d: %s never reached %v (%v)", id, name, want, got)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }

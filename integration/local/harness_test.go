@@ -113,3 +113,20 @@ func startClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Clu
 	}
 	return c
 }
+
+// eventually calls check every 200ms until it returns nil, failing the test
+// with its last error once within has passed.
+func eventually(t *testing.T, within time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -113,24 +113,18 @@ func TestReassignAndDecommissionUnderLoad(t *testing.T) {
 // partition (topic describe lists what each node reports).
 func waitReplicaGone(t *testing.T, c *localcluster.Cluster, topic string, partition, node int32) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, 30*time.Second, func() error {
 		var d describedTopicJSON
 		if err := json.Unmarshal([]byte(must(t, c, "topic", "describe", topic, "-o", "json")), &d); err != nil {
 			t.Fatal(err)
 		}
-		held := false
 		for _, r := range d.Replicas {
-			held = held || (r.Partition == partition && r.Node == node)
+			if r.Partition == partition && r.Node == node {
+				return fmt.Errorf("node %d still reports a replica of %s-%d", node, topic, partition)
+			}
 		}
-		if !held {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %d still reports a replica of %s-%d", node, topic, partition)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func ids32(xs []int32) string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,21 +33,11 @@ func TestClusterOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	dir := t.TempDir()
-	if err := tlsconf.Generate(dir, tlsconf.DefaultHosts, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	c, dir, caOnly := startTLSCluster(t)
 	ca := filepath.Join(dir, tlsconf.CAFile)
-	node := []string{"-tls-cert", filepath.Join(dir, tlsconf.NodeCertFile), "-tls-key", filepath.Join(dir, tlsconf.NodeKeyFile), "-tls-ca", ca}
-	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true,
-		Extra: map[string][]string{"metadata": node, "storage": node, "frontend": node, "offsets": node}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	app, err := tlsconf.ClientFiles(ca, filepath.Join(dir, tlsconf.ClientCertFile), filepath.Join(dir, tlsconf.ClientKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caOnly, err := tlsconf.ClientFiles(ca, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,34 +47,20 @@ func TestClusterOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := cluster.NewClientTLS(c.MetadataURLs(), app)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(t, 60*time.Second, func() error {
 		tp, err := meta.DescribeTopic(ctx, "secure")
-		full := err == nil
+		if err != nil {
+			return err
+		}
 		for _, p := range tp.Partitions {
-			full = full && len(p.ISR) == 3
+			if len(p.ISR) != 3 {
+				return fmt.Errorf("ISRs never full over TLS: %+v", tp)
+			}
 		}
-		if full {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ISRs never full over TLS: %+v %v", tp, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
-	pcfg := client.DefaultProducerConfig()
-	pcfg.Frontends, pcfg.TLS, pcfg.Linger = c.FrontendURLs(), caOnly, 2*time.Millisecond
-	p, err := client.NewProducer(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
-	l.SendN(t, p, "secure", 10, 3000)
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, ": produce over TLS")
+	l := sendOverTLS(t, ctx, c, caOnly, 10, 3000, ": produce over TLS", "secure")
 
 	ccfg := client.DefaultConsumerConfig()
 	ccfg.Metadata, ccfg.Offsets = c.MetadataURLs(), c.OffsetsURLs()
@@ -148,23 +125,13 @@ func TestStorageAuthorizesByCertificate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	dir := t.TempDir()
-	if err := tlsconf.Generate(dir, tlsconf.DefaultHosts, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	c, dir, caOnly := startTLSCluster(t, "-authorize")
 	if err := tlsconf.IssueClient(dir, "alice", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	ca := filepath.Join(dir, tlsconf.CAFile)
-	node := []string{"-tls-cert", filepath.Join(dir, tlsconf.NodeCertFile), "-tls-key", filepath.Join(dir, tlsconf.NodeKeyFile), "-tls-ca", ca}
-	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true,
-		Extra: map[string][]string{"metadata": node, "storage": append(append([]string{}, node...), "-authorize"), "frontend": node, "offsets": node}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	caOnly, err := tlsconf.ClientFiles(ca, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	alice, err := tlsconf.ClientFiles(ca, filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -175,19 +142,7 @@ func TestStorageAuthorizesByCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pcfg := client.DefaultProducerConfig()
-	pcfg.Frontends, pcfg.TLS, pcfg.Linger = c.FrontendURLs(), caOnly, 2*time.Millisecond
-	p, err := client.NewProducer(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
-	l.SendN(t, p, "mine", 5, 200)
-	l.SendN(t, p, "theirs", 5, 200)
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, ": the frontend produces with the node certificate, a service")
+	sendOverTLS(t, ctx, c, caOnly, 5, 200, ": the frontend produces with the node certificate, a service", "mine", "theirs")
 
 	tlsArgs := []string{"--tls-ca", ca, "--tls-cert", filepath.Join(dir, tlsconf.ClientCertFile), "--tls-key", filepath.Join(dir, tlsconf.ClientKeyFile)}
 	if _, errOut, code := sluicectl(t, c, "", append(tlsArgs, "user", "create", "alice")...); code != 0 {
@@ -213,17 +168,12 @@ func TestStorageAuthorizesByCertificate(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the storage nodes learn the ACL from their metadata watch
-		n, err := read(alice, "mine")
-		if err == nil && n == 200 {
-			break
+	eventually(t, 30*time.Second, func() error { // the storage nodes learn the ACL from their metadata watch
+		if n, err := read(alice, "mine"); err != nil || n != 200 {
+			return fmt.Errorf("alice reading mine: %d records, %v", n, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice reading mine: %d records, %v", n, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := read(alice, "theirs"); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
 		t.Fatalf("alice reading theirs: %v; want TOPIC_AUTHORIZATION_FAILED", err)
 	}
@@ -242,4 +192,47 @@ func TestStorageAuthorizesByCertificate(t *testing.T) {
 	if denied < 2 {
 		t.Fatalf("%d denials logged by the storage nodes", denied)
 	}
+}
+
+// startTLSCluster writes a CA and certificates as make certs does and starts
+// a cluster whose services all use them (storage nodes with storageExtra
+// too). It returns the certificates' directory and a client configuration
+// that trusts the CA and has no certificate of its own.
+func startTLSCluster(t *testing.T, storageExtra ...string) (*localcluster.Cluster, string, *tls.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := tlsconf.Generate(dir, tlsconf.DefaultHosts, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(dir, tlsconf.CAFile)
+	node := []string{"-tls-cert", filepath.Join(dir, tlsconf.NodeCertFile), "-tls-key", filepath.Join(dir, tlsconf.NodeKeyFile), "-tls-ca", ca}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true,
+		Extra: map[string][]string{"metadata": node, "storage": append(slices.Clone(node), storageExtra...), "frontend": node, "offsets": node}})
+	caOnly, err := tlsconf.ClientFiles(ca, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, dir, caOnly
+}
+
+// sendOverTLS sends n keyed records (over keys keys) to each topic through
+// the frontends with an SDK producer using cfg, and requires every one
+// acknowledged (what says how).
+func sendOverTLS(t *testing.T, ctx context.Context, c *localcluster.Cluster, cfg *tls.Config, keys, n int, what string, topics ...string) *loadcheck.KeyedLoad {
+	t.Helper()
+	pcfg := client.DefaultProducerConfig()
+	pcfg.Frontends, pcfg.TLS, pcfg.Linger = c.FrontendURLs(), cfg, 2*time.Millisecond
+	p, err := client.NewProducer(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := loadcheck.NewKeyedLoad()
+	for _, topic := range topics {
+		l.SendN(t, p, topic, keys, n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.RequireAllAcknowledged(t, what)
+	return l
 }

@@ -158,6 +158,16 @@ func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	return false
 }
 
+// Principal returns the principal with the given name.
+func (s *Snapshot) Principal(name string) (*Principal, bool) {
+	for i := range s.Principals {
+		if s.Principals[i].Name == name {
+			return &s.Principals[i], true
+		}
+	}
+	return nil, false
+}
+
 // PrincipalByToken returns the principal whose token hashes to sha (hex).
 func (s *Snapshot) PrincipalByToken(sha string) (*Principal, bool) {
 	for i := range s.Principals {

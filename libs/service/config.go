@@ -39,34 +39,18 @@ func (c *Common) Register(fs *FlagSet, defaultAdmin string) {
 }
 
 // TLSClient is a process's TLS configuration for its clients of other
-// services (storage protocol, HTTP APIs, Raft), nil when TLS is off.
+// services (storage protocol, HTTP APIs, Raft), nil when TLS is off; the
+// services put the one they loaded at start into their fx graph.
 type TLSClient struct{ Config *tls.Config }
 
-// TLSServer is a process's TLS configuration for its listeners, nil when TLS
-// is off.
-type TLSServer struct{ Config *tls.Config }
-
-// NewTLSClient loads c's client configuration; services provide it to their
-// fx graph.
-func NewTLSClient(c Common) (TLSClient, error) {
-	_, client, err := c.TLSConfigs()
-	return TLSClient{Config: client}, err
-}
-
-// NewTLSServer loads c's server configuration.
-func NewTLSServer(c Common) (TLSServer, error) {
-	server, _, err := c.TLSConfigs()
-	return TLSServer{Config: server}, err
-}
-
-// Public returns the configuration for a client-facing listener: a client
-// certificate is verified when one is given, not required (clients
-// authenticate otherwise). Nil stays nil.
-func (t TLSServer) Public() *tls.Config {
-	if t.Config == nil {
+// PublicTLS returns the configuration for a client-facing listener from a
+// server one: a client certificate is verified when one is given, not
+// required (clients authenticate otherwise). Nil stays nil.
+func PublicTLS(server *tls.Config) *tls.Config {
+	if server == nil {
 		return nil
 	}
-	c := t.Config.Clone()
+	c := server.Clone()
 	if c.ClientCAs != nil {
 		c.ClientAuth = tls.VerifyClientCertIfGiven
 	}

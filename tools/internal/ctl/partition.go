@@ -30,6 +30,21 @@ func addWaitFlags(fs *flag.FlagSet) waitFlags {
 	}
 }
 
+// wait calls done every pollEvery until it reports the move finished, for
+// at most --timeout; the error is the context's when time ran out.
+func (wf waitFlags) wait(ctx context.Context, env Env, done func(ctx context.Context, w *moveWatcher) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, *wf.timeout)
+	defer cancel()
+	w := newMoveWatcher(env)
+	defer w.close()
+	for !done(ctx, w) {
+		if err := sleep(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // partitionReassign starts, waits for or cancels a partition's reassignment.
 func partitionReassign(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("partition reassign", flag.ContinueOnError)
@@ -75,24 +90,23 @@ func partitionReassign(ctx context.Context, env Env, args []string) error {
 	if *wf.noWait {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, *wf.timeout)
-	defer cancel()
-	w := newMoveWatcher(env)
-	defer w.close()
-	for {
-		t, err := w.meta.DescribeTopic(wctx, topic)
-		if err == nil && int(partition) < len(t.Partitions) {
-			p := t.Partitions[partition]
-			if !p.Reassigning() {
-				fmt.Fprintf(env.Stdout, "reassignment of %s-%d done: replicas %s, leader %d, ISR %s\n", topic, partition, ids(p.Replicas), p.Leader, ids(p.ISR))
-				return nil
-			}
-			w.progress(wctx, t, partition)
+	err = wf.wait(ctx, env, func(ctx context.Context, w *moveWatcher) bool {
+		t, err := w.meta.DescribeTopic(ctx, topic)
+		if err != nil || int(partition) >= len(t.Partitions) {
+			return false
 		}
-		if err := sleep(wctx, pollEvery); err != nil {
-			return fmt.Errorf("reassignment of %s-%d still in progress (it goes on; see topic describe): %w", topic, partition, err)
+		p := t.Partitions[partition]
+		if !p.Reassigning() {
+			fmt.Fprintf(env.Stdout, "reassignment of %s-%d done: replicas %s, leader %d, ISR %s\n", topic, partition, ids(p.Replicas), p.Leader, ids(p.ISR))
+			return true
 		}
+		w.progress(ctx, t, partition)
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("reassignment of %s-%d still in progress (it goes on; see topic describe): %w", topic, partition, err)
 	}
+	return nil
 }
 
 // nodeDecommission moves every replica off a node and waits until it holds
@@ -100,14 +114,7 @@ func partitionReassign(ctx context.Context, env Env, args []string) error {
 func nodeDecommission(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("node decommission", flag.ContinueOnError)
 	wf := addWaitFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := exactly(pos, 1, "a node id"); err != nil {
-		return err
-	}
-	id, err := parseNodeID(pos[0])
+	id, err := nodeArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -122,50 +129,41 @@ func nodeDecommission(ctx context.Context, env Env, args []string) error {
 	if *wf.noWait || r.Replicas == 0 {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, *wf.timeout)
-	defer cancel()
-	w := newMoveWatcher(env)
-	defer w.close()
 	last := -1
-	for {
-		ts, err := w.meta.ListTopics(wctx)
-		if err == nil {
-			held, moving := 0, 0
-			for _, t := range ts {
-				for _, p := range t.Partitions {
-					if slices.Contains(p.Replicas, id) {
-						held++
-						if p.Reassigning() {
-							moving++
-						}
+	err = wf.wait(ctx, env, func(ctx context.Context, w *moveWatcher) bool {
+		ts, err := w.meta.ListTopics(ctx)
+		if err != nil {
+			return false
+		}
+		held, moving := 0, 0
+		for _, t := range ts {
+			for _, p := range t.Partitions {
+				if slices.Contains(p.Replicas, id) {
+					held++
+					if p.Reassigning() {
+						moving++
 					}
 				}
 			}
-			if held == 0 {
-				fmt.Fprintf(env.Stdout, "node %d holds no replicas: it can be stopped\n", id)
-				return nil
-			}
-			if held != last {
-				fmt.Fprintf(env.Stdout, "node %d still holds %d replica(s), %d moving\n", id, held, moving)
-				last = held
-			}
 		}
-		if err := sleep(wctx, pollEvery); err != nil {
-			return fmt.Errorf("node %d still holds replicas (the moves go on; see cluster status): %w", id, err)
+		if held == 0 {
+			fmt.Fprintf(env.Stdout, "node %d holds no replicas: it can be stopped\n", id)
+			return true
 		}
+		if held != last {
+			fmt.Fprintf(env.Stdout, "node %d still holds %d replica(s), %d moving\n", id, held, moving)
+			last = held
+		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("node %d still holds replicas (the moves go on; see cluster status): %w", id, err)
 	}
+	return nil
 }
 
 func nodeRecommission(ctx context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("node recommission", flag.ContinueOnError)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := exactly(pos, 1, "a node id"); err != nil {
-		return err
-	}
-	id, err := parseNodeID(pos[0])
+	id, err := nodeArg(flag.NewFlagSet("node recommission", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
@@ -225,6 +223,18 @@ func parseTopicPartition(s string) (string, int32, error) {
 		return "", 0, fmt.Errorf("%w: partition %q in %q is not a non-negative number", errUsage, s[i+1:], s)
 	}
 	return s[:i], int32(p), nil
+}
+
+// nodeArg parses the flags of a node command and its one argument, a node id.
+func nodeArg(fs *flag.FlagSet, args []string) (int32, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return 0, err
+	}
+	if err := exactly(pos, 1, "a node id"); err != nil {
+		return 0, err
+	}
+	return parseNodeID(pos[0])
 }
 
 func parseNodeID(s string) (int32, error) {

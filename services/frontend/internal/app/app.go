@@ -60,7 +60,7 @@ func Module() fx.Option {
 			func(c config.Config) *cluster.Client {
 				return cluster.NewClientTLS(service.SplitList(c.Metadata), c.TLSClient)
 			},
-			service.NewTLSClient,
+			func(c config.Config) service.TLSClient { return service.TLSClient{Config: c.TLSClient} },
 			newPools,
 			func(reg prometheus.Registerer) *produce.Metrics { return produce.NewMetrics(reg) },
 			newProducer,

@@ -192,7 +192,7 @@ func Parse(args []string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	c.HTTP.TLS, c.TLSClient = service.TLSServer{Config: server}.Public(), client
+	c.HTTP.TLS, c.TLSClient = service.PublicTLS(server), client
 	if c.NodeID == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeID = h

@@ -31,8 +31,8 @@ func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string)
 		writeError(ctx, statusOf(code), code, err.Error())
 		return
 	}
-	rate := s.cache.Quota(clientIDOf(ctx)).FetchBytesPerSec
-	if !s.admitQuota(ctx, "fetch", rate, 0) {
+	quota, ok := s.admitQuota(ctx, quotaFetch, 0)
+	if !ok {
 		return
 	}
 	// Under base: a long-poll ends when shutdown begins.
@@ -46,7 +46,7 @@ func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string)
 		return
 	}
 	defer res.Release()
-	s.chargeQuota(ctx, "fetch", rate, len(res.Payload))
+	s.chargeQuota(quota, len(res.Payload))
 	buf := make([]byte, 0, 64+2*len(res.Payload))
 	contentType := "application/json"
 	if acceptsMsgpack(string(ctx.Request.Header.Peek("Accept"))) {
@@ -71,11 +71,11 @@ func parseFetch(ctx *fasthttp.RequestCtx, topic, partition string) (fetch.Reques
 	if err := cluster.ValidateTopicName(topic); err != nil {
 		return req, protocol.InvalidTopic.Err("%v", err)
 	}
-	p, err := strconv.ParseInt(partition, 10, 32)
-	if err != nil || p < 0 {
+	p, ok := pathNumber(partition)
+	if !ok {
 		return req, protocol.InvalidRequest.Err("partition %q is not a partition number", partition)
 	}
-	req.Partition = int32(p)
+	req.Partition = p
 	args := ctx.QueryArgs()
 	switch v := string(args.Peek("offset")); v {
 	case "":
@@ -85,6 +85,7 @@ func parseFetch(ctx *fasthttp.RequestCtx, topic, partition string) (fetch.Reques
 	case "latest":
 		req.Offset = fetch.OffsetLatest
 	default:
+		var err error
 		if req.Offset, err = strconv.ParseInt(v, 10, 64); err != nil || req.Offset < 0 {
 			return req, protocol.InvalidRequest.Err("offset %q is not a non-negative number, earliest or latest", v)
 		}
@@ -116,4 +117,11 @@ func acceptsMsgpack(accept string) bool {
 		}
 	}
 	return false
+}
+
+// pathNumber parses a partition number or node id from a path: a
+// non-negative 32-bit decimal.
+func pathNumber(s string) (int32, bool) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int32(n), err == nil && n >= 0
 }

@@ -40,7 +40,7 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 		return
 	}
 	body := ctx.PostBody()
-	if !s.admitQuota(ctx, "produce", s.cache.Quota(clientIDOf(ctx)).ProduceBytesPerSec, len(body)) {
+	if _, ok := s.admitQuota(ctx, quotaProduce, len(body)); !ok {
 		return
 	}
 	budget := s.producer.Budget()

@@ -25,32 +25,46 @@ func clientIDOf(ctx *fasthttp.RequestCtx) string {
 	return string(id)
 }
 
-// admitQuota charges n bytes of kind ("produce" or "fetch") to the request's
-// client at rate bytes per second and reports whether the request may go on.
-// A client already over its quota is answered 429 THROTTLING_QUOTA_EXCEEDED
-// with Retry-After, and nothing of its request is served.
-func (s *Server) admitQuota(ctx *fasthttp.RequestCtx, kind string, rate int64, n int) bool {
-	if rate <= 0 {
-		return true
-	}
+// Quota kinds: the metric label and half of a bucket's key.
+const (
+	quotaProduce = "produce"
+	quotaFetch   = "fetch"
+)
+
+// clientQuota is a request's byte-rate budget: its client's bucket and rate
+// (0: no quota).
+type clientQuota struct {
+	key  string
+	rate int64
+}
+
+// admitQuota looks up the quota of kind of the request's client, charges it
+// n bytes and reports whether the request may go on; the quota is returned
+// for charging what the request turns out to cost (a fetch). A client
+// already over its quota is answered 429 THROTTLING_QUOTA_EXCEEDED with
+// Retry-After, and nothing of its request is served.
+func (s *Server) admitQuota(ctx *fasthttp.RequestCtx, kind string, n int) (clientQuota, bool) {
 	client := clientIDOf(ctx)
-	if wait := s.quotas.Admit(quotaKey(kind, client), rate); wait > 0 {
+	q := s.cache.Quota(client)
+	rate := q.ProduceBytesPerSec
+	if kind == quotaFetch {
+		rate = q.FetchBytesPerSec
+	}
+	if rate <= 0 {
+		return clientQuota{}, true
+	}
+	cq := clientQuota{key: kind + "\x00" + client, rate: rate} // a client's produce and fetch buckets apart
+	if wait := s.quotas.Admit(cq.key, rate); wait > 0 {
 		s.producer.Metrics().QuotaThrottled.WithLabelValues(kind).Inc()
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
 			fmt.Sprintf("client %q is over its %s quota of %d bytes/s on this frontend; nothing of this request was served: retry in %dms",
 				client, kind, rate, wait.Milliseconds()))
-		return false
+		return cq, false
 	}
-	s.quotas.Charge(quotaKey(kind, client), rate, n)
-	return true
+	s.quotas.Charge(cq.key, rate, n)
+	return cq, true
 }
 
-// chargeQuota counts n more bytes of kind against the request's client, for
-// a request whose size is known only once served (a fetch).
-func (s *Server) chargeQuota(ctx *fasthttp.RequestCtx, kind string, rate int64, n int) {
-	s.quotas.Charge(quotaKey(kind, clientIDOf(ctx)), rate, n)
-}
-
-// quotaKey keeps a client's produce and fetch buckets apart.
-func quotaKey(kind, client string) string { return kind + "\x00" + client }
+// chargeQuota counts n more bytes against a quota admitQuota returned.
+func (s *Server) chargeQuota(q clientQuota, n int) { s.quotas.Charge(q.key, q.rate, n) }

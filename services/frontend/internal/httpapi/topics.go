@@ -156,22 +156,22 @@ func (s *Server) cancelReassignment(ctx *fasthttp.RequestCtx, topic, partition s
 
 // decommission serves POST (on) and DELETE (off) /v1/nodes/{id}/decommission.
 func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
-	id, err := strconv.ParseInt(node, 10, 32)
-	if err != nil || id < 0 {
+	id, ok := pathNumber(node)
+	if !ok {
 		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "node id "+strconv.Quote(node)+" is not a non-negative number")
 		return
 	}
 	actx, cancel := s.adminContext()
 	defer cancel()
 	if !on {
-		if err := s.admin.RecommissionNode(actx, int32(id)); err != nil {
+		if err := s.admin.RecommissionNode(actx, id); err != nil {
 			writeErr(ctx, err)
 			return
 		}
 		writeJSON(ctx, fasthttp.StatusOK, struct{}{})
 		return
 	}
-	out, err := s.admin.DecommissionNode(actx, int32(id))
+	out, err := s.admin.DecommissionNode(actx, id)
 	if err != nil {
 		writeErr(ctx, err)
 		return
@@ -200,13 +200,13 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 // parsePartitionParam parses a partition number from a path; a bad one is
 // answered with 404 UNKNOWN_TOPIC_OR_PARTITION.
 func parsePartitionParam(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
-	p, err := strconv.ParseInt(partition, 10, 32)
-	if err != nil || p < 0 {
+	p, ok := pathNumber(partition)
+	if !ok {
 		writeError(ctx, fasthttp.StatusNotFound, protocol.UnknownTopicOrPartition,
 			"partition "+strconv.Quote(partition)+" of topic "+strconv.Quote(topic)+" is not a partition number")
 		return 0, false
 	}
-	return int32(p), true
+	return p, true
 }
 
 // initProducerID serves POST /v1/producers: a new idempotent producer id

@@ -72,55 +72,61 @@ func readyReassignments(topics []cluster.Topic) []fsm.PartitionRef {
 // opMu.
 func (c *Controller) evacuateLocked() ([]cluster.PartitionMove, error) {
 	v := c.fsm.View()
-	var leaving []int32
-	for _, n := range v.Nodes {
-		if n.Decommissioned {
-			leaving = append(leaving, n.ID)
-		}
-	}
+	candidates, leaving := evacuation(v, -1)
 	if len(leaving) == 0 {
 		return nil, nil
-	}
-	candidates := make([]placement.Node, 0, len(v.Nodes))
-	for _, n := range placement.LiveNodes(v.Nodes) {
-		if !v.ShuttingDown[n.ID] {
-			candidates = append(candidates, n)
-		}
 	}
 	moves, planErr := placement.Evacuate(candidates, v.Topics, leaving)
 	var started []cluster.PartitionMove
 	for _, m := range moves {
-		p, err := c.reassign(fsm.ReassignPartition{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas}, "decommission")
-		if err != nil {
+		ctx, cancel := c.ctx()
+		p, refused, err := c.proposeReassign(ctx, fsm.ReassignPartition{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas}, "decommission")
+		cancel()
+		switch {
+		case err != nil:
+			c.log.Warn("reassignment not committed", "partition", fmt.Sprintf("%s-%d", m.Topic, m.Partition), "reason", "decommission", "err", err)
 			return started, errors.Join(planErr, err)
-		}
-		if p != nil {
+		case refused != nil: // raced with another change: the next round decides again
+			c.log.Debug("reassignment refused", "partition", fmt.Sprintf("%s-%d", m.Topic, m.Partition), "reason", "decommission", "err", refused)
+		default:
 			started = append(started, cluster.PartitionMove{Topic: m.Topic, Partition: m.Partition, Replicas: p.TargetReplicas})
 		}
 	}
 	return started, planErr
 }
 
-// reassign commits one ReassignPartition. It returns the partition as
-// changed, nil when the FSM refused the command (raced with another change:
-// the caller's next round decides again), or the failure to commit.
-func (c *Controller) reassign(cmd fsm.ReassignPartition, why string) (*cluster.Partition, error) {
-	ctx, cancel := c.ctx()
-	defer cancel()
+// evacuation returns the nodes whose replicas must move (the decommissioned
+// ones, and also when it is not -1) and the nodes that may take them: alive,
+// not decommissioned, not shutting down, not leaving.
+func evacuation(v fsm.View, also int32) (candidates []placement.Node, leaving []int32) {
+	for _, n := range v.Nodes {
+		if n.Decommissioned || n.ID == also {
+			leaving = append(leaving, n.ID)
+		}
+	}
+	for _, n := range placement.LiveNodes(v.Nodes) {
+		if !v.ShuttingDown[n.ID] && !slices.Contains(leaving, n.ID) {
+			candidates = append(candidates, n)
+		}
+	}
+	return candidates, leaving
+}
+
+// proposeReassign commits a ReassignPartition and logs the move it starts.
+// refused is the FSM's reason when it did not apply the command (the state
+// changed meanwhile, or the request is not valid); err a failure to commit.
+func (c *Controller) proposeReassign(ctx context.Context, cmd fsm.ReassignPartition, why string) (p *cluster.Partition, refused, err error) {
 	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeReassignPartition, ReassignPartition: &cmd})
-	part := fmt.Sprintf("%s-%d", cmd.Topic, cmd.Partition)
 	if err != nil {
-		c.log.Warn("reassignment not committed", "partition", part, "reason", why, "err", err)
-		return nil, err
+		return nil, nil, err
 	}
 	if res.Err != nil {
-		c.log.Debug("reassignment refused", "partition", part, "reason", why, "err", res.Err)
-		return nil, nil
+		return nil, res.Err, nil
 	}
-	p := res.Partition
-	c.log.Info("partition reassignment started", "partition", part, "reason", why, "replicas", p.Replicas,
-		"target", p.TargetReplicas, "adding", p.AddingReplicas, "leader", p.Leader)
-	return p, nil
+	p = res.Partition
+	c.log.Info("partition reassignment started", "partition", fmt.Sprintf("%s-%d", cmd.Topic, cmd.Partition), "reason", why,
+		"replicas", p.Replicas, "target", p.TargetReplicas, "adding", p.AddingReplicas, "leader", p.Leader)
+	return p, nil, nil
 }
 
 // ReassignPartition starts moving a partition to the given replicas (see
@@ -137,16 +143,13 @@ func (c *Controller) ReassignPartition(ctx context.Context, topic string, partit
 	}
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
-	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeReassignPartition, ReassignPartition: &cmd})
+	p, refused, err := c.proposeReassign(ctx, cmd, "request")
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
+	if refused != nil {
+		return nil, refused
 	}
-	p := res.Partition
-	c.log.Info("partition reassignment started", "partition", fmt.Sprintf("%s-%d", topic, partition), "reason", "request",
-		"replicas", p.Replicas, "target", p.TargetReplicas, "adding", p.AddingReplicas, "leader", p.Leader)
 	signal(c.kick)
 	return p, nil
 }
@@ -224,18 +227,7 @@ func (c *Controller) Decommission(ctx context.Context, id int32, decommissioned 
 // that a decommission that could never finish is not started.
 func (c *Controller) checkEvacuation(id int32) error {
 	v := c.fsm.View()
-	leaving := []int32{id}
-	for _, n := range v.Nodes {
-		if n.Decommissioned && n.ID != id {
-			leaving = append(leaving, n.ID)
-		}
-	}
-	var candidates []placement.Node
-	for _, n := range placement.LiveNodes(v.Nodes) {
-		if n.ID != id && !v.ShuttingDown[n.ID] {
-			candidates = append(candidates, n)
-		}
-	}
+	candidates, leaving := evacuation(v, id)
 	var pending []cluster.Topic // partitions already moving count with their targets
 	for _, t := range v.Topics {
 		t.Partitions = slices.Clone(t.Partitions)

@@ -141,7 +141,7 @@ func Options(c Config) []fx.Option {
 // Module provides the state, the raft node, the watch, the coordinator and the API.
 func Module() fx.Option {
 	return fx.Module("offsets",
-		fx.Provide(service.NewTLSClient, newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
+		fx.Provide(func(c Config) service.TLSClient { return service.TLSClient{Config: c.Raft.ClientTLS} }, newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
 	)
 }
 

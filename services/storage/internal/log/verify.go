@@ -35,6 +35,15 @@ func (e *CorruptError) Unwrap() []error { return []error{ErrCorruptData, e.Err} 
 // verifyBufs are the validation scanners: whole batches pass through them.
 var verifyBufs = sync.Pool{New: func() any { return newScanner(nil, 0, make([]byte, 1<<20)) }}
 
+func getVerifier() *batchScanner { return verifyBufs.Get().(*batchScanner) }
+
+func putVerifier(sc *batchScanner) {
+	if cap(sc.buf) <= 4<<20 { // grown for a huge batch: let it go
+		sc.f = nil
+		verifyBufs.Put(sc)
+	}
+}
+
 // verify validates the batches of [from, to) not validated yet and advances
 // the segment's watermark when the range extends it. from and to are batch
 // boundaries inside the view.
@@ -47,13 +56,8 @@ func (v *segView) verify(from, to int64) error {
 	if from > done {
 		start = from // a range past a gap: checked, but the watermark stays
 	}
-	sc := verifyBufs.Get().(*batchScanner)
-	defer func() {
-		if cap(sc.buf) <= 4<<20 {
-			sc.f = nil
-			verifyBufs.Put(sc)
-		}
-	}()
+	sc := getVerifier()
+	defer putVerifier(sc)
 	sc.reset(v.seg.log, v.size)
 	for pos := start; pos < to; {
 		h, _, err := sc.batch(pos)
@@ -98,13 +102,8 @@ func (v *segView) corruptAt(pos int64, cause error) error {
 // returns the first *CorruptError found, ctx's error, or nil when the whole
 // log is validated.
 func (l *Log) Verify(ctx context.Context, rate int64) error {
-	sc := verifyBufs.Get().(*batchScanner)
-	defer func() {
-		if cap(sc.buf) <= 4<<20 {
-			sc.f = nil
-			verifyBufs.Put(sc)
-		}
-	}()
+	sc := getVerifier()
+	defer putVerifier(sc)
 	start := time.Now()
 	var read int64
 	for i := 0; ; i++ {

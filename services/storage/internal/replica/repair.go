@@ -32,21 +32,27 @@ func (m *Manager) ReportCorrupt(r *Replica, err error) {
 	}
 	m.corruptFound.Add(1)
 	m.log.Error("corrupt data in a replica's log: repairing it from the leader", "partition", r.Key.String(), "err", ce)
+	m.goRepair(r, func(ctx context.Context) { m.repair(ctx, r, ce) })
+}
+
+// goRepair runs work on r in the background, r.repairing being set by the
+// caller: no fetcher runs meanwhile, and one starts again when work is done.
+func (m *Manager) goRepair(r *Replica, work func(ctx context.Context)) {
 	rs := m.repl
 	rs.wg.Add(1)
 	go func() {
 		defer rs.wg.Done()
-		m.repair(rs.ctx, r, ce)
+		defer func() {
+			r.repairing.Store(false)
+			m.reconcileFetcher(r)
+		}()
+		work(rs.ctx)
 	}()
 }
 
 // repair is ReportCorrupt's work: resign if leading, stop fetching, cut the
 // log at the damage, fetch again.
 func (m *Manager) repair(ctx context.Context, r *Replica, ce *seglog.CorruptError) {
-	defer func() {
-		r.repairing.Store(false)
-		m.reconcileFetcher(r)
-	}()
 	if !m.resign(ctx, r) {
 		return
 	}
@@ -76,18 +82,11 @@ func (m *Manager) handOverIfCutShort(r *Replica) {
 	if m.repl == nil || !r.repairing.CompareAndSwap(false, true) {
 		return
 	}
-	rs := m.repl
-	rs.wg.Add(1)
-	go func() {
-		defer rs.wg.Done()
-		defer func() {
-			r.repairing.Store(false)
-			m.reconcileFetcher(r)
-		}()
-		if m.resign(rs.ctx, r) {
+	m.goRepair(r, func(ctx context.Context) {
+		if m.resign(ctx, r) {
 			r.cutShort.Store(false)
 		}
-	}()
+	})
 }
 
 // resign makes sure this node does not lead r before its log is cut. It

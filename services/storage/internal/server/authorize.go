@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"slices"
 
-	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -17,16 +16,17 @@ import (
 // only, which TLS already enforced.
 
 // peerName returns the common name of the connection's client certificate
-// ("" without one).
+// ("" without one). It is read once: the handshake is over by the first
+// request.
 func (c *conn) peerName() string {
-	tc, ok := c.nc.(*tls.Conn)
-	if !ok {
-		return ""
-	}
-	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-		return certs[0].Subject.CommonName
-	}
-	return ""
+	c.peerOnce.Do(func() {
+		if tc, ok := c.nc.(*tls.Conn); ok {
+			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+				c.peer = certs[0].Subject.CommonName
+			}
+		}
+	})
+	return c.peer
 }
 
 // authorize reports whether the connection's principal may do op on topic
@@ -41,13 +41,7 @@ func (c *conn) authorize(h *protocol.RequestHeader, op, topic string) bool {
 		return true
 	}
 	access := c.s.mgr.Access()
-	var p *cluster.Principal
-	for i := range access.Principals {
-		if access.Principals[i].Name == name {
-			p = &access.Principals[i]
-		}
-	}
-	if p != nil && (p.Admin || op != "" && access.Allowed(p, op, topic)) {
+	if p, ok := access.Principal(name); ok && (p.Admin || op != "" && access.Allowed(p, op, topic)) {
 		return true
 	}
 	what := op + " on topic " + topic

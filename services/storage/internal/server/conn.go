@@ -24,6 +24,9 @@ type conn struct {
 
 	wmu sync.Mutex // serialises response frames on the socket; guards enc
 	enc *protocol.Encoder
+
+	peerOnce sync.Once // sets peer
+	peer     string    // the client certificate's common name (peerName)
 }
 
 func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
