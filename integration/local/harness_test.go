@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,33 +86,54 @@ func startClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Clu
 	if cfg.Storage == 0 {
 		cfg.Storage = 3
 	}
-	ports, err := localcluster.FreePorts(cfg.Storage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Ports, cfg.DataDir = ports, t.TempDir()
-	c, err := localcluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		c.Close()
-		if t.Failed() {
-			for _, p := range c.Procs {
-				b, _ := os.ReadFile(p.LogPath)
-				if len(b) > 8000 {
-					b = b[len(b)-8000:]
-				}
-				t.Logf("---- %s log (tail) ----\n%s", p.Name, b)
-			}
+	for attempt := 1; ; attempt++ {
+		ports, err := localcluster.FreePorts(cfg.Storage)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
+		cfg.Ports, cfg.DataDir = ports, t.TempDir()
+		c, err := localcluster.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Start(ctx)
+		if err != nil && attempt < 3 && logsMention(c, "address already in use") {
+			// Another process (the containers suite publishing ports, say)
+			// took a port between FreePorts and the bind: start again on
+			// other ports.
+			t.Logf("a port was taken meanwhile (%v); starting again on other ports", err)
+			c.Close()
+			continue
+		}
+		t.Cleanup(func() {
+			c.Close()
+			if t.Failed() {
+				for _, p := range c.Procs {
+					b, _ := os.ReadFile(p.LogPath)
+					if len(b) > 8000 {
+						b = b[len(b)-8000:]
+					}
+					t.Logf("---- %s log (tail) ----\n%s", p.Name, b)
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	return c
+}
+
+// logsMention reports whether a log of c's processes holds text.
+func logsMention(c *localcluster.Cluster, text string) bool {
+	for _, p := range c.Procs {
+		if b, _ := os.ReadFile(p.LogPath); strings.Contains(string(b), text) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventually calls check every 200ms until it returns nil, failing the test
