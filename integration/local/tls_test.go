@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,8 +16,10 @@ import (
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
@@ -33,7 +36,7 @@ func TestClusterOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c, dir, caOnly := startTLSCluster(t)
+	c, dir, caOnly := startTLSCluster(t, false)
 	ca := filepath.Join(dir, tlsconf.CAFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -115,47 +118,145 @@ func TestClusterOverTLS(t *testing.T) {
 	}
 }
 
-// TestStorageAuthorizesByCertificate runs storage nodes with -authorize: a
-// consumer reading a storage node directly is the principal its client
-// certificate names (sluice-certs -client NAME), and reads only the topics
-// its consume ACLs name; the cluster's services (the node certificate)
-// produce and replicate as before. Each refusal is TOPIC_AUTHORIZATION_FAILED
-// and a log line.
-func TestStorageAuthorizesByCertificate(t *testing.T) {
+// TestCertificateAuthorization runs the storage nodes, metadata and offsets
+// with -authorize: a client is the principal its certificate names
+// (sluice-certs -client NAME) and may do what its ACLs say; the cluster's
+// services (the node certificate) may do everything, which is also how the
+// first admin is made. Each service refuses, with the Kafka authorization
+// code and a "request denied" log line:
+//
+//   - metadata: admin requests (users, topics) from a non-admin, service
+//     requests (heartbeats) from anyone else, and reading the model from a
+//     name no principal has; a principal reads the model without token
+//     hashes, principals or ACLs;
+//   - offsets: group calls on topics without a consume ACL, deleting a
+//     group without admin rights, and a name no principal has;
+//   - storage: fetches without the consume ACL, produce without the produce
+//     ACL, follower fetches from anyone but a service.
+//
+// Allowed, each checked: an SDK group consumer with alice's certificate
+// reads her topic in full (metadata, offsets and storage), and the admin
+// certificate manages users and ACLs with sluicectl.
+func TestCertificateAuthorization(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c, dir, caOnly := startTLSCluster(t, "-authorize")
-	if err := tlsconf.IssueClient(dir, "alice", time.Hour); err != nil {
-		t.Fatal(err)
+	c, dir, caOnly := startTLSCluster(t, true)
+	for _, name := range []string{"alice", "bob"} {
+		if err := tlsconf.IssueClient(dir, name, time.Hour); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ca := filepath.Join(dir, tlsconf.CAFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	alice, err := tlsconf.ClientFiles(ca, filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem"))
-	if err != nil {
-		t.Fatal(err)
+	certs := func(name string) (*tls.Config, []string) {
+		cert, key := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+		cfg, err := tlsconf.ClientFiles(ca, cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, []string{"--tls-ca", ca, "--tls-cert", cert, "--tls-key", key}
 	}
-	admin := cluster.NewClientTLS(c.FrontendURLs(), caOnly)
+	alice, _ := certs("alice")
+	bob, _ := certs("bob")          // no principal has this name
+	app, appArgs := certs("client") // sluice-client: no principal yet
+	_, nodeArgs := certs("node")    // sluice-node: a service
+
+	frontend := cluster.NewClientTLS(c.FrontendURLs(), caOnly)
 	for _, name := range []string{"mine", "theirs"} {
-		if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: 3}); err != nil {
+		if _, err := frontend.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: 1, ReplicationFactor: 3}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sendOverTLS(t, ctx, c, caOnly, 5, 200, ": the frontend produces with the node certificate, a service", "mine", "theirs")
 
-	tlsArgs := []string{"--tls-ca", ca, "--tls-cert", filepath.Join(dir, tlsconf.ClientCertFile), "--tls-key", filepath.Join(dir, tlsconf.ClientKeyFile)}
-	if _, errOut, code := sluicectl(t, c, "", append(tlsArgs, "user", "create", "alice")...); code != 0 {
-		t.Fatalf("user create: %s", errOut)
+	// No principal is admin yet: sluice-client may not make one; a service
+	// may, and then sluice-client manages the rest.
+	ctl := func(args ...string) (string, string, int) { return sluicectl(t, c, "", args...) }
+	if _, errOut, code := ctl(append(appArgs, "user", "create", "alice")...); code == 0 || !strings.Contains(errOut, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("user create by a name no principal has: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := sluicectl(t, c, "", append(tlsArgs, "acl", "add", "--user", "alice", "--topic", "mine", "--operation", "consume")...); code != 0 {
-		t.Fatalf("acl add: %s", errOut)
+	if _, errOut, code := ctl(append(nodeArgs, "user", "create", "sluice-client", "--admin")...); code != 0 {
+		t.Fatalf("user create by a service: %s", errOut)
 	}
+	for _, args := range [][]string{{"user", "create", "alice"}, {"acl", "add", "--user", "alice", "--topic", "mine", "--operation", "consume"}} {
+		if _, errOut, code := ctl(append(appArgs, args...)...); code != 0 {
+			t.Fatalf("%v by the admin: %s", args, errOut)
+		}
+	}
+	if out, errOut, code := ctl(append(appArgs, "user", "list")...); code != 0 || !strings.Contains(out, "alice") {
+		t.Fatalf("user list by the admin: exit %d: %s %s", code, out, errOut)
+	}
+
+	// Metadata.
+	meta := cluster.NewClientTLS(c.MetadataURLs(), alice)
+	snap, err := meta.Snapshot(ctx)
+	if err != nil {
+		t.Fatalf("alice reading the model: %v", err)
+	}
+	if len(snap.Topics) < 2 || snap.Principals != nil || snap.ACLs != nil {
+		t.Fatalf("alice's view of the model: %d topics, principals %v, ACLs %v", len(snap.Topics), snap.Principals, snap.ACLs)
+	}
+	if adminView, err := cluster.NewClientTLS(c.MetadataURLs(), app).Snapshot(ctx); err != nil || len(adminView.Principals) != 2 || adminView.Principals[0].TokenSHA256 != "" {
+		t.Fatalf("the admin's view of the principals: %+v, %v", adminView, err)
+	}
+	for what, want := range map[string]struct {
+		err  error
+		code protocol.Code
+	}{
+		"alice creating a topic": {func() error {
+			_, err := meta.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "hers", Partitions: 1, ReplicationFactor: 1})
+			return err
+		}(), protocol.ClusterAuthorizationFailed},
+		"alice making herself admin": {meta.SetPrincipal(ctx, cluster.Principal{Name: "alice", TokenSHA256: strings.Repeat("0", 64), Admin: true}, false),
+			protocol.ClusterAuthorizationFailed},
+		"alice heartbeating as a storage node":       {meta.Heartbeat(ctx, cluster.HeartbeatRequest{ID: 1}), protocol.ClusterAuthorizationFailed},
+		"alice claiming to be relayed for the admin": {spoofRelay(ctx, c.MetadataURLs()[0], alice), protocol.ClusterAuthorizationFailed},
+	} {
+		if protocol.CodeOf(want.err) != want.code {
+			t.Errorf("%s: %v; want %v", what, want.err, want.code)
+		}
+	}
+
+	// Offsets, through the SDK consumer first: alice reads her topic.
+	ccfg := client.DefaultConsumerConfig()
+	ccfg.Metadata, ccfg.Offsets, ccfg.TLS = c.MetadataURLs(), c.OffsetsURLs(), alice
+	ccfg.Group, ccfg.Topics, ccfg.AutoOffsetReset = "alice-readers", []string{"mine"}, client.OffsetResetEarliest
+	eventually(t, 30*time.Second, func() error { // every service learns the ACL from its metadata watch
+		return consumeAll(ctx, ccfg, 200)
+	})
+	ccfg.Group, ccfg.Topics = "alice-snooping", []string{"theirs"}
+	if err := consumeAll(ctx, ccfg, 1); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+		t.Fatalf("alice's consumer of theirs: %v; want TOPIC_AUTHORIZATION_FAILED from Poll", err)
+	}
+	coord := groups.NewClientTLS(c.OffsetsURLs(), alice)
+	for what, want := range map[string]struct {
+		err  error
+		code protocol.Code
+	}{
+		"alice committing on theirs": {coord.Commit(ctx, "alice-readers", groups.CommitRequest{Offsets: []groups.Offset{{Topic: "theirs", Partition: 0, Offset: 1}}}),
+			protocol.TopicAuthorizationFailed},
+		"alice deleting a group": {coord.Delete(ctx, "alice-readers"), protocol.ClusterAuthorizationFailed},
+		"a name no principal has listing groups": {func() error {
+			_, err := groups.NewClientTLS(c.OffsetsURLs(), bob).List(ctx)
+			return err
+		}(), protocol.GroupAuthorizationFailed},
+	} {
+		if protocol.CodeOf(want.err) != want.code {
+			t.Errorf("%s: %v; want %v", what, want.err, want.code)
+		}
+	}
+	if offs, err := coord.Offsets(ctx, "alice-readers", "mine"); err != nil || len(offs) != 1 || offs[0].Offset != 200 {
+		t.Fatalf("alice's committed offsets: %+v, %v", offs, err)
+	}
+
+	// Storage, read directly.
 	read := func(cfg *tls.Config, topic string) (int, error) {
-		meta := client.NewMetadata(cluster.NewClientTLS(c.MetadataURLs(), cfg))
 		pool := storageclient.NewPoolTLS("reader", cfg)
 		defer pool.Close()
-		r := client.NewPartitionReader(meta, pool, topic, 0, 0, client.ReaderConfig{MaxWait: 100 * time.Millisecond})
+		r := client.NewPartitionReader(client.NewMetadata(cluster.NewClientTLS(c.MetadataURLs(), cfg)), pool, topic, 0, 0,
+			client.ReaderConfig{MaxWait: 100 * time.Millisecond})
 		n := 0
 		for {
 			recs, err := r.Fetch(ctx)
@@ -168,37 +269,73 @@ func TestStorageAuthorizesByCertificate(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 30*time.Second, func() error { // the storage nodes learn the ACL from their metadata watch
-		if n, err := read(alice, "mine"); err != nil || n != 200 {
-			return fmt.Errorf("alice reading mine: %d records, %v", n, err)
-		}
-		return nil
-	})
+	if n, err := read(alice, "mine"); err != nil || n != 200 {
+		t.Fatalf("alice reading mine from storage: %d records, %v", n, err)
+	}
 	if _, err := read(alice, "theirs"); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
-		t.Fatalf("alice reading theirs: %v; want TOPIC_AUTHORIZATION_FAILED", err)
+		t.Fatalf("alice reading theirs from storage: %v; want TOPIC_AUTHORIZATION_FAILED", err)
 	}
-	app, err := tlsconf.ClientFiles(ca, filepath.Join(dir, tlsconf.ClientCertFile), filepath.Join(dir, tlsconf.ClientKeyFile))
-	if err != nil {
-		t.Fatal(err)
+
+	denied := map[string]int{} // per service: which replica refused depends on leaders and client order
+	for _, p := range c.Procs {
+		b, _ := os.ReadFile(p.LogPath)
+		denied[strings.TrimRight(p.Name, "-0123456789")] += strings.Count(string(b), `"request denied"`)
 	}
-	if _, err := read(app, "mine"); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
-		t.Fatalf("a certificate naming no principal: %v; want TOPIC_AUTHORIZATION_FAILED", err)
-	}
-	denied := 0
-	for i := 1; i <= 3; i++ {
-		b, _ := os.ReadFile(c.Proc(fmt.Sprintf("storage-%d", i)).LogPath)
-		denied += strings.Count(string(b), `"request denied"`)
-	}
-	if denied < 2 {
-		t.Fatalf("%d denials logged by the storage nodes", denied)
+	for _, svc := range []string{"metadata", "offsets", "storage"} {
+		if denied[svc] == 0 {
+			t.Errorf("no refusal logged by %s: %v", svc, denied)
+		}
 	}
 }
 
+// spoofRelay sends a topic creation to metadata as a relay on behalf of
+// the admin sluice-client would, with cfg's certificate, and returns the
+// refusal.
+func spoofRelay(ctx context.Context, url string, cfg *tls.Config) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/topics",
+		strings.NewReader(`{"name":"spoofed","partitions":1,"replication_factor":1}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(raftgroup.PrincipalHeader, "sluice-client")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var body cluster.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
+	}
+	return protocol.Code(body.ErrorCode).Err("HTTP %d: %s", resp.StatusCode, body.Error)
+}
+
+// consumeAll polls a group consumer until it has read n records and
+// committed them, and returns the first error Poll or the commit returns.
+func consumeAll(ctx context.Context, cfg client.ConsumerConfig, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cs, err := client.NewConsumer(cfg)
+	if err != nil {
+		return err
+	}
+	defer cs.Close(ctx)
+	for got := 0; got < n; {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		got += len(recs)
+	}
+	return cs.Commit(ctx)
+}
+
 // startTLSCluster writes a CA and certificates as make certs does and starts
-// a cluster whose services all use them (storage nodes with storageExtra
-// too). It returns the certificates' directory and a client configuration
-// that trusts the CA and has no certificate of its own.
-func startTLSCluster(t *testing.T, storageExtra ...string) (*localcluster.Cluster, string, *tls.Config) {
+// a cluster whose services all use them (storage, metadata and offsets with
+// -authorize when authorize). It returns the certificates' directory and a
+// client configuration that trusts the CA and has no certificate of its own.
+func startTLSCluster(t *testing.T, authorize bool) (*localcluster.Cluster, string, *tls.Config) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := tlsconf.Generate(dir, tlsconf.DefaultHosts, time.Hour); err != nil {
@@ -206,8 +343,12 @@ func startTLSCluster(t *testing.T, storageExtra ...string) (*localcluster.Cluste
 	}
 	ca := filepath.Join(dir, tlsconf.CAFile)
 	node := []string{"-tls-cert", filepath.Join(dir, tlsconf.NodeCertFile), "-tls-key", filepath.Join(dir, tlsconf.NodeKeyFile), "-tls-ca", ca}
+	withAuthz := node
+	if authorize {
+		withAuthz = append(slices.Clone(node), "-authorize")
+	}
 	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true,
-		Extra: map[string][]string{"metadata": node, "storage": append(slices.Clone(node), storageExtra...), "frontend": node, "offsets": node}})
+		Extra: map[string][]string{"metadata": withAuthz, "storage": withAuthz, "frontend": node, "offsets": withAuthz}})
 	caOnly, err := tlsconf.ClientFiles(ca, "", "")
 	if err != nil {
 		t.Fatal(err)

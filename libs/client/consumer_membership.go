@@ -53,10 +53,12 @@ func classifyHeartbeat(err error) heartbeatVerdict {
 }
 
 // joinRefused reports whether a failed join names a problem of the
-// consumer's configuration, which retrying will not fix.
+// consumer's configuration or rights, which retrying will not fix.
 func joinRefused(err error) bool {
 	switch protocol.CodeOf(err) {
-	case protocol.InvalidRequest, protocol.InvalidTopic, protocol.InvalidGroupID:
+	case protocol.InvalidRequest, protocol.InvalidTopic, protocol.InvalidGroupID,
+		protocol.TopicAuthorizationFailed, protocol.GroupAuthorizationFailed, protocol.ClusterAuthorizationFailed,
+		protocol.SaslAuthenticationFailed:
 		return true
 	}
 	return false

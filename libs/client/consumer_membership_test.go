@@ -225,6 +225,8 @@ func TestJoinRefused(t *testing.T) {
 		{protocol.InvalidRequest.Err("session timeout 1ms is outside [1s, 5m]"), true},
 		{protocol.InvalidTopic.Err(""), true},
 		{fmt.Errorf("wrapped: %w", protocol.InvalidGroupID.Err("")), true},
+		{protocol.TopicAuthorizationFailed.Err("principal \"alice\" may not: consume on topic audit"), true},
+		{protocol.GroupAuthorizationFailed.Err(""), true},
 		{protocol.NotCoordinator.Err(""), false},
 		{protocol.UnknownServerError.Err(""), false},
 		{errors.New("connection refused"), false},

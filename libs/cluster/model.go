@@ -126,7 +126,7 @@ type Snapshot struct {
 // everything, the admin routes and the console included.
 type Principal struct {
 	Name        string `json:"name"`
-	TokenSHA256 string `json:"token_sha256"`
+	TokenSHA256 string `json:"token_sha256,omitempty"`
 	Admin       bool   `json:"admin,omitempty"`
 }
 

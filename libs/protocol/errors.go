@@ -176,6 +176,15 @@ func (c Code) Err(format string, args ...any) error {
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
 }
 
+// MessageOf returns err's text for a wire answer whose code travels on its
+// own: the message of an *Error without the code's name in front.
+func MessageOf(err error) string {
+	if pe, ok := err.(*Error); ok && pe.Message != "" {
+		return pe.Message
+	}
+	return err.Error()
+}
+
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return e.Code.String()

@@ -18,6 +18,19 @@ const ApplyPath = "/v1/internal/apply"
 // NOT_CONTROLLER instead of relaying it again, so requests never loop.
 const ForwardedHeader = "X-Sluice-Forwarded-By"
 
+// PrincipalHeader carries the principal a relayed request came from, so that
+// the leader decides what it may do and see with the leader's own state. A
+// receiver honours it only from the cluster's own services.
+const PrincipalHeader = "X-Sluice-Principal"
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx making Forward relay the request on behalf of
+// principal (PrincipalHeader).
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
 // maxForwardResponse caps a leader's answer read by Forward.
 const maxForwardResponse = 64 << 20
 
@@ -61,6 +74,9 @@ func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(ForwardedHeader, n.cfg.ID)
+	if p, ok := ctx.Value(principalKey{}).(string); ok {
+		req.Header.Set(PrincipalHeader, p)
+	}
 	resp, err := n.hc.Do(req)
 	if err != nil {
 		return 0, "", nil, fmt.Errorf("%w: leader %s at %s: %w", ErrForward, id, addr, err)

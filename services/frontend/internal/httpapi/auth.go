@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -18,9 +19,11 @@ import (
 //
 //   - produce to a topic: the produce ACL on it (or "*");
 //   - fetch from a topic: the consume ACL on it;
-//   - /v1/groups (HTTP consumers' groups): a consume ACL on some topic;
+//   - /v1/groups (HTTP consumers' groups): what groups.NeedOf says, the
+//     offsets service's own rule;
 //   - a producer id (/v1/producers): a produce ACL on some topic;
-//   - reading the cluster model and topics: any principal;
+//   - reading the cluster model and topics: any principal (the model
+//     without token hashes, and without principals and ACLs unless admin);
 //   - everything else (topic and cluster changes, quotas, the console): an
 //     admin principal.
 //
@@ -28,36 +31,32 @@ import (
 // 401 SASL_AUTHENTICATION_FAILED, one the ACLs refuse 403 with
 // TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED, and each refusal is logged.
 
-// need is what a route requires.
-type need struct {
-	op    string // cluster.OpProduce or OpConsume; "" with admin or read
-	topic string // "" with op: on some topic
-	admin bool
-	read  bool // any authenticated principal
-}
-
 // needOf classifies a request by method and path.
-func needOf(method, path string) need {
+func needOf(ctx *fasthttp.RequestCtx, method, path string) cluster.Need {
 	switch {
 	case path == pathCluster || path == pathTopics && method == fasthttp.MethodGet:
-		return need{read: true}
+		return cluster.Need{Read: true}
 	case path == pathProducers:
-		return need{op: cluster.OpProduce}
+		return cluster.Need{Op: cluster.OpProduce}
 	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
-		return need{op: cluster.OpConsume}
+		return groups.NeedOf(method, path, string(ctx.QueryArgs().QueryString()), ctx.PostBody())
 	case strings.HasPrefix(path, pathTopicPrefix):
 		parts := strings.Split(path[len(pathTopicPrefix):], "/")
 		switch {
 		case len(parts) == 1 && method == fasthttp.MethodGet:
-			return need{read: true}
+			return cluster.Need{Read: true}
 		case len(parts) == 2 && parts[1] == "records":
-			return need{op: cluster.OpProduce, topic: parts[0]}
+			return cluster.Need{Op: cluster.OpProduce, Topics: []string{parts[0]}}
 		case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "records":
-			return need{op: cluster.OpConsume, topic: parts[0]}
+			return cluster.Need{Op: cluster.OpConsume, Topics: []string{parts[0]}}
 		}
 	}
-	return need{admin: true}
+	return cluster.Need{Admin: true}
 }
+
+// principalKey is the request user value holding the authenticated
+// *cluster.Principal.
+const principalKey = "sluice.principal"
 
 // authorize authenticates the request and checks the route's need; it
 // answers the request itself and returns false when it may not go on.
@@ -77,35 +76,18 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bo
 		writeError(ctx, fasthttp.StatusUnauthorized, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
 		return false
 	}
-	n := needOf(method, path)
-	allowed := p.Admin || n.read
-	code, what := protocol.ClusterAuthorizationFailed, "this needs an admin principal"
-	switch {
-	case allowed || n.admin:
-	case n.topic != "":
-		allowed = snap.Allowed(p, n.op, n.topic)
-		code, what = protocol.TopicAuthorizationFailed, n.op+" on topic "+n.topic
-	default:
-		allowed = anyACL(snap, p.Name, n.op)
-		code, what = protocol.TopicAuthorizationFailed, "a "+n.op+" ACL on some topic"
-		if n.op == cluster.OpConsume {
-			code = protocol.GroupAuthorizationFailed
-		}
-	}
-	if !allowed {
-		s.log.Warn("request denied", "request_id", id, "principal", p.Name, "method", method, "path", path, "needs", what)
-		writeError(ctx, fasthttp.StatusForbidden, code, "principal "+p.Name+" may not: "+what)
+	if err := snap.Authorize(p, p.Name, needOf(ctx, method, path)); err != nil {
+		s.log.Warn("request denied", "request_id", id, "principal", p.Name, "method", method, "path", path, "err", err)
+		writeError(ctx, fasthttp.StatusForbidden, protocol.CodeOf(err), protocol.MessageOf(err))
 		return false
 	}
+	ctx.SetUserValue(principalKey, p)
 	return true
 }
 
-// anyACL reports whether principal has an ACL for op on some topic.
-func anyACL(snap *cluster.Snapshot, principal, op string) bool {
-	for _, a := range snap.ACLs {
-		if a.Principal == principal && a.Operation == op {
-			return true
-		}
-	}
-	return false
+// seesAccess reports whether the request may see the principals and ACLs:
+// an admin's, or any request when authentication is off.
+func seesAccess(ctx *fasthttp.RequestCtx) bool {
+	p, ok := ctx.UserValue(principalKey).(*cluster.Principal)
+	return !ok || p.Admin
 }

@@ -48,6 +48,9 @@ func TestAuthAndACLs(t *testing.T) {
 		{"fetch denied", "alice-token", http.MethodGet, "/v1/topics/audit/partitions/0/records?offset=0&max_wait_ms=0", nil, 403, protocol.TopicAuthorizationFailed},
 		{"read for anyone", "nobody-token", http.MethodGet, "/v1/topics", nil, 200, 0},
 		{"groups denied", "nobody-token", http.MethodGet, "/v1/groups", nil, 403, protocol.GroupAuthorizationFailed},
+		{"commit on another topic denied", "alice-token", http.MethodPost, "/v1/groups/g/offsets",
+			[]byte(`{"offsets":[{"topic":"audit","partition":0,"offset":1}]}`), 403, protocol.TopicAuthorizationFailed},
+		{"group delete denied", "alice-token", http.MethodDelete, "/v1/groups/g", nil, 403, protocol.ClusterAuthorizationFailed},
 		{"producer id denied", "nobody-token", http.MethodPost, "/v1/producers", []byte(`{}`), 403, protocol.TopicAuthorizationFailed},
 		{"admin route denied", "alice-token", http.MethodDelete, "/v1/topics/orders", nil, 403, protocol.ClusterAuthorizationFailed},
 		{"console denied", "alice-token", http.MethodGet, "/console", nil, 403, protocol.ClusterAuthorizationFailed},
@@ -68,6 +71,20 @@ func TestAuthAndACLs(t *testing.T) {
 			r.json(t, &eb)
 			if eb.ErrorCode != int16(c.code) {
 				t.Errorf("%s: code %d, want %v", c.name, eb.ErrorCode, c.code)
+			}
+		}
+	}
+	// The model as each sees it: never a token hash; principals and ACLs
+	// only for an admin.
+	for token, principals := range map[string]int{"alice-token": 0, "root-token": 3} {
+		var snap cluster.Snapshot
+		e.do(t, http.MethodGet, "/v1/cluster", "", nil, "Authorization", "Bearer "+token).json(t, &snap)
+		if len(snap.Principals) != principals || (principals == 0) != (snap.ACLs == nil) {
+			t.Errorf("%s sees %d principals and %d ACLs, want %d principals", token, len(snap.Principals), len(snap.ACLs), principals)
+		}
+		for _, p := range snap.Principals {
+			if p.TokenSHA256 != "" {
+				t.Errorf("%s sees the token hash of %s", token, p.Name)
 			}
 		}
 	}

@@ -236,7 +236,7 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			writeErr(ctx, err)
 			return
 		}
-		writeJSON(ctx, fasthttp.StatusOK, snap)
+		writeJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
 		return
 	}
 	since, err := strconv.ParseUint(string(args.Peek("since")), 10, 64)
@@ -264,5 +264,5 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, snap)
+	writeJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
 }

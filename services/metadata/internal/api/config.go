@@ -25,6 +25,9 @@ type Config struct {
 	// TLS, when set, makes the API serve HTTPS (requiring client
 	// certificates when it says so).
 	TLS *tls.Config
+	// Authz, when on, checks every request against the ACLs, the client
+	// certificate's common name being the principal.
+	Authz service.CertAuthz
 }
 
 // DefaultConfig returns the flag defaults.

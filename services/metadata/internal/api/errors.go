@@ -90,6 +90,8 @@ func statusOf(c protocol.Code) int {
 		return http.StatusConflict
 	case protocol.NotController:
 		return http.StatusServiceUnavailable
+	case protocol.TopicAuthorizationFailed, protocol.GroupAuthorizationFailed, protocol.ClusterAuthorizationFailed:
+		return http.StatusForbidden
 	case protocol.RequestTimedOut:
 		return http.StatusGatewayTimeout
 	case protocol.InvalidTopic, protocol.InvalidPartitions, protocol.InvalidReplicationFactor,
@@ -102,11 +104,7 @@ func statusOf(c protocol.Code) int {
 // errorBody is err as the wire's ErrorBody.
 func errorBody(err error) (int, cluster.ErrorBody) {
 	status, code := classify(err)
-	msg := err.Error()
-	if pe, ok := err.(*protocol.Error); ok && pe.Message != "" {
-		msg = pe.Message // the code travels in error_code; don't repeat its name
-	}
-	return status, cluster.ErrorBody{ErrorCode: int16(code), Error: msg}
+	return status, cluster.ErrorBody{ErrorCode: int16(code), Error: protocol.MessageOf(err)}
 }
 
 func errorBodyOf(code protocol.Code, msg string) cluster.ErrorBody {

@@ -76,7 +76,7 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 	}
 	snap := s.fsm.Cluster()
 	_, snap.Leader = s.node.Leader()
-	writeJSON(ctx, http.StatusOK, snap)
+	writeJSON(ctx, http.StatusOK, view(ctx, snap))
 }
 
 func (s *Server) listTopics(ctx *fasthttp.RequestCtx) {

@@ -109,6 +109,9 @@ func topicSub(path, suffix string) string {
 // route dispatches on path and method.
 func (s *Server) route(ctx *fasthttp.RequestCtx) {
 	path, method := string(ctx.Path()), string(ctx.Method())
+	if s.cfg.Authz.On && !s.authorize(ctx, method, path) {
+		return
+	}
 	switch {
 	case path == "/v1/cluster":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodGet: s.getCluster})
@@ -208,7 +211,7 @@ func (s *Server) relay(ctx *fasthttp.RequestCtx, timeout time.Duration) {
 		writeError(ctx, fmt.Errorf("%w (request relayed by member %s)", raftnode.ErrNotLeader, ctx.Request.Header.Peek(raftnode.ForwardedHeader)))
 		return
 	}
-	rctx, cancel := context.WithTimeout(s.base, timeout)
+	rctx, cancel := context.WithTimeout(relayContext(ctx, s.base), timeout)
 	defer cancel()
 	var body []byte
 	if b := ctx.PostBody(); len(b) > 0 {

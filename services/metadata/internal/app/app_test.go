@@ -64,6 +64,7 @@ func TestParseConfigErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-raft-log-level", "loud"}, "-raft-log-level"},
 		{[]string{"-producer-id-block-size", "-1"}, "-producer-id-block-size"},
 		{[]string{"-producer-id-block-size", "many"}, "-producer-id-block-size"},
+		{[]string{"-authorize"}, "-authorize"}, // without -tls-ca
 	}
 	for _, tc := range tests {
 		_, err := ParseConfig(tc.args)

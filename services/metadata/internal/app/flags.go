@@ -24,6 +24,7 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Int64(&cfg.Controller.ProducerIDBlockSize, "producer-id-block-size", cfg.Controller.ProducerIDBlockSize,
 		"producer ids the leader reserves per raft entry and hands out from memory; unused ones are skipped after a leader change")
 	fs.String(&cfg.Raft.LogLevel, "raft-log-level", cfg.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	cfg.API.Authz.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -41,5 +42,8 @@ func ParseConfig(args []string) (Config, error) {
 		return cfg, err
 	}
 	cfg.Raft.ServerTLS, cfg.Raft.ClientTLS, cfg.API.TLS = server, client, server
+	if err := cfg.API.Authz.Finish(server); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }

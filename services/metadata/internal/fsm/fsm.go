@@ -235,6 +235,14 @@ func (f *FSM) Cluster() *cluster.Snapshot {
 	return f.st.export()
 }
 
+// Access returns the principals and ACLs alone, with the version, for
+// authorization.
+func (f *FSM) Access() *cluster.Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &cluster.Snapshot{Version: f.st.version, Principals: f.st.sortedPrincipals(), ACLs: f.st.sortedACLs()}
+}
+
 // Topic returns a deep copy of the named topic.
 func (f *FSM) Topic(name string) (cluster.Topic, bool) {
 	f.mu.RLock()

@@ -52,6 +52,9 @@ type LogOffsets interface {
 	ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
 	// Topic returns a topic's partition count from the latest metadata.
 	Topic(name string) (int32, bool)
+	// Access returns the latest metadata's principals and ACLs (an empty
+	// model before the first).
+	Access() *cluster.Snapshot
 }
 
 // Config configures the API.
@@ -62,6 +65,12 @@ type Config struct {
 	MaxBodyBytes   int
 	// TLS, when set, makes the API serve HTTPS.
 	TLS *tls.Config
+	// Authz, when on, checks every request against the ACLs, the client
+	// certificate's common name being the principal: the cluster's
+	// services may do everything, others what groups.NeedOf says. The
+	// replica a request reaches first checks it; relays carry the replica's
+	// own certificate.
+	Authz service.CertAuthz
 }
 
 // Server serves the API.
@@ -138,6 +147,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
+	if s.cfg.Authz.On && !s.authorize(ctx, method, path) {
+		return
+	}
 	rctx, cancel := context.WithTimeout(s.base, s.cfg.RequestTimeout)
 	defer cancel()
 	if !s.coord.Ready() {
@@ -183,6 +195,24 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 	writeErr(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
 }
 
+// authorize checks the request's certificate principal; it answers the
+// request itself and returns false when it may not go on.
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
+	name := service.PeerName(ctx)
+	if s.cfg.Authz.IsService(name) {
+		return true
+	}
+	access := s.ends.Access()
+	p, _ := access.Principal(name)
+	err := access.Authorize(p, name, groups.NeedOf(method, "/"+path, string(ctx.QueryArgs().QueryString()), ctx.PostBody()))
+	if err == nil {
+		return true
+	}
+	s.log.Warn("request denied", "principal", name, "method", method, "path", "/"+path, "err", err, "remote", ctx.RemoteAddr().String())
+	s.fail(ctx, err)
+	return false
+}
+
 // fail answers err with its status and wire code.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	code := protocol.CodeOf(err)
@@ -190,7 +220,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	if status == http.StatusInternalServerError {
 		s.log.Error("offsets request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
 	}
-	writeErr(ctx, status, code, err.Error())
+	writeErr(ctx, status, code, protocol.MessageOf(err))
 }
 
 func statusOf(c protocol.Code) int {
@@ -203,6 +233,8 @@ func statusOf(c protocol.Code) int {
 		return http.StatusConflict
 	case protocol.NotCoordinator:
 		return http.StatusServiceUnavailable
+	case protocol.TopicAuthorizationFailed, protocol.GroupAuthorizationFailed, protocol.ClusterAuthorizationFailed:
+		return http.StatusForbidden
 	case protocol.RequestTimedOut:
 		return http.StatusGatewayTimeout
 	}

@@ -94,6 +94,7 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&c.Groups.HeartbeatInterval, "heartbeat-interval", c.Groups.HeartbeatInterval, "interval members are told to heartbeat at")
 	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
 	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	c.API.Authz.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -117,6 +118,9 @@ func ParseConfig(args []string) (Config, error) {
 		return c, err
 	}
 	c.Raft.ServerTLS, c.Raft.ClientTLS, c.API.TLS = server, client, server
+	if err := c.API.Authz.Finish(server); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -234,6 +238,13 @@ func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSCl
 
 func (l *logOffsets) ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
 	return client.ListOffset(ctx, l.meta, l.pool, topic, partition, ts)
+}
+
+func (l *logOffsets) Access() *cluster.Snapshot {
+	if snap := l.w.Snapshot(); snap != nil {
+		return snap
+	}
+	return &cluster.Snapshot{}
 }
 
 func (l *logOffsets) Topic(name string) (int32, bool) {

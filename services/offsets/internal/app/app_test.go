@@ -23,6 +23,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"-session-timeout", "10h"}, "session-timeout"},
 		{[]string{"-heartbeat-interval", "0s"}, "heartbeat-interval"},
 		{[]string{"-peers", "1=x"}, "peers"},
+		{[]string{"-authorize"}, "authorize"}, // without -tls-ca
 	} {
 		_, err := Parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {

@@ -68,9 +68,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	fs.Int(&c.Server.MaxFrameBytes, "max-request-bytes", c.Server.MaxFrameBytes, "largest request frame accepted")
 	fs.Int(&c.Server.MaxInFlight, "max-in-flight", c.Server.MaxInFlight, "requests in flight per connection before reading pauses")
-	var services string
-	fs.Bool(&c.Server.Authorize, "authorize", false, "check every request against the ACLs, the client certificate's common name being the principal (needs -tls-ca)")
-	fs.String(&services, "service-principals", "sluice-node", "comma-separated certificate names of the cluster's own services, which may do everything")
+	c.Server.Authz.Register(fs)
 	fs.Int64(&c.MinFreeBytes, "min-free-bytes", 128<<20, "free space kept on the data directory's file system: appends that would use it are refused (KAFKA_STORAGE_ERROR, disk full) until space returns")
 	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
@@ -91,9 +89,8 @@ func Parse(args []string) ([]fx.Option, error) {
 		return nil, err
 	}
 	c.Server.TLS = srvTLS
-	c.Server.ServicePrincipals = service.SplitList(services)
-	if c.Server.Authorize && (srvTLS == nil || srvTLS.ClientCAs == nil) {
-		return nil, fmt.Errorf("flag -authorize needs -tls-cert, -tls-key and -tls-ca (the principal is the client certificate's name)")
+	if err := c.Server.Authz.Finish(srvTLS); err != nil {
+		return nil, err
 	}
 	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
 	return []fx.Option{

@@ -2,14 +2,14 @@ package server
 
 import (
 	"crypto/tls"
-	"slices"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
-// Authorization (Config.Authorize). The principal of a connection is the
-// common name of its client certificate; the cluster's services (Config.
-// ServicePrincipals) may do everything, admins too, and anyone else what the
+// Authorization (Config.Authz). The principal of a connection is the
+// common name of its client certificate; the cluster's services may do
+// everything, admins too, and anyone else what the
 // ACLs kept by metadata name: produce needs the produce ACL of the topic, a
 // consumer fetch the consume ACL, and a follower fetch a service. Look-ups
 // (list offsets, leader epochs, replica states) need a verified certificate
@@ -30,26 +30,28 @@ func (c *conn) peerName() string {
 }
 
 // authorize reports whether the connection's principal may do op on topic
-// (op "" : only the cluster's services may), answering the request with
-// TOPIC_AUTHORIZATION_FAILED and logging the refusal when not.
+// (op "": only the cluster's services may), answering the request with the
+// authorization error and logging the refusal when not.
 func (c *conn) authorize(h *protocol.RequestHeader, op, topic string) bool {
-	if !c.s.cfg.Authorize {
+	if !c.s.cfg.Authz.On {
 		return true
 	}
 	name := c.peerName()
-	if slices.Contains(c.s.cfg.ServicePrincipals, name) {
+	if c.s.cfg.Authz.IsService(name) {
 		return true
+	}
+	need := cluster.Need{Service: true}
+	if op != "" {
+		need = cluster.Need{Op: op, Topics: []string{topic}}
 	}
 	access := c.s.mgr.Access()
-	if p, ok := access.Principal(name); ok && (p.Admin || op != "" && access.Allowed(p, op, topic)) {
+	p, _ := access.Principal(name)
+	err := access.Authorize(p, name, need)
+	if err == nil {
 		return true
 	}
-	what := op + " on topic " + topic
-	if op == "" {
-		what = "replicate " + topic + " (a service's request)"
-	}
-	c.s.log.Warn("request denied", "principal", name, "api", h.APIKey.String(), "topic", topic, "needs", what,
+	c.s.log.Warn("request denied", "principal", name, "api", h.APIKey.String(), "topic", topic, "err", err,
 		"remote", c.nc.RemoteAddr().String())
-	c.respondErr(h, protocol.TopicAuthorizationFailed.Err("principal %q may not %s", name, what))
+	c.respondErr(h, err)
 	return false
 }

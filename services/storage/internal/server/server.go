@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/service"
 
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
@@ -34,12 +35,11 @@ type Config struct {
 	// required when it says so). Fetches are then copied through user space
 	// and encrypted: sendfile cannot send TLS records.
 	TLS *tls.Config
-	// Authorize checks every request against the ACLs, taking the client
-	// certificate's common name as the principal (it needs TLS with client
-	// certificates). ServicePrincipals are the names of the cluster's own
-	// services (replication, frontends, offsets): they may do everything.
-	Authorize         bool
-	ServicePrincipals []string
+	// Authz checks every request against the ACLs when on, taking the
+	// client certificate's common name as the principal (it needs TLS with
+	// client certificates); the cluster's own services (replication,
+	// frontends, offsets) may do everything.
+	Authz service.CertAuthz
 	// MaxConnsPerIP bounds the open connections from one client address
 	// (Kafka's max.connections.per.ip); 0 means no limit. A connection past
 	// it is answered with TOO_MANY_CONNECTIONS and closed.
@@ -153,7 +153,7 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
-	if cfg.Authorize && (cfg.TLS == nil || cfg.TLS.ClientCAs == nil) {
+	if cfg.Authz.On && (cfg.TLS == nil || cfg.TLS.ClientCAs == nil) {
 		_ = ln.Close()
 		return nil, errors.New("storage listener: authorization needs TLS with client certificates (-tls-ca)")
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
@@ -541,19 +543,19 @@ func TestAuthorizeByCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	var service *tls.Config
+	var nodeTLS *tls.Config
 	var err error
-	cfg.TLS, service, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
+	cfg.TLS, nodeTLS, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
 		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Authorize, cfg.ServicePrincipals = true, []string{"sluice-node"}
+	cfg.Authz = service.CertAuthz{On: true, Services: []string{"sluice-node"}}
 	snap := snapshot("t", 1, nil)
 	snap.Principals = []cluster.Principal{{Name: "alice", TokenSHA256: strings.Repeat("a", 64)}}
 	snap.ACLs = []cluster.ACL{{Principal: "alice", Topic: "t", Operation: cluster.OpConsume}}
 	s, _ := startServer(t, t.TempDir(), snap, cfg)
-	svc, err := storageclient.DialTLS(context.Background(), s.Addr(), "svc", service)
+	svc, err := storageclient.DialTLS(context.Background(), s.Addr(), "svc", nodeTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +582,7 @@ func TestAuthorizeByCertificate(t *testing.T) {
 	var resp protocol.FetchResponse
 	_, err = alice.Call(context.Background(), protocol.APIFetch, &protocol.FetchRequest{Topic: "t", Offset: 0, MaxBytes: 1 << 20, ReplicaID: 7,
 		CurrentLeaderEpoch: -1, FlushedOffset: -1}, nil, &resp)
-	if protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+	if protocol.CodeOf(err) != protocol.ClusterAuthorizationFailed {
 		t.Fatalf("alice fetching as a replica: %v", err)
 	}
 }

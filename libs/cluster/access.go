@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Need is what a request needs of its principal. The cluster's own services
+// may do everything and are let through before a Need is checked; admins
+// may do everything but Service requests.
+type Need struct {
+	// Service: only the cluster's services (Raft relays, node registration
+	// and heartbeats, ISR changes).
+	Service bool
+	// Admin: an admin principal (topic and cluster changes, quotas, users).
+	Admin bool
+	// Read: any known principal (the cluster model, topic descriptions).
+	Read bool
+	// Op on each of Topics, or on some topic when Topics is empty (a
+	// producer id, a consumer group's calls).
+	Op     string
+	Topics []string
+	// Group makes a refusal GROUP_AUTHORIZATION_FAILED.
+	Group bool
+}
+
+// Authorize decides whether p may do what n names; p nil is a name no
+// principal has, which may do nothing but still gets the refusal a Kafka
+// client expects of the request. A refusal is a *protocol.Error with the
+// authorization code the need calls for and a reason naming the principal
+// and what it lacked.
+func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
+	known, who := p != nil, fmt.Sprintf("principal %q", name)
+	if !known {
+		p = &Principal{Name: name}
+		who = fmt.Sprintf("%q (no principal has this name)", name)
+	}
+	switch {
+	case n.Service:
+		return protocol.ClusterAuthorizationFailed.Err("%s may not: this is a request of the cluster's own services", who)
+	case p.Admin || n.Read && known:
+		return nil
+	case n.Read:
+		return protocol.ClusterAuthorizationFailed.Err("%s may not read the cluster", who)
+	case n.Admin || n.Op == "":
+		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who)
+	}
+	code := protocol.TopicAuthorizationFailed
+	if n.Group {
+		code = protocol.GroupAuthorizationFailed
+	}
+	if len(n.Topics) == 0 {
+		if !s.AllowedSome(p, n.Op) {
+			return code.Err("%s may not: it has no %s ACL on any topic", who, n.Op)
+		}
+		return nil
+	}
+	var denied []string
+	for _, t := range n.Topics {
+		if !s.Allowed(p, n.Op, t) && !slices.Contains(denied, t) {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) > 0 {
+		return protocol.TopicAuthorizationFailed.Err("%s may not: %s on topic %s", who, n.Op, strings.Join(denied, ", "))
+	}
+	return nil
+}
+
+// AllowedSome reports whether p may do op on some topic.
+func (s *Snapshot) AllowedSome(p *Principal, op string) bool {
+	if p.Admin {
+		return true
+	}
+	for _, a := range s.ACLs {
+		if a.Principal == p.Name && a.Operation == op {
+			return true
+		}
+	}
+	return false
+}
+
+// Redacted returns the model as shown to a client that is not one of the
+// cluster's services: never the token hashes, and the principals and ACLs
+// only to an admin. The topics and nodes are shared with s.
+func (s *Snapshot) Redacted(admin bool) *Snapshot {
+	out := *s
+	out.Principals, out.ACLs = nil, nil
+	if !admin {
+		return &out
+	}
+	out.ACLs = s.ACLs
+	if len(s.Principals) > 0 {
+		out.Principals = make([]Principal, len(s.Principals))
+		for i, p := range s.Principals {
+			out.Principals[i] = Principal{Name: p.Name, Admin: p.Admin}
+		}
+	}
+	return &out
+}

@@ -1,0 +1,55 @@
+package groups
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// NeedOf is what a request to /v1/groups... needs of its principal, the
+// same rule at the offsets service (certificate principals) and at the
+// frontends (token principals), after Kafka's group and topic READ:
+//
+//   - a heartbeat: consume on every topic it subscribes to;
+//   - a commit: consume on every topic it commits;
+//   - committed offsets of a topic, or a reset of one: consume on it;
+//   - listing groups, describing one, and offsets without a topic:
+//     consume on some topic;
+//   - deleting a group: an admin.
+//
+// A body that does not parse needs consume on some topic; the handler
+// rejects it afterwards.
+func NeedOf(method, path, query string, body []byte) cluster.Need {
+	n := cluster.Need{Op: cluster.OpConsume, Group: true}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) == 3 && method == http.MethodDelete:
+		return cluster.Need{Admin: true}
+	case len(parts) != 4:
+	case parts[3] == "heartbeat":
+		var req HeartbeatRequest
+		if json.Unmarshal(body, &req) == nil {
+			n.Topics = req.Topics
+		}
+	case parts[3] == "offsets" && method == http.MethodPost:
+		var req CommitRequest
+		if json.Unmarshal(body, &req) == nil {
+			for _, o := range req.Offsets {
+				n.Topics = append(n.Topics, o.Topic)
+			}
+		}
+	case parts[3] == "offsets":
+		if q, err := url.ParseQuery(query); err == nil && q.Get("topic") != "" {
+			n.Topics = []string{q.Get("topic")}
+		}
+	case parts[3] == "reset-offsets":
+		var req ResetRequest
+		if json.Unmarshal(body, &req) == nil && req.Topic != "" {
+			n.Topics = []string{req.Topic}
+		}
+	}
+	return n
+}

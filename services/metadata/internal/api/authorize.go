@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// Authorization (Config.Authz). The principal of a request is the common
+// name of its client certificate. The cluster's services may do everything;
+// others what their route needs (needOf). A request is checked by the
+// member it reaches first and again by the leader when relayed there: the
+// relay carries the member's certificate and names the principal in
+// raftgroup.PrincipalHeader, which is honoured from services alone.
+
+// followerCatchUp bounds how long a follower waits for newer state before
+// it refuses a request.
+const followerCatchUp = time.Second
+
+// viewerKey is the request user value holding who reads the model: a
+// *cluster.Principal, or the service name for the cluster's services;
+// relayKey the name of a principal the request is relayed for.
+const (
+	viewerKey = "sluice.viewer"
+	relayKey  = "sluice.relay-principal"
+)
+
+// needOf classifies a request:
+//
+//   - reading the model, the topics and a topic: any principal (the model
+//     without token hashes, and without principals and ACLs unless admin);
+//   - a producer id: a produce ACL on some topic;
+//   - node registration, heartbeats and shutdown, ISR changes, leadership
+//     resignation and Raft relays: the cluster's services alone;
+//   - everything else (topic and cluster changes, reassignments, quotas,
+//     principals and ACLs): an admin.
+func needOf(method, path string) cluster.Need {
+	switch {
+	case method == http.MethodGet && (path == "/v1/cluster" || path == "/v1/topics" || strings.HasPrefix(path, "/v1/topics/")):
+		return cluster.Need{Read: true}
+	case path == "/v1/producers":
+		return cluster.Need{Op: cluster.OpProduce}
+	case path == raftnode.ApplyPath, path == "/v1/nodes/register", path == "/v1/nodes/heartbeat", path == "/v1/nodes/shutdown",
+		path == "/v1/partitions/alter", path == "/v1/partitions/resign":
+		return cluster.Need{Service: true}
+	}
+	return cluster.Need{Admin: true}
+}
+
+// authorize checks the request's principal; it answers the request itself
+// and returns false when it may not go on.
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
+	name := service.PeerName(ctx)
+	if s.cfg.Authz.IsService(name) {
+		on := string(ctx.Request.Header.Peek(raftgroup.PrincipalHeader))
+		if on == "" {
+			ctx.SetUserValue(viewerKey, name)
+			return true
+		}
+		name = on // a member relaying a principal's request: decide here, on the leader's state
+	}
+	need := needOf(method, path)
+	access := s.fsm.Access()
+	p, _ := access.Principal(name)
+	err := access.Authorize(p, name, need)
+	if err != nil && !s.node.IsLeader() {
+		// A follower may not have applied a principal or ACL change the
+		// leader acknowledged a moment ago: decide again on each newer
+		// state for a short while before refusing.
+		wctx, cancel := context.WithTimeout(s.base, followerCatchUp)
+		for err != nil {
+			if _, werr := s.fsm.WaitNewer(wctx, access.Version); werr != nil {
+				break
+			}
+			access = s.fsm.Access()
+			p, _ = access.Principal(name)
+			err = access.Authorize(p, name, need)
+		}
+		cancel()
+	}
+	if err != nil {
+		s.log.Warn("request denied", "principal", name, "method", method, "path", path, "err", err, "remote", ctx.RemoteAddr().String())
+		writeError(ctx, err)
+		return false
+	}
+	ctx.SetUserValue(viewerKey, p)
+	ctx.SetUserValue(relayKey, name)
+	return true
+}
+
+// relayContext makes a relay of the request carry its principal.
+func relayContext(ctx *fasthttp.RequestCtx, c context.Context) context.Context {
+	if name, ok := ctx.UserValue(relayKey).(string); ok {
+		return raftgroup.WithPrincipal(c, name)
+	}
+	return c
+}
+
+// view is the model as the request may see it: whole for the cluster's
+// services and when authorization is off, redacted for a principal.
+func view(ctx *fasthttp.RequestCtx, snap *cluster.Snapshot) *cluster.Snapshot {
+	if p, ok := ctx.UserValue(viewerKey).(*cluster.Principal); ok {
+		return snap.Redacted(p.Admin)
+	}
+	return snap
+}
