@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 SERVICES := metadata storage frontend offsets
 COMPOSE ?= docker-compose
 
-.PHONY: help build test vet fmt tidy run clean bench fuzz certs figures images up down
+.PHONY: help build test vet fmt tidy run clean bench fuzz certs figures images up up-tls down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ fmt: ## fail when any file is not gofmt-formatted
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 
-certs: ## write a development CA and certificates to ./certs (TLS for the storage protocol)
+certs: ## write a development CA and certificates to ./certs (make run and docker-compose service names)
 	$(GO) run ./tools/cmd/sluice-certs -dir certs
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s); failing inputs land in testdata/fuzz as seeds
@@ -60,6 +60,11 @@ images: ## build static binaries and the sluice/<service>:dev images (FROM scrat
 up: images ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets)
 	$(COMPOSE) up -d
 	@echo "frontends on http://127.0.0.1:8080 and :8082; ./bin/sluicectl works against it as against make run"
+
+up-tls: images ## start the docker-compose cluster over TLS with the certificates of make certs (docker-compose.tls.yml)
+	@test -f certs/node.pem || { echo "no certs/node.pem: run make certs first"; exit 1; }
+	$(COMPOSE) -f docker-compose.yml -f docker-compose.tls.yml up -d
+	@echo "frontends on https://127.0.0.1:8080 and :8082; sluicectl --tls-ca certs/ca.pem --tls-cert certs/client.pem --tls-key certs/client-key.pem ..."
 
 down: ## stop the docker-compose cluster and remove its volumes
 	$(COMPOSE) down -v

@@ -178,6 +178,13 @@ func (c *tcCluster) consumeAll(t *testing.T, ctx context.Context, group, topic s
 	cfg.ClientID = group + "-member"
 	cfg.AutoOffsetReset = client.OffsetResetEarliest
 	cfg.Logger = loadcheck.QuietLogger()
+	consumeAllWith(t, ctx, cfg, want)
+}
+
+// consumeAllWith reads with a group consumer configured by cfg until it
+// has seen every value of want, in offset order per partition.
+func consumeAllWith(t *testing.T, ctx context.Context, cfg client.ConsumerConfig, want map[string]bool) {
+	group := cfg.Group
 	cons, err := client.NewConsumer(cfg)
 	if err != nil {
 		t.Error(err)
