@@ -20,24 +20,29 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
-// TestDiskFaultsAreRepairedFromTheLeader damages segment files of stopped
-// replicas and restarts them:
-//   - a follower with a bit flipped in an older segment: its scrubber finds
-//     the damage, the log is cut there and fetched again from the leader;
-//   - the preferred leader with a zero-filled range in an older segment and
-//     its scrubber off: once it leads again, the first read of the damaged
-//     range serves none of it, the node hands the partition to another
-//     in-sync replica, cuts its log and fetches the rest.
+// TestDiskFaultsAreRepairedFromTheLeader damages the files of one replica
+// at a time, on a follower and on the preferred leader, and restarts it:
 //
-// Each node counts what it found; after each repair the damaged node holds
-// the whole log again and the read-back finds every acknowledged record
-// exactly once, in per-key order.
+//   - a segment with a bit flipped, or with a zero-filled range: a
+//     follower's scrubber finds it; on the preferred leader (scrubber off,
+//     so that the node surely leads again first) the first read of the
+//     range, which serves none of it;
+//   - a segment cut short: recovery at start-up cuts the log there, and the
+//     replica fetches the rest before it may lead;
+//   - offset and time indexes zero-filled, bit-flipped or cut short:
+//     recovery rebuilds them from the segment, nothing is lost or fetched.
+//
+// Damage is cut out of the log and fetched again from the leader; a leader
+// first hands the partition to another in-sync replica. Each node counts
+// and logs what it found; after each round every replica holds the whole
+// log again and the read-back finds every acknowledged record exactly once,
+// in per-key order.
 func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const topic = "damaged"
 	createTopic(t, ctx, c, topic, 1, 3, map[string]string{"segment.bytes": "65536", "min.insync.replicas": "2"})
@@ -63,56 +68,105 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	_, part := leaderOf(t, ctx, c, topic, 0)
 	preferred, follower := part.Replicas[0], part.Replicas[1]
 
-	// A follower's bit flip, found by its scrubber.
-	damage(t, ctx, c, follower, topic, nil, func(path string, size int64) { flipByte(t, path, 140) })
-	waitMetric(t, c, follower, "sluice_storage_corrupt_logs_total", 1)
-	waitLogLine(t, c, follower, "damaged log cut; fetching the rest from the leader")
-	waitReplicasAt(t, ctx, c, topic, end)
-	loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, 1), l)
-
-	// The preferred leader's zero-filled range, found by a read once it leads.
-	damage(t, ctx, c, preferred, topic, []string{"-scrub-bytes-per-sec", "0"}, func(path string, size int64) {
-		zeroFill(t, path, 100, 300)
-	})
-	waitLeader(t, ctx, c, topic, preferred)
-	readThrough(t, ctx, c, topic)
-	waitMetric(t, c, preferred, "sluice_storage_corrupt_logs_total", 1)
-	waitLogLine(t, c, preferred, "resigned the leadership of a damaged replica")
-	waitLogLine(t, c, preferred, "damaged log cut; fetching the rest from the leader")
-	waitReplicasAt(t, ctx, c, topic, end)
-	loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, 1), l)
-	t.Logf("%d records intact after a follower's and a leader's damaged segments were repaired", end)
+	const (
+		cut      = "damaged log cut; fetching the rest from the leader"
+		resigned = "resigned the leadership of a damaged replica"
+		short    = "recovery cut the log short of an older segment"
+		rebuilt  = "rebuilding segment indexes"
+	)
+	truncate := func(path string, size int64) {
+		if err := os.Truncate(path, size/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct {
+		name     string
+		leader   bool   // damage the preferred leader, not a follower
+		file     string // the damaged file's suffix
+		scrub    bool   // the scrubber runs (otherwise a read finds it)
+		fault    func(path string, size int64)
+		corrupt  bool     // counted in sluice_storage_corrupt_logs_total
+		logLines []string // what the node logs
+	}{
+		{"follower bit flip", false, ".log", true, func(path string, _ int64) { flipByte(t, path, 140) }, true, []string{cut}},
+		{"follower zero fill", false, ".log", true, func(path string, _ int64) { zeroFill(t, path, 100, 300) }, true, []string{cut}},
+		{"follower truncated segment", false, ".log", true, truncate, true, []string{short}},
+		{"follower zero-filled index", false, ".index", true, func(path string, size int64) { zeroFill(t, path, 0, size) }, false, []string{rebuilt}},
+		{"follower bit-flipped time index", false, ".timeindex", true, func(path string, _ int64) { flipByte(t, path, 3) }, false, []string{rebuilt}},
+		{"follower truncated index", false, ".index", true, truncate, false, []string{rebuilt}},
+		{"leader zero fill found by a read", true, ".log", false, func(path string, _ int64) { zeroFill(t, path, 100, 300) }, true, []string{resigned, cut}},
+		{"leader bit flip found by a read", true, ".log", false, func(path string, _ int64) { flipByte(t, path, 140) }, true, []string{resigned, cut}},
+		{"leader truncated segment", true, ".log", true, truncate, true, []string{short}},
+	} {
+		id := follower
+		if r.leader {
+			id = preferred
+			waitLeader(t, ctx, c, topic, id)
+		}
+		before := logCounts(c, id, r.logLines)
+		damage(t, ctx, c, id, topic, r.file, r.scrub, r.fault)
+		if r.leader {
+			waitLeader(t, ctx, c, topic, id)
+			if !r.scrub {
+				readThrough(t, ctx, c, topic)
+			}
+		}
+		if r.corrupt {
+			waitMetric(t, c, id, "sluice_storage_corrupt_logs_total", 1)
+		} else if got := metricSeries(t, c.Proc("storage-"+strconv.Itoa(int(id))).AdminAddr)["sluice_storage_corrupt_logs_total"]; got != 0 {
+			t.Errorf("%s: %v logs counted corrupt; indexes are rebuilt, not cut", r.name, got)
+		}
+		for i, msg := range r.logLines {
+			waitLogLineAfter(t, c, id, msg, before[i])
+		}
+		waitReplicasAt(t, ctx, c, topic, end)
+		loadcheck.CheckExactlyOnceInOrder(t, readValues(t, ctx, c, topic, 1), l)
+		t.Logf("%s: repaired; %d records intact", r.name, end)
+	}
 }
 
-// damage stops storage node id gracefully, applies fault to an older segment
-// file of topic-0 of at least 16 KiB (given the file's size), and starts it
-// again with extra arguments. Start-up validates an older segment only after
-// its last index entry (every 4 KiB), so damage in its first kilobytes is
-// left for the scrubber or the first read to find.
-func damage(t *testing.T, ctx context.Context, c *localcluster.Cluster, id int32, topic string, extra []string, fault func(path string, size int64)) {
+// damage stops storage node id gracefully, applies fault to the file with
+// suffix of an older segment of topic-0 of at least 16 KiB (given the
+// file's size), and starts it again with its scrubber on or off. Start-up
+// validates an older segment only after its last index entry (every 4
+// KiB), so damage in its first kilobytes is left for the scrubber or the
+// first read to find.
+func damage(t *testing.T, ctx context.Context, c *localcluster.Cluster, id int32, topic, suffix string, scrub bool, fault func(path string, size int64)) {
 	t.Helper()
 	p := c.Proc(fmt.Sprintf("storage-%d", id))
 	c.StopProc(p, false)
 	i := slices.Index(p.Args, "-data-dir")
 	segs, err := filepath.Glob(filepath.Join(p.Args[i+1], topic+"-0", "*.log"))
-	if err != nil || len(segs) < 2 {
+	if err != nil || len(segs) < 3 {
 		t.Fatalf("segments of node %d: %v, %v", id, segs, err)
 	}
 	sort.Strings(segs)
-	for _, seg := range segs[:len(segs)-1] { // the last one is active: fully validated at start
+	if j := slices.Index(p.Args, "-scrub-bytes-per-sec"); j >= 0 {
+		p.Args = slices.Delete(p.Args, j, j+2)
+	}
+	if !scrub {
+		p.Args = append(p.Args, "-scrub-bytes-per-sec", "0")
+	}
+	// Not the active segment (fully validated at start), nor the one before
+	// it: a cut there would leave too little for the next round.
+	for _, seg := range segs[1 : len(segs)-1] {
 		st, err := os.Stat(seg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Size() >= 16<<10 {
-			fault(seg, st.Size())
-			t.Logf("damaged %s (%d bytes) on node %d", filepath.Base(seg), st.Size(), id)
-			p.Args = append(p.Args, extra...)
-			if err := c.StartProc(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			return
+		if st.Size() < 16<<10 {
+			continue
 		}
+		path := strings.TrimSuffix(seg, ".log") + suffix
+		if st, err = os.Stat(path); err != nil {
+			t.Fatal(err)
+		}
+		fault(path, st.Size())
+		t.Logf("damaged %s (%d bytes) on node %d", filepath.Base(path), st.Size(), id)
+		if err := c.StartProc(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	t.Fatalf("node %d has no older segment of 16 KiB: %v", id, segs)
 }
@@ -225,13 +279,23 @@ func readThrough(t *testing.T, ctx context.Context, c *localcluster.Cluster, top
 	}
 }
 
-// waitLogLine waits until storage node id's log holds a line with msg.
-func waitLogLine(t *testing.T, c *localcluster.Cluster, id int32, msg string) {
+// logCounts counts each of msgs in storage node id's log.
+func logCounts(c *localcluster.Cluster, id int32, msgs []string) []int {
+	b, _ := os.ReadFile(c.Proc("storage-" + strconv.Itoa(int(id))).LogPath)
+	out := make([]int, len(msgs))
+	for i, m := range msgs {
+		out[i] = strings.Count(string(b), m)
+	}
+	return out
+}
+
+// waitLogLineAfter waits until storage node id's log holds msg more than
+// before times.
+func waitLogLineAfter(t *testing.T, c *localcluster.Cluster, id int32, msg string, before int) {
 	t.Helper()
-	p := c.Proc("storage-" + strconv.Itoa(int(id)))
 	eventually(t, 30*time.Second, func() error {
-		if b, _ := os.ReadFile(p.LogPath); !strings.Contains(string(b), msg) {
-			return fmt.Errorf("node %d never logged %q", id, msg)
+		if n := logCounts(c, id, []string{msg})[0]; n <= before {
+			return fmt.Errorf("node %d never logged %q again (%d times before)", id, msg, before)
 		}
 		return nil
 	})

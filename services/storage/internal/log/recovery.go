@@ -56,9 +56,14 @@ func (l *Log) recover() error {
 		if err != nil {
 			return err
 		}
-		if n := len(l.segs); n > 0 && base < l.segs[n-1].next {
-			l.logger.Warn("segment overlaps the previous one; cutting the log there",
-				slog.Int64("segment", base), slog.Int64("previous_end", l.segs[n-1].next))
+		if n := len(l.segs); n > 0 && base != l.segs[n-1].next {
+			// Segments follow one another: an overlap is a stray file, a gap
+			// an older segment that lost its end on a batch boundary.
+			msg := "segment overlaps the previous one; cutting the log there"
+			if base > l.segs[n-1].next {
+				msg = "segment does not start where the previous one ends (records are missing); cutting the log there"
+			}
+			l.logger.Warn(msg, slog.Int64("segment", base), slog.Int64("previous_end", l.segs[n-1].next))
 			s.release()
 			return l.cutAfterLast(bases[i:])
 		}

@@ -196,6 +196,26 @@ func TestRecoverTornOlderSegment(t *testing.T) {
 	}
 }
 
+// TestRecoverOlderSegmentCutOnABatchBoundary: an older segment that lost
+// its last batches whole leaves a gap before the next segment; recovery
+// cuts the log at the gap instead of serving a log with records missing.
+func TestRecoverOlderSegmentCutOnABatchBoundary(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.SegmentBytes = 1200
+	sizes := fillLog(t, dir, cfg, 30)
+	perSeg := 1200 / sizes[0]
+	must(t, os.Truncate(segPath(dir, 0, ".log"), int64(2*sizes[0])))
+	l := openLog(t, dir, cfg)
+	if l.Segments() != 1 || !l.RecoveryCut() {
+		t.Fatalf("%d segments, cut %v; want only the first one, cut", l.Segments(), l.RecoveryCut())
+	}
+	checkLog(t, l, 2)
+	if _, err := os.Stat(segPath(dir, int64(3*perSeg), ".log")); !os.IsNotExist(err) {
+		t.Fatalf("later segment still on disk: %v", err)
+	}
+}
+
 func TestRecoverStrayFiles(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig()
