@@ -63,7 +63,7 @@ func classify(err error) (protocol.Code, int) {
 // writeErr answers with the status and JSON body of err.
 func writeErr(ctx *fasthttp.RequestCtx, err error) {
 	code, status := classify(err)
-	writeError(ctx, status, code, protocol.MessageOf(err))
+	writeError(ctx, status, code, err.Error())
 }
 
 // writeError answers with the JSON error body every Sluice HTTP API uses.
