@@ -109,6 +109,12 @@ func TestClusterOverTLS(t *testing.T) {
 	if _, err := cluster.NewClientTLS(c.MetadataURLs(), caOnly).Snapshot(ctx); err == nil {
 		t.Fatal("metadata served a client without a certificate")
 	}
+	if _, err := groups.NewClientTLS(c.OffsetsURLs(), caOnly).List(ctx); err == nil {
+		t.Fatal("the offsets service served a client without a certificate")
+	}
+	if _, err := groups.NewClientTLS(c.OffsetsURLs(), app).List(ctx); err != nil {
+		t.Fatalf("the offsets service refused the client certificate: %v", err)
+	}
 	plain := strings.Replace(c.MetadataURLs()[0], "https://", "http://", 1)
 	if resp, err := http.Get(plain + "/v1/cluster"); err == nil {
 		resp.Body.Close()

@@ -586,3 +586,21 @@ func TestAuthorizeByCertificate(t *testing.T) {
 		t.Fatalf("alice fetching as a replica: %v", err)
 	}
 }
+
+// TestMaxMessageBytes: a batch within the topic's max.message.bytes is
+// appended; a larger one is refused with MESSAGE_TOO_LARGE and a reason, and
+// nothing of it is stored.
+func TestMaxMessageBytes(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, map[string]string{"max.message.bytes": "2048"}), DefaultConfig())
+	c := dial(t, s.Addr())
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 10, "small", 100, 1)); err != nil {
+		t.Fatalf("a 1 KiB batch: %v", err)
+	}
+	_, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 40, "large", 100, 2))
+	if code(err) != protocol.MessageTooLarge || !strings.Contains(err.Error(), "large") {
+		t.Fatalf("a 4 KiB batch: %v; want MESSAGE_TOO_LARGE with a reason", err)
+	}
+	if resp, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 1, "after", 100, 3)); err != nil || resp.BaseOffset != 10 {
+		t.Fatalf("after the refusal: offset %d, %v; want 10", resp.BaseOffset, err)
+	}
+}
