@@ -82,6 +82,10 @@ func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 // files and the directory), for tests and metrics.
 func (l *Log) Fsyncs() int64 { return l.fsyncs.Load() }
 
+// ObserveFlushes makes fn learn how long each flush pass that synced files
+// took (the group commit's fsyncs, one pass at a time).
+func (l *Log) ObserveFlushes(fn func(time.Duration)) { l.onFlush.Store(&fn) }
+
 // flush runs one pass. It runs on the flusher goroutine, or in Close after the
 // flusher stopped (final, which also syncs the active segment's indexes).
 func (l *Log) flush(final bool) error {
@@ -102,7 +106,11 @@ func (l *Log) flush(final bool) error {
 
 	var err error
 	if !idle {
+		start := time.Now()
 		err = l.syncFiles(rolled, active, dirty || final, final)
+		if fn := l.onFlush.Load(); fn != nil && err == nil {
+			(*fn)(time.Since(start))
+		}
 	}
 	for _, s := range rolled {
 		s.release()

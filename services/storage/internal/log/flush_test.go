@@ -199,3 +199,32 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	checkEpochInvariants(t, l)
 }
+
+// TestObserveFlushes: every flush pass that synced an append is reported
+// with its duration.
+func TestObserveFlushes(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	var mu sync.Mutex
+	var passes []time.Duration
+	l.ObserveFlushes(func(d time.Duration) {
+		mu.Lock()
+		passes = append(passes, d)
+		mu.Unlock()
+	})
+	for i := range 3 {
+		mustAppend(t, l, nBatch(t, 3, 40, int64(i)*10))
+		if err := l.WaitFlushed(context.Background(), l.EndOffset()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(passes) < 3 {
+		t.Fatalf("%d flush passes observed for 3 waited appends", len(passes))
+	}
+	for _, d := range passes {
+		if d <= 0 {
+			t.Fatalf("a flush pass of %v", d)
+		}
+	}
+}

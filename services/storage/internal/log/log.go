@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Log is one partition's segment log. All methods are safe for concurrent use.
@@ -71,8 +72,9 @@ type Log struct {
 	// raises it to the new start under the write lock. Readers load it freely.
 	hw atomic.Int64
 
-	flushed atomic.Int64 // written under mu; every offset below it is fsynced
-	fsyncs  atomic.Int64 // fsync calls made (files and directory), for tests and metrics
+	flushed atomic.Int64                        // written under mu; every offset below it is fsynced
+	fsyncs  atomic.Int64                        // fsync calls made (files and directory), for tests and metrics
+	onFlush atomic.Pointer[func(time.Duration)] // ObserveFlushes
 
 	kick chan struct{} // capacity 1: a flush is wanted
 	stop chan struct{} // closed by Close to stop the flusher

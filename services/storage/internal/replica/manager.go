@@ -40,6 +40,7 @@ type Manager struct {
 	quotas       quota.Table                      // client quotas of the last snapshot applied
 	access       atomic.Pointer[cluster.Snapshot] // principals and ACLs of the last snapshot applied
 	corruptFound atomic.Int64                     // damaged logs found (ReportCorrupt)
+	onFlush      func(time.Duration)              // ObserveFlushes; nil: none
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -202,6 +203,9 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
 	}
+	if m.onFlush != nil {
+		l.ObserveFlushes(m.onFlush)
+	}
 	if m.space != nil {
 		l.SetSpaceGuard(m.space)
 	}
@@ -230,6 +234,10 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 		"start_offset", l.StartOffset(), "end_offset", l.EndOffset(), "took", time.Since(start))
 	return nil
 }
+
+// ObserveFlushes makes fn learn the duration of every flush pass of the
+// logs opened from now on; call it before the first Apply.
+func (m *Manager) ObserveFlushes(fn func(time.Duration)) { m.onFlush = fn }
 
 // Fsyncs returns how many fsync calls the node's logs have made, deleted
 // replicas included.
