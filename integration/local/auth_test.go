@@ -2,6 +2,8 @@ package local
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -14,7 +16,9 @@ import (
 // made with `sluicectl user create` authenticate with their tokens, an
 // admin creates and deletes topics, a user with a produce ACL produces to
 // its topic only, and every refusal has its code: no token or a wrong one,
-// another topic, an admin route. Refusals are logged by the frontend.
+// another topic, an admin route. Consumer groups: a user may use its own
+// group, not one reading a topic it may not consume. Refusals are logged by
+// the frontend.
 func TestAuthWithUsersAndACLs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -62,6 +66,45 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%s: exit %d, %s; want %s", c.name, code, errOut, c.want)
 		}
+	}
+	// Groups: a principal may not use the group of a topic it cannot read
+	// (the offsets service checks the group's topics for the frontend).
+	must(t, c, "acl", "add", "--user", "alice", "--topic", "orders", "--operation", "consume")
+	groupCall := func(token, method, path, body string) (int, string) {
+		req, err := http.NewRequest(method, c.FrontendURL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := groupCall(root, http.MethodPost, "/v1/groups/auditors/offsets", `{"offsets":[{"topic":"audit","partition":0,"offset":0}]}`); status != 200 {
+		t.Fatalf("admin commit for auditors: %d %s", status, body)
+	}
+	eventually(t, 30*time.Second, func() error { // the offsets service learns alice's consume ACL from its metadata watch
+		if status, body := groupCall(alice, http.MethodPost, "/v1/groups/order-readers/offsets", `{"offsets":[{"topic":"orders","partition":0,"offset":0}]}`); status != 200 {
+			return fmt.Errorf("alice committing for her own group: %d %s", status, body)
+		}
+		return nil
+	})
+	for _, g := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/groups/auditors", ""},
+		{http.MethodGet, "/v1/groups/auditors/offsets", ""},
+		{http.MethodPost, "/v1/groups/auditors/offsets", `{"offsets":[{"topic":"orders","partition":0,"offset":0}]}`},
+	} {
+		if status, body := groupCall(alice, g.method, g.path, g.body); status != 403 || !strings.Contains(body, `"error_code":30`) {
+			t.Errorf("alice %s %s, a group reading audit: %d %s; want 403 GROUP_AUTHORIZATION_FAILED", g.method, g.path, status, body)
+		}
+	}
+	if status, body := groupCall(alice, http.MethodGet, "/v1/groups/order-readers", ""); status != 200 {
+		t.Errorf("alice describing her own group: %d %s", status, body)
 	}
 	if _, errOut, code := as(root, "", "topic", "delete", "audit"); code != 0 {
 		t.Fatalf("admin topic delete: %s", errOut)

@@ -19,7 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
@@ -135,8 +135,9 @@ func TestClusterOverTLS(t *testing.T) {
 //     requests (heartbeats) from anyone else, and reading the model from a
 //     name no principal has; a principal reads the model without token
 //     hashes, principals or ACLs;
-//   - offsets: group calls on topics without a consume ACL, deleting a
-//     group without admin rights, and a name no principal has;
+//   - offsets: group calls on topics without a consume ACL, any call on a
+//     group that reads such a topic, deleting a group without admin
+//     rights, and a name no principal has;
 //   - storage: fetches without the consume ACL, produce without the produce
 //     ACL, follower fetches from anyone but a service.
 //
@@ -237,6 +238,10 @@ func TestCertificateAuthorization(t *testing.T) {
 		t.Fatalf("alice's consumer of theirs: %v; want TOPIC_AUTHORIZATION_FAILED from Poll", err)
 	}
 	coord := groups.NewClientTLS(c.OffsetsURLs(), alice)
+	if err := groups.NewClientTLS(c.OffsetsURLs(), app).Commit(ctx, "their-readers",
+		groups.CommitRequest{Offsets: []groups.Offset{{Topic: "theirs", Partition: 0, Offset: 1}}}); err != nil {
+		t.Fatalf("the admin committing for their-readers: %v", err)
+	}
 	for what, want := range map[string]struct {
 		err  error
 		code protocol.Code
@@ -244,6 +249,10 @@ func TestCertificateAuthorization(t *testing.T) {
 		"alice committing on theirs": {coord.Commit(ctx, "alice-readers", groups.CommitRequest{Offsets: []groups.Offset{{Topic: "theirs", Partition: 0, Offset: 1}}}),
 			protocol.TopicAuthorizationFailed},
 		"alice deleting a group": {coord.Delete(ctx, "alice-readers"), protocol.ClusterAuthorizationFailed},
+		"alice describing a group that reads theirs": {func() error {
+			_, err := coord.Describe(ctx, "their-readers")
+			return err
+		}(), protocol.GroupAuthorizationFailed},
 		"a name no principal has listing groups": {func() error {
 			_, err := groups.NewClientTLS(c.OffsetsURLs(), bob).List(ctx)
 			return err
@@ -303,7 +312,7 @@ func spoofRelay(ctx context.Context, url string, cfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set(raftgroup.PrincipalHeader, "sluice-client")
+	req.Header.Set(service.PrincipalHeader, "sluice-client")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Do(req)
 	if err != nil {

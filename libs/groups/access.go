@@ -3,7 +3,6 @@ package groups
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -20,9 +19,10 @@ import (
 //     consume on some topic;
 //   - deleting a group: an admin.
 //
-// A body that does not parse needs consume on some topic; the handler
-// rejects it afterwards.
-func NeedOf(method, path, query string, body []byte) cluster.Need {
+// topic is the request's topic query parameter as the handler reads it. A
+// body that does not parse needs consume on some topic; the handler rejects
+// it afterwards. What a group's own topics require is GroupTopics' part.
+func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	n := cluster.Need{Op: cluster.OpConsume, Group: true}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
@@ -42,8 +42,8 @@ func NeedOf(method, path, query string, body []byte) cluster.Need {
 			}
 		}
 	case parts[3] == "offsets":
-		if q, err := url.ParseQuery(query); err == nil && q.Get("topic") != "" {
-			n.Topics = []string{q.Get("topic")}
+		if topic != "" {
+			n.Topics = []string{topic}
 		}
 	case parts[3] == "reset-offsets":
 		var req ResetRequest

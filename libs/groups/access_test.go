@@ -8,13 +8,13 @@ import (
 
 func TestNeedOf(t *testing.T) {
 	for _, tc := range []struct {
-		method, path, query, body string
+		method, path, topic, body string
 		admin                     bool
 		topics                    []string
 	}{
 		{http.MethodPost, "/v1/groups/g/heartbeat", "", `{"member_epoch":0,"topics":["a","b"]}`, false, []string{"a", "b"}},
 		{http.MethodPost, "/v1/groups/g/offsets", "", `{"offsets":[{"topic":"a","partition":0,"offset":3}]}`, false, []string{"a"}},
-		{http.MethodGet, "/v1/groups/g/offsets", "topic=a", "", false, []string{"a"}},
+		{http.MethodGet, "/v1/groups/g/offsets", "a", "", false, []string{"a"}},
 		{http.MethodGet, "/v1/groups/g/offsets", "", "", false, nil},
 		{http.MethodPost, "/v1/groups/g/reset-offsets", "", `{"topic":"a","to":"earliest"}`, false, []string{"a"}},
 		{http.MethodGet, "/v1/groups", "", "", false, nil},
@@ -22,9 +22,9 @@ func TestNeedOf(t *testing.T) {
 		{http.MethodDelete, "/v1/groups/g", "", "", true, nil},
 		{http.MethodPost, "/v1/groups/g/heartbeat", "", `not json`, false, nil},
 	} {
-		n := NeedOf(tc.method, tc.path, tc.query, []byte(tc.body))
+		n := NeedOf(tc.method, tc.path, tc.topic, []byte(tc.body))
 		if n.Admin != tc.admin || !slices.Equal(n.Topics, tc.topics) || !tc.admin && (n.Op != "consume" || !n.Group) {
-			t.Errorf("%s %s?%s %s: %+v", tc.method, tc.path, tc.query, tc.body, n)
+			t.Errorf("%s %s topic=%s %s: %+v", tc.method, tc.path, tc.topic, tc.body, n)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // ApplyPath is the leader's internal HTTP route that applies a command
@@ -18,15 +20,10 @@ const ApplyPath = "/v1/internal/apply"
 // NOT_CONTROLLER instead of relaying it again, so requests never loop.
 const ForwardedHeader = "X-Sluice-Forwarded-By"
 
-// PrincipalHeader carries the principal a relayed request came from, so that
-// the leader decides what it may do and see with the leader's own state. A
-// receiver honours it only from the cluster's own services.
-const PrincipalHeader = "X-Sluice-Principal"
-
 type principalKey struct{}
 
 // WithPrincipal returns ctx making Forward relay the request on behalf of
-// principal (PrincipalHeader).
+// principal (service.PrincipalHeader).
 func WithPrincipal(ctx context.Context, principal string) context.Context {
 	return context.WithValue(ctx, principalKey{}, principal)
 }
@@ -74,8 +71,8 @@ func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(ForwardedHeader, n.cfg.ID)
-	if p, ok := ctx.Value(principalKey{}).(string); ok {
-		req.Header.Set(PrincipalHeader, p)
+	if p, ok := ctx.Value(principalKey{}).(string); ok && p != "" {
+		req.Header.Set(service.PrincipalHeader, p)
 	}
 	resp, err := n.hc.Do(req)
 	if err != nil {

@@ -8,6 +8,13 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// PrincipalHeader names the principal a request is relayed for, by a
+// metadata member to its leader or by a frontend to the offsets service, so
+// that the receiver decides with its own state. A receiver honours it only
+// from the cluster's own services (or, with authorization off, where it can
+// only restrict).
+const PrincipalHeader = "X-Sluice-Principal"
+
 // CertAuthz is certificate authorization (-authorize, -service-principals),
 // taken by the services whose listeners require client certificates
 // (storage, metadata, offsets): the principal of a connection is the common

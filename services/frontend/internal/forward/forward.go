@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // MaxResponse caps an answer's body.
@@ -37,7 +38,7 @@ var ErrNoAddress = errors.New("no service address configured")
 
 // Headers passed through in each direction.
 var (
-	requestHeaders  = []string{"Content-Type", "Accept", "X-Request-Id"}
+	requestHeaders  = []string{"Content-Type", "Accept", "X-Request-Id", service.PrincipalHeader}
 	responseHeaders = []string{"Content-Type", "Retry-After"}
 )
 

@@ -39,7 +39,7 @@ func needOf(ctx *fasthttp.RequestCtx, method, path string) cluster.Need {
 	case path == pathProducers:
 		return cluster.Need{Op: cluster.OpProduce}
 	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
-		return groups.NeedOf(method, path, string(ctx.QueryArgs().QueryString()), ctx.PostBody())
+		return groups.NeedOf(method, path, string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
 	case strings.HasPrefix(path, pathTopicPrefix):
 		parts := strings.Split(path[len(pathTopicPrefix):], "/")
 		switch {

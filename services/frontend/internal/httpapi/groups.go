@@ -8,7 +8,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // forwardGroups serves every /v1/groups route by relaying it verbatim
@@ -28,6 +30,10 @@ func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
 	}
 	h := http.Header{}
 	h.Set(headerRequestID, id)
+	if p, ok := ctx.UserValue(principalKey).(*cluster.Principal); ok {
+		// The offsets service checks the group's own topics for it.
+		h.Set(service.PrincipalHeader, p.Name)
+	}
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
 		h.Set("Content-Type", string(ct))
 	}

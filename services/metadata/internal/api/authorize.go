@@ -25,6 +25,9 @@ import (
 // it refuses a request.
 const followerCatchUp = time.Second
 
+// maxAuthWaiting bounds the requests waiting in catchUp at once.
+const maxAuthWaiting = 64
+
 // viewerKey is the request user value holding who reads the model: a
 // *cluster.Principal, or the service name for the cluster's services;
 // relayKey the name of a principal the request is relayed for.
@@ -60,7 +63,7 @@ func needOf(method, path string) cluster.Need {
 func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
 	name := service.PeerName(ctx)
 	if s.cfg.Authz.IsService(name) {
-		on := string(ctx.Request.Header.Peek(raftgroup.PrincipalHeader))
+		on := string(ctx.Request.Header.Peek(service.PrincipalHeader))
 		if on == "" {
 			ctx.SetUserValue(viewerKey, name)
 			return true
@@ -71,20 +74,10 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
 	access := s.fsm.Access()
 	p, _ := access.Principal(name)
 	err := access.Authorize(p, name, need)
-	if err != nil && !s.node.IsLeader() {
-		// A follower may not have applied a principal or ACL change the
-		// leader acknowledged a moment ago: decide again on each newer
-		// state for a short while before refusing.
-		wctx, cancel := context.WithTimeout(s.base, followerCatchUp)
-		for err != nil {
-			if _, werr := s.fsm.WaitNewer(wctx, access.Version); werr != nil {
-				break
-			}
-			access = s.fsm.Access()
-			p, _ = access.Principal(name)
-			err = access.Authorize(p, name, need)
+	if err != nil && !need.Service && !s.node.IsLeader() {
+		if q, ok := s.catchUp(access.Version, name, need); ok {
+			p, err = q, nil
 		}
-		cancel()
 	}
 	if err != nil {
 		s.log.Warn("request denied", "principal", name, "method", method, "path", path, "err", err, "remote", ctx.RemoteAddr().String())
@@ -94,6 +87,31 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
 	ctx.SetUserValue(viewerKey, p)
 	ctx.SetUserValue(relayKey, name)
 	return true
+}
+
+// catchUp decides again, on each newer state for up to followerCatchUp, a
+// request a follower would refuse: it may not have applied a principal or
+// ACL change the leader acknowledged a moment ago. At most maxAuthWaiting
+// requests wait at once; past that they are refused at once.
+func (s *Server) catchUp(since uint64, name string, need cluster.Need) (*cluster.Principal, bool) {
+	defer s.authWaiting.Add(-1)
+	if s.authWaiting.Add(1) > maxAuthWaiting {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(s.base, followerCatchUp)
+	defer cancel()
+	for {
+		v, err := s.fsm.WaitNewer(ctx, since)
+		if err != nil {
+			return nil, false
+		}
+		access := s.fsm.Access()
+		p, _ := access.Principal(name)
+		if access.Authorize(p, name, need) == nil {
+			return p, true
+		}
+		since = v
+	}
 }
 
 // relayContext makes a relay of the request carry its principal.

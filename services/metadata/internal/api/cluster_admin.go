@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/valyala/fasthttp"
 
@@ -124,6 +125,11 @@ func (s *Server) setPrincipal(ctx *fasthttp.RequestCtx) {
 	var c cluster.PrincipalChange
 	if err := decode(ctx, &c); err != nil {
 		writeError(ctx, err)
+		return
+	}
+	if !c.Delete && (strings.TrimSpace(c.Name) != c.Name || strings.ContainsFunc(c.Name, unicode.IsControl)) {
+		// Names travel in headers when requests are relayed (service.PrincipalHeader).
+		writeError(ctx, bad(protocol.InvalidRequest, "principal name %q has surrounding spaces or control characters", c.Name))
 		return
 	}
 	s.commit(ctx, fsm.Command{Type: fsm.TypeSetPrincipal, SetPrincipal: &fsm.SetPrincipal{Principal: c.Principal, Delete: c.Delete}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,25 @@ func TestQuotaRoute(t *testing.T) {
 	}
 	if snap, _ := read.Snapshot(ctx); len(snap.Quotas) != 1 {
 		t.Fatalf("after removing etl's quota: %+v", snap.Quotas)
+	}
+}
+
+// TestPrincipalNames: a principal's name may not have surrounding spaces or
+// control characters (names travel in the relay header); a plain one is
+// kept.
+func TestPrincipalNames(t *testing.T) {
+	ms := startCluster(t, 1, clusterOpts{})
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	c := client(leader(ms))
+	ctx := context.Background()
+	hash := strings.Repeat("ab", 32)
+	for _, name := range []string{" bob", "bob ", "bo\nb", "\t"} {
+		wantCode(t, c.SetPrincipal(ctx, cluster.Principal{Name: name, TokenSHA256: hash}, false), protocol.InvalidRequest)
+	}
+	if err := c.SetPrincipal(ctx, cluster.Principal{Name: "bob smith", TokenSHA256: hash}, false); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := c.Snapshot(ctx); err != nil || len(snap.Principals) != 1 || snap.Principals[0].Name != "bob smith" {
+		t.Fatalf("principals %+v, %v", snap, err)
 	}
 }

@@ -39,9 +39,10 @@ type Server struct {
 	ln   net.Listener
 	http *service.HTTPServer
 
-	base    context.Context // cancelled by Stop: ends long polls and proposals
-	cancel  context.CancelFunc
-	waiting atomic.Int64 // long polls waiting for a change
+	base        context.Context // cancelled by Stop: ends long polls and proposals
+	cancel      context.CancelFunc
+	waiting     atomic.Int64 // long polls waiting for a change
+	authWaiting atomic.Int64 // refusals waiting for newer state (catchUp)
 }
 
 // New listens on cfg.Addr (unless WithListener) and prepares the server.

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -147,7 +148,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if s.cfg.Authz.On && !s.authorize(ctx, method, path) {
+	if !s.authorize(ctx, method, path, parts) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(s.base, s.cfg.RequestTimeout)
@@ -175,6 +176,9 @@ func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 	if b := ctx.PostBody(); len(b) > 0 {
 		body = append([]byte(nil), b...)
 	}
+	if name, ok := ctx.UserValue(principalKey).(string); ok {
+		rctx = raftgroup.WithPrincipal(rctx, name)
+	}
 	status, ctype, out, err := s.node.Forward(rctx, string(ctx.Method()), string(ctx.RequestURI()), body)
 	if err != nil {
 		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator and could not relay: %v", s.node.ID(), err))
@@ -195,22 +199,80 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 	writeErr(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
 }
 
-// authorize checks the request's certificate principal; it answers the
-// request itself and returns false when it may not go on.
-func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
+// authorize checks the request's principal, when there is one to check: the
+// certificate's under Config.Authz (the cluster's services pass), or the one
+// a frontend names in service.PrincipalHeader for a token principal. It
+// answers the request itself and returns false when it may not go on.
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string, parts []string) bool {
 	name := service.PeerName(ctx)
-	if s.cfg.Authz.IsService(name) {
+	on := string(ctx.Request.Header.Peek(service.PrincipalHeader))
+	switch {
+	case s.cfg.Authz.On && !s.cfg.Authz.IsService(name):
+		// The certificate is the principal; a header from it counts for nothing.
+	case on != "":
+		// A frontend relaying a principal's request. With authorization off
+		// anyone may send this header, but it can only restrict.
+		name = on
+	default:
 		return true
 	}
 	access := s.ends.Access()
 	p, _ := access.Principal(name)
-	err := access.Authorize(p, name, groups.NeedOf(method, "/"+path, string(ctx.QueryArgs().QueryString()), ctx.PostBody()))
+	err := access.Authorize(p, name, groups.NeedOf(method, "/"+path, string(ctx.QueryArgs().Peek("topic")), ctx.PostBody()))
+	if err == nil && len(parts) > 2 {
+		err = s.groupAccess(access, p, name, parts[2])
+	}
 	if err == nil {
+		// A relay to the leader names the principal: the leader checks the
+		// group against its own state, which a follower's may trail.
+		ctx.SetUserValue(principalKey, name)
 		return true
 	}
 	s.log.Warn("request denied", "principal", name, "method", method, "path", "/"+path, "err", err, "remote", ctx.RemoteAddr().String())
 	s.fail(ctx, err)
 	return false
+}
+
+// principalKey is the request user value naming the principal authorize
+// checked.
+const principalKey = "sluice.principal"
+
+// groupAccess refuses a group to a principal that may not consume every
+// topic the group reads: those its members subscribe to and those it has
+// offsets committed for. Groups are not ACL resources of their own; this
+// keeps one principal out of the groups of topics it cannot read (their
+// members, lag and offsets). A group that does not exist yet is open.
+func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, name, group string) error {
+	if p != nil && p.Admin {
+		return nil
+	}
+	topics := map[string]bool{}
+	if g, ok := s.fsm.Group(group); ok {
+		for _, m := range g.Members {
+			for _, t := range m.Topics {
+				topics[t] = true
+			}
+		}
+	}
+	offs, err := s.fsm.Offsets(group, "")
+	if err != nil {
+		return err
+	}
+	for _, o := range offs {
+		topics[o.Topic] = true
+	}
+	need := cluster.Need{Op: cluster.OpConsume, Group: true}
+	for t := range topics {
+		need.Topics = append(need.Topics, t)
+	}
+	sort.Strings(need.Topics)
+	if len(need.Topics) == 0 {
+		return nil
+	}
+	if err := access.Authorize(p, name, need); err != nil {
+		return protocol.GroupAuthorizationFailed.Err("%s (group %s reads it)", protocol.MessageOf(err), group)
+	}
+	return nil
 }
 
 // fail answers err with its status and wire code.

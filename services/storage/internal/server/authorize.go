@@ -9,9 +9,9 @@ import (
 
 // Authorization (Config.Authz). The principal of a connection is the
 // common name of its client certificate; the cluster's services may do
-// everything, admins too, and anyone else what the
-// ACLs kept by metadata name: produce needs the produce ACL of the topic, a
-// consumer fetch the consume ACL, and a follower fetch a service. Look-ups
+// everything, and anyone else what the ACLs kept by metadata name (admins
+// every topic): produce needs the produce ACL of the topic, a consumer fetch
+// the consume ACL, and a follower fetch a service (not even an admin). Look-ups
 // (list offsets, leader epochs, replica states) need a verified certificate
 // only, which TLS already enforced.
 
