@@ -100,16 +100,7 @@ func TestComposeOverTLS(t *testing.T) {
 
 	pcfg := client.DefaultProducerConfig()
 	pcfg.Frontends, pcfg.TLS, pcfg.Logger = frontends, caOnly, loadcheck.QuietLogger()
-	p, err := client.NewProducer(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
-	l.SendN(t, p, topic, 10, 2000)
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, " over TLS")
+	l := loadcheck.Produce(t, ctx, pcfg, 10, 2000, " over TLS", topic)
 
 	ccfg := client.DefaultConsumerConfig()
 	ccfg.Metadata, ccfg.Offsets, ccfg.TLS = metadata, []string{"127.0.0.1:7080", "127.0.0.1:7083", "127.0.0.1:7086"}, app

@@ -53,16 +53,7 @@ func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
 	cfg.Frontends = c.FrontendURLs()
 	cfg.BatchSize = 4 << 10
 	cfg.Linger = 2 * time.Millisecond
-	p, err := client.NewProducer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
-	l.SendN(t, p, topic, 20, 6000)
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, "")
+	l := loadcheck.Produce(t, ctx, cfg, 20, 6000, "", topic)
 	end := int64(l.Sent)
 	waitReplicasAt(t, ctx, c, topic, end)
 	_, part := leaderOf(t, ctx, c, topic, 0)

@@ -45,19 +45,8 @@ func TestQuotasThrottleSDKClients(t *testing.T) {
 	cfg.ClientID = "slow-producer"
 	cfg.Linger = 2 * time.Millisecond
 	cfg.BatchSize = 8 << 10
-	p, err := client.NewProducer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
 	const n = 2000 // about 80 KB in batches: a few seconds of quota past the one-second burst
-	for i := 0; i < n; i++ {
-		l.Send(t, p, "limited", i, 10)
-	}
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, ": a producer over its quota is slowed, not failed")
+	l := loadcheck.Produce(t, ctx, cfg, 10, n, ": a producer over its quota is slowed, not failed", "limited")
 	if got := metricSeries(t, c.Proc("frontend").AdminAddr)[`sluice_frontend_quota_throttled_total{kind="produce"}`]; got < 1 {
 		t.Fatalf("the frontend throttled no produce request: %v", got)
 	}

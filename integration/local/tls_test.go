@@ -378,17 +378,5 @@ func sendOverTLS(t *testing.T, ctx context.Context, c *localcluster.Cluster, cfg
 	t.Helper()
 	pcfg := client.DefaultProducerConfig()
 	pcfg.Frontends, pcfg.TLS, pcfg.Linger = c.FrontendURLs(), cfg, 2*time.Millisecond
-	p, err := client.NewProducer(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := loadcheck.NewKeyedLoad()
-	for _, topic := range topics {
-		l.SendN(t, p, topic, keys, n)
-	}
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.RequireAllAcknowledged(t, what)
-	return l
+	return loadcheck.Produce(t, ctx, pcfg, keys, n, what, topics...)
 }

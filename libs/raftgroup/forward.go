@@ -20,19 +20,11 @@ const ApplyPath = "/v1/internal/apply"
 // NOT_CONTROLLER instead of relaying it again, so requests never loop.
 const ForwardedHeader = "X-Sluice-Forwarded-By"
 
-type principalKey struct{}
-
-// WithPrincipal returns ctx making Forward relay the request on behalf of
-// principal (service.PrincipalHeader).
-func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
-}
-
 // maxForwardResponse caps a leader's answer read by Forward.
 const maxForwardResponse = 64 << 20
 
-// Forward relays an HTTP request (method, path with query, JSON body) to the
-// leader's HTTP API and returns its status, content type and body verbatim.
+// Forward relays an HTTP request (method, path with query, JSON body, and
+// the principal of service.RelayContext in ctx) to the leader's HTTP API and returns its status, content type and body verbatim.
 // It fails with ErrNotStarted, ErrNoLeader, ErrLeaderAddressUnknown,
 // ErrNotLeader (when this member is the leader: the caller should have served
 // the request) or ErrForward. It is bounded by ctx's deadline, or by
@@ -71,7 +63,7 @@ func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(ForwardedHeader, n.cfg.ID)
-	if p, ok := ctx.Value(principalKey{}).(string); ok && p != "" {
+	if p := service.RelayPrincipal(ctx); p != "" {
 		req.Header.Set(service.PrincipalHeader, p)
 	}
 	resp, err := n.hc.Do(req)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"slices"
@@ -34,15 +35,60 @@ func (a *CertAuthz) Register(fs *FlagSet) {
 	fs.String(&a.services, "service-principals", "sluice-node", "comma-separated certificate names of the cluster's own services, which may do everything")
 }
 
-// Finish completes the configuration after parsing, given the server TLS
-// configuration: -authorize needs listeners that require client
+// TLSConfigs loads c's TLS identity (Common.TLSConfigs) and completes a
+// after parsing: -authorize needs listeners that require client
 // certificates.
-func (a *CertAuthz) Finish(server *tls.Config) error {
+func (a *CertAuthz) TLSConfigs(c *Common) (server, client *tls.Config, err error) {
+	if server, client, err = c.TLSConfigs(); err != nil {
+		return nil, nil, err
+	}
 	a.Services = SplitList(a.services)
 	if a.On && (server == nil || server.ClientCAs == nil) {
-		return errors.New("flag -authorize needs -tls-cert, -tls-key and -tls-ca (the principal is the client certificate's name)")
+		return nil, nil, errors.New("flag -authorize needs -tls-cert, -tls-key and -tls-ca (the principal is the client certificate's name)")
 	}
-	return nil
+	return server, client, nil
+}
+
+// Principal returns whom a request is for, and whether that principal is
+// to be checked: the certificate's name under -authorize, unless it is one
+// of the cluster's services; the principal a service names in
+// PrincipalHeader (with authorization off anyone may name one, which can
+// only restrict). check is false for a service acting for itself and for
+// an anonymous request with authorization off.
+func (a *CertAuthz) Principal(ctx *fasthttp.RequestCtx) (name string, check bool) {
+	name = PeerName(ctx)
+	if a.On && !a.IsService(name) {
+		return name, true
+	}
+	if on := string(ctx.Request.Header.Peek(PrincipalHeader)); on != "" {
+		return on, true
+	}
+	return name, false
+}
+
+// relayKey is the request user value naming the principal a relay of the
+// request is for (RelayFor).
+const relayKey = "sluice.relay-principal"
+
+// RelayFor marks a request as checked for principal: RelayContext makes a
+// relay of it name the principal.
+func RelayFor(ctx *fasthttp.RequestCtx, principal string) { ctx.SetUserValue(relayKey, principal) }
+
+type principalKey struct{}
+
+// RelayContext returns c carrying the principal RelayFor marked the request
+// with, if any, for a relay to name in PrincipalHeader (RelayPrincipal).
+func RelayContext(ctx *fasthttp.RequestCtx, c context.Context) context.Context {
+	if name, ok := ctx.UserValue(relayKey).(string); ok && name != "" {
+		return context.WithValue(c, principalKey{}, name)
+	}
+	return c
+}
+
+// RelayPrincipal returns the principal c relays for ("" for none).
+func RelayPrincipal(c context.Context) string {
+	name, _ := c.Value(principalKey{}).(string)
+	return name
 }
 
 // IsService reports whether name is one of the cluster's services.

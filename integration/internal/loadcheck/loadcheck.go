@@ -74,6 +74,26 @@ func (l *KeyedLoad) SendN(t *testing.T, p *client.Producer, topic string, keys, 
 	}
 }
 
+// Produce sends n records over keys keys to each topic with a new SDK
+// producer configured by cfg, closes it, and requires every record
+// acknowledged (what says how, in the failure message).
+func Produce(t *testing.T, ctx context.Context, cfg client.ProducerConfig, keys, n int, what string, topics ...string) *KeyedLoad {
+	t.Helper()
+	p, err := client.NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewKeyedLoad()
+	for _, topic := range topics {
+		l.SendN(t, p, topic, keys, n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.RequireAllAcknowledged(t, what)
+	return l
+}
+
 // Run sends a steady keyed load until stop is closed, pausing 2ms after
 // every pauseEvery records (a steady load, not a flood: the cluster shares
 // the machine's cores).

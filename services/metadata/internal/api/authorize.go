@@ -9,7 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
@@ -29,12 +28,8 @@ const followerCatchUp = time.Second
 const maxAuthWaiting = 64
 
 // viewerKey is the request user value holding who reads the model: a
-// *cluster.Principal, or the service name for the cluster's services;
-// relayKey the name of a principal the request is relayed for.
-const (
-	viewerKey = "sluice.viewer"
-	relayKey  = "sluice.relay-principal"
-)
+// *cluster.Principal, or the service name for the cluster's services.
+const viewerKey = "sluice.viewer"
 
 // needOf classifies a request:
 //
@@ -61,14 +56,10 @@ func needOf(method, path string) cluster.Need {
 // authorize checks the request's principal; it answers the request itself
 // and returns false when it may not go on.
 func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
-	name := service.PeerName(ctx)
-	if s.cfg.Authz.IsService(name) {
-		on := string(ctx.Request.Header.Peek(service.PrincipalHeader))
-		if on == "" {
-			ctx.SetUserValue(viewerKey, name)
-			return true
-		}
-		name = on // a member relaying a principal's request: decide here, on the leader's state
+	name, check := s.cfg.Authz.Principal(ctx)
+	if !check {
+		ctx.SetUserValue(viewerKey, name)
+		return true
 	}
 	need := needOf(method, path)
 	access := s.fsm.Access()
@@ -85,7 +76,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
 		return false
 	}
 	ctx.SetUserValue(viewerKey, p)
-	ctx.SetUserValue(relayKey, name)
+	service.RelayFor(ctx, name)
 	return true
 }
 
@@ -112,14 +103,6 @@ func (s *Server) catchUp(since uint64, name string, need cluster.Need) (*cluster
 		}
 		since = v
 	}
-}
-
-// relayContext makes a relay of the request carry its principal.
-func relayContext(ctx *fasthttp.RequestCtx, c context.Context) context.Context {
-	if name, ok := ctx.UserValue(relayKey).(string); ok {
-		return raftgroup.WithPrincipal(c, name)
-	}
-	return c
 }
 
 // view is the model as the request may see it: whole for the cluster's

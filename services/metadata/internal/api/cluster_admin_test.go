@@ -19,15 +19,8 @@ func partOf(_ *cluster.Partition, err error) error { return err }
 // through a follower (relayed to the leader) and checks each answer's code.
 func TestReassignmentRoutes(t *testing.T) {
 	ms := startCluster(t, 3, clusterOpts{})
-	var follower *member
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
-	for _, m := range ms {
-		if m != leader(ms) {
-			follower = m
-			break
-		}
-	}
-	c := client(follower)
+	f := follower(t, ms)
+	c := client(f)
 	ctx := context.Background()
 	for id := int32(1); id <= 4; id++ {
 		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
@@ -59,10 +52,10 @@ func TestReassignmentRoutes(t *testing.T) {
 	if err != nil || !slices.Equal(p.Replicas, before) || p.Reassigning() {
 		t.Fatalf("cancel: %+v, %v", p, err)
 	}
-	if status, eb := rawDo(t, http.MethodPost, "http://"+follower.http+"/v1/topics/t/partitions/x/reassignment", []byte(`{}`)); status != http.StatusNotFound || eb.ErrorCode != int16(protocol.UnknownTopicOrPartition) {
+	if status, eb := rawDo(t, http.MethodPost, "http://"+f.http+"/v1/topics/t/partitions/x/reassignment", []byte(`{}`)); status != http.StatusNotFound || eb.ErrorCode != int16(protocol.UnknownTopicOrPartition) {
 		t.Fatalf("bad partition number: %d %+v", status, eb)
 	}
-	if status, _ := rawDo(t, http.MethodGet, "http://"+follower.http+"/v1/topics/t/partitions/0/reassignment", nil); status != http.StatusMethodNotAllowed {
+	if status, _ := rawDo(t, http.MethodGet, "http://"+f.http+"/v1/topics/t/partitions/0/reassignment", nil); status != http.StatusMethodNotAllowed {
 		t.Fatalf("GET reassignment: %d", status)
 	}
 
@@ -74,7 +67,7 @@ func TestReassignmentRoutes(t *testing.T) {
 	if _, err := c.DecommissionNode(ctx, 9); protocol.CodeOf(err) != protocol.UnknownNode {
 		t.Fatalf("decommission of an unknown node: %v", err)
 	}
-	if status, _ := rawDo(t, http.MethodPost, "http://"+follower.http+"/v1/nodes/abc/decommission", nil); status != http.StatusBadRequest {
+	if status, _ := rawDo(t, http.MethodPost, "http://"+f.http+"/v1/nodes/abc/decommission", nil); status != http.StatusBadRequest {
 		t.Fatalf("bad node id: %d", status)
 	}
 	if err := c.RecommissionNode(ctx, before[0]); err != nil {
@@ -94,15 +87,8 @@ func TestReassignmentRoutes(t *testing.T) {
 // negative rate is refused.
 func TestQuotaRoute(t *testing.T) {
 	ms := startCluster(t, 3, clusterOpts{})
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
-	var follower *member
-	for _, m := range ms {
-		if m != leader(ms) {
-			follower = m
-			break
-		}
-	}
-	c := client(follower)
+	f := follower(t, ms)
+	c := client(f)
 	ctx := context.Background()
 	for _, q := range []cluster.Quota{{ClientID: "etl", ProduceBytesPerSec: 5}, {ClientID: "", FetchBytesPerSec: 9}, {ClientID: "etl", ProduceBytesPerSec: 6}} {
 		if err := c.SetQuota(ctx, q); err != nil {

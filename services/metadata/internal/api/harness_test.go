@@ -181,6 +181,20 @@ func leader(ms []*member) *member {
 	return nil
 }
 
+// follower waits for a leader and returns another running member.
+func follower(t *testing.T, ms []*member) *member {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	l := leader(ms)
+	for _, m := range ms {
+		if m != l && !m.stopped {
+			return m
+		}
+	}
+	t.Fatal("no follower")
+	return nil
+}
+
 func addrs(ms ...*member) []string {
 	var out []string
 	for _, m := range ms {

@@ -212,7 +212,7 @@ func (s *Server) relay(ctx *fasthttp.RequestCtx, timeout time.Duration) {
 		writeError(ctx, fmt.Errorf("%w (request relayed by member %s)", raftnode.ErrNotLeader, ctx.Request.Header.Peek(raftnode.ForwardedHeader)))
 		return
 	}
-	rctx, cancel := context.WithTimeout(relayContext(ctx, s.base), timeout)
+	rctx, cancel := context.WithTimeout(service.RelayContext(ctx, s.base), timeout)
 	defer cancel()
 	var body []byte
 	if b := ctx.PostBody(); len(b) > 0 {

@@ -37,13 +37,10 @@ func ParseConfig(args []string) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
-	server, client, err := cfg.Common.TLSConfigs()
+	server, client, err := cfg.API.Authz.TLSConfigs(&cfg.Common)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Raft.ServerTLS, cfg.Raft.ClientTLS, cfg.API.TLS = server, client, server
-	if err := cfg.API.Authz.Finish(server); err != nil {
-		return cfg, err
-	}
 	return cfg, nil
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -399,15 +400,17 @@ func (s *state) export() *cluster.Snapshot {
 	}
 }
 
-func (s *state) sortedQuotas() []cluster.Quota {
-	if len(s.quotas) == 0 {
+func (s *state) sortedQuotas() []cluster.Quota { return valuesByKey(s.quotas) }
+
+// valuesByKey returns m's values ordered by key, nil when m is empty.
+func valuesByKey[V any](m map[string]V) []V {
+	if len(m) == 0 {
 		return nil
 	}
-	out := make([]cluster.Quota, 0, len(s.quotas))
-	for _, q := range s.quotas {
-		out = append(out, q)
+	out := make([]V, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
 	return out
 }
 

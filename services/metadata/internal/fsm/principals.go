@@ -63,17 +63,7 @@ func (s *state) setACL(c *SetACL) (bool, error) {
 	return !had, nil
 }
 
-func (s *state) sortedPrincipals() []cluster.Principal {
-	if len(s.principals) == 0 {
-		return nil
-	}
-	out := make([]cluster.Principal, 0, len(s.principals))
-	for _, p := range s.principals {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func (s *state) sortedPrincipals() []cluster.Principal { return valuesByKey(s.principals) }
 
 func (s *state) sortedACLs() []cluster.ACL {
 	if len(s.acls) == 0 {

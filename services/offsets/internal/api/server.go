@@ -176,10 +176,7 @@ func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 	if b := ctx.PostBody(); len(b) > 0 {
 		body = append([]byte(nil), b...)
 	}
-	if name, ok := ctx.UserValue(principalKey).(string); ok {
-		rctx = raftgroup.WithPrincipal(rctx, name)
-	}
-	status, ctype, out, err := s.node.Forward(rctx, string(ctx.Method()), string(ctx.RequestURI()), body)
+	status, ctype, out, err := s.node.Forward(service.RelayContext(ctx, rctx), string(ctx.Method()), string(ctx.RequestURI()), body)
 	if err != nil {
 		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator and could not relay: %v", s.node.ID(), err))
 		return
@@ -204,16 +201,8 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 // a frontend names in service.PrincipalHeader for a token principal. It
 // answers the request itself and returns false when it may not go on.
 func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string, parts []string) bool {
-	name := service.PeerName(ctx)
-	on := string(ctx.Request.Header.Peek(service.PrincipalHeader))
-	switch {
-	case s.cfg.Authz.On && !s.cfg.Authz.IsService(name):
-		// The certificate is the principal; a header from it counts for nothing.
-	case on != "":
-		// A frontend relaying a principal's request. With authorization off
-		// anyone may send this header, but it can only restrict.
-		name = on
-	default:
+	name, check := s.cfg.Authz.Principal(ctx)
+	if !check {
 		return true
 	}
 	access := s.ends.Access()
@@ -225,17 +214,13 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string, parts 
 	if err == nil {
 		// A relay to the leader names the principal: the leader checks the
 		// group against its own state, which a follower's may trail.
-		ctx.SetUserValue(principalKey, name)
+		service.RelayFor(ctx, name)
 		return true
 	}
 	s.log.Warn("request denied", "principal", name, "method", method, "path", "/"+path, "err", err, "remote", ctx.RemoteAddr().String())
 	s.fail(ctx, err)
 	return false
 }
-
-// principalKey is the request user value naming the principal authorize
-// checked.
-const principalKey = "sluice.principal"
 
 // groupAccess refuses a group to a principal that may not consume every
 // topic the group reads: those its members subscribe to and those it has

@@ -113,14 +113,11 @@ func ParseConfig(args []string) (Config, error) {
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
-	server, client, err := c.Common.TLSConfigs()
+	server, client, err := c.API.Authz.TLSConfigs(&c.Common)
 	if err != nil {
 		return c, err
 	}
 	c.Raft.ServerTLS, c.Raft.ClientTLS, c.API.TLS = server, client, server
-	if err := c.API.Authz.Finish(server); err != nil {
-		return c, err
-	}
 	return c, nil
 }
 

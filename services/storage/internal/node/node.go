@@ -84,14 +84,11 @@ func Parse(args []string) ([]fx.Option, error) {
 	if c.AdvertisedAddr == "" {
 		c.AdvertisedAddr = internal
 	}
-	srvTLS, cliTLS, err := c.Common.TLSConfigs()
+	srvTLS, cliTLS, err := c.Server.Authz.TLSConfigs(&c.Common)
 	if err != nil {
 		return nil, err
 	}
 	c.Server.TLS = srvTLS
-	if err := c.Server.Authz.Finish(srvTLS); err != nil {
-		return nil, err
-	}
 	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
 	return []fx.Option{
 		fx.Supply(c, c.Common, mcfg, service.TLSClient{Config: cliTLS}, service.Identity{Service: "storage", NodeID: strconv.Itoa(c.NodeID)}),

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/tlsconf"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -149,4 +152,21 @@ func appendVisible(t testing.TB, r *replica.Replica, payload []byte) {
 		t.Fatal(err)
 	}
 	r.Progressed()
+}
+
+// testTLS writes a development CA and certificates for 127.0.0.1 (as make
+// certs does) and returns their directory, the node's server configuration
+// (client certificates required) and its client configuration.
+func testTLS(tb testing.TB) (dir string, server, client *tls.Config) {
+	tb.Helper()
+	dir = tb.TempDir()
+	if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+	server, client, err := tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
+		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir, server, client
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
 // helperEnv makes the test binary act as a storage server for the strace test.
@@ -150,16 +149,7 @@ func benchmarkFetch(b *testing.B, useTLS bool) {
 	cfg := DefaultConfig()
 	var clientTLS *tls.Config
 	if useTLS {
-		dir := b.TempDir()
-		if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
-			b.Fatal(err)
-		}
-		var err error
-		cfg.TLS, clientTLS, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
-			CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, cfg.TLS, clientTLS = testTLS(b)
 	}
 	s, mgr := startServer(b, b.TempDir(), snapshot("t", 1, nil), cfg)
 	r, _ := mgr.Get("t", 0)

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -481,18 +480,9 @@ func TestCorruptDataIsNotServed(t *testing.T) {
 // the TLS layer instead of sendfile) are the ones the log holds, for fetches
 // large and small; a plaintext client is not served.
 func TestFetchOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultConfig()
-	var clientTLS *tls.Config
-	var err error
-	cfg.TLS, clientTLS, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
-		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, serverTLS, clientTLS := testTLS(t)
+	cfg.TLS = serverTLS
 	s, mgr := startServer(t, t.TempDir(), snapshot("t", 1, nil), cfg)
 	c, err := storageclient.DialTLS(context.Background(), s.Addr(), "tls-test", clientTLS)
 	if err != nil {
@@ -535,21 +525,12 @@ func TestFetchOverTLS(t *testing.T) {
 // is the principal: a consume ACL lets it fetch, not produce nor replicate;
 // the service name may do everything.
 func TestAuthorizeByCertificate(t *testing.T) {
-	dir := t.TempDir()
-	if err := tlsconf.Generate(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	dir, serverTLS, nodeTLS := testTLS(t)
 	if err := tlsconf.IssueClient(dir, "alice", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	var nodeTLS *tls.Config
-	var err error
-	cfg.TLS, nodeTLS, err = tlsconf.Files{CertFile: filepath.Join(dir, tlsconf.NodeCertFile), KeyFile: filepath.Join(dir, tlsconf.NodeKeyFile),
-		CAFile: filepath.Join(dir, tlsconf.CAFile)}.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.TLS = serverTLS
 	cfg.Authz = service.CertAuthz{On: true, Services: []string{"sluice-node"}}
 	snap := snapshot("t", 1, nil)
 	snap.Principals = []cluster.Principal{{Name: "alice", TokenSHA256: strings.Repeat("a", 64)}}
