@@ -55,8 +55,8 @@ type Coordinator struct {
 
 	ready atomic.Bool // leader and caught up (a barrier passed since it became leader)
 
-	mu          sync.Mutex             // guards the fields below
-	locks       map[string]*sync.Mutex // per group: one membership change at a time
+	mu          sync.Mutex            // guards the fields below
+	locks       map[string]*groupLock // per group: one membership change at a time
 	seen        map[memberKey]time.Time
 	revokeSince map[memberKey]time.Time
 	term        uint64 // leadership changes seen, so a stale barrier cannot set ready
@@ -69,7 +69,7 @@ type Coordinator struct {
 // New returns a coordinator; Start runs its expiry loop.
 func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coordinator {
 	return &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
-		locks: map[string]*sync.Mutex{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
+		locks: map[string]*groupLock{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
 		stop: make(chan struct{})}
 }
 
@@ -153,15 +153,33 @@ func (c *Coordinator) Ready() bool {
 	return c.ready.Load() && c.raft.IsLeader() && c.fsm.Ready() == nil
 }
 
-func (c *Coordinator) groupLock(group string) *sync.Mutex {
+// groupLock serializes one group's membership changes.
+type groupLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters; guarded by Coordinator.mu
+}
+
+// lockGroup takes the group's lock and returns its release. A group's entry
+// lives only while someone holds or waits for it, so group names that clients
+// make up do not pile up in the coordinator's memory.
+func (c *Coordinator) lockGroup(group string) (unlock func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	l := c.locks[group]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = &groupLock{}
 		c.locks[group] = l
 	}
-	return l
+	l.refs++
+	c.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		c.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(c.locks, group)
+		}
+		c.mu.Unlock()
+	}
 }
 
 func (c *Coordinator) partitions(g *fsm.Group) map[string]int32 {
@@ -179,9 +197,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.He
 	if !c.Ready() {
 		return nil, ErrNotLeader
 	}
-	l := c.groupLock(group)
-	l.Lock()
-	defer l.Unlock()
+	defer c.lockGroup(group)()
 	for attempt := 0; ; attempt++ {
 		resp, err := c.heartbeatLocked(ctx, group, req)
 		// A compare-and-set conflict means the state read was stale (a
@@ -318,9 +334,32 @@ func (c *Coordinator) expire() {
 	if !c.Ready() {
 		return
 	}
+	live := map[memberKey]bool{}
 	for _, g := range c.fsm.GroupsWithMembers() {
 		for id := range g.Members {
+			live[memberKey{g.Name, id}] = true
 			c.expireMember(g.Name, id)
+		}
+	}
+	c.forgetClocks(live)
+}
+
+// forgetClocks drops the clocks of members no longer in the state: a removal
+// whose proposal timed out but committed later leaves its member's clocks
+// behind. A member that joined after live was read loses its clock too, which
+// only restarts it (expiredReason starts clocks it has not seen), so a member
+// is never expired early.
+func (c *Coordinator) forgetClocks(live map[memberKey]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.seen {
+		if !live[k] {
+			delete(c.seen, k)
+		}
+	}
+	for k := range c.revokeSince {
+		if !live[k] {
+			delete(c.revokeSince, k)
 		}
 	}
 }
@@ -329,9 +368,7 @@ func (c *Coordinator) expire() {
 // It decides under the group's lock, so a heartbeat that renewed the member
 // meanwhile is seen and the member stays.
 func (c *Coordinator) expireMember(group, id string) {
-	l := c.groupLock(group)
-	l.Lock()
-	defer l.Unlock()
+	defer c.lockGroup(group)()
 	g, ok := c.fsm.Group(group)
 	if !ok || g.Members[id] == nil {
 		return

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -193,5 +194,66 @@ func TestGroupStateAndOffsetsSurviveRestart(t *testing.T) {
 	// new leadership, so it can carry on with the same id and epoch.
 	if err := m.beat(t, c2, true); err != nil || len(m.owned) != 4 {
 		t.Fatalf("member after restart: %v, owns %v", err, m.owned)
+	}
+}
+
+// TestGroupLocksDoNotPileUp: every group name a client heartbeats gets a lock
+// only while the heartbeat runs, so made-up names cost no memory afterwards.
+func TestGroupLocksDoNotPileUp(t *testing.T) {
+	c, _, _ := start(t, t.TempDir())
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			group := fmt.Sprintf("made-up-%d", i%5)
+			if _, err := c.Heartbeat(context.Background(), group, groups.HeartbeatRequest{Topics: []string{"t"}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// The expiry sweep takes the groups' locks now and then: wait for a
+	// moment when nothing holds one.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.locks)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d group locks left after every heartbeat returned", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestClocksOfGoneMembersAreForgotten: a member that left the state without
+// its clocks being dropped (its removal committed after the proposal timed
+// out) has them dropped by the next expiry sweep; live members keep theirs.
+func TestClocksOfGoneMembersAreForgotten(t *testing.T) {
+	c, _, _ := start(t, t.TempDir())
+	// A long session, so the live member cannot expire while the test runs.
+	resp, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{Topics: []string{"t"}, SessionTimeoutMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := memberKey{"g", "gone"}
+	c.mu.Lock()
+	c.seen[gone], c.revokeSince[gone] = c.now(), c.now()
+	c.mu.Unlock()
+	c.expire()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[gone]; ok {
+		t.Fatal("the session clock of a member not in the state was kept")
+	}
+	if _, ok := c.revokeSince[gone]; ok {
+		t.Fatal("the rebalance clock of a member not in the state was kept")
+	}
+	if _, ok := c.seen[memberKey{"g", resp.MemberID}]; !ok {
+		t.Fatal("the live member's session clock was dropped")
 	}
 }
