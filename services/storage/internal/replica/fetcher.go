@@ -70,6 +70,26 @@ func (f *fetcher) run(ctx context.Context) {
 // errDiverged asks for a new truncation round.
 var errDiverged = errors.New("replica: log diverged from the leader")
 
+// errStaleRole: the replica left the role this fetcher was started for (it
+// leads now, or follows at a newer leader epoch); the fetcher is about to be
+// replaced.
+var errStaleRole = errors.New("replica: the fetcher's leader epoch is over")
+
+// asFollower runs fn, which changes the log or reads the offsets a fetch
+// reports, while the replica still follows at the fetcher's epoch. setState
+// changes roles under the same lock, so a replica that has just been made
+// leader never has its new records reported to the old leader as replicated,
+// nor its log appended to, cut or reset by the fetcher it had as a follower.
+func (f *fetcher) asFollower(fn func() error) error {
+	r := f.r
+	r.roleMu.Lock()
+	defer r.roleMu.Unlock()
+	if s := r.State(); s.Leader == r.self || s.LeaderEpoch != f.epoch {
+		return errStaleRole
+	}
+	return fn()
+}
+
 // truncate removes the suffix of the local log that the leader does not hold.
 func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
 	l := f.r.Log
@@ -107,18 +127,26 @@ func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
 	}
 	f.log.Warn("truncating a divergent suffix", "partition", f.r.Key.String(), "from", end, "log_end", l.EndOffset(),
 		"local_epoch", latest, "leader_epoch", resp.LeaderEpoch)
-	if err := l.TruncateTo(end); err != nil {
-		return fmt.Errorf("truncate %s to %d: %w", f.r.Key, end, err)
-	}
-	return nil
+	return f.asFollower(func() error {
+		if err := l.TruncateTo(end); err != nil {
+			return fmt.Errorf("truncate %s to %d: %w", f.r.Key, end, err)
+		}
+		return nil
+	})
 }
 
 // fetchOnce fetches from the log end offset and appends what arrives.
 func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	l := f.r.Log
-	req := &protocol.FetchRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Offset: l.EndOffset(),
+	req := &protocol.FetchRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition,
 		MaxBytes: 4 << 20, MaxWaitMs: int32(fetchWait.Milliseconds()), MinBytes: 1, ReplicaID: f.r.self,
-		CurrentLeaderEpoch: f.epoch, FlushedOffset: l.FlushedOffset()}
+		CurrentLeaderEpoch: f.epoch}
+	if err := f.asFollower(func() error {
+		req.Offset, req.FlushedOffset = l.EndOffset(), l.FlushedOffset()
+		return nil
+	}); err != nil {
+		return err
+	}
 	var resp protocol.FetchResponse
 	cctx, cancel := context.WithTimeout(ctx, fetchWait+callTimeout)
 	res, err := c.Call(cctx, protocol.APIFetch, req, nil, &resp)
@@ -131,8 +159,11 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	}
 	defer res.Release()
 	if len(res.Payload) > 0 {
-		if _, err := l.AppendReplica(res.Payload); err != nil {
-			if errors.Is(err, seglog.ErrDiskFull) {
+		if err := f.asFollower(func() error {
+			_, err := l.AppendReplica(res.Payload)
+			return err
+		}); err != nil {
+			if errors.Is(err, seglog.ErrDiskFull) || errors.Is(err, errStaleRole) {
 				return err // retried after a pause; nothing diverged
 			}
 			return fmt.Errorf("%w: append: %w", errDiverged, err)
@@ -143,8 +174,10 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 			}
 		}
 	}
-	f.r.SetFollowerHighWatermark(resp.HighWatermark)
-	return nil
+	return f.asFollower(func() error {
+		f.r.SetFollowerHighWatermark(resp.HighWatermark)
+		return nil
+	})
 }
 
 // batchStart returns the base offset of the local batch holding offset, so a
@@ -190,5 +223,5 @@ func (f *fetcher) outOfRange(ctx context.Context, c *storageclient.Conn, cause e
 	}
 	f.log.Warn("replica is behind the leader's log start; restarting its log there", "partition", f.r.Key.String(),
 		"log_end", l.EndOffset(), "leader_start", resp.Offset)
-	return l.ResetTo(resp.Offset)
+	return f.asFollower(func() error { return l.ResetTo(resp.Offset) })
 }

@@ -153,46 +153,62 @@ func (r *Replica) ShrinkIfLagging(now time.Time, maxLag time.Duration) *cluster.
 }
 
 func (r *Replica) alterLocked(isr []int32) *cluster.AlterPartitionRequest {
-	r.alterPending, r.alterBase = true, r.partitionEpoch
-	return &cluster.AlterPartitionRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: r.self,
+	req := &cluster.AlterPartitionRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: r.self,
 		LeaderEpoch: r.leaderEpoch, PartitionEpoch: r.partitionEpoch, ISR: isr}
+	r.alterPending, r.alterBase, r.alterReq = true, r.partitionEpoch, req
+	return req
 }
 
-// Altered applies metadata's answer to an ISR change: the new state on
-// success; on failure the change is dropped and may be asked again.
-func (r *Replica) Altered(p *cluster.Partition, err error) {
+// errNotSent: an ISR change that never reached metadata (no metadata client
+// is configured); it cannot have committed.
+var errNotSent = errors.New("replica: the ISR change was not sent")
+
+// Altered applies metadata's answer to the ISR change req and reports whether
+// the outcome is still unknown, so that req must be asked again. One change
+// is in flight at a time, and it stays in flight until it is decided:
+//   - success: the ISR metadata answered;
+//   - a refusal that a committed change cannot produce (INVALID_REQUEST: a
+//     joining replica metadata fenced, an invalid state), or a request never
+//     sent: the change did not commit, and an expansion no longer holds the
+//     high watermark;
+//   - a snapshot at a newer partition or leader epoch (setState), which
+//     supersedes req: its answer, arriving later, changes nothing.
+//
+// Anything else leaves the outcome unknown: a lost answer, or a refusal for a
+// stale partition, leader or node epoch. A retry after a lost answer is
+// refused that way when the first attempt did commit. maxISR then keeps
+// counting the joining replicas until the change is decided. A change that
+// did commit moved the partition epoch, so a newer snapshot is on its way.
+func (r *Replica) Altered(req *cluster.AlterPartitionRequest, p *cluster.Partition, err error) (retry bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.alterPending = false
-	var pe *protocol.Error
-	if errors.As(err, &pe) && !pe.Code.Retriable() {
-		// Metadata refused the change (a joining replica it fenced, a stale
-		// epoch): it did not commit, so the expansion no longer holds the
-		// high watermark.
-		r.maxISR = nil
-		if r.leader == r.self {
-			r.recomputeHWLocked()
-		}
-		r.notifyLocked()
-		return
+	if req != r.alterReq {
+		return false // superseded by a snapshot
 	}
-	if err != nil || p == nil || p.LeaderEpoch != r.leaderEpoch || p.PartitionEpoch < r.partitionEpoch {
-		// The outcome is unknown (the change may have committed with the
-		// answer lost): maxISR stays in force until a snapshot decides.
-		return
+	switch {
+	case err == nil && p != nil && p.LeaderEpoch == r.leaderEpoch && p.PartitionEpoch >= r.partitionEpoch:
+		r.partitionEpoch, r.isr = p.PartitionEpoch, slices.Clone(p.ISR)
+	case errors.Is(err, errNotSent) || protocol.CodeOf(err) == protocol.InvalidRequest:
+	default:
+		return true
 	}
-	r.partitionEpoch, r.isr, r.maxISR = p.PartitionEpoch, slices.Clone(p.ISR), nil
+	r.alterPending, r.alterReq, r.maxISR = false, nil, nil
 	if r.leader == r.self {
 		r.recomputeHWLocked()
 	}
 	r.notifyLocked()
+	return false
 }
 
 // SetFollowerHighWatermark records the leader's high watermark on a follower,
-// capped by the follower's own log end.
+// capped by the follower's own log end. It changes nothing once this replica
+// leads.
 func (r *Replica) SetFollowerHighWatermark(leaderHW int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.leader == r.self {
+		return
+	}
 	hw := min(leaderHW, r.Log.EndOffset())
 	if hw != r.hw {
 		r.hw = hw

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -78,7 +79,7 @@ func TestISRBelowMinInsyncRefusesOrFlagsAcksAll(t *testing.T) {
 	if req == nil {
 		t.Fatal("no shrink proposed for followers that never fetched")
 	}
-	r.Altered(&cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 3}}, nil)
+	r.Altered(req, &cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 3}}, nil)
 	r.FollowerFetched(3, 1, -1, time.Now(), time.Minute)
 	err = r.WaitHighWatermark(context.Background(), info.LastOffset+1, 1)
 	if protocol.CodeOf(err) != protocol.NotEnoughReplicasAfterAppend {
@@ -114,8 +115,10 @@ func TestPendingExpansionHoldsTheHighWatermark(t *testing.T) {
 	if hw := r.HighWatermark(); hw != 1 {
 		t.Fatalf("high watermark %d moved past the joining replica", hw)
 	}
-	// The answer is lost: still held.
-	r.Altered(nil, context.DeadlineExceeded)
+	// The answer is lost: still held, and the change is asked again.
+	if !r.Altered(req, nil, context.DeadlineExceeded) {
+		t.Fatal("a lost answer did not ask for the change again")
+	}
 	r.FollowerFetched(2, 3, -1, now, time.Minute)
 	if hw := r.HighWatermark(); hw != 1 {
 		t.Fatalf("high watermark %d moved after an unknown outcome", hw)
@@ -146,10 +149,13 @@ func TestRefusedExpansionReleasesTheHighWatermark(t *testing.T) {
 	}
 	now := time.Now()
 	r.FollowerFetched(2, 1, -1, now, time.Minute)
-	if req := r.FollowerFetched(3, 1, -1, now, time.Minute); req == nil {
+	req := r.FollowerFetched(3, 1, -1, now, time.Minute)
+	if req == nil {
 		t.Fatal("no expansion asked")
 	}
-	r.Altered(nil, protocol.InvalidRequest.Err("node 3 cannot join the ISR: it is not alive"))
+	if r.Altered(req, nil, protocol.InvalidRequest.Err("node 3 cannot join the ISR: it is not alive")) {
+		t.Fatal("a refusal for good asked for the change again")
+	}
 	r.FollowerFetched(2, 3, -1, now, time.Minute)
 	if hw := r.HighWatermark(); hw != 3 {
 		t.Fatalf("high watermark %d after a refused expansion: the refused replica still holds it back", hw)
@@ -166,5 +172,137 @@ func TestOnlyTheFetchingFollowerMayJoin(t *testing.T) {
 	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
 	if req := r.FollowerFetched(2, 0, -1, now, time.Minute); req != nil {
 		t.Fatalf("follower 2's fetch proposed %v: only the fetching follower may join", req.ISR)
+	}
+}
+
+// expansionAsked sets up leader 1 with ISR {1, 2} and three records, follower
+// 2 at 1 and follower 3 asking to join at 1, and returns the request.
+func expansionAsked(t *testing.T) (*Replica, *cluster.AlterPartitionRequest) {
+	t.Helper()
+	_, r := leaderReplica(t, "1")
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
+	for i := 0; i < 3; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	r.FollowerFetched(2, 1, -1, now, time.Minute)
+	req := r.FollowerFetched(3, 1, -1, now, time.Minute)
+	if req == nil || len(req.ISR) != 3 {
+		t.Fatalf("no expansion asked: %+v", req)
+	}
+	r.FollowerFetched(2, 3, -1, now, time.Minute)
+	return r, req
+}
+
+// TestStaleEpochRefusalKeepsTheExpansion: a retry of an expansion whose first
+// attempt committed (its answer lost) is refused for a stale partition epoch.
+// That refusal says nothing about the first attempt, so follower 3 still holds
+// the high watermark until a snapshot decides.
+func TestStaleEpochRefusalKeepsTheExpansion(t *testing.T) {
+	for _, code := range []protocol.Code{protocol.InvalidUpdateVersion, protocol.FencedLeaderEpoch, protocol.StaleBrokerEpoch, protocol.NotController} {
+		t.Run(code.String(), func(t *testing.T) {
+			r, req := expansionAsked(t)
+			if !r.Altered(req, nil, code.Err("partition epoch moved")) {
+				t.Fatal("an ambiguous refusal did not ask for the change again")
+			}
+			if hw := r.HighWatermark(); hw != 1 {
+				t.Fatalf("high watermark %d moved past follower 3, which may be in the committed ISR", hw)
+			}
+			if again := r.FollowerFetched(3, 1, -1, time.Now(), time.Minute); again != nil {
+				t.Fatalf("a second change %v was asked while the first is undecided", again.ISR)
+			}
+			// The snapshot with the committed expansion decides.
+			r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1, 2, 3}}, r.State().Config)
+			if r.Altered(req, nil, code.Err("late")) {
+				t.Fatal("an answer to a superseded request asked for it again")
+			}
+			if isr := r.State().ISR; len(isr) != 3 {
+				t.Fatalf("ISR %v after the snapshot", isr)
+			}
+			if hw := r.HighWatermark(); hw != 1 {
+				t.Fatalf("high watermark %d with follower 3 in the ISR at 1", hw)
+			}
+		})
+	}
+}
+
+// TestSupersededAnswerChangesNothing: a late refusal of an earlier request
+// must not release the expansion a later request asked for.
+func TestSupersededAnswerChangesNothing(t *testing.T) {
+	r, first := expansionAsked(t)
+	// Metadata moved on without the first request (its snapshot supersedes it).
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1, 2}}, r.State().Config)
+	second := r.FollowerFetched(3, 3, -1, time.Now(), time.Minute)
+	if second == nil || second.PartitionEpoch != 2 {
+		t.Fatalf("no second expansion asked at partition epoch 2: %+v", second)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Altered(first, nil, protocol.InvalidRequest.Err("node 3 cannot join the ISR: it is not alive")) {
+		t.Fatal("a superseded request was asked again")
+	}
+	r.FollowerFetched(2, 5, -1, time.Now(), time.Minute)
+	if hw := r.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d: a late answer to the first request released the second expansion", hw)
+	}
+	if r.Altered(second, &cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 3, ISR: []int32{1, 2, 3}}, nil) {
+		t.Fatal("a committed change was asked again")
+	}
+	if isr := r.State().ISR; len(isr) != 3 {
+		t.Fatalf("ISR %v after the second expansion committed", isr)
+	}
+}
+
+// TestFetcherOfAnOldRoleChangesNothing: once the replica leads, the fetcher
+// it had as a follower may neither change its log nor read the offsets it
+// would report to the old leader; a role change waits for a change to the
+// log the fetcher is making.
+func TestFetcherOfAnOldRoleChangesNothing(t *testing.T) {
+	_, r := leaderReplica(t, "1")
+	cfg := r.State().Config
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, ISR: []int32{1, 2, 3}}, cfg)
+	f := &fetcher{r: r, epoch: 2}
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- f.asFollower(func() error {
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	<-inside
+	promoted := make(chan struct{})
+	go func() {
+		r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 3, ISR: []int32{1, 2, 3}}, cfg)
+		close(promoted)
+	}()
+	select {
+	case <-promoted:
+		t.Fatal("the role changed while the fetcher was changing the log")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("fetcher of the current role: %v", err)
+	}
+	<-promoted
+	ran := false
+	if err := f.asFollower(func() error { ran = true; return nil }); !errors.Is(err, errStaleRole) || ran {
+		t.Fatalf("fetcher of epoch 2 on the leader of epoch 3: ran %v, err %v", ran, err)
+	}
+	// Nor does a leader take a high watermark from a fetch answer.
+	if _, err := r.Log.Append(testBatch(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	before := r.HighWatermark()
+	r.SetFollowerHighWatermark(1)
+	if hw := r.HighWatermark(); hw != before {
+		t.Fatalf("leader's high watermark moved from %d to %d on a follower's report", before, hw)
 	}
 }

@@ -28,6 +28,12 @@ type Replica struct {
 	topicID string // the topic incarnation the log belongs to; set at open
 	self    int32  // this node's id
 
+	// roleMu orders role changes (setState) against the fetcher's changes
+	// to the log (asFollower): a fetcher of an older role never appends to,
+	// truncates or resets the log of a leader, nor reports its offsets to
+	// an old leader once this replica leads. Taken before mu.
+	roleMu sync.Mutex
+
 	mu             sync.RWMutex            // guards the fields below
 	leader         int32                   // current leader's node id, -1 when none
 	leaderEpoch    int32                   // current leader epoch
@@ -46,6 +52,9 @@ type Replica struct {
 	// request was based on.
 	maxISR    []int32
 	alterBase int32
+	// alterReq is the ISR change in flight (alterPending), so that an
+	// answer to a request a snapshot has since superseded changes nothing.
+	alterReq *cluster.AlterPartitionRequest
 
 	// repairing is set while corrupt data found in the log is being dealt
 	// with (Manager.ReportCorrupt): no fetcher runs until the log is cut.
@@ -131,6 +140,8 @@ func (r *Replica) CheckLeader(self int32) (State, error) {
 // resets what a leader knew of its followers and wakes every waiter so that
 // acks=all waits of a deposed leader fail.
 func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
+	r.roleMu.Lock()
+	defer r.roleMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	roleChanged := p.LeaderEpoch != r.leaderEpoch || p.Leader != r.leader
@@ -148,7 +159,7 @@ func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
 		if roleChanged || p.PartitionEpoch > r.alterBase {
 			// Metadata decided after the expansion was asked: its ISR is
 			// the truth.
-			r.alterPending, r.maxISR = false, nil
+			r.alterPending, r.maxISR, r.alterReq = false, nil, nil
 		}
 	}
 	if roleChanged {

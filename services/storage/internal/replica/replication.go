@@ -124,26 +124,46 @@ func (m *Manager) stopFetcher(k Key) {
 }
 
 // Alter sends an ISR change in the background and applies the answer.
+// A change whose outcome is unknown is asked again (Replica.Altered) until it
+// is decided, after a pause that doubles up to two seconds.
 func (m *Manager) Alter(r *Replica, req *cluster.AlterPartitionRequest) {
-	if m.repl == nil || req == nil || m.repl.cfg.Alter == nil {
-		if req != nil {
-			r.Altered(nil, context.Canceled)
-		}
+	if req == nil {
+		return
+	}
+	if m.repl == nil || m.repl.cfg.Alter == nil {
+		r.Altered(req, nil, errNotSent)
 		return
 	}
 	rs := m.repl
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.ctx.Err() != nil { // closing: closeReplication waits for what was started
+		r.Altered(req, nil, errNotSent)
+		return
+	}
 	rs.wg.Add(1)
 	go func() {
 		defer rs.wg.Done()
-		ctx, cancel := context.WithTimeout(rs.ctx, 10*time.Second)
-		defer cancel()
-		p, err := rs.cfg.Alter(ctx, *req)
-		if err != nil {
-			m.log.Warn("ISR change refused", "partition", r.Key.String(), "isr", req.ISR, "err", err)
-		} else {
-			m.log.Info("ISR changed", "partition", r.Key.String(), "isr", p.ISR, "partition_epoch", p.PartitionEpoch)
+		pause := 100 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(rs.ctx, 10*time.Second)
+			p, err := rs.cfg.Alter(ctx, *req)
+			cancel()
+			if err != nil {
+				m.log.Warn("ISR change refused or unanswered", "partition", r.Key.String(), "isr", req.ISR, "err", err)
+			} else {
+				m.log.Info("ISR changed", "partition", r.Key.String(), "isr", p.ISR, "partition_epoch", p.PartitionEpoch)
+			}
+			if !r.Altered(req, p, err) {
+				return
+			}
+			select {
+			case <-rs.ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 2*time.Second)
 		}
-		r.Altered(p, err)
 	}()
 }
 
