@@ -10,16 +10,21 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
-// leaderReplica opens a replica led by node 1 with followers 2 and 3.
-func leaderReplica(t *testing.T, minISR string) (*Manager, *Replica) {
+// leaderReplica opens a replica led by node 1 with followers 2 and 3, with
+// the replication settings given, if any.
+func leaderReplica(t *testing.T, minISR string, repl ...Replication) (*Manager, *Replica) {
 	t.Helper()
 	m, err := NewManager(t.TempDir(), 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
+	for _, c := range repl {
+		m.EnableReplication(c)
+	}
 	tp := cluster.Topic{Name: "t", ReplicationFactor: 3, Config: map[string]string{"min.insync.replicas": minISR, "flush.policy": "replication"},
 		Partitions: []cluster.Partition{{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2, 3}}}}
 	if err := m.Apply(&cluster.Snapshot{Version: 1, Topics: []cluster.Topic{tp}}, true); err != nil {
@@ -304,5 +309,32 @@ func TestFetcherOfAnOldRoleChangesNothing(t *testing.T) {
 	r.SetFollowerHighWatermark(1)
 	if hw := r.HighWatermark(); hw != before {
 		t.Fatalf("leader's high watermark moved from %d to %d on a follower's report", before, hw)
+	}
+}
+
+// TestDamagedLeaderFencesOnlyOnceMetadataAcceptsItsResignation: a damaged
+// leader that metadata keeps (no other in-sync replica) goes on taking
+// appends; one whose resignation was accepted refuses them at once.
+func TestDamagedLeaderFencesOnlyOnceMetadataAcceptsItsResignation(t *testing.T) {
+	refuse := Replication{Resign: func(context.Context, cluster.ResignRequest) (*cluster.Partition, error) {
+		return nil, protocol.LeaderNotAvailable.Err("no other in-sync replica")
+	}}
+	m, r := leaderReplica(t, "1", refuse)
+	if m.resign(context.Background(), r) {
+		t.Fatal("resign reported success while metadata kept the node leader")
+	}
+	if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+		t.Fatalf("append on a leader that could not resign: %v", err)
+	}
+
+	accept := Replication{Resign: func(context.Context, cluster.ResignRequest) (*cluster.Partition, error) {
+		return &cluster.Partition{}, nil
+	}}
+	m, r = leaderReplica(t, "1", accept)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	m.resign(ctx, r) // no snapshot makes it a follower here: it waits until ctx ends
+	if _, err := r.Log.Append(testBatch(t), 1); !errors.Is(err, seglog.ErrStaleEpoch) {
+		t.Fatalf("append after metadata accepted the resignation: %v, want ErrStaleEpoch", err)
 	}
 }

@@ -14,9 +14,10 @@ import (
 // serves none of it, or by the scrubber) is cut away and fetched again from
 // the leader. A leader cannot cut its own log first: its followers would
 // follow it into the loss. It hands the partition to another in-sync replica
-// (metadata's resign), refuses appends meanwhile, and cuts once it is a
-// follower. With no other in-sync replica it stays leader of a partition whose
-// reads past the damage fail, and says so: the operator decides.
+// (metadata's resign), refuses appends from the moment metadata accepted, and
+// cuts once it is a follower. With no other in-sync replica it stays leader
+// of a partition whose reads past the damage fail (appends go on), and says
+// so: the operator decides.
 
 // resignWait bounds how long a resigning leader waits for the snapshot that
 // makes it a follower.
@@ -99,9 +100,6 @@ func (m *Manager) resign(ctx context.Context, r *Replica) bool {
 		if s.Leader != m.self {
 			return true
 		}
-		// No appends while the partition moves: producers go to the next
-		// leader as soon as they learn it.
-		r.Log.Fence(s.LeaderEpoch + 1)
 		if m.repl.cfg.Resign == nil {
 			m.log.Error("a damaged replica leads and cannot resign (no metadata)", "partition", r.Key.String())
 			return false
@@ -111,6 +109,11 @@ func (m *Manager) resign(ctx context.Context, r *Replica) bool {
 		cancel()
 		switch {
 		case err == nil:
+			// No appends while the partition moves: producers go to the
+			// next leader as soon as they learn it. (Fencing before metadata
+			// accepts would leave a leader that cannot resign refusing
+			// every append.)
+			r.Log.Fence(s.LeaderEpoch + 1)
 			m.log.Warn("resigned the leadership of a damaged replica", "partition", r.Key.String(), "leader_epoch", s.LeaderEpoch)
 		case protocol.CodeOf(err) == protocol.LeaderNotAvailable:
 			m.log.Error("a damaged replica is the partition's only in-sync replica: it keeps leading, and reads past the damage fail",
