@@ -34,6 +34,9 @@ var (
 	// the leader-epoch cache: the caller is a fenced leader (Kafka's
 	// FENCED_LEADER_EPOCH).
 	ErrStaleEpoch = errors.New("log: leader epoch is older than the log's")
+	// ErrStaleDamageReport: TruncateCorrupt was given damage seen before the
+	// log was last truncated or reset; nothing is cut.
+	ErrStaleDamageReport = errors.New("log: the damage was reported before the log was last cut")
 
 	// Idempotent producers (producers.go). Append refuses the whole append,
 	// writing nothing, with one of these.

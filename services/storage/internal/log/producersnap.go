@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -341,9 +342,19 @@ func (l *Log) scanProducers(st *producerState, from, to int64) error {
 			}
 			return nil
 		})
-		if out.bad != nil && !errors.Is(out.bad, errStopScan) {
-			return fmt.Errorf("log: producer state scan of segment %d: %w", s.base, out.bad)
+		if out.bad == nil || errors.Is(out.bad, errStopScan) {
+			continue
 		}
+		if pe := (*fs.PathError)(nil); errors.As(out.bad, &pe) {
+			return fmt.Errorf("log: producer state scan of segment %d: %w", s.base, out.bad) // a read error
+		}
+		// Damaged data in an older segment: the scrubber, or the first read
+		// of it, finds it and the replica is repaired from its leader. The
+		// producers whose batches lie past the damage are missing from the
+		// state meanwhile (a retry of theirs is not recognised as one);
+		// refusing to open would leave the partition unavailable instead.
+		l.logger.Warn("producer state scan stopped early in a damaged segment",
+			slog.Int64("segment", s.base), slog.Any("reason", out.bad))
 	}
 	return nil
 }

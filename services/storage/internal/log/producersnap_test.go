@@ -497,3 +497,28 @@ func TestWriteProducerSnapshotCorpus(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(dir, "seed-"+name), []byte(body), 0o644))
 	}
 }
+
+// TestDamagedOlderSegmentWithoutSnapshotStillOpens: with no producer snapshot
+// the producer state is rebuilt from every batch header; a damaged header in
+// the middle of an older segment must not keep the log from opening (the
+// scrubber and the repair need it open), and the damage is still found.
+func TestDamagedOlderSegmentWithoutSnapshotStillOpens(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.SegmentBytes = 1200
+	sizes := fillLog(t, dir, cfg, 30)
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+	for _, s := range snaps {
+		must(t, os.Remove(s))
+	}
+	patch(t, segPath(dir, 0, ".log"), int64(sizes[0])+16, []byte{7}) // the second batch's magic byte
+	l, err := Open(dir, cfg, nil)
+	if err != nil {
+		t.Fatalf("open with a damaged older segment and no producer snapshot: %v", err)
+	}
+	defer l.Close()
+	var ce *CorruptError
+	if err := l.Verify(context.Background(), 0); !errors.As(err, &ce) || ce.Segment != 0 {
+		t.Fatalf("verify: %v, want the damage in segment 0", err)
+	}
+}

@@ -68,11 +68,13 @@ type segView struct {
 	size  int64
 	next  int64
 	index []indexEntry
+	gen   uint64 // the log's truncGen when the view was taken
 }
 
-func viewLocked(s *segment) segView {
+// viewLocked takes a reference on s and notes what it holds; l.mu must be held.
+func (l *Log) viewLocked(s *segment) segView {
 	s.acquire()
-	return segView{seg: s, size: s.size, next: s.next, index: s.index}
+	return segView{seg: s, size: s.size, next: s.next, index: s.index, gen: l.truncGen}
 }
 
 // Read returns whole batches starting with the one that holds offset: as many
@@ -101,7 +103,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 	for i+1 < len(l.segs) && offset >= l.segs[i].next { // in a gap after segment i
 		i++
 	}
-	v := viewLocked(l.segs[i])
+	v := l.viewLocked(l.segs[i])
 	l.mu.RUnlock()
 
 	sl, err := v.read(offset, maxBytes, maxOffset)

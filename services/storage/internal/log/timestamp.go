@@ -29,7 +29,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err e
 	for _, s := range l.segs {
 		if n := len(s.times); n > 0 && s.times[n-1].ts >= ts {
 			rel = s.times[firstTimeAtOrAfter(s.times, ts)].rel
-			v, found = viewLocked(s), true
+			v, found = l.viewLocked(s), true
 			break
 		}
 	}

@@ -23,6 +23,7 @@ type CorruptError struct {
 	// valid prefix up to it (TruncateCorrupt cuts there).
 	ValidEnd int64
 	Err      error
+	gen      uint64 // the log's truncGen when the damage was seen
 }
 
 func (e *CorruptError) Error() string {
@@ -94,7 +95,7 @@ func (v *segView) corruptAt(pos int64, cause error) error {
 		}
 		next, at = h.LastOffset()+1, at+int64(h.Size())
 	}
-	return &CorruptError{Segment: v.seg.base, Pos: pos, ValidEnd: next, Err: cause}
+	return &CorruptError{Segment: v.seg.base, Pos: pos, ValidEnd: next, Err: cause, gen: v.gen}
 }
 
 // Verify validates every batch of the log not validated yet, oldest first,
@@ -116,7 +117,7 @@ func (l *Log) Verify(ctx context.Context, rate int64) error {
 			l.mu.RUnlock()
 			return nil
 		}
-		v := viewLocked(l.segs[i])
+		v := l.viewLocked(l.segs[i])
 		l.mu.RUnlock()
 		err := l.verifySegment(ctx, &v, sc, rate, start, &read)
 		v.seg.release()
@@ -146,6 +147,12 @@ func (l *Log) verifySegment(ctx context.Context, v *segView, sc *batchScanner, r
 		}
 		h, _, err := sc.batch(pos)
 		if err != nil {
+			if l.cutSince(v.gen) {
+				// The log was cut under this view (a follower's truncation
+				// while the scrubber waited for its rate): what it read past
+				// the new end is not damage. The next pass looks again.
+				return nil
+			}
 			return v.corruptAt(pos, err)
 		}
 		end := pos + int64(h.Size())
@@ -155,13 +162,27 @@ func (l *Log) verifySegment(ctx context.Context, v *segView, sc *batchScanner, r
 	return nil
 }
 
+// cutSince reports whether the log was truncated or reset after a view with
+// truncation generation gen was taken.
+func (l *Log) cutSince(gen uint64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.truncGen != gen
+}
+
 // TruncateCorrupt cuts the log where e says it stops being valid: the bad
 // batch and everything after it go (a replica fetches them again from its
-// leader). e must come from this log.
+// leader). e must come from this log. A report from before the log was last
+// cut is refused with ErrStaleDamageReport: its position and offset describe
+// a file that has changed since, and cutting there could leave the log
+// claiming records it does not hold.
 func (l *Log) TruncateCorrupt(e *CorruptError) error {
 	l.logger.Error("cutting the log at corrupt data", slog.Int64("segment", e.Segment), slog.Int64("position", e.Pos),
 		slog.Int64("end_offset", e.ValidEnd), slog.Any("reason", e.Err))
 	return l.truncate(e.ValidEnd, func() (int, int64, error) {
+		if l.cutSince(e.gen) { // appendMu is held: no cut can happen meanwhile
+			return 0, 0, fmt.Errorf("%w: segment %d position %d", ErrStaleDamageReport, e.Segment, e.Pos)
+		}
 		for i, s := range l.segs {
 			if s.base == e.Segment {
 				if e.Pos == 0 && i > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/libs/record"
 )
@@ -117,4 +118,73 @@ func readRecordsTo(t *testing.T, l *Log, offset, end int64) []int64 {
 		offset = it.NextOffset()
 	}
 	return out
+}
+
+// TestStaleScrubberViewIsNotDamage: a follower's truncation (and re-fetch)
+// while the scrubber waits with a view of an older segment is not damage; and
+// a damage report from before a cut is refused rather than cut at positions
+// that no longer describe the file.
+func TestStaleScrubberViewIsNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	l := openLog(t, dir, cfg)
+	for i := 0; i < 20; i++ { // segment 0 and part of segment 1
+		mustAppend(t, l, batch(t, 250, int64(1000+i)))
+	}
+	must(t, l.Close())
+	l = openLog(t, dir, cfg) // segment 0 is older: not validated yet
+	if l.Segments() < 2 {
+		t.Fatalf("%d segments, want an older one", l.Segments())
+	}
+	l.mu.RLock()
+	v := l.viewLocked(l.segs[0])
+	l.mu.RUnlock()
+	// A report made from this view, as a read that found damage would.
+	stale := v.corruptAt(v.size-1, errors.New("seen before the cut")).(*CorruptError)
+
+	// The follower cuts into segment 0 and fetches batches of another size.
+	must(t, l.TruncateTo(4))
+	for l.EndOffset() < 9 {
+		if _, err := l.Append(batch(t, 650, 2000), 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := getVerifier()
+	var read int64
+	err := l.verifySegment(context.Background(), &v, sc, 0, time.Now(), &read)
+	putVerifier(sc)
+	v.seg.release()
+	if err != nil {
+		t.Fatalf("scrubbing a view the log was cut under: %v, want no damage", err)
+	}
+	// The follower fetched on past where the report says the damage is.
+	for l.EndOffset() <= stale.ValidEnd+2 {
+		if _, err := l.Append(batch(t, 650, 2000), 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := l.EndOffset()
+	if err := l.TruncateCorrupt(stale); !errors.Is(err, ErrStaleDamageReport) {
+		t.Fatalf("TruncateCorrupt of a report from before the cut: %v, want ErrStaleDamageReport", err)
+	}
+	if l.EndOffset() != end {
+		t.Fatalf("log end %d after a refused cut, want %d", l.EndOffset(), end)
+	}
+	// Every offset below the end is still served, in order.
+	for off := int64(0); off < l.EndOffset(); {
+		s, err := l.Read(off, 1<<20, l.EndOffset())
+		if err != nil {
+			t.Fatalf("read %d: %v", off, err)
+		}
+		hs := sliceBatches(t, s)
+		s.Release()
+		if hs[0].BaseOffset != off {
+			t.Fatalf("read %d starts at %d", off, hs[0].BaseOffset)
+		}
+		off = hs[len(hs)-1].LastOffset() + 1
+	}
+	// The scrubber finds the log whole.
+	if err := l.Verify(context.Background(), 0); err != nil {
+		t.Fatalf("verify after the cut: %v", err)
+	}
 }

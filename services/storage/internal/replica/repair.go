@@ -59,6 +59,10 @@ func (m *Manager) repair(ctx context.Context, r *Replica, ce *seglog.CorruptErro
 	}
 	m.stopFetcher(r.Key)
 	if err := r.Log.TruncateCorrupt(ce); err != nil {
+		if errors.Is(err, seglog.ErrStaleDamageReport) {
+			m.log.Info("the damage was reported before a later cut of the log; nothing to repair", "partition", r.Key.String(), "err", err)
+			return
+		}
 		m.log.Error("cutting a damaged log failed", "partition", r.Key.String(), "err", err)
 		return
 	}
