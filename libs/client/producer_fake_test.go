@@ -32,13 +32,17 @@ type fakeFrontend struct {
 	seqs       map[int32][]int64         // per partition, the base sequence of each stored batch
 	nextPID    int64
 	failNext   map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
-	requests   int
-	maxBody    int           // the largest batches body seen
-	block      chan struct{} // when set, batches requests wait on it
+	// timeoutNext: partition -> answers of REQUEST_TIMED_OUT still to give;
+	// a request with one is answered 504 with every batch's result, as a
+	// frontend whose -produce-timeout passed answers.
+	timeoutNext map[int32]int
+	requests    int
+	maxBody     int           // the largest batches body seen
+	block       chan struct{} // when set, batches requests wait on it
 }
 
 func newFakeFrontend(t *testing.T, partitions int) *fakeFrontend {
-	f := &fakeFrontend{t: t, partitions: partitions, logs: map[int32][]record.Record{}, seen: map[[3]int64]int64{}, seqs: map[int32][]int64{}, failNext: map[int32]int{}}
+	f := &fakeFrontend{t: t, partitions: partitions, logs: map[int32][]record.Record{}, seen: map[[3]int64]int64{}, seqs: map[int32][]int64{}, failNext: map[int32]int{}, timeoutNext: map[int32]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -96,10 +100,18 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var resp frontendapi.BatchesResponse
+	timedOut := false
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, pb := range batches {
 		res := frontendapi.BatchResult{Partition: pb.Partition}
+		if f.timeoutNext[pb.Partition] > 0 {
+			f.timeoutNext[pb.Partition]--
+			res.ErrorCode, res.Error = int16(protocol.RequestTimedOut), "no answer from the leader in time"
+			resp.Results = append(resp.Results, res)
+			timedOut = true
+			continue
+		}
 		if f.failNext[pb.Partition] > 0 {
 			f.failNext[pb.Partition]--
 			res.ErrorCode, res.Error = int16(protocol.NotLeaderOrFollower), "leader moved"
@@ -128,6 +140,14 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 			f.logs[pb.Partition] = append(f.logs[pb.Partition], recs...)
 		}
 		resp.Results = append(resp.Results, res)
+	}
+	if timedOut {
+		w.WriteHeader(http.StatusGatewayTimeout)
+		json.NewEncoder(w).Encode(struct {
+			cluster.ErrorBody
+			frontendapi.BatchesResponse
+		}{cluster.ErrorBody{ErrorCode: int16(protocol.RequestTimedOut), Error: "produce request timed out"}, resp})
+		return
 	}
 	json.NewEncoder(w).Encode(resp)
 }

@@ -161,8 +161,19 @@ func (f *frontends) once(ctx context.Context, base, topic string, acks int8, seg
 		}
 		return &out, nil
 	}
-	var eb jsonhttp.ErrorBody
+	var eb struct {
+		jsonhttp.ErrorBody
+		frontendapi.BatchesResponse
+	}
 	_ = json.Unmarshal(data, &eb)
+	if resp.StatusCode == http.StatusGatewayTimeout && len(eb.Results) > 0 {
+		// The frontend's time ran out with some batches answered: each
+		// batch's own result says whether it was written, failed for good,
+		// or may be sent again (REQUEST_TIMED_OUT). Resending the whole
+		// request would write the answered batches twice without
+		// idempotence, and retry final errors until the delivery timeout.
+		return &eb.BatchesResponse, nil
+	}
 	if resp.StatusCode == http.StatusTooManyRequests {
 		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		return nil, &throttledError{retryAfter: time.Duration(max(secs, 0)) * time.Second, msg: eb.Error}

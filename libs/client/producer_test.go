@@ -377,3 +377,48 @@ func TestProducerStickyMovesWhenBatchIsSent(t *testing.T) {
 		t.Fatalf("first %+v, second %+v: want both stored, on different partitions", a, b)
 	}
 }
+
+// TestGatewayTimeoutResultsAreHeeded: a frontend whose time ran out answers
+// 504 with every batch's result. The batch it wrote is done; only the one
+// that timed out is sent again, so a producer without idempotence does not
+// write the first twice.
+func TestGatewayTimeoutResultsAreHeeded(t *testing.T) {
+	f := newFakeFrontend(t, 2)
+	f.timeoutNext[1] = 1
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) {
+		c.DisableIdempotence = true
+		c.Acks = protocol.AcksLeader
+	})
+	var mu sync.Mutex
+	var errs []error
+	for part := int32(0); part < 2; part++ {
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: part, Value: []byte("v")}, func(m RecordMetadata) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, m.Err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("record failed: %v", err)
+		}
+	}
+	for part, recs := range f.stored() {
+		if len(recs) != 1 {
+			t.Fatalf("partition %d holds %d copies of its one record", part, len(recs))
+		}
+	}
+	f.mu.Lock()
+	n := f.requests
+	f.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d requests, want the first and one retry", n)
+	}
+}
