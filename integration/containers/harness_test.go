@@ -135,11 +135,13 @@ func (c *tcCluster) startAll(ctx context.Context, nodes []node) {
 }
 
 // start creates and starts a node's container. A host port taken meanwhile
-// by another process ("port is already allocated") is retried on new ports.
+// ("port is already allocated" by another container, "address already in
+// use" by another process, such as the process suite running alongside) is
+// retried on new ports.
 func (c *tcCluster) start(ctx context.Context, n node) error {
 	for attempt := 1; ; attempt++ {
 		err := c.startOnce(ctx, n)
-		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "port is already allocated") {
+		if err == nil || attempt == 3 || !portTaken(err) {
 			return err
 		}
 		c.mu.Lock()
@@ -151,6 +153,13 @@ func (c *tcCluster) start(ctx context.Context, n node) error {
 		}
 		n = n.withNewPorts(c.t)
 	}
+}
+
+// portTaken reports whether a container failed to start because one of its
+// host ports was taken.
+func portTaken(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "port is already allocated") || strings.Contains(msg, "address already in use")
 }
 
 // withNewPorts returns n published on other free host ports (a storage node
