@@ -99,24 +99,11 @@ func TestISRBelowMinInsyncRefusesOrFlagsAcksAll(t *testing.T) {
 }
 
 func TestPendingExpansionHoldsTheHighWatermark(t *testing.T) {
-	_, r := leaderReplica(t, "1")
-	// ISR {1, 2}; follower 3 is out.
-	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
-	for i := 0; i < 3; i++ {
-		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Follower 3 asks to join at 1 and follower 2 races ahead to 3: until
+	// metadata answers, follower 3 holds the high watermark (it may be in the
+	// committed ISR).
+	r, req := expansionAsked(t)
 	now := time.Now()
-	r.FollowerFetched(2, 1, -1, now, time.Minute)
-	// Follower 3 reaches the high watermark (1): the leader asks to add it.
-	req := r.FollowerFetched(3, 1, -1, now, time.Minute)
-	if req == nil || len(req.ISR) != 3 {
-		t.Fatalf("no expansion asked: %+v", req)
-	}
-	// Follower 2 races ahead; until metadata answers, follower 3 holds the
-	// high watermark (it may be in the committed ISR).
-	r.FollowerFetched(2, 3, -1, now, time.Minute)
 	if hw := r.HighWatermark(); hw != 1 {
 		t.Fatalf("high watermark %d moved past the joining replica", hw)
 	}
@@ -145,23 +132,11 @@ func TestPendingExpansionHoldsTheHighWatermark(t *testing.T) {
 // replica (it fenced the node); the change did not commit, so the high
 // watermark no longer waits for that replica.
 func TestRefusedExpansionReleasesTheHighWatermark(t *testing.T) {
-	_, r := leaderReplica(t, "1")
-	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{1, 2}}, r.State().Config)
-	for i := 0; i < 3; i++ {
-		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now := time.Now()
-	r.FollowerFetched(2, 1, -1, now, time.Minute)
-	req := r.FollowerFetched(3, 1, -1, now, time.Minute)
-	if req == nil {
-		t.Fatal("no expansion asked")
-	}
+	r, req := expansionAsked(t)
 	if r.Altered(req, nil, protocol.InvalidRequest.Err("node 3 cannot join the ISR: it is not alive")) {
 		t.Fatal("a refusal for good asked for the change again")
 	}
-	r.FollowerFetched(2, 3, -1, now, time.Minute)
+	r.FollowerFetched(2, 3, -1, time.Now(), time.Minute)
 	if hw := r.HighWatermark(); hw != 3 {
 		t.Fatalf("high watermark %d after a refused expansion: the refused replica still holds it back", hw)
 	}
@@ -180,8 +155,9 @@ func TestOnlyTheFetchingFollowerMayJoin(t *testing.T) {
 	}
 }
 
-// expansionAsked sets up leader 1 with ISR {1, 2} and three records, follower
-// 2 at 1 and follower 3 asking to join at 1, and returns the request.
+// expansionAsked sets up leader 1 with ISR {1, 2} and three records: follower
+// 3 asked to join at offset 1 (the request is returned), then follower 2
+// fetched up to 3.
 func expansionAsked(t *testing.T) (*Replica, *cluster.AlterPartitionRequest) {
 	t.Helper()
 	_, r := leaderReplica(t, "1")
