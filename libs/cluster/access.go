@@ -33,20 +33,27 @@ type Need struct {
 // authorization code the need calls for and a reason naming the principal
 // and what it lacked.
 func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
-	known, who := p != nil, fmt.Sprintf("principal %q", name)
+	known := p != nil
 	if !known {
 		p = &Principal{Name: name}
-		who = fmt.Sprintf("%q (no principal has this name)", name)
+	}
+	// The name is formatted for a refusal only: storage nodes authorize
+	// every produce and fetch.
+	who := func() string {
+		if !known {
+			return fmt.Sprintf("%q (no principal has this name)", name)
+		}
+		return fmt.Sprintf("principal %q", name)
 	}
 	switch {
 	case n.Service:
-		return protocol.ClusterAuthorizationFailed.Err("%s may not: this is a request of the cluster's own services", who)
+		return protocol.ClusterAuthorizationFailed.Err("%s may not: this is a request of the cluster's own services", who())
 	case p.Admin || n.Read && known:
 		return nil
 	case n.Read:
-		return protocol.ClusterAuthorizationFailed.Err("%s may not read the cluster", who)
+		return protocol.ClusterAuthorizationFailed.Err("%s may not read the cluster", who())
 	case n.Admin || n.Op == "":
-		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who)
+		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}
 	code := protocol.TopicAuthorizationFailed
 	if n.Group {
@@ -54,7 +61,7 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 	}
 	if len(n.Topics) == 0 {
 		if !s.AllowedSome(p, n.Op) {
-			return code.Err("%s may not: it has no %s ACL on any topic", who, n.Op)
+			return code.Err("%s may not: it has no %s ACL on any topic", who(), n.Op)
 		}
 		return nil
 	}
@@ -65,7 +72,7 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		}
 	}
 	if len(denied) > 0 {
-		return protocol.TopicAuthorizationFailed.Err("%s may not: %s on topic %s", who, n.Op, strings.Join(denied, ", "))
+		return protocol.TopicAuthorizationFailed.Err("%s may not: %s on topic %s", who(), n.Op, strings.Join(denied, ", "))
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ const ForwardedHeader = "X-Sluice-Forwarded-By"
 const maxForwardResponse = 64 << 20
 
 // Forward relays an HTTP request (method, path with query, JSON body, and
-// the principal of service.RelayContext in ctx) to the leader's HTTP API and returns its status, content type and body verbatim.
+// the principal of service.RelayContext in ctx) to the leader's HTTP API and
+// returns its status, content type and body verbatim.
 // It fails with ErrNotStarted, ErrNoLeader, ErrLeaderAddressUnknown,
 // ErrNotLeader (when this member is the leader: the caller should have served
 // the request) or ErrForward. It is bounded by ctx's deadline, or by
