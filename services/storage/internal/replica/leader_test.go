@@ -314,3 +314,76 @@ func TestDamagedLeaderFencesOnlyOnceMetadataAcceptsItsResignation(t *testing.T) 
 		t.Fatalf("append after metadata accepted the resignation: %v, want ErrStaleEpoch", err)
 	}
 }
+
+// TestUndecidedISRChangeEndsWithTheReplica: an ISR change metadata keeps
+// refusing for a stale epoch is asked again only while the replica is on this
+// node; once its topic is deleted or created again, no snapshot will decide
+// it, and its retries end instead of running until the node stops.
+func TestUndecidedISRChangeEndsWithTheReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next []cluster.Topic // the snapshot that takes the replica away
+	}{
+		{"deleted", nil},
+		{"recreated", []cluster.Topic{{Name: "t", ID: "new", ReplicationFactor: 3,
+			Partitions: []cluster.Partition{{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := make(chan struct{}, 100)
+			alter := func(ctx context.Context, req cluster.AlterPartitionRequest) (*cluster.Partition, error) {
+				asked <- struct{}{}
+				return nil, protocol.FencedLeaderEpoch.Err("leader epoch %d is stale", req.LeaderEpoch)
+			}
+			m, r := leaderReplica(t, "1", Replication{Alter: alter})
+			req := r.ShrinkIfLagging(time.Now().Add(time.Hour), time.Minute)
+			if req == nil {
+				t.Fatal("no shrink asked for followers an hour behind")
+			}
+			m.Alter(r, req)
+			<-asked
+			<-asked // refused twice: the change is being asked again
+			if err := m.Apply(&cluster.Snapshot{Version: 2, Topics: tc.next}, true); err != nil {
+				t.Fatal(err)
+			}
+			if r.Altered(req, nil, protocol.FencedLeaderEpoch.Err("late")) {
+				t.Fatal("a change of a replica that left the node is still to be asked again")
+			}
+			ended := make(chan struct{})
+			go func() { m.repl.wg.Wait(); close(ended) }()
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the ISR change is still being asked after its replica left the node")
+			}
+		})
+	}
+}
+
+// TestDamagedReplicaThatLeadsAgainKeepsItsLog: a damaged follower elected
+// leader after it resigned, before its cut, keeps its log whole (its
+// followers would truncate to match it); only as a follower is it cut.
+func TestDamagedReplicaThatLeadsAgainKeepsItsLog(t *testing.T) {
+	m, r := leaderReplica(t, "1")
+	for i := 0; i < 3; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := r.Log.EndOffset()
+	// The damage: the second batch, which starts where the first (of one
+	// record) ends.
+	ce := &seglog.CorruptError{Segment: 0, Pos: int64(len(testBatch(t))), ValidEnd: 1, Err: errors.New("bad CRC")}
+	if err := m.cutDamaged(r, ce); !errors.Is(err, errLeadsAgain) {
+		t.Fatalf("cut while leading: %v, want errLeadsAgain", err)
+	}
+	if got := r.Log.EndOffset(); got != end {
+		t.Fatalf("a leading replica's log was cut from %d to %d", end, got)
+	}
+	r.setState(cluster.Partition{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 2, PartitionEpoch: 1, ISR: []int32{1, 2, 3}}, r.State().Config)
+	if err := m.cutDamaged(r, ce); err != nil {
+		t.Fatalf("cut as a follower: %v", err)
+	}
+	if got := r.Log.EndOffset(); got != 1 {
+		t.Fatalf("follower's log ends at %d after the cut, want 1", got)
+	}
+}

@@ -176,6 +176,7 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 		m.mu.Lock()
 		delete(m.replicas, k)
 		m.mu.Unlock()
+		r.depose()
 		m.stopFetcher(k)
 		if err := r.Log.Delete(); err != nil {
 			return fmt.Errorf("%s: deleting the previous topic's log: %w", k, err)

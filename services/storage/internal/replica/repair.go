@@ -58,19 +58,43 @@ func (m *Manager) repair(ctx context.Context, r *Replica, ce *seglog.CorruptErro
 		return
 	}
 	m.stopFetcher(r.Key)
-	if err := r.Log.TruncateCorrupt(ce); err != nil {
-		if errors.Is(err, seglog.ErrStaleDamageReport) {
+	if err := m.cutDamaged(r, ce); err != nil {
+		switch {
+		case errors.Is(err, seglog.ErrStaleDamageReport):
 			m.log.Info("the damage was reported before a later cut of the log; nothing to repair", "partition", r.Key.String(), "err", err)
-			return
+		case errors.Is(err, errLeadsAgain):
+			m.log.Warn("a damaged replica was elected leader before its log was cut; the next read or scrub of the damage repairs it again",
+				"partition", r.Key.String())
+		default:
+			m.log.Error("cutting a damaged log failed", "partition", r.Key.String(), "err", err)
 		}
-		m.log.Error("cutting a damaged log failed", "partition", r.Key.String(), "err", err)
 		return
+	}
+	m.log.Warn("damaged log cut; fetching the rest from the leader", "partition", r.Key.String(), "end_offset", r.Log.EndOffset())
+}
+
+// errLeadsAgain: a damaged replica became leader between its resignation and
+// the cut of its log.
+var errLeadsAgain = errors.New("replica: the damaged replica leads again")
+
+// cutDamaged cuts r's log at the damage ce reports, unless r leads. The cut
+// runs under the role lock, as the fetcher's changes do: a follower elected
+// leader after resign returned (the old leader died) must not cut records its
+// own followers would then give up to match it.
+func (m *Manager) cutDamaged(r *Replica, ce *seglog.CorruptError) error {
+	r.roleMu.Lock()
+	defer r.roleMu.Unlock()
+	if r.State().Leader == m.self {
+		return errLeadsAgain
+	}
+	if err := r.Log.TruncateCorrupt(ce); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.hw = min(r.hw, r.Log.EndOffset())
 	r.notifyLocked()
 	r.mu.Unlock()
-	m.log.Warn("damaged log cut; fetching the rest from the leader", "partition", r.Key.String(), "end_offset", r.Log.EndOffset())
+	return nil
 }
 
 // handOverIfCutShort resigns, in the background, the leadership of a

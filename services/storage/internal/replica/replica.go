@@ -77,12 +77,15 @@ type State struct {
 	HighWatermark  int64
 }
 
-// depose marks the replica led by nobody and wakes every waiter (its topic is
-// being deleted).
+// depose marks the replica led by nobody and wakes every waiter (it is
+// leaving this node: its topic was deleted, moved away or created again).
+// An ISR change in flight is dropped with it: no snapshot will ever decide it
+// for this replica, and its retries (Manager.Alter) end at their next answer.
 func (r *Replica) depose() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.leader = -1
+	r.alterPending, r.alterReq, r.maxISR = false, nil, nil
 	r.notifyLocked()
 }
 
