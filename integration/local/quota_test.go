@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,29 @@ func TestQuotasThrottleSDKClients(t *testing.T) {
 	if _, errOut, code := sluicectl(t, c, "", "quota", "set", "--default"); code != 2 || !strings.Contains(errOut, "needs --produce-bytes-per-sec") {
 		t.Fatalf("quota set without a rate: exit %d, %s", code, errOut)
 	}
-	time.Sleep(time.Second) // the frontend and the node learn the quotas from their metadata watch
+	// The frontends learn the quotas from metadata: a model read through each
+	// one refreshes its cache, and shows the quotas once it holds them.
+	for _, fe := range c.FrontendURLs() {
+		eventually(t, 30*time.Second, func() error {
+			var snap struct {
+				Quotas []struct {
+					ClientID string `json:"client_id"`
+				} `json:"quotas"`
+			}
+			resp, err := http.Get(fe + "/v1/cluster")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+				return err
+			}
+			if len(snap.Quotas) != 2 {
+				return fmt.Errorf("frontend %s knows %d quotas, want 2", fe, len(snap.Quotas))
+			}
+			return nil
+		})
+	}
 
 	cfg := client.DefaultProducerConfig()
 	cfg.Frontends = c.FrontendURLs()
