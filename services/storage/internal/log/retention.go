@@ -119,14 +119,20 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
 // Slice of a cut segment may then read fewer bytes than the Slice's Size (an
 // unexpected EOF); one holding a deleted segment reads it until released.
 func (l *Log) TruncateTo(offset int64) error {
-	return l.truncate(offset, func() (int, int64, error) { return l.findCut(offset) })
+	return l.truncate(offset, nil, func() (int, int64, error) { return l.findCut(offset) })
 }
 
 // truncate is TruncateTo with the cut (segment index and position) given by
-// find, which runs with appendMu held.
-func (l *Log) truncate(offset int64, find func() (int, int64, error)) error {
+// find. check, when not nil, runs first and refuses the cut with its error;
+// both run with appendMu held.
+func (l *Log) truncate(offset int64, check func() error, find func() (int, int64, error)) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
 	l.mu.RLock()
 	err, start, end := l.checkLocked(), l.segs[0].base, l.end
 	l.mu.RUnlock()

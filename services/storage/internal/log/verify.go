@@ -179,10 +179,15 @@ func (l *Log) cutSince(gen uint64) bool {
 func (l *Log) TruncateCorrupt(e *CorruptError) error {
 	l.logger.Error("cutting the log at corrupt data", slog.Int64("segment", e.Segment), slog.Int64("position", e.Pos),
 		slog.Int64("end_offset", e.ValidEnd), slog.Any("reason", e.Err))
-	return l.truncate(e.ValidEnd, func() (int, int64, error) {
+	// The staleness check comes before the range check: a report from
+	// before a cut below its offset is stale, not out of range.
+	stale := func() error {
 		if l.cutSince(e.gen) { // appendMu is held: no cut can happen meanwhile
-			return 0, 0, fmt.Errorf("%w: segment %d position %d", ErrStaleDamageReport, e.Segment, e.Pos)
+			return fmt.Errorf("%w: segment %d position %d", ErrStaleDamageReport, e.Segment, e.Pos)
 		}
+		return nil
+	}
+	return l.truncate(e.ValidEnd, stale, func() (int, int64, error) {
 		for i, s := range l.segs {
 			if s.base == e.Segment {
 				if e.Pos == 0 && i > 0 {

@@ -144,6 +144,13 @@ func TestStaleScrubberViewIsNotDamage(t *testing.T) {
 
 	// The follower cuts into segment 0 and fetches batches of another size.
 	must(t, l.TruncateTo(4))
+	// The report now points past the log's end: stale, not out of range.
+	if stale.ValidEnd <= l.EndOffset() {
+		t.Fatalf("the report's offset %d is not past the cut log's end %d", stale.ValidEnd, l.EndOffset())
+	}
+	if err := l.TruncateCorrupt(stale); !errors.Is(err, ErrStaleDamageReport) {
+		t.Fatalf("TruncateCorrupt of a report past the cut log's end: %v, want ErrStaleDamageReport", err)
+	}
 	for l.EndOffset() < 9 {
 		if _, err := l.Append(batch(t, 650, 2000), 8); err != nil {
 			t.Fatal(err)
