@@ -90,49 +90,86 @@ func (f *fetcher) asFollower(fn func() error) error {
 	return fn()
 }
 
-// truncate removes the suffix of the local log that the leader does not hold.
+// truncate removes the suffix of the local log that the leader does not hold,
+// in rounds: each asks the leader where the latest local epoch ends on its
+// log and cuts there. When the leader answers with an epoch this log never
+// had (KIP-279), the records of the local epoch below it may sit where the
+// leader has others: the round cuts at the local end of that epoch and the
+// next asks about it. The latest local epoch falls with every such round (a
+// cache entry always covers a record), so the rounds end.
 func (f *fetcher) truncate(ctx context.Context, c *storageclient.Conn) error {
+	for {
+		done, err := f.truncateRound(ctx, c)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// truncateRound is one round of truncate; done is false when another round
+// must follow.
+func (f *fetcher) truncateRound(ctx context.Context, c *storageclient.Conn) (done bool, err error) {
 	l := f.r.Log
 	latest := l.LatestEpoch()
 	if latest < 0 || l.EndOffset() == l.StartOffset() {
-		return nil
+		return true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var resp protocol.OffsetForLeaderEpochResponse
 	req := &protocol.OffsetForLeaderEpochRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, CurrentLeaderEpoch: f.epoch, LeaderEpoch: latest}
 	if _, err := c.Call(ctx, protocol.APIOffsetForLeaderEpoch, req, nil, &resp); err != nil {
-		return err
+		return false, err
 	}
-	end := resp.EndOffset
-	switch {
-	case resp.LeaderEpoch < 0 || end < 0:
-		// The leader has no epoch at or below ours: nothing here is known to
-		// be on the leader, so the whole local log goes.
-		end = l.StartOffset()
-	case resp.LeaderEpoch < latest:
-		// The leader never had our latest epoch (KIP-279): what we hold of
-		// epochs above the one it answered is not on the leader, so cut at
-		// our own end of that epoch if it comes first.
-		if localEnd, _ := l.EndOffsetForEpoch(resp.LeaderEpoch); localEnd >= 0 {
-			end = min(end, localEnd)
-		}
-	}
+	end, done := truncationPoint(l, resp)
 	if end >= l.EndOffset() {
-		return nil
+		if !done {
+			// Cannot happen with a consistent cache; asking again would
+			// ask the same question forever.
+			return false, fmt.Errorf("%w: %s: truncation at epoch %d made no progress", errDiverged, f.r.Key, latest)
+		}
+		return true, nil
 	}
-	end, err := batchStart(l, end)
+	end, err = batchStart(l, end)
 	if err != nil {
-		return err
+		return false, err
 	}
 	f.log.Warn("truncating a divergent suffix", "partition", f.r.Key.String(), "from", end, "log_end", l.EndOffset(),
-		"local_epoch", latest, "leader_epoch", resp.LeaderEpoch)
-	return f.asFollower(func() error {
+		"local_epoch", latest, "leader_epoch", resp.LeaderEpoch, "final", done)
+	return done, f.asFollower(func() error {
 		if err := l.TruncateTo(end); err != nil {
 			return fmt.Errorf("truncate %s to %d: %w", f.r.Key, end, err)
 		}
+		f.r.mu.Lock()
+		if f.r.hw > end {
+			f.r.hw = end
+			f.r.notifyLocked()
+		}
+		f.r.mu.Unlock()
 		return nil
 	})
+}
+
+// truncationPoint is where the leader's OffsetForLeaderEpoch answer says the
+// local log stops agreeing with it, and whether that is final (Kafka's
+// getOffsetTruncationState).
+func truncationPoint(l *seglog.Log, resp protocol.OffsetForLeaderEpochResponse) (end int64, final bool) {
+	localEnd, found := l.EndOffsetForEpoch(resp.LeaderEpoch)
+	switch {
+	case resp.LeaderEpoch < 0 || resp.EndOffset < 0 || found < 0:
+		// The leader has no epoch at or below ours, or we have none at or
+		// below the leader's: every local record is of an epoch the leader
+		// never had, so none is known to be on the leader and the whole
+		// local log goes. (Kafka keeps up to the leader's end when the
+		// follower has no epoch at or below the leader's, for logs written
+		// before epochs were tracked; every log here tracks them.)
+		return l.StartOffset(), true
+	case found != resp.LeaderEpoch:
+		// This log never had the leader's epoch: its records of the
+		// epoch below it are not known to be on the leader.
+		return localEnd, false
+	}
+	return min(resp.EndOffset, localEnd), true
 }
 
 // fetchOnce fetches from the log end offset and appends what arrives.

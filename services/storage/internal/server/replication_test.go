@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,6 +23,64 @@ func twoNodeSnapshot(version uint64, leader, epoch int32, addrs map[int32]string
 	return &cluster.Snapshot{Version: version, Nodes: nodes, Topics: []cluster.Topic{t}}
 }
 
+// epochBatch is a batch appended at a leader epoch.
+type epochBatch struct {
+	epoch int32
+	b     []byte
+}
+
+// divergence builds two logs that share a prefix and then diverge: node 1
+// (the leader, at leaderEpoch) holds lead, node 2 holds fol. Node 2 then
+// follows node 1, and the test waits until it holds exactly the leader's
+// log, returning node 2's replica.
+func divergence(t *testing.T, lead, fol []epochBatch, leaderEpoch int32) *replica.Replica {
+	t.Helper()
+	s1, m1 := startServer(t, t.TempDir(), snapshot("t", 1, map[string]string{"flush.policy": "replication"}), DefaultConfig())
+	leader, _ := m1.Get("t", 0)
+	m2 := startFollowerManager(t)
+	addrs := map[int32]string{1: s1.Addr(), 2: "127.0.0.1:1"}
+	// Node 2 leads until it is told to follow.
+	if err := m2.Apply(twoNodeSnapshot(1, 2, 0, addrs), true); err != nil {
+		t.Fatal(err)
+	}
+	follower, _ := m2.Get("t", 0)
+	for _, e := range fol {
+		if _, err := follower.Log.Append(append([]byte(nil), e.b...), e.epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range lead {
+		if _, err := leader.Log.Append(append([]byte(nil), e.b...), e.epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m1.Apply(twoNodeSnapshot(2, 1, leaderEpoch, addrs), true); err != nil {
+		t.Fatal(err)
+	}
+	appendVisible(t, leader, batch(t, 3, "current-epoch", 10, 9))
+	if err := m2.Apply(twoNodeSnapshot(3, 1, leaderEpoch, addrs), true); err != nil {
+		t.Fatal(err)
+	}
+	want, err := readLog(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := readLog(follower)
+		if err == nil && bytes.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, vals := values(t, got, 0)
+			_, wantVals := values(t, want, 0)
+			t.Fatalf("follower never converged: values %q, the leader's %q", vals, wantVals)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return follower
+}
+
 // TestDivergentFollowerTruncatesToTheLeader builds the log divergence two
 // failovers in a row leave behind: both replicas share epoch 0, the follower
 // then took writes as leader of epoch 1 that were never replicated, and the
@@ -29,62 +88,32 @@ func twoNodeSnapshot(version uint64, leader, epoch int32, addrs map[int32]string
 // must drop its epoch-1 suffix (found with OffsetForLeaderEpoch, not the high
 // watermark) and end with exactly the leader's log.
 func TestDivergentFollowerTruncatesToTheLeader(t *testing.T) {
-	// Node 1: the epoch-2 leader.
-	s1, m1 := startServer(t, t.TempDir(), snapshot("t", 1, map[string]string{"flush.policy": "replication"}), DefaultConfig())
-	lead, _ := m1.Get("t", 0)
-	// Node 2: its own manager, replicating once told to follow node 1.
-	m2 := startFollowerManager(t)
-	addrs := map[int32]string{1: s1.Addr(), 2: "127.0.0.1:1"}
-	// Node 2 starts as leader of epoch 0, then of epoch 1.
-	if err := m2.Apply(twoNodeSnapshot(1, 2, 0, addrs), true); err != nil {
-		t.Fatal(err)
-	}
-	fol, _ := m2.Get("t", 0)
-
-	shared := [][]byte{batch(t, 3, "shared-a", 10, 1), batch(t, 2, "shared-b", 10, 2)}
-	for _, b := range shared {
-		if _, err := lead.Log.Append(append([]byte(nil), b...), 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fol.Log.Append(append([]byte(nil), b...), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Node 2 alone, epoch 1: records no one else has.
-	if _, err := fol.Log.Append(batch(t, 4, "lost-epoch-1", 10, 3), 1); err != nil {
-		t.Fatal(err)
-	}
-	// Node 1, epoch 2: different records at the same offsets.
-	if err := m1.Apply(twoNodeSnapshot(2, 1, 2, addrs), true); err != nil {
-		t.Fatal(err)
-	}
-	appendVisible(t, lead, batch(t, 2, "epoch-2", 10, 4))
-	appendVisible(t, lead, batch(t, 3, "epoch-2-more", 10, 5))
-
-	// Node 2 follows node 1 at epoch 2.
-	if err := m2.Apply(twoNodeSnapshot(3, 1, 2, addrs), true); err != nil {
-		t.Fatal(err)
-	}
-	want, err := readLog(lead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := readLog(fol)
-		if err == nil && bytes.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			_, vals := values(t, got, 0)
-			t.Fatalf("follower never converged: %d bytes vs the leader's %d; follower values %q", len(got), len(want), vals)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if e := fol.Log.Epochs(); len(e) != 2 || e[1].Epoch != 2 || e[1].StartOffset != 5 {
+	shared := []epochBatch{{0, batch(t, 3, "shared-a", 10, 1)}, {0, batch(t, 2, "shared-b", 10, 2)}}
+	fol := append(slices.Clone(shared), epochBatch{1, batch(t, 4, "lost-epoch-1", 10, 3)})
+	lead := append(slices.Clone(shared), epochBatch{2, batch(t, 2, "epoch-2", 10, 4)})
+	f := divergence(t, lead, fol, 2)
+	if e := f.Log.Epochs(); len(e) != 2 || e[1].Epoch != 2 || e[1].StartOffset != 5 {
 		t.Fatalf("follower's epoch cache %+v, want epoch 2 from offset 5", e)
 	}
+}
 
+// TestFollowerMissingTheLeadersEpochTruncatesAgain: the follower's latest
+// epoch is 3, the leader's largest epoch at or below it is 2, and the
+// follower never had epoch 2 (its epochs are 0, 1 and 3). Its epoch-1
+// records sit where the leader has epoch-2 records, so cutting at its own end
+// of epoch 1 is not enough: as KIP-279 has it, it asks again for epoch 1,
+// and cuts where the two logs last agree, at the end of epoch 0.
+func TestFollowerMissingTheLeadersEpochTruncatesAgain(t *testing.T) {
+	shared := []epochBatch{{0, batch(t, 5, "shared", 10, 1)}}
+	fol := append(slices.Clone(shared), epochBatch{1, batch(t, 3, "follower-epoch-1", 10, 2)}, epochBatch{3, batch(t, 2, "follower-epoch-3", 10, 3)})
+	// A batch boundary at 8, where the follower's epoch 3 starts: a fetch
+	// from there appends cleanly, so only the truncation can find the
+	// divergence below it.
+	lead := append(slices.Clone(shared), epochBatch{2, batch(t, 3, "leader-epoch-2a", 10, 4)}, epochBatch{2, batch(t, 4, "leader-epoch-2b", 10, 5)})
+	f := divergence(t, lead, fol, 4)
+	if e := f.Log.Epochs(); len(e) != 3 || e[1].Epoch != 2 || e[1].StartOffset != 5 || e[2].Epoch != 4 || e[2].StartOffset != 12 {
+		t.Fatalf("follower's epoch cache %+v, want epochs 0, 2 from 5 and 4 from 12", e)
+	}
 }
 
 // readLog reads a replica's whole log straight from its files.
