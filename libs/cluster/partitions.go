@@ -35,11 +35,12 @@ type AlterPartitionRequest struct {
 	ISR            []int32 `json:"isr"`
 }
 
-// ResignRequest is the body of POST /v1/partitions/resign: a partition's
-// leader found its own copy damaged (corrupt data on disk) and asks to hand
-// the partition to another in-sync replica and to leave the ISR until it has
-// fetched again what it lost. LeaderEpoch is the epoch it leads at; NodeEpoch
-// its registration.
+// ResignRequest is the body of POST /v1/partitions/resign: a replica found
+// its own copy damaged (corrupt data on disk) and asks to leave the ISR until
+// it has fetched again what it lost, so that it is not elected with records
+// missing; a leader also hands the partition to another in-sync replica.
+// LeaderID is the asking node (the leader, or a follower); LeaderEpoch the
+// leader epoch it leads or follows at; NodeEpoch its registration.
 type ResignRequest struct {
 	Topic       string `json:"topic"`
 	Partition   int32  `json:"partition"`

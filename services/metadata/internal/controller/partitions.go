@@ -186,13 +186,15 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req cluster.Shutdow
 // replica is in the ISR.
 var ErrNoOtherLeader = errors.New("no other in-sync replica can lead")
 
-// ResignLeadership moves a partition away from a leader whose copy is
-// damaged: the first other replica, in replica order, that is alive and in
-// the ISR leads at a new leader epoch, and the resigning node leaves the ISR
-// (it rejoins once it has fetched what it lost). Errors: ErrNotActive,
-// ErrUnknownNode and ErrFencedEpoch (the node's registration),
-// fsm.ErrFencedLeaderEpoch or fsm.ErrNotPartitionLeader (it no longer leads:
-// nothing to do), ErrNoOtherLeader, or a failure to commit.
+// ResignLeadership takes a replica whose copy is damaged out of the ISR, so
+// that it cannot be elected with records missing (it rejoins once it has
+// fetched what it lost). A leader hands over: the first other replica, in
+// replica order, that is alive and in the ISR leads at a new leader epoch. A
+// follower only leaves the ISR; one already out of it gets the partition as
+// it is. Errors: ErrNotActive, ErrUnknownNode and ErrFencedEpoch (the node's
+// registration), fsm.ErrFencedLeaderEpoch (the partition moved on: ask
+// again with its state), ErrNoOtherLeader (no other alive in-sync replica
+// leads or could lead), or a failure to commit.
 func (c *Controller) ResignLeadership(ctx context.Context, req cluster.ResignRequest) (*cluster.Partition, error) {
 	if !c.Active() {
 		return nil, ErrNotActive
@@ -210,25 +212,30 @@ func (c *Controller) ResignLeadership(ctx context.Context, req cluster.ResignReq
 	}
 	p := t.Partitions[req.Partition]
 	name := fmt.Sprintf("%s-%d", req.Topic, req.Partition)
-	switch {
-	case p.LeaderEpoch != req.LeaderEpoch:
+	if p.LeaderEpoch != req.LeaderEpoch {
 		return nil, fmt.Errorf("%w: %s is at leader epoch %d, not %d", fsm.ErrFencedLeaderEpoch, name, p.LeaderEpoch, req.LeaderEpoch)
-	case p.Leader != req.LeaderID:
-		return nil, fmt.Errorf("%w: node %d does not lead %s", fsm.ErrNotPartitionLeader, req.LeaderID, name)
+	}
+	if !slices.Contains(p.ISR, req.LeaderID) {
+		return &p, nil // a follower out of the ISR already
 	}
 	live := livenessOf(v)
-	next := int32(-1)
-	for _, id := range p.Replicas {
-		if id != req.LeaderID && live[id] == stateAlive && slices.Contains(p.ISR, id) {
-			next = id
-			break
+	next, why := p.Leader, "follower left the ISR: damaged log"
+	if p.Leader == req.LeaderID {
+		next, why = -1, "leader resigned: damaged log"
+		for _, id := range p.Replicas {
+			if id != req.LeaderID && live[id] == stateAlive && slices.Contains(p.ISR, id) {
+				next = id
+				break
+			}
 		}
 	}
-	if next < 0 {
-		return nil, fmt.Errorf("%w: %s: ISR %v", ErrNoOtherLeader, name, p.ISR)
+	if next < 0 || live[next] != stateAlive {
+		// An offline partition keeps the damaged follower: it may be all
+		// that is left to elect.
+		return nil, fmt.Errorf("%w: %s: leader %d, ISR %v", ErrNoOtherLeader, name, p.Leader, p.ISR)
 	}
 	isr := slices.DeleteFunc(slices.Clone(p.ISR), func(id int32) bool { return id == req.LeaderID })
-	applied, err := c.propose(ctx, change{topic: req.Topic, from: p, leader: next, isr: isr}, "leader resigned: damaged log")
+	applied, err := c.propose(ctx, change{topic: req.Topic, from: p, leader: next, isr: isr}, why)
 	if err != nil {
 		return nil, err
 	}

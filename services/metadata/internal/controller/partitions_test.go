@@ -258,3 +258,20 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRestartedNodeLeavesISRs: a node that registers again before its session
+// expired (it restarted, perhaps with fewer records than it had) leaves the
+// ISRs where another alive member remains and hands over what it led; where
+// it is alone in the ISR it stays leader at a new epoch.
+func TestRestartedNodeLeavesISRs(t *testing.T) {
+	c, r, _ := newTest(t, nil)
+	lead(t, c)
+	setup(t, c, r)
+	before := partitionOf(t, r.f, "solo", 0)
+	if _, err := c.Register(context.Background(), cluster.RegisterRequest{ID: 1, Addr: "n:1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantPartition(t, r.f, "orders", 0, 2, 1, 1, 2, 3) // led by node 1: node 2 takes over
+	wantPartition(t, r.f, "orders", 1, 2, 0, 1, 2, 3) // followed by node 1
+	wantPartition(t, r.f, "solo", 0, 1, before.LeaderEpoch+1, before.PartitionEpoch+1, 1)
+}

@@ -178,8 +178,19 @@ func TestResignLeadership(t *testing.T) {
 	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 0, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, fsm.ErrFencedLeaderEpoch) {
 		t.Fatalf("resigning again at the old epoch: %v", err)
 	}
-	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 1, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, fsm.ErrNotPartitionLeader) {
-		t.Fatalf("resigning a partition it follows: %v", err)
+	// A damaged follower leaves the ISR; the leader stays.
+	p, err = c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 1, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0})
+	if err != nil {
+		t.Fatalf("a follower resigning: %v", err)
+	}
+	wantPartition(t, r.f, "orders", 1, 2, 0, p.PartitionEpoch, 2, 3)
+	// Out of the ISR already: nothing changes.
+	v := r.f.Version()
+	if p, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "orders", Partition: 1, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); err != nil || slices.Contains(p.ISR, 1) {
+		t.Fatalf("a follower out of the ISR resigning again: %+v, %v", p, err)
+	}
+	if r.f.Version() != v {
+		t.Fatal("resigning out of the ISR changed the state")
 	}
 	// "solo" has node 1 alone in its ISR: nobody can take over.
 	if _, err := c.ResignLeadership(ctx, cluster.ResignRequest{Topic: "solo", Partition: 0, LeaderID: 1, NodeEpoch: epochs[1], LeaderEpoch: 0}); !errors.Is(err, ErrNoOtherLeader) {

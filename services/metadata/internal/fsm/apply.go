@@ -32,7 +32,11 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 	epoch := int64(index)
 	decommissioned := false
 	if old, known := s.nodes[c.ID]; known {
-		s.bounceLeaderships(c.ID)
+		if c.LeavesISRs {
+			s.leaveISRs(c.ID)
+		} else {
+			s.bounceLeaderships(c.ID)
+		}
 		decommissioned = old.Decommissioned
 	}
 	s.nodes[c.ID] = &cluster.Node{
@@ -61,6 +65,42 @@ func (s *state) bounceLeaderships(id int32) {
 				p.LeaderEpoch++
 				p.PartitionEpoch++
 			}
+		}
+	}
+}
+
+// leaveISRs takes a re-registering node out of every ISR where another alive
+// member (not shutting down) remains; the first such member in replica order
+// takes over a partition it led, at a new leader epoch. Where no such member
+// remains it stays, and a partition it leads gets a new leader epoch as in
+// bounceLeaderships. Deterministic: it depends on the state alone.
+func (s *state) leaveISRs(id int32) {
+	for _, t := range s.topics {
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if !slices.Contains(p.ISR, id) {
+				continue
+			}
+			next := int32(-1)
+			for _, r := range p.Replicas {
+				if r != id && slices.Contains(p.ISR, r) && s.nodes[r] != nil && s.nodes[r].Alive && !s.shuttingDown[r] {
+					next = r
+					break
+				}
+			}
+			switch {
+			case next < 0:
+				if p.Leader == id {
+					p.LeaderEpoch++
+					p.PartitionEpoch++
+				}
+				continue
+			case p.Leader == id:
+				p.Leader = next
+				p.LeaderEpoch++
+			}
+			p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == id })
+			p.PartitionEpoch++
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -366,5 +367,40 @@ func TestReRegistrationBouncesLeaderEpochs(t *testing.T) {
 	}
 	if p1, q1 := before.Partitions[1], after.Partitions[1]; !reflect.DeepEqual(p1, q1) {
 		t.Fatalf("partition led by another node changed: %+v -> %+v", p1, q1)
+	}
+}
+
+// TestRestartedNodeLeavesISRs: a node that registers again (LeavesISRs)
+// leaves the ISRs where another alive member remains and hands its
+// leaderships to them; where it is the last one it stays and its leadership
+// gets a new epoch; partitions it is not in are untouched.
+func TestRestartedNodeLeavesISRs(t *testing.T) {
+	h := newHarness()
+	h.applyAll(t, reg(1, ""), reg(2, ""), reg(3, ""),
+		create("orders", 2, []int32{1, 2}, []int32{2, 1}, []int32{1, 3}, []int32{2, 3}))
+	// Partition 2's other member is dead: node 1 is its only alive one.
+	n3, _ := h.Node(3)
+	h.applyAll(t, fence(3, n3.Epoch))
+	before, _ := h.Topic("orders")
+	again := reg(1, "")
+	again.RegisterNode.LeavesISRs = true
+	h.applyAll(t, again)
+	after, _ := h.Topic("orders")
+	want := []struct {
+		leader   int32
+		isr      []int32
+		epochs   int32 // leader epoch added
+		versions int32 // partition epoch added
+	}{
+		{2, []int32{2}, 1, 1}, // led: node 2 takes over
+		{2, []int32{2}, 0, 1}, // followed: node 1 leaves the ISR
+		{1, []int32{1, 3}, 1, 1},
+		{2, []int32{2, 3}, 0, 0}, // not a replica
+	}
+	for i, w := range want {
+		p, q := before.Partitions[i], after.Partitions[i]
+		if q.Leader != w.leader || !slices.Equal(q.ISR, w.isr) || q.LeaderEpoch != p.LeaderEpoch+w.epochs || q.PartitionEpoch != p.PartitionEpoch+w.versions {
+			t.Errorf("partition %d: %+v -> %+v; want leader %d, ISR %v, leader epoch +%d, partition epoch +%d", i, p, q, w.leader, w.isr, w.epochs, w.versions)
+		}
 	}
 }

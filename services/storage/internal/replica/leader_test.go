@@ -387,3 +387,62 @@ func TestDamagedReplicaThatLeadsAgainKeepsItsLog(t *testing.T) {
 		t.Fatalf("follower's log ends at %d after the cut, want 1", got)
 	}
 }
+
+// TestDamagedFollowerLeavesTheISRBeforeItsCut: a follower in the ISR that
+// finds damage asks metadata to leave the ISR and cuts its log only once the
+// snapshot without it arrives, so it is never electable with the records the
+// cut takes.
+func TestDamagedFollowerLeavesTheISRBeforeItsCut(t *testing.T) {
+	type asked struct {
+		req cluster.ResignRequest
+		end int64 // the log's end when it asked
+	}
+	resigned := make(chan asked, 1)
+	var r *Replica
+	repl := Replication{Resign: func(_ context.Context, req cluster.ResignRequest) (*cluster.Partition, error) {
+		select { // asked again until the snapshot arrives: keep the first
+		case resigned <- asked{req, r.Log.EndOffset()}:
+		default:
+		}
+		return &cluster.Partition{}, nil
+	}}
+	m, lr := leaderReplica(t, "1", repl)
+	r = lr
+	for i := 0; i < 3; i++ {
+		if _, err := r.Log.Append(testBatch(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(version uint64, partitionEpoch int32, isr ...int32) {
+		t.Helper()
+		tp := cluster.Topic{Name: "t", ReplicationFactor: 3, Config: map[string]string{"min.insync.replicas": "1", "flush.policy": "replication"},
+			Partitions: []cluster.Partition{{ID: 0, Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 2, PartitionEpoch: partitionEpoch, ISR: isr}}}
+		if err := m.Apply(&cluster.Snapshot{Version: version, Topics: []cluster.Topic{tp}}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow(2, 1, 1, 2, 3)
+	m.ReportCorrupt(r, &seglog.CorruptError{Segment: 0, Pos: int64(len(testBatch(t))), ValidEnd: 1, Err: errors.New("bad CRC")})
+	select {
+	case a := <-resigned:
+		if a.req.LeaderID != 1 || a.req.LeaderEpoch != 2 {
+			t.Fatalf("resign request %+v, want node 1 at leader epoch 2", a.req)
+		}
+		if a.end != 3 {
+			t.Fatalf("the log ended at %d when the follower asked to leave the ISR, want 3 (uncut)", a.end)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a damaged follower in the ISR never asked to leave it")
+	}
+	if end := r.Log.EndOffset(); end != 3 {
+		t.Fatalf("cut to %d while still in the ISR", end)
+	}
+	follow(3, 2, 2, 3) // metadata took it out
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Log.EndOffset() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("log ends at %d after leaving the ISR, want the cut at 1", r.Log.EndOffset())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -15,9 +16,11 @@ import (
 // the leader. A leader cannot cut its own log first: its followers would
 // follow it into the loss. It hands the partition to another in-sync replica
 // (metadata's resign), refuses appends from the moment metadata accepted, and
-// cuts once it is a follower. With no other in-sync replica it stays leader
-// of a partition whose reads past the damage fail (appends go on), and says
-// so: the operator decides.
+// cuts once it is a follower. A follower stops fetching and leaves the ISR
+// (the same resign) before it cuts, so that it is never elected, nor added
+// back to the ISR, while the cut records are missing. With no other in-sync
+// replica a leader stays leader of a partition whose reads past the damage
+// fail (appends go on), and says so: the operator decides.
 
 // resignWait bounds how long a resigning leader waits for the snapshot that
 // makes it a follower.
@@ -51,13 +54,15 @@ func (m *Manager) goRepair(r *Replica, work func(ctx context.Context)) {
 	}()
 }
 
-// repair is ReportCorrupt's work: resign if leading, stop fetching, cut the
-// log at the damage, fetch again.
+// repair is ReportCorrupt's work: stop fetching, leave the ISR (handing the
+// partition over if leading), cut the log at the damage, fetch again.
 func (m *Manager) repair(ctx context.Context, r *Replica, ce *seglog.CorruptError) {
+	// A follower that went on fetching while it resigns would look caught
+	// up to its leader, which would add it back to the ISR.
+	m.stopFetcher(r.Key)
 	if !m.resign(ctx, r) {
 		return
 	}
-	m.stopFetcher(r.Key)
 	if err := m.cutDamaged(r, ce); err != nil {
 		switch {
 		case errors.Is(err, seglog.ErrStaleDamageReport):
@@ -118,17 +123,23 @@ func (m *Manager) handOverIfCutShort(r *Replica) {
 	})
 }
 
-// resign makes sure this node does not lead r before its log is cut. It
-// reports false when the repair must stop (no other replica can lead, or the
-// manager is closing).
+// resign makes sure r is neither leader nor in the ISR before its log is cut,
+// so that it cannot be elected with the records the cut takes (a follower
+// still in the ISR could be, were its leader to die before it caught up). It
+// reports false when the repair must stop: no other replica can lead (the
+// damaged copy may be all the partition has), or the manager is closing.
 func (m *Manager) resign(ctx context.Context, r *Replica) bool {
 	deadline := time.Now().Add(resignWait)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		s := r.State()
-		if s.Leader != m.self {
+		leading := s.Leader == m.self
+		if !leading && !slices.Contains(s.ISR, m.self) {
 			return true
 		}
 		if m.repl.cfg.Resign == nil {
+			if !leading {
+				return true // no metadata to ask: nothing elects it either
+			}
 			m.log.Error("a damaged replica leads and cannot resign (no metadata)", "partition", r.Key.String())
 			return false
 		}
@@ -136,22 +147,24 @@ func (m *Manager) resign(ctx context.Context, r *Replica) bool {
 		_, err := m.repl.cfg.Resign(rctx, cluster.ResignRequest{Topic: r.Key.Topic, Partition: r.Key.Partition, LeaderID: m.self, LeaderEpoch: s.LeaderEpoch})
 		cancel()
 		switch {
-		case err == nil:
+		case err == nil && leading:
 			// No appends while the partition moves: producers go to the
 			// next leader as soon as they learn it. (Fencing before metadata
 			// accepts would leave a leader that cannot resign refusing
 			// every append.)
 			r.Log.Fence(s.LeaderEpoch + 1)
 			m.log.Warn("resigned the leadership of a damaged replica", "partition", r.Key.String(), "leader_epoch", s.LeaderEpoch)
+		case err == nil:
+			m.log.Warn("a damaged follower left the ISR", "partition", r.Key.String(), "leader_epoch", s.LeaderEpoch)
 		case protocol.CodeOf(err) == protocol.LeaderNotAvailable:
-			m.log.Error("a damaged replica is the partition's only in-sync replica: it keeps leading, and reads past the damage fail",
-				"partition", r.Key.String(), "err", err)
+			m.log.Error("a damaged replica is all its partition can elect: it stays in the ISR uncut, and reads past the damage fail",
+				"partition", r.Key.String(), "leading", leading, "err", err)
 			return false
 		default:
-			m.log.Warn("resigning a damaged replica's leadership failed; retrying", "partition", r.Key.String(), "err", err)
+			m.log.Warn("resigning a damaged replica failed; retrying", "partition", r.Key.String(), "leading", leading, "err", err)
 		}
 		if time.Now().After(deadline) {
-			m.log.Error("a damaged replica still leads; giving up its repair for now", "partition", r.Key.String())
+			m.log.Error("a damaged replica still leads or is in the ISR; giving up its repair for now", "partition", r.Key.String())
 			return false
 		}
 		select {
