@@ -2,6 +2,9 @@ package local
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -347,4 +350,73 @@ func TestCutLinkBetweenLeaderAndFollowers(t *testing.T) {
 	got := stopLoad()
 	checkAcked(t, got, readAll(t, ctx, c, "cut", 1))
 	t.Logf("%d acknowledged records present after the partition healed", len(got))
+}
+
+// TestNodeBackWithAnEmptyDiskWithinItsSession: a partition's leader is
+// killed, its disk emptied (a replaced disk) and started again before its
+// session expires. It must not go on leading an empty log that its followers
+// would truncate to: it leaves the ISR when it registers again, another
+// replica leads, and every acknowledged record is still there once it has
+// caught up and rejoined.
+func TestNodeBackWithAnEmptyDiskWithinItsSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	// A long session, so the restart surely lands within it however slow the
+	// machine.
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Extra: map[string][]string{"metadata": {"-session-timeout", "20s"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createReplicated(t, ctx, c, "wiped", 1, "2")
+	want := produceValues(t, c, "wiped", "w", 2000)
+	leader, _ := leaderOf(t, ctx, c, "wiped", 0)
+	meta := cluster.NewClient(c.MetadataURLs())
+	epochOf := func() (int64, bool) {
+		snap, err := meta.Snapshot(ctx)
+		if err != nil {
+			return 0, false
+		}
+		for _, n := range snap.Nodes {
+			if n.ID == leader {
+				return n.Epoch, n.Alive
+			}
+		}
+		return 0, false
+	}
+	before, _ := epochOf()
+	p := c.Proc("storage-" + strconv.Itoa(int(leader)))
+	c.StopProc(p, true)
+	dir := p.Args[slices.Index(p.Args, "-data-dir")+1]
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartProc(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if e, alive := epochOf(); e == before || !alive {
+			return fmt.Errorf("node %d has not registered again (epoch %d, alive %v)", leader, e, alive)
+		}
+		return nil
+	})
+	if e, alive := epochOf(); e == 0 || !alive {
+		t.Fatal("the node expired: its restart was not within its session")
+	}
+	waitFullISR(t, ctx, c, "wiped", 3)
+	stored := map[string]bool{}
+	for _, v := range readAll(t, ctx, c, "wiped", 1) {
+		stored[v] = true
+	}
+	missing := 0
+	for _, v := range want {
+		if !stored[v] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged records lost after node %d came back with an empty disk", missing, len(want), leader)
+	}
 }
