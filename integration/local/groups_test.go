@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -488,5 +489,59 @@ func TestGroupAdmin(t *testing.T) {
 	}
 	if err := gc.Delete(ctx, "ga"); !errors.Is(err, &protocol.Error{Code: protocol.GroupIDNotFound}) {
 		t.Fatalf("second delete: %v, want GROUP_ID_NOT_FOUND", err)
+	}
+}
+
+// TestRecreatedTopicIsReadFromItsStart: a group read a topic to its end and
+// committed; the topic is deleted and created again under the same name.
+// The group's committed offsets are of the old log: the new one is read from
+// its own start, not from where the old one ended (which would skip the
+// first records of the new log), and describe reports no commit on it.
+func TestRecreatedTopicIsReadFromItsStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	asSet := func(values []string) map[string]bool {
+		m := map[string]bool{}
+		for _, v := range values {
+			m[v] = true
+		}
+		return m
+	}
+	createTopic(t, ctx, c, "again", 1, 1, nil)
+	old := asSet(produceValues(t, c, "again", "old", 100))
+	if seen := consumeUntil(ctx, t, consumerConfig(c, "readers", "again"), old, 0, nil); len(seen) != len(old) {
+		t.Fatalf("saw %d of the first log's %d records", len(seen), len(old))
+	}
+	gc := groups.NewClient(c.OffsetsURLs())
+	if got := committedTotal(t, ctx, gc, "readers", "again"); got != 100 {
+		t.Fatalf("committed %d after reading the first log, want 100", got)
+	}
+	if err := cluster.NewClient([]string{c.FrontendURL()}).DeleteTopic(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		_, err := cluster.NewClient([]string{c.FrontendURL()}).CreateTopic(ctx, cluster.CreateTopicRequest{Name: "again", Partitions: 1, ReplicationFactor: 1})
+		return err
+	})
+	waitLeaders(t, ctx, c, "again", 1)
+	fresh := asSet(produceValues(t, c, "again", "new", 150))
+	// The group starts once more. Resuming at the old log's offsets would
+	// leave its poll waiting for records that never come: a minute bounds it.
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	seen := consumeUntil(rctx, t, consumerConfig(c, "readers", "again"), fresh, 0, nil)
+	if len(seen) != len(fresh) {
+		t.Fatalf("the group read %d of the new log's %d records: it resumed from the deleted log's offsets", len(seen), len(fresh))
+	}
+	d, err := gc.Describe(ctx, "readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Partitions) != 1 || d.Partitions[0].Committed != 150 || d.TotalLag != 0 {
+		t.Fatalf("describe after reading the new log: %+v", d.Partitions)
 	}
 }

@@ -90,6 +90,9 @@ type partition struct {
 	committed   int64    // last offset this consumer committed, -1 none
 	seekPending bool     // Seek moved position: restart the fetcher there
 	f           *fetcher // nil until the start offset is known
+	// topicID is the topic incarnation position was found in ("" when
+	// unknown); commits name it.
+	topicID string
 }
 
 // NewConsumer validates cfg and starts the group goroutine, which joins the
@@ -248,7 +251,7 @@ func (c *Consumer) positionsLocked(tps []groups.TP, changedOnly bool) []groups.O
 		if p == nil || p.position < 0 || (changedOnly && p.position == p.committed) {
 			continue
 		}
-		out = append(out, groups.Offset{Topic: tp.Topic, Partition: tp.Partition, Offset: p.position})
+		out = append(out, groups.Offset{Topic: tp.Topic, Partition: tp.Partition, Offset: p.position, TopicID: p.topicID})
 	}
 	return out
 }

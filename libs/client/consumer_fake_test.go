@@ -25,6 +25,9 @@ import (
 // protocol (fetch and list-offsets over in-memory logs), and a scriptable
 // group coordinator (the test decides each member's assignment).
 
+// fakeTopicID is the incarnation of topic "t" the fake metadata serves.
+const fakeTopicID = "t-incarnation-2"
+
 // fakeCluster ties the fakes together.
 type fakeCluster struct {
 	t       *testing.T
@@ -39,7 +42,7 @@ func newFakeCluster(t *testing.T, partitions int) *fakeCluster {
 	st := newFakeStorage(t, partitions)
 	snap := cluster.Snapshot{Version: 1, ClusterID: "fake",
 		Nodes: []cluster.Node{{ID: 1, Addr: st.addr, Alive: true}}}
-	top := cluster.Topic{Name: "t", ReplicationFactor: 1}
+	top := cluster.Topic{Name: "t", ID: fakeTopicID, ReplicationFactor: 1}
 	for p := range partitions {
 		top.Partitions = append(top.Partitions, cluster.Partition{ID: int32(p), Replicas: []int32{1}, Leader: 1, ISR: []int32{1}})
 	}
@@ -226,6 +229,7 @@ type fakeCoordinator struct {
 	nextID     int
 	members    map[string]*fakeMember
 	committed  map[groups.TP]int64
+	topicIDs   map[groups.TP]string // the topic incarnation of each committed offset
 	heartbeats []groups.HeartbeatRequest
 	commits    []groups.CommitRequest
 	// initial is the assignment a joining member gets.
@@ -243,7 +247,7 @@ type fakeMember struct {
 }
 
 func newFakeCoordinator(t *testing.T) *fakeCoordinator {
-	c := &fakeCoordinator{members: map[string]*fakeMember{}, committed: map[groups.TP]int64{}, fence: map[string]bool{}}
+	c := &fakeCoordinator{members: map[string]*fakeMember{}, committed: map[groups.TP]int64{}, topicIDs: map[groups.TP]string{}, fence: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/groups/g/heartbeat", c.heartbeat)
 	mux.HandleFunc("POST /v1/groups/g/offsets", c.commit)
@@ -315,7 +319,8 @@ func (c *fakeCoordinator) commit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, o := range req.Offsets {
-		c.committed[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		tp := groups.TP{Topic: o.Topic, Partition: o.Partition}
+		c.committed[tp], c.topicIDs[tp] = o.Offset, o.TopicID
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -326,7 +331,7 @@ func (c *fakeCoordinator) offsets(w http.ResponseWriter, r *http.Request) {
 	out := groups.OffsetsResponse{Group: "g", Offsets: []groups.Committed{}}
 	for tp, off := range c.committed {
 		if topic := r.URL.Query().Get("topic"); topic == "" || topic == tp.Topic {
-			out.Offsets = append(out.Offsets, groups.Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+			out.Offsets = append(out.Offsets, groups.Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: off, TopicID: c.topicIDs[tp]})
 		}
 	}
 	_ = json.NewEncoder(w).Encode(out)
@@ -357,6 +362,12 @@ func (c *fakeCoordinator) committedOffset(tp groups.TP) (int64, bool) {
 	defer c.mu.Unlock()
 	off, ok := c.committed[tp]
 	return off, ok
+}
+
+func (c *fakeCoordinator) committedTopicID(tp groups.TP) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topicIDs[tp]
 }
 
 func (c *fakeCoordinator) commitCount() int {

@@ -180,13 +180,13 @@ func (c *Consumer) startFetchers() {
 func (c *Consumer) initPositions(tps []groups.TP) {
 	ctx, cancel := context.WithTimeout(c.bg, requestTimeout)
 	defer cancel()
-	offs, err := c.startOffsets(ctx, tps)
+	offs, ids, err := c.startOffsets(ctx, tps)
 	for _, tp := range groups.SortTPs(slices.Collect(maps.Keys(offs))) {
 		c.mu.Lock()
 		p := c.parts[tp]
 		ok := p != nil && p.f == nil && !p.seekPending && p.position < 0
 		if ok {
-			p.position = offs[tp]
+			p.position, p.topicID = offs[tp], ids[tp.Topic]
 		}
 		c.mu.Unlock()
 		if ok {
@@ -208,18 +208,36 @@ func (c *Consumer) initPositions(tps []groups.TP) {
 
 // startOffsets returns the start offset of each of tps it could find: the
 // group's committed offset, else the AutoOffsetReset end of the partition.
-func (c *Consumer) startOffsets(ctx context.Context, tps []groups.TP) (map[groups.TP]int64, error) {
+// A committed offset of an earlier incarnation of the topic (deleted and
+// created again since) does not count: it is an offset of another log. ids
+// maps each topic to the incarnation the offsets are of ("" when unknown).
+func (c *Consumer) startOffsets(ctx context.Context, tps []groups.TP) (offs map[groups.TP]int64, ids map[string]string, err error) {
 	committed := map[groups.TP]int64{}
 	topics := map[string]bool{}
 	for _, tp := range tps {
 		topics[tp.Topic] = true
 	}
+	ids = map[string]string{}
+	// Fresh metadata: a cached snapshot may predate the topic's latest
+	// incarnation. Without it nothing is taken for stale.
+	if snap, err := c.meta.Refresh(ctx); err == nil {
+		for _, t := range snap.Topics {
+			if topics[t.Name] {
+				ids[t.Name] = t.ID
+			}
+		}
+	}
 	for topic := range topics {
 		cs, err := c.coord.Offsets(ctx, c.cfg.Group, topic)
 		if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
-			return nil, fmt.Errorf("committed offsets of group %s, topic %s: %w", c.cfg.Group, topic, err)
+			return nil, nil, fmt.Errorf("committed offsets of group %s, topic %s: %w", c.cfg.Group, topic, err)
 		}
 		for _, o := range cs {
+			if o.Stale(ids[topic]) {
+				c.log.Warn("ignoring a committed offset of an earlier topic of the same name", "partition", groups.TP{Topic: o.Topic, Partition: o.Partition},
+					"offset", o.Offset, "committed_topic_id", o.TopicID, "topic_id", ids[topic])
+				continue
+			}
 			if o.Offset >= 0 {
 				committed[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 			}
@@ -240,7 +258,7 @@ func (c *Consumer) startOffsets(ctx context.Context, tps []groups.TP) (map[group
 		c.log.Info("no committed offset; starting per auto offset reset", "partition", tp, "reset", c.cfg.AutoOffsetReset, "offset", off)
 		out[tp] = off
 	}
-	return out, errors.Join(errs...)
+	return out, ids, errors.Join(errs...)
 }
 
 // resetOffset asks tp's leader for its earliest or latest offset, per

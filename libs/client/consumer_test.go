@@ -464,3 +464,39 @@ func TestConsumerPollReportsARefusedJoin(t *testing.T) {
 		t.Errorf("after the refusal ended: %d records", len(got))
 	}
 }
+
+// TestCommittedOffsetOfAnEarlierTopicIsIgnored: a committed offset that names
+// another incarnation of the topic (deleted and created again since) is an
+// offset of another log: the consumer starts that partition per its auto
+// offset reset, takes offsets of the current incarnation (or naming none),
+// and names the incarnation in what it commits.
+func TestCommittedOffsetOfAnEarlierTopicIsIgnored(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	for p := int32(0); p < 3; p++ {
+		fc.storage.append(p, 10)
+	}
+	fc.coord.set(func(c *fakeCoordinator) {
+		c.initial = tps(0, 1, 2)
+		c.committed[tps(0)[0]], c.topicIDs[tps(0)[0]] = 7, "t-incarnation-1"
+		c.committed[tps(1)[0]], c.topicIDs[tps(1)[0]] = 4, fakeTopicID
+		c.committed[tps(2)[0]] = 6 // committed before incarnations were recorded
+	})
+	c := startConsumer(t, fc.config())
+	got := pollN(t, c, 10+6+4)
+	for p, from := range []int64{0, 4, 6} {
+		if o := offsetsOf(got, int32(p)); !slices.Equal(o, seq(from, 10)) {
+			t.Errorf("partition %d offsets %v, want %d..9", p, o, from)
+		}
+	}
+	if err := c.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 3; p++ {
+		if id := fc.coord.committedTopicID(tps(p)[0]); id != fakeTopicID {
+			t.Errorf("t-%d committed for topic incarnation %q, want %q", p, id, fakeTopicID)
+		}
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

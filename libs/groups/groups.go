@@ -112,6 +112,12 @@ type Offset struct {
 	// Offset is the next offset to read (the last processed + 1).
 	Offset   int64  `json:"offset"`
 	Metadata string `json:"metadata,omitempty"`
+	// TopicID is the incarnation of the topic the offset was read from
+	// (cluster.Topic.ID): a topic deleted and created again under the same
+	// name is another log, where an offset of the old one means nothing.
+	// The SDK consumer names it; the offsets service fills it in from its
+	// metadata when a client leaves it out.
+	TopicID string `json:"topic_id,omitempty"`
 }
 
 // CommitRequest is the body of POST /v1/groups/{group}/offsets. It is applied
@@ -130,6 +136,16 @@ type Committed struct {
 	Metadata  string `json:"metadata,omitempty"`
 	// CommitTimeMs is the commit's wall-clock time in Unix milliseconds.
 	CommitTimeMs int64 `json:"commit_time_ms"`
+	// TopicID is the topic incarnation the offset belongs to ("" for
+	// offsets committed before incarnations were recorded). A reader of a
+	// topic with another ID ignores it, as if nothing were committed.
+	TopicID string `json:"topic_id,omitempty"`
+}
+
+// Stale reports whether c belongs to another incarnation of its topic than
+// the one whose ID is topicID ("" when unknown: nothing is stale then).
+func (c Committed) Stale(topicID string) bool {
+	return c.TopicID != "" && topicID != "" && c.TopicID != topicID
 }
 
 // OffsetsResponse answers GET /v1/groups/{group}/offsets.

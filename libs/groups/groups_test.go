@@ -34,3 +34,19 @@ func TestFlattenAndGroupRoundTrip(t *testing.T) {
 		t.Fatalf("Group(nil) = %#v, want an empty non-nil slice (JSON [])", g)
 	}
 }
+
+func TestCommittedStale(t *testing.T) {
+	for _, tc := range []struct {
+		committed, current string
+		want               bool
+	}{
+		{"a-1", "a-2", true},
+		{"a-2", "a-2", false},
+		{"", "a-2", false}, // committed before incarnations were recorded
+		{"a-1", "", false}, // the reader does not know the incarnation
+	} {
+		if got := (Committed{TopicID: tc.committed}).Stale(tc.current); got != tc.want {
+			t.Errorf("committed for %q, topic now %q: stale %v, want %v", tc.committed, tc.current, got, tc.want)
+		}
+	}
+}

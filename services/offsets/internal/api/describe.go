@@ -61,7 +61,11 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 		byTP[tp] = p
 		return p
 	}
+	ids := s.topicIDs()
 	for _, c := range committed {
+		if c.Stale(ids[c.Topic]) {
+			continue // of a deleted topic's log: the new one has nothing committed
+		}
 		add(groups.TP{Topic: c.Topic, Partition: c.Partition}).Committed = c.Offset
 	}
 	for _, m := range g.Members {

@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
 func TestLag(t *testing.T) {
@@ -37,5 +41,44 @@ func TestStatusOfCodes(t *testing.T) {
 		if got := statusOf(code); got != want {
 			t.Errorf("%v: %d, want %d", code, got, want)
 		}
+	}
+}
+
+// fakeEnds serves a metadata snapshot; no partition has log offsets.
+type fakeEnds struct{ snap *cluster.Snapshot }
+
+func (f fakeEnds) ListOffset(context.Context, string, int32, int64) (int64, error) {
+	return 0, protocol.UnknownTopicOrPartition.Err("no log")
+}
+func (f fakeEnds) Topic(string) (int32, bool) { return 0, false }
+func (f fakeEnds) Access() *cluster.Snapshot  { return f.snap }
+
+// TestStampTopicIDs: an offset committed without the topic's incarnation
+// gets the one this service's metadata knows; one naming an incarnation
+// keeps it; a topic the metadata does not know stays without.
+func TestStampTopicIDs(t *testing.T) {
+	s := &Server{ends: fakeEnds{&cluster.Snapshot{Topics: []cluster.Topic{{Name: "a", ID: "a-2"}, {Name: "b", ID: "b-1"}}}}}
+	offs := []groups.Offset{{Topic: "a"}, {Topic: "b", TopicID: "b-0"}, {Topic: "gone"}}
+	s.stampTopicIDs(offs)
+	for i, want := range []string{"a-2", "b-0", ""} {
+		if offs[i].TopicID != want {
+			t.Errorf("%s: topic id %q, want %q", offs[i].Topic, offs[i].TopicID, want)
+		}
+	}
+}
+
+// TestLagsSkipOffsetsOfAnEarlierTopic: describe reports no commit for a
+// partition whose committed offset is of an earlier incarnation of its
+// topic.
+func TestLagsSkipOffsetsOfAnEarlierTopic(t *testing.T) {
+	s := &Server{ends: fakeEnds{&cluster.Snapshot{Topics: []cluster.Topic{{Name: "a", ID: "a-2"}}}}}
+	committed := []groups.Committed{
+		{Topic: "a", Partition: 0, Offset: 50, TopicID: "a-1"},
+		{Topic: "a", Partition: 1, Offset: 7, TopicID: "a-2"},
+		{Topic: "a", Partition: 2, Offset: 9},
+	}
+	lags := s.lags(context.Background(), &fsm.Group{Name: "g"}, committed)
+	if len(lags) != 2 || lags[0].Partition != 1 || lags[0].Committed != 7 || lags[1].Partition != 2 || lags[1].Committed != 9 {
+		t.Fatalf("lags %+v, want partitions 1 (7) and 2 (9) only", lags)
 	}
 }

@@ -29,6 +29,7 @@ func (s *Server) commit(c context.Context, ctx *fasthttp.RequestCtx, group strin
 	if err := decode(ctx, &req); err != nil {
 		return err
 	}
+	s.stampTopicIDs(req.Offsets)
 	if err := s.coord.Commit(c, group, req); err != nil {
 		return err
 	}
@@ -84,6 +85,7 @@ func (s *Server) reset(c context.Context, ctx *fasthttp.RequestCtx, group string
 	if err != nil {
 		return err
 	}
+	s.stampTopicIDs(offs)
 	if !req.DryRun {
 		if err := s.coord.Reset(c, group, offs); err != nil {
 			return err
@@ -154,4 +156,30 @@ func (s *Server) resetTarget(c context.Context, req groups.ResetRequest, p int32
 		return min(max(req.Offset, start), end), nil // as Kafka's tool: clamp into the log's range
 	}
 	return 0, protocol.InvalidRequest.Err("reset target %q: want earliest, latest, timestamp or offset", req.To)
+}
+
+// stampTopicIDs names, in the offsets a client gave without one, the topic
+// incarnation this service's metadata knows: an offset a client read from an
+// earlier incarnation it still had in its cache keeps the ID it names.
+func (s *Server) stampTopicIDs(offs []groups.Offset) {
+	var ids map[string]string
+	for i := range offs {
+		if offs[i].TopicID != "" {
+			continue
+		}
+		if ids == nil {
+			ids = s.topicIDs()
+		}
+		offs[i].TopicID = ids[offs[i].Topic]
+	}
+}
+
+// topicIDs maps each topic of the latest metadata to its incarnation's ID.
+func (s *Server) topicIDs() map[string]string {
+	snap := s.ends.Access()
+	ids := make(map[string]string, len(snap.Topics))
+	for _, t := range snap.Topics {
+		ids[t.Name] = t.ID
+	}
+	return ids
 }

@@ -75,7 +75,7 @@ func putOffsets(tx *bolt.Tx, group string, offs []groups.Offset, timeMs int64) e
 		return err
 	}
 	for _, o := range offs {
-		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs})
+		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs, TopicID: o.TopicID})
 		if err != nil {
 			return err
 		}
