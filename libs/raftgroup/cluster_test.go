@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -17,7 +18,10 @@ import (
 type member struct {
 	node *Node
 	fsm  *memFSM
+	sick atomic.Bool // its WithHealth check fails while set
 }
+
+var errSick = errors.New("the state file takes no writes")
 
 // applyAnswer is what applyHandler answers on ApplyPath.
 type applyAnswer struct {
@@ -81,17 +85,24 @@ func startCluster(t *testing.T, size int) []*member {
 		cfg.ID, cfg.RaftAddr, cfg.HTTPAddr, cfg.Peers = p.ID, p.RaftAddr, p.HTTPAddr, peers
 		cfg.NoSync = true
 		f := newMemFSM()
-		n, err := New(cfg, f, discardLogger(), WithListener(raftLns[i]))
+		m := &member{fsm: f}
+		n, err := New(cfg, f, discardLogger(), WithListener(raftLns[i]), WithHealth(func() error {
+			if m.sick.Load() {
+				return errSick
+			}
+			return nil
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
+		m.node = n
 		srv := &http.Server{Handler: applyHandler(n), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(httpLns[i]) }() // ends at srv.Close
 		t.Cleanup(func() {
 			_ = srv.Close()
 			_ = n.Stop()
 		})
-		members[i] = &member{node: n, fsm: f}
+		members[i] = m
 	}
 	for _, m := range members {
 		if err := m.node.Start(); err != nil {
@@ -142,4 +153,33 @@ func TestForwardToLeader(t *testing.T) {
 	if _, _, _, err := leader.node.Forward(context.Background(), http.MethodPost, ApplyPath, []byte("k=w")); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("Forward on the leader = %v; want ErrNotLeader", err)
 	}
+}
+
+// TestSickLeaderHandsOver: a leader whose health check fails hands
+// leadership to another member and reports itself not ready.
+func TestSickLeaderHandsOver(t *testing.T) {
+	ms := startCluster(t, 3)
+	var leader *member
+	waitFor(t, "a leader", func() bool {
+		for _, m := range ms {
+			if m.node.IsLeader() {
+				leader = m
+				return true
+			}
+		}
+		return false
+	})
+	leader.sick.Store(true)
+	if err := leader.node.Ready(); !errors.Is(err, errSick) {
+		t.Fatalf("Ready of a sick member = %v; want its health check's error", err)
+	}
+	waitFor(t, "another member to lead", func() bool {
+		for _, m := range ms {
+			if m != leader && m.node.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the sick member to step down", func() bool { return !leader.node.IsLeader() })
 }

@@ -20,7 +20,9 @@
 //   - Linearize (VerifyLeader then Barrier) for fresh reads on the leader,
 //     Barrier, Snapshot;
 //   - Ready, the readiness check: started, a leader known, then the service's
-//     own checks (WithReady);
+//     own checks (WithReady, WithHealth);
+//   - a leader whose WithHealth check fails (its FSM cannot apply) hands
+//     leadership to another voter, so the group goes on without it;
 //   - the raft gauges sluice_<service>_raft_* (RegisterMetrics).
 //
 // What it leaves to the service: the FSM, the encoding of commands and

@@ -52,6 +52,22 @@ func WithReady(check func() error) Option {
 	return func(n *Node) { n.ready = append(n.ready, check) }
 }
 
+// WithHealth adds a check of this member's ability to serve as leader, such
+// as "its state file still takes writes". A leader whose check fails hands
+// leadership to another voter (a leadership transfer), checking every
+// HealthInterval, so that a member that cannot apply does not go on leading
+// while the others could; Ready reports the failure too. The check is called
+// from the node's goroutine and must not block.
+func WithHealth(check func() error) Option {
+	return func(n *Node) {
+		n.ready = append(n.ready, check)
+		n.health = append(n.health, check)
+	}
+}
+
+// HealthInterval is how often a leader runs its WithHealth checks.
+const HealthInterval = time.Second
+
 // Node is this member of the service's Raft group.
 type Node struct {
 	cfg   Config
@@ -59,6 +75,8 @@ type Node struct {
 	log   *slog.Logger
 	hlog  hclog.Logger
 	ready []func() error    // readiness checks after the leader check; read-only after New
+	// health are the WithHealth checks (also in ready); read-only after New
+	health []func() error
 	self  Peer              // RaftAddr is the advertised transport address
 	http  map[string]string // raft server id -> HTTP address; read-only after New
 	store *raftstore.Store
@@ -182,7 +200,38 @@ func (n *Node) Start() error {
 	n.raft.Store(r)
 	n.wg.Add(1)
 	go n.watchLeadership(r)
+	if len(n.health) > 0 {
+		n.wg.Add(1)
+		go n.guardHealth(r)
+	}
 	return nil
+}
+
+// guardHealth hands leadership over while this member leads and a WithHealth
+// check fails, until Stop.
+func (n *Node) guardHealth(r *raft.Raft) {
+	defer n.wg.Done()
+	t := time.NewTicker(HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if r.State() != raft.Leader {
+			continue
+		}
+		for _, check := range n.health {
+			if err := check(); err != nil {
+				n.log.Error("this member cannot serve as leader: handing leadership over", "err", err)
+				if err := r.LeadershipTransfer().Error(); err != nil {
+					n.log.Warn("leadership transfer failed; trying again", "err", err, "in", HealthInterval)
+				}
+				break
+			}
+		}
+	}
 }
 
 func (n *Node) bootstrapConfiguration() raft.Configuration {

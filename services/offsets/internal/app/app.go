@@ -175,7 +175,7 @@ func newNode(p nodeParams) (*raftgroup.Node, error) {
 		return nil, err
 	}
 	rc.NoSnapshotRestoreOnStart = !restore
-	n, err := raftgroup.New(rc, p.FSM, p.Log.With("component", "raft"), raftgroup.WithReady(p.FSM.Ready))
+	n, err := raftgroup.New(rc, p.FSM, p.Log.With("component", "raft"), raftgroup.WithHealth(p.FSM.Ready))
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,8 @@ func (c *Coordinator) OnLeadership(isLeader bool) {
 
 // Ready reports whether this replica coordinates now: it leads, has caught
 // up, and its state file takes writes (a replica whose state write failed
-// stops coordinating; its failing readiness check asks for a restart).
+// stops coordinating and hands Raft leadership over, raftgroup.WithHealth;
+// its failing readiness check asks for a restart).
 func (c *Coordinator) Ready() bool {
 	return c.ready.Load() && c.raft.IsLeader() && c.fsm.Ready() == nil
 }
