@@ -70,20 +70,19 @@ const HealthInterval = time.Second
 
 // Node is this member of the service's Raft group.
 type Node struct {
-	cfg   Config
-	fsm   raft.FSM
-	log   *slog.Logger
-	hlog  hclog.Logger
-	ready []func() error    // readiness checks after the leader check; read-only after New
-	// health are the WithHealth checks (also in ready); read-only after New
-	health []func() error
-	self  Peer              // RaftAddr is the advertised transport address
-	http  map[string]string // raft server id -> HTTP address; read-only after New
-	store *raftstore.Store
-	snaps *raft.FileSnapshotStore
-	ln    net.Listener
-	trans *raft.NetworkTransport
-	hc    *http.Client
+	cfg    Config
+	fsm    raft.FSM
+	log    *slog.Logger
+	hlog   hclog.Logger
+	ready  []func() error    // readiness checks after the leader check; read-only after New
+	health []func() error    // the WithHealth checks (also in ready); read-only after New
+	self   Peer              // RaftAddr is the advertised transport address
+	http   map[string]string // raft server id -> HTTP address; read-only after New
+	store  *raftstore.Store
+	snaps  *raft.FileSnapshotStore
+	ln     net.Listener
+	trans  *raft.NetworkTransport
+	hc     *http.Client
 
 	raft atomic.Pointer[raft.Raft] // set by Start, cleared by Stop
 
