@@ -90,7 +90,7 @@ type Node struct {
 	listeners []func(bool) // leadership subscribers; guarded by mu
 
 	stop chan struct{}  // closed by Stop
-	wg   sync.WaitGroup // the leadership goroutine
+	wg   sync.WaitGroup // the leadership and health goroutines
 }
 
 // New validates cfg and opens the stores and the transport; Start starts
