@@ -337,9 +337,17 @@ func (c *Coordinator) expire() {
 	}
 	live := map[memberKey]bool{}
 	for _, g := range c.fsm.GroupsWithMembers() {
-		for id := range g.Members {
-			live[memberKey{g.Name, id}] = true
-			c.expireMember(g.Name, id)
+		for id, m := range g.Members {
+			k := memberKey{g.Name, id}
+			live[k] = true
+			// Decide on the copy first: only a member whose clock ran out
+			// costs the group's lock and a fresh copy of the group, where
+			// expireMember decides again (a heartbeat may have renewed it).
+			// Checking every member under the lock cloned a group of n
+			// members n times per sweep.
+			if c.expiredReason(k, m) != "" {
+				c.expireMember(g.Name, id)
+			}
 		}
 	}
 	c.forgetClocks(live)

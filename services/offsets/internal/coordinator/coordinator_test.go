@@ -37,6 +37,12 @@ func testSettings() Settings {
 // coordinator on it, and waits until the coordinator is ready.
 func start(t *testing.T, dir string) (*Coordinator, *fsm.FSM, func()) {
 	t.Helper()
+	return startWith(t, dir, testSettings())
+}
+
+// startWith is start with the coordinator's settings given.
+func startWith(t testing.TB, dir string, s Settings) (*Coordinator, *fsm.FSM, func()) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, err := fsm.Open(filepath.Join(dir, "state.db"), log)
 	if err != nil {
@@ -50,7 +56,7 @@ func start(t *testing.T, dir string) (*Coordinator, *fsm.FSM, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(f, n, staticTopics{"t": 4}, testSettings(), log)
+	c := New(f, n, staticTopics{"t": 4}, s, log)
 	n.OnLeadership(c.OnLeadership)
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
@@ -255,5 +261,24 @@ func TestClocksOfGoneMembersAreForgotten(t *testing.T) {
 	}
 	if _, ok := c.seen[memberKey{"g", resp.MemberID}]; !ok {
 		t.Fatal("the live member's session clock was dropped")
+	}
+}
+
+// BenchmarkExpireSweep is one expiry sweep over a group of 500 live members
+// (none expires): the coordinator's leader runs it every
+// ExpiryCheckInterval.
+func BenchmarkExpireSweep(b *testing.B) {
+	s := DefaultSettings()
+	s.SessionTimeout, s.ExpiryCheckInterval = time.Minute, time.Hour
+	c, _, _ := startWith(b, b.TempDir(), s)
+	for i := 0; i < 500; i++ {
+		if _, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{Topics: []string{"t"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.expire()
 	}
 }
