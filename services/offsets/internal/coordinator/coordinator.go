@@ -129,7 +129,10 @@ func (c *Coordinator) OnLeadership(isLeader bool) {
 			case <-ctx.Done():
 			}
 		}()
-		for ctx.Err() == nil {
+		for {
+			if ctx.Err() != nil {
+				return // stopping: no barrier passed
+			}
 			if err := c.raft.Barrier(ctx); err == nil {
 				break
 			}
