@@ -92,6 +92,7 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&c.Groups.SessionTimeout, "session-timeout", c.Groups.SessionTimeout, "default member session timeout")
 	fs.Duration(&c.Groups.RebalanceTimeout, "rebalance-timeout", c.Groups.RebalanceTimeout, "default time a member may take to release revoked partitions")
 	fs.Duration(&c.Groups.HeartbeatInterval, "heartbeat-interval", c.Groups.HeartbeatInterval, "interval members are told to heartbeat at")
+	fs.Duration(&c.Groups.OffsetsRetention, "offsets-retention", c.Groups.OffsetsRetention, "how long a group without members keeps its offsets after its last activity (Kafka's offsets.retention.minutes); 0 keeps them forever")
 	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
 	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
 	c.API.Authz.Register(fs)

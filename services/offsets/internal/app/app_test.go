@@ -22,6 +22,8 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"-metadata", " , "}, "metadata"},
 		{[]string{"-session-timeout", "10h"}, "session-timeout"},
 		{[]string{"-heartbeat-interval", "0s"}, "heartbeat-interval"},
+		{[]string{"-offsets-retention", "-1h"}, "offsets-retention"},
+		{[]string{"-offsets-retention", "1m"}, "offsets-retention"}, // shorter than a session may be
 		{[]string{"-peers", "1=x"}, "peers"},
 		{[]string{"-authorize"}, "authorize"}, // without -tls-ca
 	} {

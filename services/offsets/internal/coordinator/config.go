@@ -20,10 +20,19 @@ type Settings struct {
 	// ExpiryCheckInterval is how often the leader looks for expired sessions
 	// and revocations.
 	ExpiryCheckInterval time.Duration
+	// OffsetsRetention is how long a group without members keeps its
+	// committed offsets after its last activity (its last member left, its
+	// last commit), as Kafka's offsets.retention.minutes; then the group is
+	// deleted. 0 keeps them forever.
+	OffsetsRetention time.Duration
+	// RetentionCheckInterval is how often the leader looks for groups past
+	// OffsetsRetention.
+	RetentionCheckInterval time.Duration
 }
 
 // DefaultSettings returns the defaults: 10s sessions (allowed 1s to 5m), 30s
-// rebalance timeout, 500ms heartbeats. The heartbeat is short because a
+// rebalance timeout, 500ms heartbeats, offsets of idle groups kept 7 days
+// (Kafka's default), checked every minute. The heartbeat is short because a
 // heartbeat that changes nothing costs no Raft entry, and every step of a
 // rebalance waits for one.
 func DefaultSettings() Settings {
@@ -34,6 +43,9 @@ func DefaultSettings() Settings {
 		RebalanceTimeout:    30 * time.Second,
 		HeartbeatInterval:   500 * time.Millisecond,
 		ExpiryCheckInterval: 100 * time.Millisecond,
+
+		OffsetsRetention:       7 * 24 * time.Hour,
+		RetentionCheckInterval: time.Minute,
 	}
 }
 
@@ -50,6 +62,12 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("flag -rebalance-timeout: %v must be positive", s.RebalanceTimeout)
 	case s.ExpiryCheckInterval <= 0:
 		return fmt.Errorf("expiry check interval %v must be positive", s.ExpiryCheckInterval)
+	case s.OffsetsRetention < 0:
+		return fmt.Errorf("flag -offsets-retention: %v must not be negative (0 keeps offsets forever)", s.OffsetsRetention)
+	case s.OffsetsRetention > 0 && s.OffsetsRetention < s.MaxSessionTimeout:
+		return fmt.Errorf("flag -offsets-retention: %v is shorter than the longest session %v", s.OffsetsRetention, s.MaxSessionTimeout)
+	case s.OffsetsRetention > 0 && s.RetentionCheckInterval <= 0:
+		return fmt.Errorf("retention check interval %v must be positive", s.RetentionCheckInterval)
 	}
 	return nil
 }

@@ -73,22 +73,61 @@ func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coord
 		stop: make(chan struct{})}
 }
 
-// Start starts the expiry loop; Stop ends it.
+// Start starts the expiry loops (members, and idle groups unless
+// Settings.OffsetsRetention is 0); Stop ends them.
 func (c *Coordinator) Start() {
+	c.every(c.s.ExpiryCheckInterval, c.expire)
+	if c.s.OffsetsRetention > 0 {
+		c.every(c.s.RetentionCheckInterval, c.expireGroups)
+	}
+}
+
+// every runs fn every interval on a goroutine of its own until Stop.
+func (c *Coordinator) every(interval time.Duration, fn func()) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTicker(c.s.ExpiryCheckInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-c.stop:
 				return
 			case <-t.C:
-				c.expire()
+				fn()
 			}
 		}
 	}()
+}
+
+// expireGroups deletes the groups without members that were idle (no member,
+// no commit) for longer than Settings.OffsetsRetention, with their offsets,
+// as Kafka expires an empty group's offsets after offsets.retention.minutes.
+// The deletion is conditional (fsm.DeleteGroup.IdleBeforeMs): a member or a
+// commit that arrives meanwhile keeps the group.
+func (c *Coordinator) expireGroups() {
+	if !c.Ready() {
+		return
+	}
+	cutoff := c.now().Add(-c.s.OffsetsRetention).UnixMilli()
+	for _, name := range c.fsm.GroupNames() {
+		idle, err := c.fsm.IdleSince(name)
+		if err != nil {
+			c.log.Warn("reading a group's activity failed", "group", name, "err", err)
+			continue
+		}
+		if idle == 0 || idle >= cutoff {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: name, IdleBeforeMs: cutoff}})
+		cancel()
+		if err != nil {
+			c.log.Info("expiring an idle group did not apply", "group", name, "err", err)
+			continue
+		}
+		c.log.Info("idle group expired with its offsets", "group", name, "idle_since", time.UnixMilli(idle).UTC(), "retention", c.s.OffsetsRetention)
+	}
 }
 
 // Stop stops the expiry loop and any leadership catch-up and waits for them.
@@ -274,6 +313,12 @@ func changed(a, b *fsm.Group) bool {
 }
 
 func (c *Coordinator) put(ctx context.Context, expect uint64, g *fsm.Group) error {
+	switch {
+	case len(g.Members) > 0:
+		g.EmptySinceMs = 0
+	case g.EmptySinceMs == 0:
+		g.EmptySinceMs = c.now().UnixMilli()
+	}
 	return c.propose(ctx, fsm.Command{Type: fsm.TypePutGroup, PutGroup: &fsm.PutGroup{ExpectVersion: expect, Group: g}})
 }
 

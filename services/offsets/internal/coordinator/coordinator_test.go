@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +41,9 @@ func start(t *testing.T, dir string) (*Coordinator, *fsm.FSM, func()) {
 	return startWith(t, dir, testSettings())
 }
 
-// startWith is start with the coordinator's settings given.
-func startWith(t testing.TB, dir string, s Settings) (*Coordinator, *fsm.FSM, func()) {
+// startWith is start with the coordinator's settings given; opts adjust the
+// coordinator before it starts.
+func startWith(t testing.TB, dir string, s Settings, opts ...func(*Coordinator)) (*Coordinator, *fsm.FSM, func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, err := fsm.Open(filepath.Join(dir, "state.db"), log)
@@ -57,6 +59,9 @@ func startWith(t testing.TB, dir string, s Settings) (*Coordinator, *fsm.FSM, fu
 		t.Fatal(err)
 	}
 	c := New(f, n, staticTopics{"t": 4}, s, log)
+	for _, o := range opts {
+		o(c)
+	}
 	n.OnLeadership(c.OnLeadership)
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
@@ -280,5 +285,63 @@ func BenchmarkExpireSweep(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		c.expire()
+	}
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestIdleGroupsExpireWithTheirOffsets: a group without members whose last
+// commit, or whose last member's leaving, is older than the offsets retention
+// is deleted with its offsets; a group active since, and one with a member,
+// stay.
+func TestIdleGroupsExpireWithTheirOffsets(t *testing.T) {
+	s := testSettings()
+	// The test runs the sweeps itself, at the times it sets.
+	s.ExpiryCheckInterval, s.OffsetsRetention, s.RetentionCheckInterval = time.Hour, time.Hour, time.Hour
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	c, f, _ := startWith(t, t.TempDir(), s, func(c *Coordinator) { c.now = clk.now })
+	ctx := context.Background()
+	commit := func(group string) {
+		t.Helper()
+		if err := c.Commit(ctx, group, groups.CommitRequest{Offsets: []groups.Offset{{Topic: "t", Offset: 5}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	join := func(group string) string {
+		t.Helper()
+		resp, err := c.Heartbeat(ctx, group, groups.HeartbeatRequest{Topics: []string{"t"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.MemberID
+	}
+	commit("idle")
+	left := join("left")
+	if _, err := c.Heartbeat(ctx, "left", groups.HeartbeatRequest{MemberID: left, MemberEpoch: groups.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	join("busy")
+	clk.advance(30 * time.Minute)
+	commit("recent")
+	clk.advance(40 * time.Minute) // "idle" and "left" are 70 minutes idle, "recent" 40
+	c.expireGroups()
+	if names := f.GroupNames(); !slices.Equal(names, []string{"busy", "recent"}) {
+		t.Fatalf("groups after the sweep: %v, want busy and recent", names)
+	}
+	for _, gone := range []string{"idle", "left"} {
+		if offs, _ := f.Offsets(gone, ""); len(offs) != 0 {
+			t.Errorf("group %s kept its offsets %v", gone, offs)
+		}
 	}
 }

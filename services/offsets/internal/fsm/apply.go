@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -55,6 +56,16 @@ func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd C
 		if g == nil && offs.Bucket([]byte(name)) == nil {
 			res.Err = protocol.GroupIDNotFound.Err("no group %q", name)
 			return res, nil
+		}
+		if before := cmd.DeleteGroup.IdleBeforeMs; before > 0 {
+			idle, err := idleSinceTx(tx, g, name)
+			if err != nil {
+				return nil, err
+			}
+			if idle == 0 || idle >= before {
+				res.Err = protocol.NonEmptyGroup.Err("group %s was active at %d ms, not before %d ms: it does not expire", name, idle, before)
+				return res, nil
+			}
 		}
 		staged[name] = nil
 		if err := tx.Bucket(bucketGroups).Delete([]byte(name)); err != nil {
@@ -155,4 +166,28 @@ func checkEmpty(g *Group, name string) error {
 		return protocol.NonEmptyGroup.Err("group %s has %d active members; stop them first", name, len(g.Members))
 	}
 	return nil
+}
+
+// idleSinceTx is IdleSince within a transaction, g being the group's state.
+func idleSinceTx(tx *bolt.Tx, g *Group, name string) (int64, error) {
+	if g != nil && len(g.Members) > 0 {
+		return 0, nil
+	}
+	var last int64
+	if g != nil {
+		last = g.EmptySinceMs
+	}
+	b := tx.Bucket(bucketOffsets).Bucket([]byte(name))
+	if b == nil {
+		return last, nil
+	}
+	err := b.ForEach(func(_, v []byte) error {
+		var c groups.Committed
+		if err := json.Unmarshal(v, &c); err != nil {
+			return fmt.Errorf("group %s: corrupt offset record: %w", name, err)
+		}
+		last = max(last, c.CommitTimeMs)
+		return nil
+	})
+	return last, err
 }

@@ -54,9 +54,13 @@ type Reset struct {
 	TimeMs  int64           `json:"time_ms"`
 }
 
-// DeleteGroup deletes a group without members, with its offsets.
+// DeleteGroup deletes a group without members, with its offsets. With
+// IdleBeforeMs set it is the expiry of an idle group: it applies only while
+// the group's last activity (IdleSinceMs) is before IdleBeforeMs, so a commit
+// or a member that arrived after the coordinator decided keeps the group.
 type DeleteGroup struct {
-	Group string `json:"group"`
+	Group        string `json:"group"`
+	IdleBeforeMs int64  `json:"idle_before_ms,omitempty"`
 }
 
 // Encode returns the command's log bytes.

@@ -268,6 +268,23 @@ func (f *FSM) Offsets(group, topic string) ([]groups.Committed, error) {
 	return out, err
 }
 
+// IdleSince returns when a group without members was last active, in Unix
+// milliseconds: the later of when it lost its last member and its newest
+// commit. It returns 0 for a group with members, and for one whose activity
+// is unknown (a state written before EmptySinceMs was recorded, and no
+// commit).
+func (f *FSM) IdleSince(name string) (int64, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var ms int64
+	err := f.db.View(func(tx *bolt.Tx) error {
+		var err error
+		ms, err = idleSinceTx(tx, f.groups[name], name)
+		return err
+	})
+	return ms, err
+}
+
 // key is topic NUL partition (4 bytes big endian); NUL cannot occur in a topic name.
 func key(topic string, partition int32) []byte {
 	k := make([]byte, len(topic)+5)

@@ -260,3 +260,40 @@ func TestRestoreWhileASnapshotIsOutstanding(t *testing.T) {
 		t.Fatalf("temporary snapshot files left behind: %v", left)
 	}
 }
+
+// TestExpiryOfAnIdleGroupIsConditional: a DeleteGroup with IdleBeforeMs
+// applies only to a group idle since before it; a commit at or after the
+// cutoff keeps the group, and a group with members never expires.
+func TestExpiryOfAnIdleGroupIsConditional(t *testing.T) {
+	f := open(t, filepath.Join(t.TempDir(), "state.db"))
+	c := commit("g", "", 0, "t", 0, 5)
+	c.Commit.TimeMs = 1000
+	expire := func(before int64) Command {
+		return Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g", IdleBeforeMs: before}}
+	}
+	res := apply(t, f, entry(t, 1, c), entry(t, 2, expire(1000)))
+	if res[1].Err == nil {
+		t.Fatal("a group committed at the cutoff expired")
+	}
+	if idle, err := f.IdleSince("g"); err != nil || idle != 1000 {
+		t.Fatalf("IdleSince = %d, %v; want the commit's time 1000", idle, err)
+	}
+	if res := apply(t, f, entry(t, 3, expire(1001))); res[0].Err != nil {
+		t.Fatalf("expiring a group idle before the cutoff: %v", res[0].Err)
+	}
+	if names := f.GroupNames(); len(names) != 0 {
+		t.Fatalf("groups %v after the expiry", names)
+	}
+	// A group with a member is active, whatever its commits' age.
+	g := &Group{Name: "g", Members: map[string]*Member{"m": {ID: "m", Epoch: 1}}}
+	res = apply(t, f, entry(t, 4, Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: g}}), entry(t, 5, expire(1<<60)))
+	if res[0].Err != nil || res[1].Err == nil {
+		t.Fatalf("put %v, expiry of a group with a member %v; want it refused", res[0].Err, res[1].Err)
+	}
+	// Empty since 2000 (its last member left then): idle since 2000.
+	g = &Group{Name: "g", EmptySinceMs: 2000}
+	apply(t, f, entry(t, 6, Command{Type: TypePutGroup, PutGroup: &PutGroup{ExpectVersion: 4, Group: g}}))
+	if idle, err := f.IdleSince("g"); err != nil || idle != 2000 {
+		t.Fatalf("IdleSince = %d, %v; want 2000", idle, err)
+	}
+}

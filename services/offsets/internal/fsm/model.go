@@ -22,6 +22,11 @@ type Group struct {
 	// Partitions are the partition counts the target was computed from.
 	Partitions map[string]int32   `json:"partitions,omitempty"`
 	Members    map[string]*Member `json:"members,omitempty"`
+	// EmptySinceMs is when the group last lost its last member (Unix
+	// milliseconds, chosen by the proposer; 0 while it has members, and in
+	// states written before it was recorded). An empty group's offsets
+	// expire a retention period after its last activity (IdleSinceMs).
+	EmptySinceMs int64 `json:"empty_since_ms,omitempty"`
 }
 
 // Member is one member of a group.
