@@ -27,8 +27,9 @@
 // batch headers are wrong is refused whole (400); a batch a leader refuses
 // (CORRUPT_RECORD after its CRC check ...) is a result entry with the code.
 //
-// Produce requests are admitted into an in-flight budget (the sum of the
-// bodies being served, -max-in-flight-bytes): one that does not fit gets 429
+// Requests are admitted into an in-flight budget (the sum of the bodies being
+// served, -max-in-flight-bytes) from their announced length, before their
+// bodies are read (body.go): one that does not fit gets 429
 // THROTTLING_QUOTA_EXCEEDED with Retry-After: 1, and nothing of it is
 // produced. A body over -max-body-bytes gets 413, a record body over
 // -max-records 413 RECORD_LIST_TOO_LARGE. When -produce-timeout passes

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -152,4 +153,93 @@ func TestConnectionsPerIPLimit(t *testing.T) {
 		status, _ := get(c)
 		return status != http.StatusTooManyRequests
 	})
+}
+
+// TestBodiesAreAdmittedBeforeTheyAreRead: the in-flight budget takes a body's
+// announced length before the body is read (fasthttp reads ahead only its
+// first 8 KiB). With room for two bodies, two clients that sent only their
+// bodies' first 8 KiB hold the budget, a third is answered 429 (its body
+// dropped as it comes), and the two are served once their bodies come.
+func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
+	const sent = 8 << 10
+	body := `{"records":[{"value":"` + strings.Repeat("x", 40000) + `"}]}`
+	e := newEnv(t, envOptions{nodes: 1,
+		http:    func(c *Config) { c.MaxBodyBytes = len(body) },
+		produce: func(c *produceConfig) { c.MaxInFlightBytes = int64(2 * len(body)) }})
+	e.md.AddTopic("t", 1)
+	headers := fmt.Sprintf("POST /v1/topics/t/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", e.srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte(headers + body[:sent])); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+	answer := func(c net.Conn) (int, string) {
+		t.Helper()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	waiting := []net.Conn{dial(), dial()}
+	m := e.producer.Metrics()
+	waitFor(t, "both bodies admitted before they were sent", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(2*len(body)) })
+	third := dial()
+	if _, err := third.Write([]byte(body[sent:])); err != nil {
+		t.Fatal(err)
+	}
+	if status, text := answer(third); status != http.StatusTooManyRequests || !strings.Contains(text, "-max-in-flight-bytes") {
+		t.Fatalf("third request: %d %s; want 429", status, text)
+	}
+	for _, c := range waiting {
+		if _, err := c.Write([]byte(body[sent:])); err != nil {
+			t.Fatal(err)
+		}
+		if status, text := answer(c); status != http.StatusOK {
+			t.Fatalf("admitted request: %d %s", status, text)
+		}
+	}
+	waitFor(t, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
+}
+
+// TestChunkedBodies: a chunked body (no Content-Length) is read up to
+// -max-body-bytes and served; a longer one is refused with 413.
+func TestChunkedBodies(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1, http: func(c *Config) { c.MaxBodyBytes = 4096 }})
+	e.md.AddTopic("t", 1)
+	post := func(body string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+e.srv.Addr()+"/v1/topics/t/records", io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = -1 // chunked
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := post(`{"records":[{"value":"a"}]}`); status != http.StatusOK {
+		t.Fatalf("small chunked body: %d", status)
+	}
+	if status := post(`{"records":[{"value":"` + strings.Repeat("x", 5000) + `"}]}`); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked body over the limit: %d, want 413", status)
+	}
+	if n := testutil.ToFloat64(e.producer.Metrics().InFlightBytes); n != 0 {
+		t.Fatalf("%v bytes left in the budget", n)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -39,19 +38,12 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
 		return
 	}
+	// The body was admitted into the in-flight budget before it was read
+	// (admitBody) and stays in it until this answer is written.
 	body := ctx.PostBody()
 	if _, ok := s.admitQuota(ctx, quotaProduce, len(body)); !ok {
 		return
 	}
-	budget := s.producer.Budget()
-	if !budget.TryAcquire(len(body)) {
-		ctx.Response.Header.Set("Retry-After", "1")
-		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
-			fmt.Sprintf("this frontend is serving %d bytes of produce requests and this one (%d bytes) would pass its limit of %d (-max-in-flight-bytes); nothing of it was produced: retry after a pause or through another frontend",
-				budget.InUse(), len(body), budget.Max()))
-		return
-	}
-	defer budget.Release(len(body))
 	if format == produce.FormatBatches {
 		s.produceBatches(ctx, id, topic, acks, body)
 		return

@@ -47,6 +47,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		s.logRequest(ctx, id, start)
 	}()
+	release, ok := s.admitBody(ctx)
+	if !ok {
+		return
+	}
+	defer release()
 	s.route(ctx, id)
 }
 
@@ -196,11 +201,7 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		if strings.HasSuffix(string(ctx.Path()), suffixRecords) && string(ctx.Method()) == fasthttp.MethodPost {
-			s.producer.Metrics().Requests.WithLabelValues(strconv.Itoa(fasthttp.StatusRequestEntityTooLarge)).Inc()
-		}
-		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge,
-			fmt.Sprintf("request body larger than %d bytes (-max-body-bytes)", s.cfg.MaxBodyBytes))
+		s.refuseTooLarge(ctx)
 	case errors.As(err, &small):
 		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, protocol.InvalidRequest, "request headers too large")
 	case isTimeout(err):

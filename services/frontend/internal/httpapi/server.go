@@ -123,6 +123,7 @@ type Server struct {
 	cache    *metacache.Cache
 	console  fasthttp.RequestHandler // nil when the console is not served
 	quotas   *quota.Limiter          // produce and fetch byte rates by client id
+	bodies   *produce.Budget         // admits request bodies before they are read (admitBody)
 	log      *slog.Logger
 	ids      *requestIDs
 
@@ -144,6 +145,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
 		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
+	s.bodies = bodyBudget(d.Producer)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{
@@ -155,7 +157,9 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		ReadBufferSize:     16 << 10,
-		MaxConnsPerIP:      cfg.MaxConnsPerIP,
+		// Bodies are read by the handler, once admitted (admitBody).
+		StreamRequestBody: true,
+		MaxConnsPerIP:     cfg.MaxConnsPerIP,
 	}, log, cfg.TLS)
 	if err != nil {
 		return nil, err

@@ -6,18 +6,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Budget bounds the memory of produce requests: the sum of the body sizes of
-// the requests being served. A request takes its body's size before it is
-// parsed and gives it back once its answer is written; one that does not fit
-// is refused at once (the frontend answers 429) rather than queued, so a
-// burst cannot grow the frontend's memory and the client's retry lands on a
-// frontend with room.
+// Budget bounds the memory of requests: the sum of the body sizes of the
+// requests being served. A request takes its body's announced size before
+// the body is read (the HTTP server streams bodies: only their first 8 KiB
+// are read ahead) and gives it back once its answer is written; one that does
+// not fit is refused at once (the frontend answers 429) rather than queued,
+// so a burst cannot grow the frontend's memory and the client's retry lands
+// on a frontend with room.
 //
-// The body itself has been read by then (fasthttp reads it before calling
-// the handler, up to -max-body-bytes per connection); what the budget bounds
-// is everything a request holds while it waits on storage leaders: the body,
-// its parsed records and the batches built from them, roughly two to three
-// times the body. The accumulator (Config.Linger) stays inside it: it only
+// What the budget bounds is everything a request holds while it waits on
+// storage leaders: the body, its parsed records and the batches built from
+// them, roughly two to three times the body. The accumulator (Config.Linger) stays inside it: it only
 // refers to the records of requests still being served, and a batch shared by
 // several requests holds a copy of their records, each request's within its
 // own share. It is safe for concurrent use and never blocks.
