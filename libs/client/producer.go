@@ -74,12 +74,13 @@ type Producer struct {
 }
 
 // producerIdentity is the idempotent producer's id and epoch; gen counts
-// the ids used, so partitions restart their sequences on a new one.
+// the (id, epoch) pairs used, so partitions restart their sequences on a new
+// one.
 type producerIdentity struct {
 	id    int64
 	epoch int16
 	gen   int
-	stale bool // a batch failed for good: get a new id before the next batch
+	stale bool // no id yet, or none left to raise: get a new id before the next batch
 }
 
 type topicState struct {
@@ -112,6 +113,7 @@ type batchBuf struct {
 	created time.Time
 	bytes   []byte        // the sealed batch
 	done    chan struct{} // closed once every record has its outcome
+	gen     int           // the producer identity it was stamped with (producerIdentity.gen)
 }
 
 // NewProducer validates cfg and starts the sender.

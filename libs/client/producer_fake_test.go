@@ -18,8 +18,9 @@ import (
 // fakeFrontend stands in for a frontend and the partition leaders behind it
 // (the real ones are services of their own; integration/ runs them): it
 // serves topic metadata, producer ids and batches bodies, storing records per
-// partition with the leader's idempotence rule (a batch whose producer id
-// and sequence it already stored is answered with its first offsets).
+// partition with the leader's idempotence rule (a batch whose producer id,
+// epoch and sequence it already stored is answered with its first offsets;
+// one of an epoch older than the producer's latest is refused).
 type fakeFrontend struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -28,10 +29,13 @@ type fakeFrontend struct {
 	partitions int                       // of topic t
 	describes  int                       // topic metadata requests answered
 	logs       map[int32][]record.Record // stored records per partition
-	seen       map[[3]int64]int64        // (partition, producer id, base sequence) -> base offset
+	seen       map[[4]int64]int64        // (partition, producer id, epoch, base sequence) -> base offset
+	epochs     map[[2]int64]int16        // (partition, producer id) -> latest epoch stored
 	seqs       map[int32][]int64         // per partition, the base sequence of each stored batch
+	stamps     map[int32][][2]int64      // per partition, (epoch, base sequence) of each stored batch
 	nextPID    int64
 	failNext   map[int32]int // partition -> answers of NOT_LEADER_OR_FOLLOWER still to give
+	refuseNext map[int32]int // partition -> refusals for good (INVALID_RECORD) still to give
 	// timeoutNext: partition -> answers of REQUEST_TIMED_OUT still to give;
 	// a request with one is answered 504 with every batch's result, as a
 	// frontend whose -produce-timeout passed answers.
@@ -42,7 +46,8 @@ type fakeFrontend struct {
 }
 
 func newFakeFrontend(t *testing.T, partitions int) *fakeFrontend {
-	f := &fakeFrontend{t: t, partitions: partitions, logs: map[int32][]record.Record{}, seen: map[[3]int64]int64{}, seqs: map[int32][]int64{}, failNext: map[int32]int{}, timeoutNext: map[int32]int{}}
+	f := &fakeFrontend{t: t, partitions: partitions, logs: map[int32][]record.Record{}, seen: map[[4]int64]int64{}, epochs: map[[2]int64]int16{},
+		seqs: map[int32][]int64{}, stamps: map[int32][][2]int64{}, failNext: map[int32]int{}, refuseNext: map[int32]int{}, timeoutNext: map[int32]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -118,6 +123,12 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 			resp.Results = append(resp.Results, res)
 			continue
 		}
+		if f.refuseNext[pb.Partition] > 0 {
+			f.refuseNext[pb.Partition]--
+			res.ErrorCode, res.Error = int16(protocol.InvalidRecord), "refused"
+			resp.Results = append(resp.Results, res)
+			continue
+		}
 		it := record.NewIterator(pb.Batch)
 		var recs []record.Record
 		a := arena{size: len(pb.Batch)}
@@ -130,13 +141,18 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		h := it.Batch()
-		key := [3]int64{int64(pb.Partition), h.ProducerID, int64(h.BaseSequence)}
-		if base, dup := f.seen[key]; dup && h.ProducerID >= 0 {
+		key := [4]int64{int64(pb.Partition), h.ProducerID, int64(h.ProducerEpoch), int64(h.BaseSequence)}
+		pid := [2]int64{int64(pb.Partition), h.ProducerID}
+		if latest, ok := f.epochs[pid]; ok && h.ProducerID >= 0 && h.ProducerEpoch < latest {
+			res.ErrorCode, res.Error = int16(protocol.InvalidProducerEpoch), "an older epoch"
+		} else if base, dup := f.seen[key]; dup && h.ProducerID >= 0 {
 			res.BaseOffset = base
 		} else {
 			res.BaseOffset = int64(len(f.logs[pb.Partition]))
 			f.seen[key] = res.BaseOffset
+			f.epochs[pid] = h.ProducerEpoch
 			f.seqs[pb.Partition] = append(f.seqs[pb.Partition], int64(h.BaseSequence), int64(len(recs)))
+			f.stamps[pb.Partition] = append(f.stamps[pb.Partition], [2]int64{int64(h.ProducerEpoch), int64(h.BaseSequence)})
 			f.logs[pb.Partition] = append(f.logs[pb.Partition], recs...)
 		}
 		resp.Results = append(resp.Results, res)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -154,6 +155,7 @@ func (p *Producer) stampLocked(ps *partState, bb *batchBuf) {
 		ps.gen, ps.seq = p.ident.gen, 0
 	}
 	bb.b.SetProducer(p.ident.id, p.ident.epoch, ps.seq)
+	bb.gen = p.ident.gen
 	ps.seq = int32((int64(ps.seq) + int64(bb.b.Count())) % (1 << 31)) // wraps to 0, as Kafka
 }
 
@@ -248,19 +250,41 @@ func (p *Producer) dropExpired(batches []*batchBuf) []*batchBuf {
 // finish completes a delivered batch: its records get their outcome and its
 // partition may send its next batch. A batch of an idempotent producer that
 // failed for good leaves its partition's sequence in doubt, so the producer
-// takes a new producer id (sequences restart) before its next batch.
+// raises its epoch (raiseEpochLocked) before its next batch.
 func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Lock()
 	if bb.part.inFlight == bb {
 		bb.part.inFlight = nil
 	}
 	if err != nil && !p.cfg.DisableIdempotence {
-		p.ident.stale = true
+		p.raiseEpochLocked(bb)
 	}
 	c := p.finishLocked(bb, base, err)
 	p.mu.Unlock()
 	c.run()
 	p.signal()
+}
+
+// raiseEpochLocked moves the producer to the next epoch of its id after
+// failed, a batch stamped with the current one, failed for good, as Kafka's
+// producer bumps its epoch (KIP-360): every partition's sequence restarts at
+// 0, and a leader refuses every batch of an older epoch once it saw the new
+// one (INVALID_PRODUCER_EPOCH). So a copy of the failed batch still on its
+// way (a frontend still sending it when the delivery timeout ran out) is
+// stored before the next batch of its partition or not at all. The id is
+// this producer's alone (metadata hands each out once), so raising its epoch
+// needs nobody's leave; past the largest epoch the producer takes a new id.
+// A failure of a batch stamped before the last raise raises nothing more.
+func (p *Producer) raiseEpochLocked(failed *batchBuf) {
+	if p.ident.stale || failed.gen != p.ident.gen {
+		return
+	}
+	if p.ident.epoch >= math.MaxInt16 {
+		p.ident.stale = true
+		return
+	}
+	p.ident.epoch++
+	p.ident.gen++
 }
 
 // batchRetriable reports whether a batch's error may clear if the same bytes

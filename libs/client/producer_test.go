@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -420,5 +422,67 @@ func TestGatewayTimeoutResultsAreHeeded(t *testing.T) {
 	f.mu.Unlock()
 	if n != 2 {
 		t.Fatalf("%d requests, want the first and one retry", n)
+	}
+}
+
+// TestProducerRaisesItsEpochAfterAFailure: a batch that fails for good
+// leaves its partition's sequence in doubt; the producer's next batches
+// carry the same producer id at the next epoch, every partition's sequence
+// from 0 (so a leader refuses any late copy of the failed batch), without a
+// new id from metadata.
+func TestProducerRaisesItsEpochAfterAFailure(t *testing.T) {
+	f := newFakeFrontend(t, 2)
+	p := testProducer(t, []string{f.srv.URL}, nil)
+	send := func(part int32, v string) error {
+		t.Helper()
+		done := make(chan error, 1)
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: part, Value: []byte(v)}, func(m RecordMetadata) { done <- m.Err }); err != nil {
+			t.Fatal(err)
+		}
+		p.Flush(context.Background())
+		return <-done
+	}
+	for _, v := range []string{"a", "b"} {
+		if err := send(1, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	f.refuseNext[0] = 1
+	f.mu.Unlock()
+	if err := send(0, "refused"); protocol.CodeOf(err) != protocol.InvalidRecord {
+		t.Fatalf("refused batch: %v", err)
+	}
+	for _, part := range []int32{0, 1, 0} {
+		if err := send(part, "after"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nextPID != 1 {
+		t.Fatalf("%d producer ids allocated, want 1", f.nextPID)
+	}
+	want := map[int32][][2]int64{0: {{1, 0}, {1, 1}}, 1: {{0, 0}, {0, 1}, {1, 0}}}
+	for part, w := range want {
+		if got := f.stamps[part]; !slices.Equal(got, w) {
+			t.Errorf("partition %d stored (epoch, sequence) %v, want %v", part, got, w)
+		}
+	}
+}
+
+// TestProducerAtTheLargestEpochTakesANewID: past the largest epoch a failure
+// makes the producer ask metadata for a new id.
+func TestProducerAtTheLargestEpochTakesANewID(t *testing.T) {
+	p := &Producer{}
+	p.ident = producerIdentity{id: 5, epoch: math.MaxInt16, gen: 3}
+	p.raiseEpochLocked(&batchBuf{gen: 3})
+	if !p.ident.stale {
+		t.Fatalf("identity %+v after a failure at the largest epoch, want a new id asked for", p.ident)
+	}
+	p.ident = producerIdentity{id: 5, epoch: 2, gen: 3}
+	p.raiseEpochLocked(&batchBuf{gen: 2}) // stamped before the last raise
+	if p.ident != (producerIdentity{id: 5, epoch: 2, gen: 3}) {
+		t.Fatalf("an older batch's failure raised the epoch again: %+v", p.ident)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -21,9 +22,15 @@ import (
 //
 // A lane whose batch failed for good (not retriable, retries exhausted, or
 // given up with an unknown outcome) no longer knows which sequence the
-// leader expects, so it drops its id and its next batch starts a fresh id at
-// sequence 0. When no id can be had (metadata down), batches go unstamped:
-// the frontend prefers producing at least once to refusing records.
+// leader expects, so its next batch raises the id's epoch and starts at
+// sequence 0, as a Kafka producer bumps its epoch (KIP-360): the leader then
+// refuses every batch of the older epoch (INVALID_PRODUCER_EPOCH), so a copy
+// of the failed batch still on its way (its connection torn down by a
+// deadline, the leader stalled) can never land after the lane's next batch.
+// The id is the lane's alone (metadata hands each out once), so raising its
+// epoch needs nobody's leave; past the largest epoch the lane takes a new id.
+// When no id can be had (metadata down), batches go unstamped: the frontend
+// prefers producing at least once to refusing records.
 //
 // Only acks=all lanes are stamped, as Kafka allows idempotence with acks=all
 // only: with acks leader or none a failover may lose a batch the old leader
@@ -158,11 +165,15 @@ func (s *laneSeq) stamp(ctx context.Context, ids *pidSource, bld *record.Builder
 // sent records the outcome of a stamped batch of n records that went to a
 // leader: on success the sequence moves past it (wrapping as Kafka's does);
 // on failure the leader may or may not hold it, the next sequence is in
-// doubt, and the lane drops its id (the next batch gets a fresh one).
+// doubt, and the next batch raises the epoch and starts at sequence 0 (at
+// the largest epoch the lane drops its id: the next batch gets a fresh one).
 func (s *laneSeq) sent(n int, err error) {
-	if err != nil {
+	switch {
+	case err == nil:
+		s.seq = record.IncrementSequence(s.seq, int32(n))
+	case s.epoch < math.MaxInt16:
+		s.epoch, s.seq = s.epoch+1, 0
+	default:
 		s.id, s.epoch, s.seq = record.NoProducerID, record.NoProducerEpoch, 0
-		return
 	}
-	s.seq = record.IncrementSequence(s.seq, int32(n))
 }

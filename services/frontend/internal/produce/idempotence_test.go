@@ -3,8 +3,9 @@ package produce
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
-	"strconv"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +121,7 @@ func (e *idemEnv) appended() string {
 		for _, r := range a.Records {
 			vs = append(vs, string(r.Value))
 		}
-		out = append(out, strings.Join(vs, ",")+"@"+strconv.FormatInt(a.ProducerID, 10)+"/"+strconv.Itoa(int(a.BaseSequence)))
+		out = append(out, fmt.Sprintf("%s@%d:%d/%d", strings.Join(vs, ","), a.ProducerID, a.ProducerEpoch, a.BaseSequence))
 	}
 	return strings.Join(out, " ")
 }
@@ -151,7 +152,7 @@ func TestLaneResendAfterLostAnswerIsDeduplicated(t *testing.T) {
 	if got := offsetsOf(t, e.produce(t, "c")); got[0] != 2 {
 		t.Fatalf("next batch at %v", got)
 	}
-	if got, want := e.appended(), "a,b@100/0 c@100/2"; got != want {
+	if got, want := e.appended(), "a,b@100:0/0 c@100:0/2"; got != want {
 		t.Fatalf("log holds %q, want %q", got, want)
 	}
 	if n := e.node.Attempts("t", 0); n != 3 {
@@ -162,10 +163,11 @@ func TestLaneResendAfterLostAnswerIsDeduplicated(t *testing.T) {
 	}
 }
 
-// TestLanePermanentFailureMovesToNewProducerID: once a lane's batch failed
-// for good its sequence is in doubt, and the lane's next batch starts a new
-// producer id at sequence 0.
-func TestLanePermanentFailureMovesToNewProducerID(t *testing.T) {
+// TestLanePermanentFailureRaisesTheEpoch: once a lane's batch failed for
+// good its sequence is in doubt, and the lane's next batch raises its
+// producer id's epoch and starts at sequence 0 (the leader then refuses a
+// late copy of the failed batch, of the older epoch); no new id is needed.
+func TestLanePermanentFailureRaisesTheEpoch(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reject func(attempt int) error
@@ -192,8 +194,11 @@ func TestLanePermanentFailureMovesToNewProducerID(t *testing.T) {
 			}
 			offsetsOf(t, e.produce(t, "c"))
 			offsetsOf(t, e.produce(t, "d"))
-			if got, want := e.appended(), "a,b@100/0 c@101/0 d@101/1"; got != want {
+			if got, want := e.appended(), "a,b@100:0/0 c@100:1/0 d@100:1/1"; got != want {
 				t.Fatalf("log holds %q, want %q", got, want)
+			}
+			if n := e.ids.count(); n != 1 {
+				t.Fatalf("%d producer ids allocated, want 1", n)
 			}
 		})
 	}
@@ -215,8 +220,8 @@ func TestLaneWithoutProducerIDsSendsUnstamped(t *testing.T) {
 	e.ids.setDown(false)
 	offsetsOf(t, e.produce(t, "d"))
 	offsetsOf(t, e.produce(t, "e"))
-	noID := strconv.FormatInt(record.NoProducerID, 10) + "/" + strconv.Itoa(int(record.NoSequence))
-	if got, want := e.appended(), "a@"+noID+" b@"+noID+" c@"+noID+" d@100/0 e@100/1"; got != want {
+	noID := fmt.Sprintf("%d:%d/%d", record.NoProducerID, record.NoProducerEpoch, record.NoSequence)
+	if got, want := e.appended(), "a@"+noID+" b@"+noID+" c@"+noID+" d@100:0/0 e@100:0/1"; got != want {
 		t.Fatalf("log holds %q, want %q", got, want)
 	}
 	logged := e.log.String()
@@ -256,5 +261,20 @@ func TestProducerIDCooldown(t *testing.T) {
 	var nilSource pidSource
 	if _, _, ok := nilSource.get(context.Background()); ok {
 		t.Fatal("an id without a source")
+	}
+}
+
+// TestLaneAtTheLargestEpochTakesANewID: a lane whose epoch cannot be raised
+// any more takes a new producer id instead.
+func TestLaneAtTheLargestEpochTakesANewID(t *testing.T) {
+	s := laneSeq{id: 7, epoch: math.MaxInt16, seq: 12}
+	s.sent(3, protocol.NotEnoughReplicas.Err("ISR too small"))
+	if s.id != record.NoProducerID || s.seq != 0 {
+		t.Fatalf("lane after a failure at the largest epoch: %+v, want no id", s)
+	}
+	s = laneSeq{id: 7, epoch: 4, seq: 12}
+	s.sent(3, protocol.NotEnoughReplicas.Err("ISR too small"))
+	if s != (laneSeq{id: 7, epoch: 5, seq: 0}) {
+		t.Fatalf("lane after a failure: %+v, want id 7 epoch 5 sequence 0", s)
 	}
 }

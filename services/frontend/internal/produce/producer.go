@@ -264,6 +264,7 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 	if answers == nil {
 		answers = &lastAnswer{}
 	}
+	openAt := -1 // an attempt that got no answer: it may have been appended
 	for attempt := 0; ; attempt++ {
 		resp, err := p.sendOnce(ctx, topic, acks, route, part, batch)
 		if err == nil {
@@ -274,7 +275,17 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 			if ctx.Err() != nil {
 				err = answers.wrap(err)
 			}
+			if openAt >= 0 && !unanswered(err) && !refusedForItsBytes(err) {
+				// The last answer speaks for the last attempt only: the one
+				// that got none may be in the log, so the client must not
+				// take this for a failure and send the records again.
+				err = unknownOutcome{protocol.RequestTimedOut.Err("outcome unknown: attempt %d to the leader of partition %d got no answer and may have been stored; the last attempt's answer: %v",
+					openAt+1, part, err)}
+			}
 			return resp, err
+		}
+		if openAt < 0 && unanswered(err) {
+			openAt = attempt
 		}
 		p.metrics.Retries.Inc()
 		p.log.Debug("produce retry", "topic", topic, "partition", part, "attempt", attempt+1, "err", err)
@@ -325,6 +336,24 @@ func (a *lastAnswer) wrap(err error) error {
 		return fmt.Errorf("%w; the leader's last answer: %v", err, *last)
 	}
 	return err
+}
+
+// unanswered reports whether a failed attempt got no answer from the leader
+// (a lost connection, a call cut short): it may have been appended.
+func unanswered(err error) bool {
+	var pe *protocol.Error
+	return !errors.As(err, &pe) || pe.Code == protocol.NetworkException
+}
+
+// refusedForItsBytes reports whether err refuses the batch for what it is,
+// so that every attempt of the same bytes was refused the same way.
+func refusedForItsBytes(err error) bool {
+	switch protocol.CodeOf(err) {
+	case protocol.CorruptRecord, protocol.MessageTooLarge, protocol.InvalidRecord, protocol.RecordListTooLarge,
+		protocol.InvalidTimestamp, protocol.InvalidRequiredAcks:
+		return true
+	}
+	return false
 }
 
 // retriable reports whether resending the same batch may succeed. The table's

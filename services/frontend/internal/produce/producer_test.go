@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -290,5 +291,44 @@ func TestProduceKeepsRecordContents(t *testing.T) {
 	}
 	if snd.log[0].req.Acks != protocol.AcksNone {
 		t.Fatalf("acks %d", snd.log[0].req.Acks)
+	}
+}
+
+// TestProduceAfterAnUnansweredAttemptIsOutcomeUnknown: an attempt that got
+// no answer may have been stored; when the retries then end on a refusal,
+// that refusal speaks for the last attempt only, so the record's outcome is
+// reported unknown (REQUEST_TIMED_OUT), not as the refusal. Refusals of every
+// attempt stay what they are.
+func TestProduceAfterAnUnansweredAttemptIsOutcomeUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		firstErr protocol.Code
+		want     protocol.Code
+	}{
+		{"first attempt unanswered", protocol.NetworkException, protocol.RequestTimedOut},
+		{"every attempt refused", protocol.NotEnoughReplicas, protocol.NotEnoughReplicas},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := newFakeMeta()
+			meta.set("t", "a:1")
+			snd := newFakeSender()
+			snd.fail = func(_ string, _ *protocol.ProduceRequest, attempt int) error {
+				if attempt == 1 {
+					return tc.firstErr.Err("first attempt")
+				}
+				return protocol.NotEnoughReplicas.Err("the ISR shrank below min.insync.replicas")
+			}
+			p := testProducer(t, meta, snd)
+			res, err := p.Produce(context.Background(), "t", protocol.AcksAll, []Input{explicit(0)})
+			if (tc.want == protocol.RequestTimedOut) != errors.Is(err, ErrTimedOut) {
+				t.Fatalf("Produce: %v", err)
+			}
+			if got := protocol.CodeOf(res[0].Err); got != tc.want {
+				t.Fatalf("result %v (%v), want %v", got, res[0].Err, tc.want)
+			}
+			if tc.want == protocol.RequestTimedOut && !strings.Contains(res[0].Err.Error(), "outcome unknown") {
+				t.Fatalf("result %v does not say the outcome is unknown", res[0].Err)
+			}
+		})
 	}
 }

@@ -16,9 +16,11 @@ import (
 // saying whether their outcome is unknown or they were never sent.
 var ErrTimedOut = protocol.RequestTimedOut.Err("produce request timed out")
 
-// timedOut returns ErrTimedOut with the timeout that passed.
+// timedOut returns ErrTimedOut for a request some of whose records have an
+// unknown outcome: their leader did not answer within the timeout, or an
+// attempt that got no answer was followed by a refusal.
 func (p *Producer) timedOut() error {
-	return fmt.Errorf("%w after %v (-produce-timeout); results say which records were acknowledged", ErrTimedOut, p.cfg.Timeout)
+	return fmt.Errorf("%w: not every record's outcome was known within %v (-produce-timeout); results say which records were acknowledged", ErrTimedOut, p.cfg.Timeout)
 }
 
 // settle returns the error to report for a batch of partition part whose
@@ -30,8 +32,9 @@ func (p *Producer) timedOut() error {
 // (CORRUPT_RECORD, MESSAGE_TOO_LARGE, NOT_ENOUGH_REPLICAS_AFTER_APPEND ...)
 // are kept.
 func (p *Producer) settle(ctx context.Context, part int32, err error) error {
-	if err == nil {
-		return nil
+	var uo unknownOutcome
+	if err == nil || errors.As(err, &uo) {
+		return err
 	}
 	code := protocol.CodeOf(err)
 	expired := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -68,3 +71,10 @@ func storageTimeoutMs(ctx context.Context, whole time.Duration) int32 {
 	left -= min(left/10, 500*time.Millisecond)
 	return int32(max(left/time.Millisecond, 1))
 }
+
+// unknownOutcome is a REQUEST_TIMED_OUT that already says why the outcome is
+// unknown (sendWithRetry): settle keeps its words.
+type unknownOutcome struct{ err error }
+
+func (u unknownOutcome) Error() string { return u.err.Error() }
+func (u unknownOutcome) Unwrap() error { return u.err }
