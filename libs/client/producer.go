@@ -139,7 +139,8 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 }
 
 // Send queues rec; cb (which may be nil) is called once with its outcome,
-// from a producer goroutine: it must not block, and must not call Flush,
+// from a producer goroutine, the callbacks of one partition in send order
+// (a partition's next batch waits for them): it must not block, and must not call Flush,
 // Produce or Close (they wait for callbacks to finish). Send blocks while the
 // buffer is full (up to MaxBlock or ctx), and fails at once for a closed
 // producer, an

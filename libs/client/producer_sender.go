@@ -251,17 +251,23 @@ func (p *Producer) dropExpired(batches []*batchBuf) []*batchBuf {
 // partition may send its next batch. A batch of an idempotent producer that
 // failed for good leaves its partition's sequence in doubt, so the producer
 // raises its epoch (raiseEpochLocked) before its next batch.
+//
+// The partition's next batch is sent only once this one's callbacks ran, so
+// a partition's callbacks run in send order, as Kafka's do.
 func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Lock()
-	if bb.part.inFlight == bb {
-		bb.part.inFlight = nil
-	}
+	part := bb.part
 	if err != nil && !p.cfg.DisableIdempotence {
 		p.raiseEpochLocked(bb)
 	}
 	c := p.finishLocked(bb, base, err)
 	p.mu.Unlock()
 	c.run()
+	p.mu.Lock()
+	if part.inFlight == bb {
+		part.inFlight = nil
+	}
+	p.mu.Unlock()
 	p.signal()
 }
 

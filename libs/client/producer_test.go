@@ -486,3 +486,44 @@ func TestProducerAtTheLargestEpochTakesANewID(t *testing.T) {
 		t.Fatalf("an older batch's failure raised the epoch again: %+v", p.ident)
 	}
 }
+
+// TestProducerCallbacksOfAPartitionRunInOrder: the next batch of a partition
+// is sent only once the callbacks of the one before ran, so a slow callback
+// of an earlier batch is never overtaken by a later one's.
+func TestProducerCallbacksOfAPartitionRunInOrder(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.BatchSize = 1024 }) // a batch per record of 700 bytes
+	var mu sync.Mutex
+	var order []string
+	var record func(v string, slow bool) func(RecordMetadata)
+	record = func(v string, slow bool) func(RecordMetadata) {
+		return func(RecordMetadata) {
+			if slow {
+				// A Send wakes the sender meanwhile; the window is the
+				// one a later batch would use to overtake.
+				if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: 0, Key: []byte("d"), Value: make([]byte, 700)}, record("d", false)); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			mu.Lock()
+			order = append(order, v)
+			mu.Unlock()
+		}
+	}
+	for i, v := range []string{"a", "b", "c"} {
+		if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: 0, Key: []byte(v), Value: make([]byte, 700)}, record(v, i == 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // the second for "d", sent by a's callback
+		if err := p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("callbacks ran in the order %v, want a, b, c, d", order)
+	}
+}
