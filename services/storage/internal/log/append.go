@@ -33,7 +33,8 @@ type AppendInfo struct {
 //
 // Batches of idempotent producers are checked first (producers.go): a
 // stale producer epoch or a sequence gap refuses the whole append with
-// ErrInvalidProducerEpoch, ErrOutOfOrderSequence or ErrDuplicateSequence, and
+// ErrInvalidProducerEpoch, ErrOutOfOrderSequence, ErrDuplicateSequence or
+// ErrMixedDuplicates, and
 // an append that only repeats batches already in the log writes nothing and
 // returns their original offsets with info.Duplicate set.
 //

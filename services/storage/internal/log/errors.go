@@ -51,9 +51,14 @@ var (
 	ErrOutOfOrderSequence = errors.New("log: out of order sequence number")
 	// ErrDuplicateSequence: a batch repeats sequences older than the batches
 	// the log remembers for its producer, so it was appended before but its
-	// offsets are no longer known; or an append mixes such duplicates with new
-	// batches (Kafka's DUPLICATE_SEQUENCE_NUMBER).
+	// offsets are no longer known (Kafka's DUPLICATE_SEQUENCE_NUMBER, which
+	// producers take for "already written").
 	ErrDuplicateSequence = errors.New("log: duplicate sequence number")
+	// ErrMixedDuplicates: an append mixes batches appended before with new
+	// ones; nothing of it is appended. It is not ErrDuplicateSequence, which
+	// a producer would take for "all written" and so lose the new batches
+	// (INVALID_REQUEST: send each partition one batch per request).
+	ErrMixedDuplicates = errors.New("log: an append mixes duplicate and new batches")
 	// ErrInvalidProducerBatch: a batch carries a producer id but a negative
 	// producer epoch or base sequence (Kafka's INVALID_RECORD).
 	ErrInvalidProducerBatch = errors.New("log: batch has a producer id without epoch or sequence")

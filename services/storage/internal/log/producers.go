@@ -53,7 +53,7 @@ import (
 // against the state as the earlier batches of the append would leave it. A
 // duplicate is answered only when every batch of the append is one; an
 // append mixing duplicates and new batches is refused whole with
-// ErrDuplicateSequence (producers send one batch per partition per request,
+// ErrMixedDuplicates (producers send one batch per partition per request,
 // as Kafka requires of RecordBatch v2 produce requests).
 //
 // Persistence is in producersnap.go. Producer ids are never expired by age
@@ -324,7 +324,7 @@ func (l *Log) checkProducers(batches int) (first, last int64, dup bool, err erro
 		return 0, 0, false, nil
 	case dups < batches:
 		return 0, 0, false, fmt.Errorf("%w: %d of the append's %d batches were appended before and the others are new; nothing appended",
-			ErrDuplicateSequence, dups, batches)
+			ErrMixedDuplicates, dups, batches)
 	}
 	return l.pending[0].b.FirstOffset, l.pending[len(l.pending)-1].b.LastOffset, true, nil
 }

@@ -266,10 +266,10 @@ func TestMultiBatchAppend(t *testing.T) {
 		payload []byte
 		want    error
 	}{
-		"duplicate and new":        {append(producerBatch(t, 3, 0, 2, 3), producerBatch(t, 3, 0, 5, 1)...), ErrDuplicateSequence},
-		"duplicate and no id":      {append(producerBatch(t, 3, 0, 2, 3), nBatch(t, 1, 10, 1)...), ErrDuplicateSequence},
+		"duplicate and new":        {append(producerBatch(t, 3, 0, 2, 3), producerBatch(t, 3, 0, 5, 1)...), ErrMixedDuplicates},
+		"duplicate and no id":      {append(producerBatch(t, 3, 0, 2, 3), nBatch(t, 1, 10, 1)...), ErrMixedDuplicates},
 		"gap inside the append":    {append(producerBatch(t, 3, 0, 5, 1), producerBatch(t, 3, 0, 7, 1)...), ErrOutOfOrderSequence},
-		"same batch twice":         {append(producerBatch(t, 3, 0, 5, 1), producerBatch(t, 3, 0, 5, 1)...), ErrDuplicateSequence},
+		"same batch twice":         {append(producerBatch(t, 3, 0, 5, 1), producerBatch(t, 3, 0, 5, 1)...), ErrMixedDuplicates},
 		"new epoch then old epoch": {append(producerBatch(t, 3, 1, 0, 1), producerBatch(t, 3, 0, 5, 1)...), ErrInvalidProducerEpoch},
 	} {
 		_, err := l.Append(tc.payload, 7)

@@ -34,6 +34,8 @@ func codeFor(err error) protocol.Code {
 		return protocol.OutOfOrderSequenceNumber
 	case errors.Is(err, seglog.ErrDuplicateSequence):
 		return protocol.DuplicateSequenceNumber
+	case errors.Is(err, seglog.ErrMixedDuplicates):
+		return protocol.InvalidRequest
 	case errors.Is(err, seglog.ErrInvalidProducerBatch):
 		return protocol.InvalidRecord
 	case errors.Is(err, context.DeadlineExceeded):
