@@ -112,9 +112,10 @@ func startCluster(t *testing.T, size int) []*member {
 	return members
 }
 
-func TestForwardToLeader(t *testing.T) {
-	ms := startCluster(t, 3)
-	var leader, follower *member
+// waitLeader waits until one of ms leads and returns it.
+func waitLeader(t *testing.T, ms []*member) *member {
+	t.Helper()
+	var leader *member
 	waitFor(t, "a leader", func() bool {
 		for _, m := range ms {
 			if m.node.IsLeader() {
@@ -124,6 +125,13 @@ func TestForwardToLeader(t *testing.T) {
 		}
 		return false
 	})
+	return leader
+}
+
+func TestForwardToLeader(t *testing.T) {
+	ms := startCluster(t, 3)
+	leader := waitLeader(t, ms)
+	var follower *member
 	for _, m := range ms {
 		if m != leader {
 			follower = m
@@ -159,16 +167,7 @@ func TestForwardToLeader(t *testing.T) {
 // leadership to another member and reports itself not ready.
 func TestSickLeaderHandsOver(t *testing.T) {
 	ms := startCluster(t, 3)
-	var leader *member
-	waitFor(t, "a leader", func() bool {
-		for _, m := range ms {
-			if m.node.IsLeader() {
-				leader = m
-				return true
-			}
-		}
-		return false
-	})
+	leader := waitLeader(t, ms)
 	leader.sick.Store(true)
 	if err := leader.node.Ready(); !errors.Is(err, errSick) {
 		t.Fatalf("Ready of a sick member = %v; want its health check's error", err)
