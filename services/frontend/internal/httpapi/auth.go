@@ -58,9 +58,11 @@ func needOf(ctx *fasthttp.RequestCtx, method, path string) cluster.Need {
 // *cluster.Principal.
 const principalKey = "sluice.principal"
 
-// authorize authenticates the request and checks the route's need; it
-// answers the request itself and returns false when it may not go on.
-func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bool {
+// authenticate finds the request's principal from its token, before its body
+// is read, so that a client without a valid token holds none of the
+// in-flight budget; it answers 401 itself and returns false when there is
+// none. The principal is kept for authorize.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx, id string) bool {
 	snap := s.cache.Snapshot()
 	token, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
 	var p *cluster.Principal
@@ -71,8 +73,22 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bo
 		ok = false
 	}
 	if !ok {
-		s.log.Warn("request refused: not authenticated", "request_id", id, "method", method, "path", path, "remote", ctx.RemoteAddr().String())
+		s.log.Warn("request refused: not authenticated", "request_id", id, "method", string(ctx.Method()), "path", string(ctx.Path()), "remote", ctx.RemoteAddr().String())
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice"`)
+		writeError(ctx, fasthttp.StatusUnauthorized, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
+		return false
+	}
+	ctx.SetUserValue(principalKey, p)
+	return true
+}
+
+// authorize checks the route's need for the principal authenticate found
+// (some needs read the body: it is in by now); it answers the request itself
+// and returns false when it may not go on.
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bool {
+	p, _ := ctx.UserValue(principalKey).(*cluster.Principal)
+	snap := s.cache.Snapshot()
+	if p == nil || snap == nil {
 		writeError(ctx, fasthttp.StatusUnauthorized, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
 		return false
 	}
@@ -81,7 +97,6 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bo
 		writeError(ctx, fasthttp.StatusForbidden, protocol.CodeOf(err), protocol.MessageOf(err))
 		return false
 	}
-	ctx.SetUserValue(principalKey, p)
 	return true
 }
 

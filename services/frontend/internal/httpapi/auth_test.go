@@ -1,10 +1,17 @@
 package httpapi
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -87,5 +94,33 @@ func TestAuthAndACLs(t *testing.T) {
 				t.Errorf("%s sees the token hash of %s", token, p.Name)
 			}
 		}
+	}
+}
+
+// TestUnauthenticatedBodiesHoldNoBudget: with -require-auth a request
+// without a valid token is refused from its headers, before its body is
+// admitted: it never holds the in-flight budget.
+func TestUnauthenticatedBodiesHoldNoBudget(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1, http: func(c *Config) { c.RequireAuth = true }})
+	e.md.AddTopic("t", 1)
+	c, err := net.Dial("tcp", e.srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A large body announced; only the first 8 KiB (what fasthttp reads
+	// ahead) sent.
+	fmt.Fprintf(c, "POST /v1/topics/t/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", 1<<20, strings.Repeat("x", 8<<10))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
+	}
+	if n := testutil.ToFloat64(e.producer.Metrics().InFlightBytes); n != 0 {
+		t.Fatalf("%v bytes of the budget held by an unauthenticated request", n)
 	}
 }

@@ -17,8 +17,11 @@ import (
 
 // Request bodies. The server streams them (fasthttp's StreamRequestBody):
 // the handler runs once the headers and at most the body's first 8 KiB are
-// in, so the in-flight budget (-max-in-flight-bytes) admits a body before it
-// takes memory. A body that does not fit is read through a small buffer and
+// in, so a budget admits a body before it takes memory: produce bodies the
+// in-flight budget (-max-in-flight-bytes), the other routes' bodies one of
+// their own (otherBodiesFactor bodies of -max-body-bytes), so a produce
+// flood cannot refuse a consumer group's heartbeat. With -require-auth the
+// token is checked first: a client without one holds no budget. A body that does not fit is read through a small buffer and
 // dropped, then answered 429, so no number of clients sending bodies at once
 // can make the frontend hold more than the budget plus each connection's
 // buffers.
@@ -51,7 +54,10 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx) (release func(), ok bool) {
 	if length < 0 { // chunked: its length shows only once read
 		held = max
 	}
-	budget := s.bodies
+	budget, limit := s.otherBodies, fmt.Sprintf("%d times -max-body-bytes for requests other than produce", otherBodiesFactor)
+	if isProduce(ctx) {
+		budget, limit = s.bodies, "-max-in-flight-bytes"
+	}
 	if !budget.TryAcquire(held) {
 		// The body is read and dropped before the answer: a connection
 		// closed on an unread body is reset, and a client still sending
@@ -60,8 +66,8 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx) (release func(), ok bool) {
 		s.countProduce(ctx, fasthttp.StatusTooManyRequests)
 		ctx.Response.Header.Set("Retry-After", "1")
 		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
-			fmt.Sprintf("this frontend is serving %d bytes of requests and this one (%d bytes) would pass its limit of %d (-max-in-flight-bytes); nothing of it was produced: retry after a pause or through another frontend",
-				budget.InUse(), held, budget.Max()))
+			fmt.Sprintf("this frontend is serving %d bytes of requests and this one (%d bytes) would pass its limit of %d (%s); nothing of it was done: retry after a pause or through another frontend",
+				budget.InUse(), held, budget.Max(), limit))
 		return nil, false
 	}
 	buf, err := readBody(stream, length, max)
@@ -152,9 +158,22 @@ func bodyBudget(p *produce.Producer) *produce.Budget {
 	return p.Budget()
 }
 
+// otherBodiesFactor sizes the budget of the routes other than produce: room
+// for this many bodies of -max-body-bytes at once.
+const otherBodiesFactor = 4
+
+// otherBodyMetrics are the (unexported) gauges of that budget.
+var otherBodyMetrics = produce.NewMetrics(nil)
+
+// isProduce reports whether the request is a produce (POST
+// /v1/topics/{topic}/records).
+func isProduce(ctx *fasthttp.RequestCtx) bool {
+	return strings.HasSuffix(string(ctx.Path()), suffixRecords) && string(ctx.Method()) == fasthttp.MethodPost
+}
+
 // countProduce counts a produce request answered before its handler ran.
 func (s *Server) countProduce(ctx *fasthttp.RequestCtx, status int) {
-	if s.producer != nil && strings.HasSuffix(string(ctx.Path()), suffixRecords) && string(ctx.Method()) == fasthttp.MethodPost {
+	if s.producer != nil && isProduce(ctx) {
 		s.producer.Metrics().Requests.WithLabelValues(strconv.Itoa(status)).Inc()
 	}
 }

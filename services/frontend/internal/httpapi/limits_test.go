@@ -243,3 +243,40 @@ func TestChunkedBodies(t *testing.T) {
 		t.Fatalf("%v bytes left in the budget", n)
 	}
 }
+
+// TestMultipartBodiesAreLimited: a multipart body is streamed and admitted
+// like any other: over -max-body-bytes it gets 413 (fasthttp would otherwise
+// read it whole before the handler).
+func TestMultipartBodiesAreLimited(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1, http: func(c *Config) { c.MaxBodyBytes = 4096 }})
+	e.md.AddTopic("t", 1)
+	body := "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x\"\r\n\r\n" + strings.Repeat("x", 200_000) + "\r\n--b--\r\n"
+	r := e.do(t, http.MethodPost, "/v1/topics/t/records", "multipart/form-data; boundary=b", []byte(body))
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("multipart body of %d bytes: %d %s, want 413", len(body), r.status, r.body)
+	}
+}
+
+// TestGroupRequestsHaveABudgetOfTheirOwn: with the produce budget full, a
+// consumer group's heartbeat through the frontend is still served.
+func TestGroupRequestsHaveABudgetOfTheirOwn(t *testing.T) {
+	body := `{"records":[{"value":"` + strings.Repeat("x", 40) + `"}]}`
+	e := newEnv(t, envOptions{nodes: 1, produce: func(c *produceConfig) { c.MaxInFlightBytes = int64(len(body)) }})
+	e.md.AddTopic("t", 1)
+	release := holdPartition(e, 0)
+	defer release()
+	first := make(chan reply, 1)
+	go func() { first <- e.produceJSON(t, "t", "", body) }()
+	m := e.producer.Metrics()
+	waitFor(t, "the produce budget full", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
+	if r := e.produceJSON(t, "t", "", body); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a second produce: %d, want 429", r.status)
+	}
+	if r := e.do(t, http.MethodPost, "/v1/groups/g/heartbeat", "application/json", []byte(`{"member_epoch":0,"topics":["t"]}`)); r.status == http.StatusTooManyRequests {
+		t.Fatalf("a group heartbeat refused while produce bodies fill their budget: %s", r.body)
+	}
+	release()
+	if r := <-first; r.status != http.StatusOK {
+		t.Fatalf("first produce: %d %s", r.status, r.body)
+	}
+}

@@ -47,6 +47,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		s.logRequest(ctx, id, start)
 	}()
+	if s.cfg.RequireAuth && !s.authenticate(ctx, id) {
+		return
+	}
 	release, ok := s.admitBody(ctx)
 	if !ok {
 		return

@@ -123,9 +123,13 @@ type Server struct {
 	cache    *metacache.Cache
 	console  fasthttp.RequestHandler // nil when the console is not served
 	quotas   *quota.Limiter          // produce and fetch byte rates by client id
-	bodies   *produce.Budget         // admits request bodies before they are read (admitBody)
-	log      *slog.Logger
-	ids      *requestIDs
+	bodies   *produce.Budget         // admits produce bodies before they are read (admitBody)
+	// otherBodies admits the bodies of the other routes (admin, groups), so
+	// that a produce flood filling bodies cannot refuse a consumer's
+	// heartbeat, and the other routes cannot fill it either.
+	otherBodies *produce.Budget
+	log         *slog.Logger
+	ids         *requestIDs
 
 	http *service.HTTPServer
 
@@ -146,6 +150,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
 		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
 	s.bodies = bodyBudget(d.Producer)
+	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), otherBodyMetrics)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{
@@ -157,9 +162,11 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		WriteTimeout:       cfg.WriteTimeout,
 		IdleTimeout:        cfg.IdleTimeout,
 		ReadBufferSize:     16 << 10,
-		// Bodies are read by the handler, once admitted (admitBody).
-		StreamRequestBody: true,
-		MaxConnsPerIP:     cfg.MaxConnsPerIP,
+		// Bodies are read by the handler, once admitted (admitBody);
+		// multipart ones too (fasthttp would read those whole first).
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		MaxConnsPerIP:                cfg.MaxConnsPerIP,
 	}, log, cfg.TLS)
 	if err != nil {
 		return nil, err
