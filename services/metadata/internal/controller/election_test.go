@@ -184,16 +184,16 @@ func TestExpire(t *testing.T) {
 		wantFence bool
 		wantSess  *session // nil: none afterwards
 	}{
-		{"fresh session", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-time.Second)}, false, &session{5, now.Add(-time.Second)}},
-		{"exactly at the timeout", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-timeout)}, false, &session{5, now.Add(-timeout)}},
-		{"lapsed: fenced at its epoch", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-timeout - 1)}, true, &session{5, now.Add(-timeout - 1)}},
-		{"no session: grace from now", cluster.Node{ID: 1, Epoch: 5, Alive: true}, nil, false, &session{5, now}},
-		{"session of an older registration: grace", cluster.Node{ID: 1, Epoch: 7, Alive: true}, &session{5, now.Add(-time.Hour)}, false, &session{7, now}},
-		{"dead node: session dropped", cluster.Node{ID: 1, Epoch: 8}, &session{5, now}, false, nil},
+		{"fresh session", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-time.Second), true}, false, &session{5, now.Add(-time.Second), true}},
+		{"exactly at the timeout", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-timeout), true}, false, &session{5, now.Add(-timeout), true}},
+		{"lapsed: fenced at its epoch", cluster.Node{ID: 1, Epoch: 5, Alive: true}, &session{5, now.Add(-timeout - 1), true}, true, &session{5, now.Add(-timeout - 1), true}},
+		{"no session: grace from now", cluster.Node{ID: 1, Epoch: 5, Alive: true}, nil, false, &session{5, now, false}},
+		{"session of an older registration: grace", cluster.Node{ID: 1, Epoch: 7, Alive: true}, &session{5, now.Add(-time.Hour), true}, false, &session{7, now, false}},
+		{"dead node: session dropped", cluster.Node{ID: 1, Epoch: 8}, &session{5, now, true}, false, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sessions := map[int32]session{42: {1, now}} // 42 is not registered: dropped
+			sessions := map[int32]session{42: {1, now, true}} // 42 is not registered: dropped
 			if tc.sess != nil {
 				sessions[1] = *tc.sess
 			}

@@ -275,3 +275,28 @@ func TestRestartedNodeLeavesISRs(t *testing.T) {
 	wantPartition(t, r.f, "orders", 1, 2, 0, 1, 2, 3) // followed by node 1
 	wantPartition(t, r.f, "solo", 0, 1, before.LeaderEpoch+1, before.PartitionEpoch+1, 1)
 }
+
+// TestRestartedNodeLeavesISRsToFreshMembersOnly: a member the controller has
+// not heard from within half a session timeout may be down itself: it does
+// not take over, nor count as what remains of an ISR.
+func TestRestartedNodeLeavesISRsToFreshMembersOnly(t *testing.T) {
+	c, r, clk := newTest(t, nil)
+	lead(t, c)
+	epochs := setup(t, c, r)
+	clk.advance(4 * time.Second) // past half the 6 s session: nobody is fresh
+	if err := c.Heartbeat(cluster.HeartbeatRequest{ID: 3, Epoch: epochs[3]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Register(context.Background(), cluster.RegisterRequest{ID: 1, Addr: "n:1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantPartition(t, r.f, "orders", 0, 3, 1, 1, 2, 3) // node 3, the one heard from, takes over
+	wantPartition(t, r.f, "orders", 1, 2, 0, 1, 2, 3) // node 3 remains: node 1 leaves
+	// Nobody heard from lately: node 2 stays in its ISRs.
+	clk.advance(4 * time.Second)
+	before := partitionOf(t, r.f, "orders", 1)
+	if _, err := c.Register(context.Background(), cluster.RegisterRequest{ID: 2, Addr: "n:1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantPartition(t, r.f, "orders", 1, 2, before.LeaderEpoch+1, before.PartitionEpoch+1, 2, 3)
+}

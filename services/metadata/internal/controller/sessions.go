@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -14,6 +15,9 @@ import (
 type session struct {
 	epoch    int64
 	lastSeen time.Time
+	// heard: lastSeen is a registration or heartbeat this leader received,
+	// not the grace a new leader gives (expire).
+	heard bool
 }
 
 // expire is the session rule, a pure function of the registered nodes, the
@@ -63,7 +67,7 @@ func (c *Controller) Register(ctx context.Context, req cluster.RegisterRequest) 
 		return 0, ErrNotActive
 	}
 	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeRegisterNode, RegisterNode: &fsm.RegisterNode{
-		ID: req.ID, Addr: req.Addr, AdvertisedAddr: req.AdvertisedAddr, Rack: req.Rack, LeavesISRs: true,
+		ID: req.ID, Addr: req.Addr, AdvertisedAddr: req.AdvertisedAddr, Rack: req.Rack, LeavesISRs: true, Fresh: c.freshNodes(req.ID),
 	}})
 	if err != nil {
 		return 0, err
@@ -73,7 +77,7 @@ func (c *Controller) Register(ctx context.Context, req cluster.RegisterRequest) 
 	}
 	c.mu.Lock()
 	if c.sessions != nil {
-		c.sessions[req.ID] = session{epoch: res.Epoch, lastSeen: c.now()}
+		c.sessions[req.ID] = session{epoch: res.Epoch, lastSeen: c.now(), heard: true}
 	}
 	c.mu.Unlock()
 	signal(c.kick)
@@ -94,8 +98,28 @@ func (c *Controller) Heartbeat(req cluster.HeartbeatRequest) error {
 	if err := checkEpoch(n, ok, req.ID, req.Epoch); err != nil {
 		return err
 	}
-	c.sessions[req.ID] = session{epoch: n.Epoch, lastSeen: c.now()}
+	c.sessions[req.ID] = session{epoch: n.Epoch, lastSeen: c.now(), heard: true}
 	return nil
+}
+
+// freshNodes lists, in id order, the storage nodes other than except that
+// this leader heard from within half a session timeout: the ISR members a
+// re-registering node may leave its partitions to (fsm.RegisterNode.Fresh).
+// A node silent for longer may be down itself (the whole cluster restarting
+// at once), and leaving the ISR to it alone could leave a partition offline
+// with the replicas that hold its records outside the ISR.
+func (c *Controller) freshNodes(except int32) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	var out []int32
+	for id, s := range c.sessions {
+		if id != except && s.heard && now.Sub(s.lastSeen) <= c.cfg.SessionTimeout/2 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkEpoch is the rule for requests a node makes about itself: it must be

@@ -33,7 +33,7 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 	decommissioned := false
 	if old, known := s.nodes[c.ID]; known {
 		if c.LeavesISRs {
-			s.leaveISRs(c.ID)
+			s.leaveISRs(c.ID, c.Fresh)
 		} else {
 			s.bounceLeaderships(c.ID)
 		}
@@ -69,12 +69,13 @@ func (s *state) bounceLeaderships(id int32) {
 	}
 }
 
-// leaveISRs takes a re-registering node out of every ISR where another alive
-// member (not shutting down) remains; the first such member in replica order
-// takes over a partition it led, at a new leader epoch. Where no such member
-// remains it stays, and a partition it leads gets a new leader epoch as in
-// bounceLeaderships. Deterministic: it depends on the state alone.
-func (s *state) leaveISRs(id int32) {
+// leaveISRs takes a re-registering node out of every ISR where another
+// member remains that is alive, not shutting down and fresh; the first such
+// member in replica order takes over a partition it led, at a new leader
+// epoch. Where no such member remains it stays, and a partition it leads
+// gets a new leader epoch as in bounceLeaderships. Deterministic: it depends
+// on the state and the command alone.
+func (s *state) leaveISRs(id int32, fresh []int32) {
 	for _, t := range s.topics {
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
@@ -83,7 +84,7 @@ func (s *state) leaveISRs(id int32) {
 			}
 			next := int32(-1)
 			for _, r := range p.Replicas {
-				if r != id && slices.Contains(p.ISR, r) && s.nodes[r] != nil && s.nodes[r].Alive && !s.shuttingDown[r] {
+				if r != id && slices.Contains(p.ISR, r) && slices.Contains(fresh, r) && s.nodes[r] != nil && s.nodes[r].Alive && !s.shuttingDown[r] {
 					next = r
 					break
 				}

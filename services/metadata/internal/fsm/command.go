@@ -73,17 +73,19 @@ type InitCluster struct {
 // A node that registers again restarted, perhaps with fewer records than it
 // had (a replaced or emptied disk, damage recovery cut away, an unflushed
 // tail lost with page-cache durability). With LeavesISRs it leaves every ISR
-// where another alive member remains, and such a member takes over what it
-// led, at a new leader epoch (as a restarted Kafka broker is fenced out of
-// its ISRs until it catches up); where it is the only such member it stays,
-// and what it leads gets a new leader epoch. Entries written without
+// where another member remains that is alive, not shutting down and in Fresh
+// (the nodes the controller heard from lately), and such a member takes over
+// what it led, at a new leader epoch (as a restarted Kafka broker is fenced
+// out of its ISRs until it catches up); where no such member remains it
+// stays, and what it leads gets a new leader epoch. Entries written without
 // LeavesISRs keep replaying as they were applied: leader epochs bumped only.
 type RegisterNode struct {
-	ID             int32  `json:"id"`
-	Addr           string `json:"addr"`
-	AdvertisedAddr string `json:"advertised_addr"`
-	Rack           string `json:"rack,omitempty"`
-	LeavesISRs     bool   `json:"leaves_isrs,omitempty"`
+	ID             int32   `json:"id"`
+	Addr           string  `json:"addr"`
+	AdvertisedAddr string  `json:"advertised_addr"`
+	Rack           string  `json:"rack,omitempty"`
+	LeavesISRs     bool    `json:"leaves_isrs,omitempty"`
+	Fresh          []int32 `json:"fresh,omitempty"`
 }
 
 // SetNodeAlive records a liveness decision for a node without fencing it. It

@@ -383,7 +383,7 @@ func TestRestartedNodeLeavesISRs(t *testing.T) {
 	h.applyAll(t, fence(3, n3.Epoch))
 	before, _ := h.Topic("orders")
 	again := reg(1, "")
-	again.RegisterNode.LeavesISRs = true
+	again.RegisterNode.LeavesISRs, again.RegisterNode.Fresh = true, []int32{2, 3}
 	h.applyAll(t, again)
 	after, _ := h.Topic("orders")
 	want := []struct {
@@ -401,6 +401,24 @@ func TestRestartedNodeLeavesISRs(t *testing.T) {
 		p, q := before.Partitions[i], after.Partitions[i]
 		if q.Leader != w.leader || !slices.Equal(q.ISR, w.isr) || q.LeaderEpoch != p.LeaderEpoch+w.epochs || q.PartitionEpoch != p.PartitionEpoch+w.versions {
 			t.Errorf("partition %d: %+v -> %+v; want leader %d, ISR %v, leader epoch +%d, partition epoch +%d", i, p, q, w.leader, w.isr, w.epochs, w.versions)
+		}
+	}
+	// Node 2 registers again while the controller heard from no one else
+	// lately (the whole cluster restarting): it stays in its ISRs, and what it
+	// leads gets a new leader epoch, as without LeavesISRs.
+	before = after
+	again = reg(2, "")
+	again.RegisterNode.LeavesISRs = true
+	h.applyAll(t, again)
+	after, _ = h.Topic("orders")
+	for i, p := range before.Partitions {
+		q := after.Partitions[i]
+		bump := int32(0)
+		if p.Leader == 2 {
+			bump = 1
+		}
+		if q.Leader != p.Leader || !slices.Equal(q.ISR, p.ISR) || q.LeaderEpoch != p.LeaderEpoch+bump {
+			t.Errorf("partition %d with no fresh member: %+v -> %+v; want the ISR kept", i, p, q)
 		}
 	}
 }
