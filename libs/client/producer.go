@@ -140,11 +140,12 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 
 // Send queues rec; cb (which may be nil) is called once with its outcome,
 // from a producer goroutine, the callbacks of one partition in send order
-// (a partition's next batch waits for them): it must not block, and must not call Flush,
-// Produce or Close (they wait for callbacks to finish). Send blocks while the
-// buffer is full (up to MaxBlock or ctx), and fails at once for a closed
-// producer, an
-// unknown topic or a partition out of range.
+// (a partition's next batch waits for them): it must not block, and must
+// not call Flush, Produce or Close (they wait for callbacks to finish). A
+// callback may Send, but with the buffer full that Send waits (up to
+// MaxBlock) while its partition's queue cannot go, as in Kafka. Send blocks
+// while the buffer is full (up to MaxBlock or ctx), and fails at once for a
+// closed producer, an unknown topic or a partition out of range.
 func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordMetadata)) error {
 	t, err := p.topic(ctx, rec.Topic)
 	if err != nil {

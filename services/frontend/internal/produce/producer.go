@@ -275,7 +275,7 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 			if ctx.Err() != nil {
 				err = answers.wrap(err)
 			}
-			if openAt >= 0 && !unanswered(err) && !refusedForItsBytes(err) {
+			if openAt >= 0 && !unanswered(err) && !decisive(err) {
 				// The last answer speaks for the last attempt only: the one
 				// that got none may be in the log, so the client must not
 				// take this for a failure and send the records again.
@@ -339,18 +339,25 @@ func (a *lastAnswer) wrap(err error) error {
 }
 
 // unanswered reports whether a failed attempt got no answer from the leader
-// (a lost connection, a call cut short): it may have been appended.
+// (a lost connection, a call cut short): it may have been appended. One that
+// never left (no connection to the leader) was not.
 func unanswered(err error) bool {
+	var ns neverSent
+	if errors.As(err, &ns) {
+		return false
+	}
 	var pe *protocol.Error
 	return !errors.As(err, &pe) || pe.Code == protocol.NetworkException
 }
 
-// refusedForItsBytes reports whether err refuses the batch for what it is,
-// so that every attempt of the same bytes was refused the same way.
-func refusedForItsBytes(err error) bool {
+// decisive reports whether err settles the batch's outcome whatever an
+// earlier attempt did: a refusal for what its bytes are (every attempt of
+// the same bytes was refused the same way), or DUPLICATE_SEQUENCE_NUMBER
+// (it is stored).
+func decisive(err error) bool {
 	switch protocol.CodeOf(err) {
 	case protocol.CorruptRecord, protocol.MessageTooLarge, protocol.InvalidRecord, protocol.RecordListTooLarge,
-		protocol.InvalidTimestamp, protocol.InvalidRequiredAcks:
+		protocol.InvalidTimestamp, protocol.InvalidRequiredAcks, protocol.DuplicateSequenceNumber:
 		return true
 	}
 	return false

@@ -302,11 +302,12 @@ func TestProduceKeepsRecordContents(t *testing.T) {
 func TestProduceAfterAnUnansweredAttemptIsOutcomeUnknown(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		firstErr protocol.Code
+		firstErr error
 		want     protocol.Code
 	}{
-		{"first attempt unanswered", protocol.NetworkException, protocol.RequestTimedOut},
-		{"every attempt refused", protocol.NotEnoughReplicas, protocol.NotEnoughReplicas},
+		{"first attempt unanswered", protocol.NetworkException.Err("connection lost"), protocol.RequestTimedOut},
+		{"first attempt never sent", neverSent{protocol.NetworkException.Err("connection refused")}, protocol.NotEnoughReplicas},
+		{"every attempt refused", protocol.NotEnoughReplicas.Err("first attempt"), protocol.NotEnoughReplicas},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			meta := newFakeMeta()
@@ -314,7 +315,7 @@ func TestProduceAfterAnUnansweredAttemptIsOutcomeUnknown(t *testing.T) {
 			snd := newFakeSender()
 			snd.fail = func(_ string, _ *protocol.ProduceRequest, attempt int) error {
 				if attempt == 1 {
-					return tc.firstErr.Err("first attempt")
+					return tc.firstErr
 				}
 				return protocol.NotEnoughReplicas.Err("the ISR shrank below min.insync.replicas")
 			}

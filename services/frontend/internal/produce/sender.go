@@ -19,8 +19,15 @@ func (s PoolSender) Produce(ctx context.Context, addr string, req *protocol.Prod
 	var resp protocol.ProduceResponse
 	conn, err := s.Pool.Get(ctx, addr)
 	if err != nil {
-		return resp, err
+		return resp, neverSent{err} // no connection: nothing reached the leader
 	}
 	_, err = conn.Call(ctx, protocol.APIProduce, req, batch, &resp)
 	return resp, err
 }
+
+// neverSent marks an attempt's error as one from before anything was sent,
+// so that it leaves the batch's outcome known (unanswered is false).
+type neverSent struct{ err error }
+
+func (e neverSent) Error() string { return e.err.Error() }
+func (e neverSent) Unwrap() error { return e.err }
