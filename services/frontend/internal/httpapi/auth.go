@@ -84,15 +84,11 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, id string) bool {
 
 // authorize checks the route's need for the principal authenticate found
 // (some needs read the body: it is in by now); it answers the request itself
-// and returns false when it may not go on.
+// and returns false when it may not go on. authenticate has run: the
+// principal is set, and so is the cache's snapshot.
 func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bool {
-	p, _ := ctx.UserValue(principalKey).(*cluster.Principal)
-	snap := s.cache.Snapshot()
-	if p == nil || snap == nil {
-		writeError(ctx, fasthttp.StatusUnauthorized, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
-		return false
-	}
-	if err := snap.Authorize(p, p.Name, needOf(ctx, method, path)); err != nil {
+	p := ctx.UserValue(principalKey).(*cluster.Principal)
+	if err := s.cache.Snapshot().Authorize(p, p.Name, needOf(ctx, method, path)); err != nil {
 		s.log.Warn("request denied", "request_id", id, "principal", p.Name, "method", method, "path", path, "err", err)
 		writeError(ctx, fasthttp.StatusForbidden, protocol.CodeOf(err), protocol.MessageOf(err))
 		return false

@@ -21,10 +21,10 @@ import (
 // in-flight budget (-max-in-flight-bytes), the other routes' bodies one of
 // their own (otherBodiesFactor bodies of -max-body-bytes), so a produce
 // flood cannot refuse a consumer group's heartbeat. With -require-auth the
-// token is checked first: a client without one holds no budget. A body that does not fit is read through a small buffer and
-// dropped, then answered 429, so no number of clients sending bodies at once
-// can make the frontend hold more than the budget plus each connection's
-// buffers.
+// token is checked first: a client without one holds no budget. A body that
+// does not fit is read through a small buffer and dropped, then answered
+// 429, so no number of clients sending bodies at once can make the frontend
+// hold more than the budgets plus each connection's buffers.
 
 // errBodyTooLarge: a chunked body ran past -max-body-bytes while being read.
 var errBodyTooLarge = errors.New("request body too large")
@@ -54,15 +54,20 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx) (release func(), ok bool) {
 	if length < 0 { // chunked: its length shows only once read
 		held = max
 	}
-	budget, limit := s.otherBodies, fmt.Sprintf("%d times -max-body-bytes for requests other than produce", otherBodiesFactor)
-	if isProduce(ctx) {
-		budget, limit = s.bodies, "-max-in-flight-bytes"
+	produces := isProduce(ctx)
+	budget := s.otherBodies
+	if produces {
+		budget = s.bodies
 	}
 	if !budget.TryAcquire(held) {
 		// The body is read and dropped before the answer: a connection
 		// closed on an unread body is reset, and a client still sending
 		// would lose the answer with it.
 		discard(stream, max)
+		limit := fmt.Sprintf("%d times -max-body-bytes for requests other than produce", otherBodiesFactor)
+		if produces {
+			limit = "-max-in-flight-bytes"
+		}
 		s.countProduce(ctx, fasthttp.StatusTooManyRequests)
 		ctx.Response.Header.Set("Retry-After", "1")
 		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
@@ -153,7 +158,7 @@ func (s *Server) refuseTooLarge(ctx *fasthttp.RequestCtx) {
 // (tests of other routes) gets one of unbounded size.
 func bodyBudget(p *produce.Producer) *produce.Budget {
 	if p == nil {
-		return produce.NewBudget(math.MaxInt64, produce.NewMetrics(nil))
+		return produce.NewBudget(math.MaxInt64, nil)
 	}
 	return p.Budget()
 }
@@ -161,9 +166,6 @@ func bodyBudget(p *produce.Producer) *produce.Budget {
 // otherBodiesFactor sizes the budget of the routes other than produce: room
 // for this many bodies of -max-body-bytes at once.
 const otherBodiesFactor = 4
-
-// otherBodyMetrics are the (unexported) gauges of that budget.
-var otherBodyMetrics = produce.NewMetrics(nil)
 
 // isProduce reports whether the request is a produce (POST
 // /v1/topics/{topic}/records).

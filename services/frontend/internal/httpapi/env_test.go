@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -236,3 +238,16 @@ type (
 	produceResult = produce.Result
 	fakeAppended  = fakecluster.Appended
 )
+
+// readAnswer reads one response from a raw connection, waiting at most 10 s.
+func readAnswer(t testing.TB, c net.Conn) (int, string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body)
+}

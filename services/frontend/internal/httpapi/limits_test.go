@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -30,16 +29,27 @@ func holdPartition(e *env, node int) (release func()) {
 	}
 }
 
+// holdOneProduce posts body to topic "t" (partition 0 on node 0) and holds
+// it in flight, its bytes in the budget, until release; its answer comes on
+// the channel.
+func holdOneProduce(t *testing.T, e *env, body string) (<-chan reply, func()) {
+	t.Helper()
+	release := holdPartition(e, 0)
+	t.Cleanup(release) // also when the wait below fails
+	first := make(chan reply, 1)
+	go func() { first <- e.produceJSON(t, "t", "", body) }()
+	m := e.producer.Metrics()
+	waitFor(t, "a produce request in flight", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
+	return first, release
+}
+
 func TestProduceThrottledWhenInFlightBytesFull(t *testing.T) {
 	body := `{"records":[{"value":"` + strings.Repeat("x", 40) + `"}]}`
 	e := newEnv(t, envOptions{nodes: 1, produce: func(c *produceConfig) { c.MaxInFlightBytes = int64(len(body)) + 10 }})
 	e.md.AddTopic("t", 1)
-	release := holdPartition(e, 0)
+	first, release := holdOneProduce(t, e, body)
 	defer release()
-	first := make(chan reply, 1)
-	go func() { first <- e.produceJSON(t, "t", "", body) }()
 	m := e.producer.Metrics()
-	waitFor(t, "the first request in flight", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
 
 	r := e.do(t, http.MethodPost, "/v1/topics/t/records", "application/json", []byte(body), "X-Request-Id", "throttled-1")
 	eb := r.errBody(t)
@@ -123,14 +133,7 @@ func TestConnectionsPerIPLimit(t *testing.T) {
 		if _, err := c.Write([]byte("GET /v1/topics/none/partitions/x/records HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(body)
+		return readAnswer(t, c)
 	}
 	if status, _ := get(first); status == http.StatusTooManyRequests {
 		t.Fatal("the first connection was refused")
@@ -178,18 +181,7 @@ func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
 		if _, err := c.Write([]byte(headers + body[:sent])); err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		return c
-	}
-	answer := func(c net.Conn) (int, string) {
-		t.Helper()
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(b)
 	}
 	waiting := []net.Conn{dial(), dial()}
 	m := e.producer.Metrics()
@@ -198,14 +190,14 @@ func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
 	if _, err := third.Write([]byte(body[sent:])); err != nil {
 		t.Fatal(err)
 	}
-	if status, text := answer(third); status != http.StatusTooManyRequests || !strings.Contains(text, "-max-in-flight-bytes") {
+	if status, text := readAnswer(t, third); status != http.StatusTooManyRequests || !strings.Contains(text, "-max-in-flight-bytes") {
 		t.Fatalf("third request: %d %s; want 429", status, text)
 	}
 	for _, c := range waiting {
 		if _, err := c.Write([]byte(body[sent:])); err != nil {
 			t.Fatal(err)
 		}
-		if status, text := answer(c); status != http.StatusOK {
+		if status, text := readAnswer(t, c); status != http.StatusOK {
 			t.Fatalf("admitted request: %d %s", status, text)
 		}
 	}
@@ -263,12 +255,8 @@ func TestGroupRequestsHaveABudgetOfTheirOwn(t *testing.T) {
 	body := `{"records":[{"value":"` + strings.Repeat("x", 40) + `"}]}`
 	e := newEnv(t, envOptions{nodes: 1, produce: func(c *produceConfig) { c.MaxInFlightBytes = int64(len(body)) }})
 	e.md.AddTopic("t", 1)
-	release := holdPartition(e, 0)
+	first, release := holdOneProduce(t, e, body)
 	defer release()
-	first := make(chan reply, 1)
-	go func() { first <- e.produceJSON(t, "t", "", body) }()
-	m := e.producer.Metrics()
-	waitFor(t, "the produce budget full", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
 	if r := e.produceJSON(t, "t", "", body); r.status != http.StatusTooManyRequests {
 		t.Fatalf("a second produce: %d, want 429", r.status)
 	}

@@ -150,7 +150,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
 		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
 	s.bodies = bodyBudget(d.Producer)
-	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), otherBodyMetrics)
+	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), nil)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{

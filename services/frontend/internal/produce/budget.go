@@ -16,10 +16,11 @@ import (
 //
 // What the budget bounds is everything a request holds while it waits on
 // storage leaders: the body, its parsed records and the batches built from
-// them, roughly two to three times the body. The accumulator (Config.Linger) stays inside it: it only
-// refers to the records of requests still being served, and a batch shared by
-// several requests holds a copy of their records, each request's within its
-// own share. It is safe for concurrent use and never blocks.
+// them, roughly two to three times the body. The accumulator (Config.Linger)
+// stays inside it: it only refers to the records of requests still being
+// served, and a batch shared by several requests holds a copy of their
+// records, each request's within its own share. It is safe for concurrent use
+// and never blocks.
 type Budget struct {
 	max  int64
 	used atomic.Int64
@@ -28,8 +29,13 @@ type Budget struct {
 	throttled prometheus.Counter
 }
 
-// NewBudget returns a budget of max bytes reporting to the metrics.
+// NewBudget returns a budget of max bytes reporting to the metrics (nil: to
+// collectors of its own that nobody registers).
 func NewBudget(max int64, m *Metrics) *Budget {
+	if m == nil {
+		return &Budget{max: max, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "budget_bytes"}),
+			throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "budget_refusals_total"})}
+	}
 	return &Budget{max: max, gauge: m.InFlightBytes, throttled: m.Throttled}
 }
 

@@ -58,8 +58,9 @@ func expire(nodes []cluster.Node, sessions map[int32]session, now time.Time, tim
 // Register commits a storage node's registration and opens its session. It
 // returns the node's new epoch. The node comes back alive but joins no ISR
 // (partition leaders add it once it caught up); a node that registers again
-// without having expired leaves the ISRs where another alive member remains,
-// since its restart may have cost it records (fsm.RegisterNode.LeavesISRs).
+// without having expired leaves the ISRs where another member remains that
+// this leader heard from lately (freshNodes), since its restart may have cost
+// it records (fsm.RegisterNode.LeavesISRs).
 // Offline partitions whose ISR holds it get it as leader at the next
 // partition check, which this starts.
 func (c *Controller) Register(ctx context.Context, req cluster.RegisterRequest) (int64, error) {

@@ -3,7 +3,6 @@ package fsm
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -177,17 +176,6 @@ func idleSinceTx(tx *bolt.Tx, g *Group, name string) (int64, error) {
 	if g != nil {
 		last = g.EmptySinceMs
 	}
-	b := tx.Bucket(bucketOffsets).Bucket([]byte(name))
-	if b == nil {
-		return last, nil
-	}
-	err := b.ForEach(func(_, v []byte) error {
-		var c groups.Committed
-		if err := json.Unmarshal(v, &c); err != nil {
-			return fmt.Errorf("group %s: corrupt offset record: %w", name, err)
-		}
-		last = max(last, c.CommitTimeMs)
-		return nil
-	})
+	err := forEachCommitted(tx, name, func(_ []byte, c groups.Committed) { last = max(last, c.CommitTimeMs) })
 	return last, err
 }

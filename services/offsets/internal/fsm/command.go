@@ -56,7 +56,7 @@ type Reset struct {
 
 // DeleteGroup deletes a group without members, with its offsets. With
 // IdleBeforeMs set it is the expiry of an idle group: it applies only while
-// the group's last activity (IdleSinceMs) is before IdleBeforeMs, so a commit
+// the group's last activity (FSM.IdleSince) is before IdleBeforeMs, so a commit
 // or a member that arrived after the coordinator decided keeps the group.
 type DeleteGroup struct {
 	Group        string `json:"group"`

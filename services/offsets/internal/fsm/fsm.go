@@ -245,21 +245,10 @@ func (f *FSM) Offsets(group, topic string) ([]groups.Committed, error) {
 	defer f.mu.RUnlock()
 	out := []groups.Committed{}
 	err := f.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOffsets).Bucket([]byte(group))
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			t, _, ok := parseKey(k)
-			if !ok || (topic != "" && t != topic) {
-				return nil
+		return forEachCommitted(tx, group, func(k []byte, c groups.Committed) {
+			if t, _, ok := parseKey(k); ok && (topic == "" || t == topic) {
+				out = append(out, c)
 			}
-			var c groups.Committed
-			if err := json.Unmarshal(v, &c); err != nil {
-				return fmt.Errorf("group %s: corrupt offset record: %w", group, err)
-			}
-			out = append(out, c)
-			return nil
 		})
 	})
 	sort.Slice(out, func(i, j int) bool {
@@ -283,6 +272,23 @@ func (f *FSM) IdleSince(name string) (int64, error) {
 		return err
 	})
 	return ms, err
+}
+
+// forEachCommitted calls fn with each committed offset of group (none when
+// it has no offsets), with its key.
+func forEachCommitted(tx *bolt.Tx, group string, fn func(k []byte, c groups.Committed)) error {
+	b := tx.Bucket(bucketOffsets).Bucket([]byte(group))
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, v []byte) error {
+		var c groups.Committed
+		if err := json.Unmarshal(v, &c); err != nil {
+			return fmt.Errorf("group %s: corrupt offset record: %w", group, err)
+		}
+		fn(k, c)
+		return nil
+	})
 }
 
 // key is topic NUL partition (4 bytes big endian); NUL cannot occur in a topic name.

@@ -25,7 +25,7 @@ type Group struct {
 	// EmptySinceMs is when the group last lost its last member (Unix
 	// milliseconds, chosen by the proposer; 0 while it has members, and in
 	// states written before it was recorded). An empty group's offsets
-	// expire a retention period after its last activity (IdleSinceMs).
+	// expire a retention period after its last activity (FSM.IdleSince).
 	EmptySinceMs int64 `json:"empty_since_ms,omitempty"`
 }
 

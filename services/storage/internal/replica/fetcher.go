@@ -140,12 +140,7 @@ func (f *fetcher) truncateRound(ctx context.Context, c *storageclient.Conn) (don
 		if err := l.TruncateTo(end); err != nil {
 			return fmt.Errorf("truncate %s to %d: %w", f.r.Key, end, err)
 		}
-		f.r.mu.Lock()
-		if f.r.hw > end {
-			f.r.hw = end
-			f.r.notifyLocked()
-		}
-		f.r.mu.Unlock()
+		f.r.logCut()
 		return nil
 	})
 }

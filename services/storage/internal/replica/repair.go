@@ -95,10 +95,7 @@ func (m *Manager) cutDamaged(r *Replica, ce *seglog.CorruptError) error {
 	if err := r.Log.TruncateCorrupt(ce); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.hw = min(r.hw, r.Log.EndOffset())
-	r.notifyLocked()
-	r.mu.Unlock()
+	r.logCut()
 	return nil
 }
 

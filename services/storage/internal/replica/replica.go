@@ -77,6 +77,15 @@ type State struct {
 	HighWatermark  int64
 }
 
+// logCut brings the high watermark down to the log's end after the log was
+// cut (a truncation, a damaged suffix removed) and wakes every waiter.
+func (r *Replica) logCut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hw = min(r.hw, r.Log.EndOffset())
+	r.notifyLocked()
+}
+
 // depose marks the replica led by nobody and wakes every waiter (it is
 // leaving this node: its topic was deleted, moved away or created again).
 // An ISR change in flight is dropped with it: no snapshot will ever decide it
