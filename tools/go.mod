@@ -1,6 +1,6 @@
 module github.com/sluicemq/sluice/tools
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2

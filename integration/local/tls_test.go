@@ -94,7 +94,7 @@ func TestClusterOverTLS(t *testing.T) {
 		}
 		defer conn.Close()
 		var resp protocol.ListOffsetsResponse
-		_, err = conn.Call(cctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "secure", Timestamp: protocol.TimestampLatest}, nil, &resp)
+		_, err = conn.Call(cctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "secure", Timestamp: protocol.TimestampLatest, CurrentLeaderEpoch: -1}, nil, &resp)
 		return err
 	}
 	if err := storageCall(app); err != nil {

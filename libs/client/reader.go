@@ -131,7 +131,7 @@ func (r *PartitionReader) HighWatermark() int64 { return r.hw }
 func ListOffset(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, ts int64) (int64, error) {
 	var resp protocol.ListOffsetsResponse
 	err := withLeader(ctx, meta, pool, topic, partition, func(c *storageclient.Conn) error {
-		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: ts}, nil, &resp)
+		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: ts, CurrentLeaderEpoch: -1}, nil, &resp)
 		return err
 	})
 	return resp.Offset, err

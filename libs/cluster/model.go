@@ -16,7 +16,11 @@ type Node struct {
 	Addr string `json:"addr"`
 	// AdvertisedAddr is the address given to clients outside the cluster network.
 	AdvertisedAddr string `json:"advertised_addr"`
-	Rack           string `json:"rack,omitempty"`
+	// KafkaAddr is the address of the node's Kafka listener as given to
+	// Kafka clients ("" when it has none); the node then appears in Kafka
+	// Metadata as a broker that serves fetches of the partitions it leads.
+	KafkaAddr string `json:"kafka_addr,omitempty"`
+	Rack      string `json:"rack,omitempty"`
 	// Epoch is bumped on every registration; requests from an older epoch are fenced.
 	Epoch int64 `json:"epoch"`
 	// Alive is the controller's view of the node's session.
@@ -113,6 +117,12 @@ type Snapshot struct {
 	Leader    string  `json:"metadata_leader,omitempty"`
 	Nodes     []Node  `json:"nodes"`
 	Topics    []Topic `json:"topics"`
+	// Frontends are the frontends with a Kafka listener, by id: the
+	// brokers Kafka clients produce to and administer through.
+	Frontends []Frontend `json:"frontends,omitempty"`
+	// Config holds the cluster-wide settings (ClusterConfig), by Kafka's
+	// names; a key absent has its default.
+	Config map[string]string `json:"config,omitempty"`
 	// Quotas are the client quotas, ordered by client id.
 	Quotas []Quota `json:"quotas,omitempty"`
 	// Principals are the users frontends authenticate, by name; ACLs what
@@ -128,6 +138,32 @@ type Principal struct {
 	Name        string `json:"name"`
 	TokenSHA256 string `json:"token_sha256,omitempty"`
 	Admin       bool   `json:"admin,omitempty"`
+	// SCRAM holds the principal's SCRAM credentials for Kafka clients
+	// (SASL/SCRAM-SHA-256 and -512, RFC 5802), derived from its token: salt,
+	// iterations and the stored and server keys, never the token itself.
+	SCRAM []ScramCredential `json:"scram,omitempty"`
+}
+
+// ScramCredential is what a server keeps to check a SCRAM client (RFC 5802
+// section 3): StoredKey = H(ClientKey), ServerKey, the salt and iteration
+// count of the salted password.
+type ScramCredential struct {
+	// Mechanism is SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism  string `json:"mechanism"`
+	Salt       []byte `json:"salt"`
+	Iterations int    `json:"iterations"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+}
+
+// Scram returns the principal's credential for a SCRAM mechanism.
+func (p *Principal) Scram(mechanism string) (ScramCredential, bool) {
+	for _, c := range p.SCRAM {
+		if c.Mechanism == mechanism {
+			return c, true
+		}
+	}
+	return ScramCredential{}, false
 }
 
 // ACL lets a principal produce to or consume from a topic ("*": every
@@ -258,6 +294,7 @@ type RegisterRequest struct {
 	ID             int32  `json:"id"`
 	Addr           string `json:"addr"`
 	AdvertisedAddr string `json:"advertised_addr"`
+	KafkaAddr      string `json:"kafka_addr,omitempty"`
 	Rack           string `json:"rack,omitempty"`
 }
 

@@ -42,28 +42,34 @@ type Ports struct {
 	// StorageBase is node 1's protocol port; node i uses StorageBase+i-1 and
 	// its admin listener StorageAdminBase+i-1.
 	StorageBase, StorageAdminBase int
+	// FrontendKafka is frontend 1's Kafka listener (frontend i adds
+	// 2*(i-1)); StorageKafkaBase is storage node 1's (node i adds i-1).
+	FrontendKafka, StorageKafkaBase int
 }
 
 // DefaultPorts are the fixed ports of `make run`.
 func DefaultPorts() Ports {
 	return Ports{MetadataHTTP: 7070, MetadataRaft: 7071, MetadataAdmin: 7072, FrontendHTTP: 8080, FrontendAdmin: 8081,
-		OffsetsHTTP: 7080, OffsetsRaft: 7081, OffsetsAdmin: 7082, StorageBase: 9101, StorageAdminBase: 9111}
+		OffsetsHTTP: 7080, OffsetsRaft: 7081, OffsetsAdmin: 7082, StorageBase: 9101, StorageAdminBase: 9111,
+		FrontendKafka: 9092, StorageKafkaBase: 9121}
 }
 
 // FreePorts picks unused ports for a cluster with the given storage nodes and
 // up to MaxVoters metadata voters: one run of consecutive free ports, laid out
 // as DefaultPorts lays out its fixed ones.
 func FreePorts(storage int) (Ports, error) {
-	n := 3*MaxVoters + 2*MaxFrontends + 3*MaxOffsets + 2*storage
+	n := 3*MaxVoters + 4*MaxFrontends + 3*MaxOffsets + 3*storage
 	for base := 20000 + (os.Getpid()%200)*150; base < 60000; base += 151 {
 		if !runFree(base, n) {
 			continue
 		}
 		m := base + 3*MaxVoters
 		o := m + 2*MaxFrontends
+		k := o + 3*MaxOffsets + 2*storage
 		return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
 			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: o, OffsetsRaft: o + 1, OffsetsAdmin: o + 2,
-			StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage}, nil
+			StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage,
+			FrontendKafka: k, StorageKafkaBase: k + 2*MaxFrontends}, nil
 	}
 	return Ports{}, errors.New("localcluster: no free run of ports")
 }
@@ -185,7 +191,8 @@ func New(cfg Config) (*Cluster, error) {
 	for i := 1; i <= cfg.Storage; i++ {
 		c.add("storage-"+strconv.Itoa(i), "sluice-storage", c.nodeAddr(i, p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
 			"-addr", c.nodeAddr(i, p.StorageBase+i-1), "-admin-addr", c.nodeAddr(i, p.StorageAdminBase+i-1),
-			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL)
+			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL,
+			"-kafka-addr", c.nodeAddr(i, p.StorageKafkaBase+i-1))
 		if c.netns != nil {
 			last := c.Procs[len(c.Procs)-1]
 			last.netnsIndex = i
@@ -204,8 +211,8 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	for i := 1; i <= cfg.Frontends; i++ {
 		h, a := c.frontendPorts(i)
-		c.add(frontendName(i), "sluice-frontend", addr(a), "-http-addr", addr(h), "-admin-addr", addr(a),
-			"-metadata", metaURL, "-offsets", c.OffsetsURL())
+		c.add(frontendName(i), "sluice-frontend", addr(a), "-node-id", frontendName(i), "-http-addr", addr(h), "-admin-addr", addr(a),
+			"-kafka-addr", c.KafkaAddrs()[i-1], "-metadata", metaURL, "-offsets", c.OffsetsURL())
 	}
 	return c, nil
 }
@@ -293,6 +300,21 @@ func (c *Cluster) FrontendURLs() []string {
 		urls = append(urls, c.scheme()+addr(h))
 	}
 	return urls
+}
+
+// KafkaAddrs are the frontends' Kafka listeners (a Kafka client's
+// bootstrap servers).
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for i := 1; i <= c.cfg.Frontends; i++ {
+		out = append(out, addr(c.cfg.Ports.FrontendKafka+2*(i-1)))
+	}
+	return out
+}
+
+// StorageKafkaAddr is storage node i's Kafka listener.
+func (c *Cluster) StorageKafkaAddr(i int) string {
+	return c.nodeAddr(i, c.cfg.Ports.StorageKafkaBase+i-1)
 }
 
 // frontendName names frontend i: "frontend", then "frontend-2", ...

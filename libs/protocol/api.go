@@ -17,6 +17,8 @@ const (
 const (
 	TimestampLatest   int64 = -1
 	TimestampEarliest int64 = -2
+	// TimestampMax asks for the record with the largest timestamp (KIP-734).
+	TimestampMax int64 = -3
 )
 
 // ProduceRequest appends the record batches in the frame's payload to one
@@ -125,6 +127,9 @@ type ListOffsetsRequest struct {
 	Topic     string
 	Partition int32
 	Timestamp int64
+	// CurrentLeaderEpoch is the leader epoch the client believes current,
+	// or -1 to skip the check (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH).
+	CurrentLeaderEpoch int32
 }
 
 // ListOffsetsResponse answers a ListOffsetsRequest; Offset is -1 when no record
@@ -132,6 +137,9 @@ type ListOffsetsRequest struct {
 type ListOffsetsResponse struct {
 	Offset    int64
 	Timestamp int64
+	// LeaderEpoch is the leader epoch of the record at Offset (the latest
+	// epoch for the log end), -1 when unknown.
+	LeaderEpoch int32
 }
 
 // EncodeMsgpack implements Body.
@@ -223,32 +231,42 @@ func (r *FetchResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 
 // EncodeMsgpack implements Body.
 func (r *ListOffsetsRequest) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(3), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
-		e.EncodeInt(r.Timestamp))
+	return firstErr(e.EncodeArrayLen(4), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(r.Timestamp), e.EncodeInt(int64(r.CurrentLeaderEpoch)))
 }
 
-// DecodeMsgpack implements Body.
+// DecodeMsgpack implements Body. The epoch is optional (older clients send
+// three fields): it then defaults to -1.
 func (r *ListOffsetsRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
+	r.CurrentLeaderEpoch = -1
 	if f.begin(3) {
 		r.Topic = f.str()
 		r.Partition = int32(f.int())
 		r.Timestamp = f.int()
+		if f.optional() {
+			r.CurrentLeaderEpoch = int32(f.int())
+		}
 	}
 	return f.end("list offsets request")
 }
 
 // EncodeMsgpack implements Body.
 func (r *ListOffsetsResponse) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(2), e.EncodeInt(r.Offset), e.EncodeInt(r.Timestamp))
+	return firstErr(e.EncodeArrayLen(3), e.EncodeInt(r.Offset), e.EncodeInt(r.Timestamp), e.EncodeInt(int64(r.LeaderEpoch)))
 }
 
-// DecodeMsgpack implements Body.
+// DecodeMsgpack implements Body. The epoch is optional (older nodes answer
+// two fields): it then defaults to -1.
 func (r *ListOffsetsResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
+	r.LeaderEpoch = -1
 	if f.begin(2) {
 		r.Offset = f.int()
 		r.Timestamp = f.int()
+		if f.optional() {
+			r.LeaderEpoch = int32(f.int())
+		}
 	}
 	return f.end("list offsets response")
 }

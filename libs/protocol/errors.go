@@ -42,7 +42,7 @@ const (
 	UnknownLeaderEpoch           Code = 75
 	InvalidRecord                Code = 87
 	StaleBrokerEpoch             Code = 77
-	InvalidUpdateVersion         Code = 108
+	InvalidUpdateVersion         Code = 95
 	ReassignmentInProgress       Code = 60
 	InvalidReplicaAssignment     Code = 39
 	NoReassignmentInProgress     Code = 85
@@ -69,6 +69,20 @@ const (
 	GroupIDNotFound   Code = 69
 	FencedMemberEpoch Code = 110
 	StaleMemberEpoch  Code = 113
+	// Kafka protocol answers.
+	ReplicaNotAvailable                Code = 9
+	CoordinatorNotAvailable            Code = 15
+	UnsupportedSaslMechanism           Code = 33
+	IllegalSaslState                   Code = 34
+	UnsupportedForMessageFormat        Code = 43
+	TransactionalIDAuthorizationFailed Code = 53
+	SecurityDisabled                   Code = 54
+	LogDirNotFound                     Code = 57
+	InvalidPrincipalType               Code = 67
+	OffsetNotAvailable                 Code = 78
+	ResourceNotFound                   Code = 91
+	UnknownTopicID                     Code = 100
+	UnsupportedEndpointType            Code = 115
 )
 
 // Info describes one wire error code.
@@ -136,6 +150,20 @@ var table = map[Code]Info{
 	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, "no such group"},
 	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
 	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, "the member does not own a partition it committed; its assignment changed"},
+
+	ReplicaNotAvailable:                {ReplicaNotAvailable, "REPLICA_NOT_AVAILABLE", true, "the replica is not available on this node"},
+	CoordinatorNotAvailable:            {CoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "the coordinator (producer ids, groups) is not available right now"},
+	UnsupportedSaslMechanism:           {UnsupportedSaslMechanism, "UNSUPPORTED_SASL_MECHANISM", false, "the listener does not offer this SASL mechanism"},
+	IllegalSaslState:                   {IllegalSaslState, "ILLEGAL_SASL_STATE", false, "a SASL request out of sequence"},
+	UnsupportedForMessageFormat:        {UnsupportedForMessageFormat, "UNSUPPORTED_FOR_MESSAGE_FORMAT", false, "record batches must be RecordBatch v2 (magic 2)"},
+	TransactionalIDAuthorizationFailed: {TransactionalIDAuthorizationFailed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", false, "transactional producers are not supported"},
+	SecurityDisabled:                   {SecurityDisabled, "SECURITY_DISABLED", false, "authorization is off on this listener"},
+	LogDirNotFound:                     {LogDirNotFound, "LOG_DIR_NOT_FOUND", false, "no such log directory"},
+	InvalidPrincipalType:               {InvalidPrincipalType, "INVALID_PRINCIPAL_TYPE", false, "principals are named User:NAME"},
+	OffsetNotAvailable:                 {OffsetNotAvailable, "OFFSET_NOT_AVAILABLE", true, "the offset is not available yet (a leader still catching up)"},
+	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, "no such resource"},
+	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, "no topic has this id"},
+	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, "this endpoint type is not served"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

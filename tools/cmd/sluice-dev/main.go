@@ -44,6 +44,7 @@ func main() {
 	fmt.Printf(`
 Sluice is running (data in %s, logs in %s/logs):
   frontend   %s   (produce, admin; metrics on 127.0.0.1:%d)
+  kafka      %s   (bootstrap servers for Kafka clients: kcat -b %s -L)
   metadata   %s   (Raft voters)
   offsets    %s   (Raft replicas: consumer groups and offsets)
   storage    127.0.0.1:%d..%d
@@ -52,7 +53,7 @@ Try it:
   ./bin/sluicectl consume demo --from-beginning --exit-at-end --format '%%p/%%o %%k=%%s\n'
   ./bin/sluicectl consume demo --group readers --from-beginning --exit-at-end && ./bin/sluicectl group describe readers
 Ctrl-C stops the cluster.
-`, *data, *data, c.FrontendURL(), p.FrontendAdmin, c.MetadataURL(), c.OffsetsURL(), p.StorageBase, p.StorageBase+*storage-1)
+`, *data, *data, c.FrontendURL(), p.FrontendAdmin, c.KafkaAddrs()[0], c.KafkaAddrs()[0], c.MetadataURL(), c.OffsetsURL(), p.StorageBase, p.StorageBase+*storage-1)
 	exited := c.Exited()
 	select {
 	case <-ctx.Done():

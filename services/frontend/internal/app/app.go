@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -30,6 +31,7 @@ import (
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
+	"github.com/sluicemq/sluice/services/frontend/internal/kafkaapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
@@ -73,8 +75,51 @@ func Module() fx.Option {
 		),
 		metacache.Module(),
 		console.Module(),
-		fx.Invoke(func(*httpapi.Server) {}),
+		fx.Invoke(func(*httpapi.Server) {}, startKafka),
 	)
+}
+
+// kafkaParams are what the Kafka listener needs.
+type kafkaParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    config.Config
+	Producer  *produce.Producer
+	Fetcher   *fetch.Fetcher
+	Client    *cluster.Client
+	Cache     *metacache.Cache
+	Registry  prometheus.Registerer
+	Log       *slog.Logger
+	// HTTP orders the listener after the HTTP server: it starts after and
+	// stops before it, while the producer still runs.
+	HTTP *httpapi.Server
+}
+
+// startKafka starts the Kafka listener and its registration with metadata,
+// unless -kafka-addr is empty.
+func startKafka(p kafkaParams) error {
+	kc := p.Config.Kafka
+	if kc.Listener.Addr == "" {
+		p.Log.Info("kafka listener off (-kafka-addr is empty)")
+		return nil
+	}
+	log := p.Log.With("component", "kafka")
+	// The name is stable across restarts (the id Kafka clients know comes
+	// back) and unique per listener, even for frontends sharing a host.
+	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
+	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, member, kafka.NewMetrics(p.Registry), log)
+	if err != nil {
+		return err
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error { svc.Start(); member.Start(); return nil },
+		OnStop: func(ctx context.Context) error {
+			member.Stop()
+			return svc.Stop(ctx)
+		},
+	})
+	return nil
 }
 
 // pools are the frontend's storage connection pools.

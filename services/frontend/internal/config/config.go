@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/console"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
+	"github.com/sluicemq/sluice/services/frontend/internal/kafkaapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
@@ -48,7 +50,12 @@ type Config struct {
 	TLSClient *tls.Config
 	// Console tunes the read-only web console under /console.
 	Console console.Config
+	// Kafka is the Kafka protocol listener.
+	Kafka kafkaapi.Config
 }
+
+// DefaultKafkaAddr is the default listen address of the Kafka listener.
+const DefaultKafkaAddr = "127.0.0.1:9092"
 
 // DefaultOffsets are the offsets replicas of the local cluster (make run).
 const DefaultOffsets = "http://127.0.0.1:7080,http://127.0.0.1:7083,http://127.0.0.1:7086"
@@ -64,6 +71,7 @@ func Default() Config {
 		Fetch:    fetch.DefaultConfig(),
 		Cache:    metacache.DefaultConfig(),
 		Console:  console.DefaultConfig(),
+		Kafka:    kafkaapi.Config{Listener: kafka.DefaultConfig(DefaultKafkaAddr), Heartbeat: time.Second},
 	}
 }
 
@@ -98,6 +106,9 @@ func (c *Config) Register(fs *service.FlagSet) {
 	fs.Duration(&c.Console.Refresh, "console-refresh", c.Console.Refresh, "how often a /console page reloads itself in the browser (whole seconds; 0: never)")
 	fs.Duration(&c.Console.LookupTimeout, "console-timeout", c.Console.LookupTimeout,
 		"time allowed for each look-up of a /console page (metadata, storage nodes, offsets service)")
+	c.Kafka.Listener.Register(fs)
+	fs.String(&c.Kafka.Rack, "rack", c.Kafka.Rack, "rack or zone of this frontend, given to Kafka clients")
+	fs.Duration(&c.Kafka.Heartbeat, "heartbeat-interval", c.Kafka.Heartbeat, "interval between the Kafka listener's heartbeats to metadata (its session times out like a storage node's)")
 }
 
 // Validate checks every field and names the flag of the first bad one.
@@ -146,6 +157,12 @@ func (c *Config) Validate() error {
 	if err := c.Fetch.Validate(); err != nil {
 		return fmt.Errorf("fetch flags: %w", err)
 	}
+	if err := c.Kafka.Listener.Validate(); err != nil {
+		return fmt.Errorf("flags -kafka-*: %w", err)
+	}
+	if c.Kafka.Heartbeat <= 0 || c.Kafka.Heartbeat > time.Minute {
+		return fmt.Errorf("flag -heartbeat-interval: %v must be between 0 and 1m", c.Kafka.Heartbeat)
+	}
 	if c.Cache.WatchWait <= 0 || c.Cache.WatchWait > 10*time.Minute {
 		return fmt.Errorf("flag -metadata-watch-wait: %v must be between 0 and 10m", c.Cache.WatchWait)
 	}
@@ -185,6 +202,7 @@ func Parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.Fetch.RetryBackoff, c.Fetch.MaxRetryBackoff = c.Produce.RetryBackoff, c.Produce.MaxRetryBackoff
+	c.Kafka.Listener.Finish()
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
@@ -193,6 +211,7 @@ func Parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.HTTP.TLS, c.TLSClient = service.PublicTLS(server), client
+	c.Kafka.Listener.TLS, c.Kafka.RequireAuth = service.PublicTLS(server), c.HTTP.RequireAuth
 	if c.NodeID == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeID = h

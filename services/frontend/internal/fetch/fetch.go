@@ -152,7 +152,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Result, error) {
 func (f *Fetcher) ListOffset(ctx context.Context, topic string, partition int32, which int64) (int64, error) {
 	var resp protocol.ListOffsetsResponse
 	err := f.withLeader(ctx, topic, partition, func(c *storageclient.Conn) error {
-		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: which}, nil, &resp)
+		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: which, CurrentLeaderEpoch: -1}, nil, &resp)
 		return err
 	})
 	return resp.Offset, err
@@ -260,4 +260,22 @@ func retriable(err error) bool {
 	}
 	c := protocol.CodeOf(err)
 	return c.Retriable() && c != protocol.RequestTimedOut
+}
+
+// AtLeader calls the partition's current leader once, without retries:
+// the Kafka listener answers its clients with the leader's errors
+// (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE), which
+// they handle themselves. The result's payload aliases a pooled buffer
+// until its Release.
+func (f *Fetcher) AtLeader(ctx context.Context, topic string, partition int32, api protocol.APIKey, body, resp protocol.Body) (storageclient.Result, error) {
+	var res storageclient.Result
+	if r, ok := f.meta.Route(topic); ok && (partition < 0 || int(partition) >= r.Partitions()) {
+		return res, protocol.UnknownTopicOrPartition.Err("partition %d does not exist (topic %q has %d)", partition, topic, r.Partitions())
+	}
+	err := f.once(ctx, topic, partition, func(c *storageclient.Conn) error {
+		var err error
+		res, err = c.Call(ctx, api, body, nil, resp)
+		return err
+	})
+	return res, err
 }

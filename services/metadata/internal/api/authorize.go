@@ -36,8 +36,8 @@ const viewerKey = "sluice.viewer"
 //   - reading the model, the topics and a topic: any principal (the model
 //     without token hashes, and without principals and ACLs unless admin);
 //   - a producer id: a produce ACL on some topic;
-//   - node registration, heartbeats and shutdown, ISR changes, leadership
-//     resignation and Raft relays: the cluster's services alone;
+//   - node and frontend registration, heartbeats and shutdown, ISR changes,
+//     leadership resignation and Raft relays: the cluster's services alone;
 //   - everything else (topic and cluster changes, reassignments, quotas,
 //     principals and ACLs): an admin.
 func needOf(method, path string) cluster.Need {
@@ -47,7 +47,7 @@ func needOf(method, path string) cluster.Need {
 	case path == "/v1/producers":
 		return cluster.Need{Op: cluster.OpProduce}
 	case path == raftnode.ApplyPath, path == "/v1/nodes/register", path == "/v1/nodes/heartbeat", path == "/v1/nodes/shutdown",
-		path == "/v1/partitions/alter", path == "/v1/partitions/resign":
+		path == "/v1/partitions/alter", path == "/v1/partitions/resign", path == "/v1/frontends/register", path == "/v1/frontends/heartbeat":
 		return cluster.Need{Service: true}
 	}
 	return cluster.Need{Admin: true}

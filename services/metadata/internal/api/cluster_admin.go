@@ -162,3 +162,63 @@ func (s *Server) commit(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, a
 	s.log.Info(msg, append(attrs, "version", res.Index)...)
 	writeJSON(ctx, http.StatusOK, struct{}{})
 }
+
+// registerFrontend commits a frontend's registration (POST
+// /v1/frontends/register) and answers the frontend with its id and epoch.
+// Runs on the leader.
+func (s *Server) registerFrontend(ctx *fasthttp.RequestCtx) {
+	var req cluster.RegisterFrontendRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if err := hostPort("kafka_addr", req.KafkaAddr); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	f, err := s.ctrl.RegisterFrontend(rctx, req)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, f)
+}
+
+// frontendHeartbeat renews a frontend's session. Runs on the leader.
+func (s *Server) frontendHeartbeat(ctx *fasthttp.RequestCtx) {
+	var req cluster.FrontendHeartbeatRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	if err := s.ctrl.FrontendHeartbeat(req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, http.StatusOK, struct{}{})
+}
+
+// setClusterConfig commits a change of the cluster-wide settings (PUT
+// /v1/cluster/config) and answers them as they are after it. Runs on the
+// leader.
+func (s *Server) setClusterConfig(ctx *fasthttp.RequestCtx) {
+	var req cluster.AlterTopicConfigRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeSetClusterConfig, SetClusterConfig: &fsm.SetClusterConfig{Set: req.Set, Delete: req.Delete}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	s.log.Info("cluster settings changed", "set", req.Set, "delete", req.Delete)
+	writeJSON(ctx, http.StatusOK, map[string]any{"config": s.fsm.Cluster().Config})
+}

@@ -55,6 +55,7 @@ var mapping = []struct {
 	{placement.ErrInvalidRequest, http.StatusBadRequest, protocol.InvalidPartitions},
 	{controller.ErrUnknownNode, http.StatusNotFound, protocol.UnknownNode},
 	{controller.ErrFencedEpoch, http.StatusConflict, protocol.StaleBrokerEpoch},
+	{controller.ErrUnknownFrontend, http.StatusConflict, protocol.StaleBrokerEpoch},
 	{controller.ErrNoOtherLeader, http.StatusConflict, protocol.LeaderNotAvailable},
 	{controller.ErrNotActive, http.StatusServiceUnavailable, protocol.NotController},
 	{raftnode.ErrNotLeader, http.StatusServiceUnavailable, protocol.NotController},

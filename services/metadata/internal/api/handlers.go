@@ -278,7 +278,12 @@ func validateRegister(req cluster.RegisterRequest) error {
 		return err
 	}
 	if req.AdvertisedAddr != "" {
-		return hostPort("advertised_addr", req.AdvertisedAddr)
+		if err := hostPort("advertised_addr", req.AdvertisedAddr); err != nil {
+			return err
+		}
+	}
+	if req.KafkaAddr != "" {
+		return hostPort("kafka_addr", req.KafkaAddr)
 	}
 	return nil
 }

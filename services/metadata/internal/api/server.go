@@ -163,6 +163,12 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.heartbeat)})
 	case path == "/v1/nodes/shutdown":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.shutdown)})
+	case path == "/v1/frontends/register":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.registerFrontend)})
+	case path == "/v1/frontends/heartbeat":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.frontendHeartbeat)})
+	case path == "/v1/cluster/config":
+		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setClusterConfig)})
 	case path == "/v1/principals":
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setPrincipal)})
 	case path == "/v1/acls":

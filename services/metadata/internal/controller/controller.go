@@ -63,6 +63,7 @@ type Controller struct {
 	wantLeader bool              // latest leadership signal; guarded by mu
 	active     bool              // leader and caught up; guarded by mu
 	sessions   map[int32]session // alive nodes by id; guarded by mu; nil when not active
+	fsessions  map[int32]session // registered frontends by id; guarded by mu; nil when not active
 	pids       idBlock           // producer ids left to hand out; guarded by mu; empty when not active
 	pidTerm    uint64            // bumped each time the controller stops being active; guarded by mu
 
@@ -99,7 +100,7 @@ func (c *Controller) Stop() {
 	c.cancel()
 	c.wg.Wait()
 	c.mu.Lock()
-	c.active, c.sessions = false, nil
+	c.active, c.sessions, c.fsessions = false, nil, nil
 	c.dropProducerIDsLocked()
 	c.mu.Unlock()
 }
@@ -110,7 +111,7 @@ func (c *Controller) SetLeader(isLeader bool) {
 	c.wantLeader = isLeader
 	if !isLeader {
 		// Stop answering at once; the loop finishes the hand-over.
-		c.active, c.sessions = false, nil
+		c.active, c.sessions, c.fsessions = false, nil, nil
 		c.dropProducerIDsLocked()
 	}
 	c.mu.Unlock()
@@ -150,6 +151,7 @@ func (c *Controller) run() {
 		case <-t.C:
 			c.syncLeadership() // retries a failed take-over
 			c.checkSessions()
+			c.checkFrontends()
 		case <-c.kick:
 			c.checkSessions()
 		case <-preferred:
@@ -182,12 +184,14 @@ func (c *Controller) syncLeadership() {
 	}
 	sessions := map[int32]session{}
 	expire(c.fsm.Nodes(), sessions, c.now(), c.cfg.SessionTimeout) // grace for everyone
+	fsessions := map[int32]session{}
+	expireFrontends(c.fsm.Frontends(), fsessions, c.now(), c.cfg.SessionTimeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.wantLeader { // lost it meanwhile
 		return
 	}
-	c.active, c.sessions = true, sessions
+	c.active, c.sessions, c.fsessions = true, sessions, fsessions
 	signal(c.kick) // repair what the previous leader left half done
 	c.log.Info("controller active", "storage_nodes", len(sessions), "session_timeout", c.cfg.SessionTimeout)
 }

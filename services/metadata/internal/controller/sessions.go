@@ -68,7 +68,7 @@ func (c *Controller) Register(ctx context.Context, req cluster.RegisterRequest) 
 		return 0, ErrNotActive
 	}
 	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeRegisterNode, RegisterNode: &fsm.RegisterNode{
-		ID: req.ID, Addr: req.Addr, AdvertisedAddr: req.AdvertisedAddr, Rack: req.Rack, LeavesISRs: true, Fresh: c.freshNodes(req.ID),
+		ID: req.ID, Addr: req.Addr, AdvertisedAddr: req.AdvertisedAddr, KafkaAddr: req.KafkaAddr, Rack: req.Rack, LeavesISRs: true, Fresh: c.freshNodes(req.ID),
 	}})
 	if err != nil {
 		return 0, err

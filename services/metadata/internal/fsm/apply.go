@@ -43,6 +43,7 @@ func (s *state) registerNode(index uint64, c *RegisterNode) (int64, error) {
 		ID:             c.ID,
 		Addr:           c.Addr,
 		AdvertisedAddr: c.AdvertisedAddr,
+		KafkaAddr:      c.KafkaAddr,
 		Rack:           c.Rack,
 		Epoch:          epoch,
 		Alive:          true,

@@ -33,6 +33,10 @@ const (
 	TypeSetQuota             CommandType = "set_quota"
 	TypeSetPrincipal         CommandType = "set_principal"
 	TypeSetACL               CommandType = "set_acl"
+
+	TypeRegisterFrontend CommandType = "register_frontend"
+	TypeRemoveFrontend   CommandType = "remove_frontend"
+	TypeSetClusterConfig CommandType = "set_cluster_config"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -59,6 +63,10 @@ type Command struct {
 	SetQuota             *cluster.Quota     `json:"set_quota,omitempty"`
 	SetPrincipal         *SetPrincipal      `json:"set_principal,omitempty"`
 	SetACL               *SetACL            `json:"set_acl,omitempty"`
+
+	RegisterFrontend *RegisterFrontend `json:"register_frontend,omitempty"`
+	RemoveFrontend   *RemoveFrontend   `json:"remove_frontend,omitempty"`
+	SetClusterConfig *SetClusterConfig `json:"set_cluster_config,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -83,6 +91,7 @@ type RegisterNode struct {
 	ID             int32   `json:"id"`
 	Addr           string  `json:"addr"`
 	AdvertisedAddr string  `json:"advertised_addr"`
+	KafkaAddr      string  `json:"kafka_addr,omitempty"`
 	Rack           string  `json:"rack,omitempty"`
 	LeavesISRs     bool    `json:"leaves_isrs,omitempty"`
 	Fresh          []int32 `json:"fresh,omitempty"`
@@ -252,6 +261,8 @@ type Result struct {
 	// Partition is the updated partition (UpdatePartition, AlterPartition), a
 	// deep copy.
 	Partition *cluster.Partition
+	// Frontend is the frontend as registered (RegisterFrontend).
+	Frontend cluster.Frontend
 	// ProducerID is the first id of the block reserved (AllocProducerIDs);
 	// the block is [ProducerID, ProducerID+Count).
 	ProducerID int64
@@ -299,6 +310,10 @@ func (c Command) check() error {
 		TypeSetQuota:             c.SetQuota != nil,
 		TypeSetPrincipal:         c.SetPrincipal != nil,
 		TypeSetACL:               c.SetACL != nil,
+
+		TypeRegisterFrontend: c.RegisterFrontend != nil,
+		TypeRemoveFrontend:   c.RemoveFrontend != nil,
+		TypeSetClusterConfig: c.SetClusterConfig != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

@@ -88,6 +88,10 @@ type state struct {
 	// principals by name, and the ACLs as a set.
 	principals map[string]cluster.Principal
 	acls       map[cluster.ACL]bool
+	// frontends are the registered frontends by id; config the
+	// cluster-wide settings.
+	frontends map[int32]*cluster.Frontend
+	config    map[string]string
 }
 
 func newState() state {
@@ -95,6 +99,7 @@ func newState() state {
 		nodes: map[int32]*cluster.Node{}, topics: map[string]*cluster.Topic{}, shuttingDown: map[int32]bool{},
 		nextProducerID: FirstProducerID, quotas: map[string]cluster.Quota{},
 		principals: map[string]cluster.Principal{}, acls: map[cluster.ACL]bool{},
+		frontends: map[int32]*cluster.Frontend{},
 	}
 }
 
@@ -167,6 +172,12 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.setPrincipal(cmd.SetPrincipal)
 	case TypeSetACL:
 		changed, res.Err = f.st.setACL(cmd.SetACL)
+	case TypeRegisterFrontend:
+		res.Frontend, res.Err = f.st.registerFrontend(index, cmd.RegisterFrontend)
+	case TypeRemoveFrontend:
+		changed, res.Err = f.st.removeFrontend(cmd.RemoveFrontend)
+	case TypeSetClusterConfig:
+		changed, res.Err = f.st.setClusterConfig(cmd.SetClusterConfig)
 	case TypeAllocProducerIDs:
 		// Not a change of the cluster model: watchers have nothing to see.
 		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
@@ -175,7 +186,7 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 	}
 	switch cmd.Type {
 	case TypeRegisterNode, TypeCreateTopic, TypeDeleteTopic, TypeAlterTopicConfig, TypeAddPartitions, TypeUpdatePartition, TypeFenceNode, TypeAlterPartition,
-		TypeCompleteReassignment, TypeCancelReassignment:
+		TypeCompleteReassignment, TypeCancelReassignment, TypeRegisterFrontend:
 		changed = res.Err == nil
 	}
 	if changed {
@@ -397,6 +408,8 @@ func (s *state) export() *cluster.Snapshot {
 		Quotas:     s.sortedQuotas(),
 		Principals: s.sortedPrincipals(),
 		ACLs:       s.sortedACLs(),
+		Frontends:  s.sortedFrontends(),
+		Config:     maps.Clone(s.config),
 	}
 }
 

@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -37,8 +39,15 @@ func (s *state) setPrincipal(c *SetPrincipal) (bool, error) {
 			return false, fmt.Errorf("%w: %q has the same token as %q", ErrInvalidPrincipal, p.Name, name)
 		}
 	}
+	for _, c := range p.SCRAM {
+		if c.Mechanism != cluster.ScramSHA256 && c.Mechanism != cluster.ScramSHA512 || len(c.Salt) == 0 || c.Iterations < cluster.MinScramIterations ||
+			len(c.StoredKey) == 0 || len(c.ServerKey) == 0 {
+			return false, fmt.Errorf("%w: the %s credential of %q is not valid (mechanism, salt, at least %d iterations, keys)",
+				ErrInvalidPrincipal, c.Mechanism, p.Name, cluster.MinScramIterations)
+		}
+	}
 	s.principals[p.Name] = p
-	return !had || old != p, nil
+	return !had || !samePrincipal(old, p), nil
 }
 
 func (s *state) setACL(c *SetACL) (bool, error) {
@@ -84,4 +93,14 @@ func (s *state) sortedACLs() []cluster.ACL {
 		return x.Operation < y.Operation
 	})
 	return out
+}
+
+// samePrincipal reports whether two principals are equal, credentials
+// included.
+func samePrincipal(a, b cluster.Principal) bool {
+	return a.Name == b.Name && a.TokenSHA256 == b.TokenSHA256 && a.Admin == b.Admin &&
+		slices.EqualFunc(a.SCRAM, b.SCRAM, func(x, y cluster.ScramCredential) bool {
+			return x.Mechanism == y.Mechanism && x.Iterations == y.Iterations && bytes.Equal(x.Salt, y.Salt) &&
+				bytes.Equal(x.StoredKey, y.StoredKey) && bytes.Equal(x.ServerKey, y.ServerKey)
+		})
 }

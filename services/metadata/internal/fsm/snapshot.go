@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -34,6 +35,10 @@ type snapshotData struct {
 	// have none).
 	Principals []cluster.Principal `json:"principals,omitempty"`
 	ACLs       []cluster.ACL       `json:"acls,omitempty"`
+	// Frontends and Config (the cluster-wide settings): added without a
+	// format change (older snapshots have none).
+	Frontends []cluster.Frontend `json:"frontends,omitempty"`
+	Config    map[string]string  `json:"config,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -56,6 +61,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		Quotas:         f.st.sortedQuotas(),
 		Principals:     f.st.sortedPrincipals(),
 		ACLs:           f.st.sortedACLs(),
+		Frontends:      f.st.sortedFrontends(),
+		Config:         maps.Clone(f.st.config),
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)
@@ -121,6 +128,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	for _, a := range d.ACLs {
 		st.acls[a] = true
+	}
+	for i := range d.Frontends {
+		fe := d.Frontends[i]
+		st.frontends[fe.ID] = &fe
+	}
+	if len(d.Config) > 0 {
+		st.config = d.Config
 	}
 	f.mu.Lock()
 	f.st = st

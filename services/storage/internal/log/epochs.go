@@ -232,3 +232,15 @@ func (l *Log) writeEpochs(entries []EpochEntry) error {
 	}
 	return l.sync(l.dirF.Sync, l.dir)
 }
+
+// EpochAt returns the leader epoch that wrote offset (for the log end, the
+// latest epoch), or UndefinedEpoch when the cache does not go back that far.
+func (l *Log) EpochAt(offset int64) int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	i := sort.Search(len(l.epochs), func(i int) bool { return l.epochs[i].StartOffset > offset })
+	if i == 0 {
+		return UndefinedEpoch
+	}
+	return l.epochs[i-1].Epoch
+}

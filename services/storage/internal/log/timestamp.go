@@ -69,3 +69,27 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err e
 	h := it.Batch()
 	return h.BaseOffset, h.MaxTimestamp, nil
 }
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (the first such record in offset order), Kafka's
+// ListOffsets MAX_TIMESTAMP (KIP-734), or -1, -1 for a log without records.
+// The time indexes name the largest timestamp of each segment without a
+// scan; OffsetForTimestamp then finds its record.
+func (l *Log) MaxTimestamp() (offset int64, timestamp int64, err error) {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return -1, -1, ErrClosed
+	}
+	maxTs, found := int64(0), false
+	for _, s := range l.segs {
+		if n := len(s.times); n > 0 && (!found || s.times[n-1].ts > maxTs) {
+			maxTs, found = s.times[n-1].ts, true
+		}
+	}
+	l.mu.RUnlock()
+	if !found {
+		return -1, -1, nil
+	}
+	return l.OffsetForTimestamp(maxTs)
+}

@@ -27,6 +27,7 @@ type Config struct {
 	NodeID         int32
 	Addr           string // internal address for other services
 	AdvertisedAddr string // address for clients
+	KafkaAddr      string // the Kafka listener's address for clients ("" without one)
 	Rack           string
 	Heartbeat      time.Duration
 	WatchWait      time.Duration
@@ -39,10 +40,11 @@ type Member struct {
 	mgr    *replica.Manager
 	log    *slog.Logger
 
-	epoch    atomic.Int64          // current registration epoch, 0 before the first
-	version  atomic.Uint64         // version of the last applied snapshot
-	applied  atomic.Bool           // a snapshot was applied
-	applyErr atomic.Pointer[error] // the last apply's failure, nil when it worked
+	epoch    atomic.Int64                     // current registration epoch, 0 before the first
+	version  atomic.Uint64                    // version of the last applied snapshot
+	applied  atomic.Bool                      // a snapshot was applied
+	applyErr atomic.Pointer[error]            // the last apply's failure, nil when it worked
+	snap     atomic.Pointer[cluster.Snapshot] // the newest model seen, for the Kafka listener
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -71,6 +73,37 @@ func (m *Member) Ready() error {
 		return fmt.Errorf("applying cluster metadata: %w", *p)
 	}
 	return nil
+}
+
+// Snapshot returns the newest cluster model the node has seen (nil before
+// the first); it is shared and must not be modified.
+func (m *Member) Snapshot() *cluster.Snapshot { return m.snap.Load() }
+
+// Refresh reads the model from metadata now and keeps it when it is newer
+// than the one held (the watch applies it to the replicas as usual).
+func (m *Member) Refresh(ctx context.Context) (*cluster.Snapshot, error) {
+	s, err := m.client.Snapshot(ctx)
+	if err != nil {
+		if cur := m.snap.Load(); cur != nil {
+			return cur, err
+		}
+		return nil, err
+	}
+	m.keep(s)
+	return m.snap.Load(), nil
+}
+
+// keep stores s unless a newer model of the same cluster is held.
+func (m *Member) keep(s *cluster.Snapshot) {
+	for {
+		cur := m.snap.Load()
+		if cur != nil && cur.ClusterID == s.ClusterID && cur.Version >= s.Version {
+			return
+		}
+		if m.snap.CompareAndSwap(cur, s) {
+			return
+		}
+	}
 }
 
 // Epoch returns the registration epoch.
@@ -105,7 +138,7 @@ func (m *Member) register(ctx context.Context) bool {
 	backoff := 100 * time.Millisecond
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		epoch, err := m.client.Register(rctx, cluster.RegisterRequest{ID: m.cfg.NodeID, Addr: m.cfg.Addr, AdvertisedAddr: m.cfg.AdvertisedAddr, Rack: m.cfg.Rack})
+		epoch, err := m.client.Register(rctx, cluster.RegisterRequest{ID: m.cfg.NodeID, Addr: m.cfg.Addr, AdvertisedAddr: m.cfg.AdvertisedAddr, KafkaAddr: m.cfg.KafkaAddr, Rack: m.cfg.Rack})
 		cancel()
 		if err == nil {
 			m.epoch.Store(epoch)
@@ -166,6 +199,7 @@ func (m *Member) watchLoop(ctx context.Context) {
 			}
 			continue
 		}
+		m.keep(snap)
 		if m.applied.Load() && m.applyErr.Load() == nil && snap.Version <= m.version.Load() {
 			continue
 		}

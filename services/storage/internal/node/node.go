@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/services/storage/internal/kafkaapi"
 	"github.com/sluicemq/sluice/services/storage/internal/membership"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
@@ -42,7 +44,13 @@ type Config struct {
 	// validates the data found on disk at start; 0 turns it off.
 	ScrubRate int64
 	Server    server.Config
+	// Kafka is the node's Kafka listener, which serves fetches of the
+	// partitions it leads to Kafka clients (-kafka-addr "" turns it off).
+	Kafka kafkaapi.Config
 }
+
+// DefaultKafkaAddr is the default listen address of the Kafka listener.
+const DefaultKafkaAddr = "127.0.0.1:9121"
 
 // scrubInterval is how often the scrubber looks for logs not validated yet
 // (replicas opened since its last pass).
@@ -53,6 +61,7 @@ const scrubInterval = 5 * time.Second
 func Parse(args []string) ([]fx.Option, error) {
 	var c Config
 	c.Server = server.DefaultConfig()
+	c.Kafka.Listener = kafka.DefaultConfig(DefaultKafkaAddr)
 	fs := service.NewFlagSet("sluice-storage")
 	c.Common.Register(fs, "127.0.0.1:9111")
 	fs.Int(&c.NodeID, "node-id", 1, "this storage node's id (a positive integer, unique in the cluster)")
@@ -72,9 +81,11 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Int64(&c.MinFreeBytes, "min-free-bytes", 128<<20, "free space kept on the data directory's file system: appends that would use it are refused (KAFKA_STORAGE_ERROR, disk full) until space returns")
 	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
+	c.Kafka.Listener.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	c.Kafka.Listener.Finish()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -89,7 +100,13 @@ func Parse(args []string) ([]fx.Option, error) {
 		return nil, err
 	}
 	c.Server.TLS = srvTLS
-	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
+	c.Kafka.Listener.TLS = service.PublicTLS(srvTLS)
+	c.Kafka.Authorize, c.Kafka.Services, c.Kafka.MaxFetchWait = c.Server.Authz.On, c.Server.Authz.Services, c.Server.MaxFetchWait
+	kafkaAddr := ""
+	if c.Kafka.Listener.Addr != "" {
+		kafkaAddr = c.Kafka.Listener.Advertised()
+	}
+	mcfg := membership.Config{NodeID: int32(c.NodeID), Addr: internal, AdvertisedAddr: c.AdvertisedAddr, KafkaAddr: kafkaAddr, Rack: c.Rack, Heartbeat: c.Heartbeat}
 	return []fx.Option{
 		fx.Supply(c, c.Common, mcfg, service.TLSClient{Config: cliTLS}, service.Identity{Service: "storage", NodeID: strconv.Itoa(c.NodeID)}),
 		Module(),
@@ -130,6 +147,9 @@ func (c Config) validate() error {
 	if err := c.Server.Validate(); err != nil {
 		return fmt.Errorf("flags -max-request-bytes/-max-in-flight/-max-connections-per-ip: %w", err)
 	}
+	if err := c.Kafka.Listener.Validate(); err != nil {
+		return fmt.Errorf("flags -kafka-*: %w", err)
+	}
 	return nil
 }
 
@@ -143,8 +163,28 @@ func Module() fx.Option {
 			newServer,
 			newMember,
 		),
-		fx.Invoke(enableReplication, startRetention),
+		fx.Invoke(enableReplication, startRetention, startKafka),
 	)
+}
+
+// startKafka starts the Kafka listener unless -kafka-addr is empty. It
+// starts after the membership (it answers from the model the membership
+// follows) and stops before it.
+func startKafka(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients, metrics *server.Metrics,
+	reg prometheus.Registerer, log *slog.Logger) error {
+	if c.Kafka.Listener.Addr == "" {
+		log.Info("kafka listener off (-kafka-addr is empty)")
+		return nil
+	}
+	svc, err := kafkaapi.New(c.Kafka, m, mem, cl.meta, metrics, kafka.NewMetrics(reg), log.With("component", "kafka"))
+	if err != nil {
+		return err
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error { svc.Start(); return nil },
+		OnStop:  svc.Stop,
+	})
+	return nil
 }
 
 func newManager(lc fx.Lifecycle, c Config, reg prometheus.Registerer, log *slog.Logger) (*replica.Manager, error) {

@@ -245,7 +245,7 @@ func (f *fetcher) outOfRange(ctx context.Context, c *storageclient.Conn, cause e
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var resp protocol.ListOffsetsResponse
-	req := &protocol.ListOffsetsRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Timestamp: protocol.TimestampEarliest}
+	req := &protocol.ListOffsetsRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Timestamp: protocol.TimestampEarliest, CurrentLeaderEpoch: -1}
 	if _, err := c.Call(ctx, protocol.APIListOffsets, req, nil, &resp); err != nil {
 		return fmt.Errorf("%w: %w", errDiverged, cause)
 	}

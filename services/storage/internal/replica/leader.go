@@ -216,3 +216,41 @@ func (r *Replica) SetFollowerHighWatermark(leaderHW int64) {
 		r.notifyLocked()
 	}
 }
+
+// ListOffset answers a ListOffsets look-up on the leader (Kafka's
+// ListOffsets for consumers): the log start offset (TimestampEarliest), the
+// high watermark (TimestampLatest), the record with the largest timestamp
+// (TimestampMax) or the first record at or after a timestamp, with the
+// leader epoch that wrote it. Records above the high watermark are not
+// visible: a look-up that finds only those answers -1.
+func (r *Replica) ListOffset(timestamp int64) (protocol.ListOffsetsResponse, error) {
+	resp := protocol.ListOffsetsResponse{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+	hw := r.HighWatermark()
+	switch timestamp {
+	case protocol.TimestampEarliest:
+		resp.Offset = r.Log.StartOffset()
+	case protocol.TimestampLatest:
+		resp.Offset = hw
+	default:
+		var off, ts int64
+		var err error
+		switch {
+		case timestamp == protocol.TimestampMax:
+			off, ts, err = r.Log.MaxTimestamp()
+		case timestamp < 0:
+			return resp, protocol.InvalidTimestamp.Err("timestamp %d", timestamp)
+		default:
+			off, ts, err = r.Log.OffsetForTimestamp(timestamp)
+		}
+		if err != nil {
+			return resp, err
+		}
+		if off >= 0 && off < hw {
+			resp.Offset, resp.Timestamp = off, ts
+		}
+	}
+	if resp.Offset >= 0 {
+		resp.LeaderEpoch = r.Log.EpochAt(resp.Offset)
+	}
+	return resp, nil
+}

@@ -51,6 +51,9 @@ func NewManager(dir string, self int32, log *slog.Logger) (*Manager, error) {
 	return &Manager{dir: dir, self: self, log: log, replicas: map[Key]*Replica{}}, nil
 }
 
+// DataDir returns the directory holding the partition directories.
+func (m *Manager) DataDir() string { return m.dir }
+
 // KeepFree makes every log refuse appends that would leave less than min
 // bytes free on the data directory's file system (seglog.ErrDiskFull); call
 // it before the first Apply.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/zerocopy"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
@@ -133,7 +134,7 @@ func (c *conn) respond(h *protocol.RequestHeader, body protocol.Body, payload []
 // respondErr writes an error response for a request and releases its token.
 func (c *conn) respondErr(h *protocol.RequestHeader, err error) {
 	defer c.release()
-	code := codeFor(err)
+	code := CodeFor(err)
 	c.s.metrics.Errors.WithLabelValues(apiLabel(h.APIKey), code.String()).Inc()
 	c.writeError(h.CorrelationID, code, err.Error())
 }
@@ -189,17 +190,17 @@ func (c *conn) respondSlice(h *protocol.RequestHeader, body protocol.Body, sl se
 		return
 	}
 	if c.tcp == nil { // TLS: copy the range through the TLS layer
-		if err := copySlice(c.nc, prefix, sl.File(), sl.Pos(), sl.Size()); err != nil {
+		if err := zerocopy.CopyRange(c.nc, prefix, sl.File(), sl.Pos(), sl.Size()); err != nil {
 			c.s.log.Warn("sending fetched records failed; closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
 			c.close()
 			return
 		}
 	} else {
-		if err := writeMore(c.tcp, prefix); err != nil {
+		if err := zerocopy.WriteMore(c.tcp, prefix); err != nil {
 			c.close()
 			return
 		}
-		if err := sendFile(c.tcp, sl.File(), sl.Pos(), sl.Size()); err != nil {
+		if err := zerocopy.SendFile(c.tcp, sl.File(), sl.Pos(), sl.Size()); err != nil {
 			c.s.log.Warn("sendfile failed; closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
 			c.close()
 			return

@@ -9,9 +9,9 @@ import (
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
-// codeFor maps an internal error to its wire code; this is the one place the
+// CodeFor maps an internal error to its wire code; this is the one place the
 // storage node does so.
-func codeFor(err error) protocol.Code {
+func CodeFor(err error) protocol.Code {
 	var pe *protocol.Error
 	switch {
 	case errors.As(err, &pe):

@@ -133,11 +133,11 @@ func (c *conn) fetch(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	}
 	follower := req.ReplicaID >= 0
 	var rate int64 // the consumer's fetch quota; followers have none
+	if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
+		c.respondErr(h, err)
+		return
+	}
 	if follower {
-		if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
-			c.respondErr(h, err)
-			return
-		}
 		c.s.mgr.Alter(r, r.FollowerFetched(req.ReplicaID, req.Offset, req.FlushedOffset, time.Now(), c.s.mgr.MaxLag()))
 	}
 	wait := time.Duration(req.MaxWaitMs) * time.Millisecond
@@ -251,25 +251,16 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	if !ok {
 		return
 	}
-	resp := &protocol.ListOffsetsResponse{Timestamp: -1}
-	switch req.Timestamp {
-	case protocol.TimestampEarliest:
-		resp.Offset = r.Log.StartOffset()
-	case protocol.TimestampLatest:
-		resp.Offset = r.HighWatermark()
-	default:
-		if req.Timestamp < 0 {
-			c.respondErr(h, protocol.InvalidTimestamp.Err("timestamp %d", req.Timestamp))
-			return
-		}
-		off, ts, err := r.Log.OffsetForTimestamp(req.Timestamp)
-		if err != nil {
-			c.respondErr(h, err)
-			return
-		}
-		resp.Offset, resp.Timestamp = off, ts
+	if err := r.CheckFetcherEpoch(req.CurrentLeaderEpoch); err != nil {
+		c.respondErr(h, err)
+		return
 	}
-	c.respond(h, resp, nil)
+	resp, err := r.ListOffset(req.Timestamp)
+	if err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	c.respond(h, &resp, nil)
 }
 
 // leaderReplica returns the partition's replica when this node leads it, and

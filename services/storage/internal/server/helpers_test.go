@@ -129,7 +129,7 @@ func waitHW(t testing.TB, c *storageclient.Conn, topic string, p int32, want int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var lr protocol.ListOffsetsResponse
-		_, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: p, Timestamp: protocol.TimestampLatest}, nil, &lr)
+		_, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: p, Timestamp: protocol.TimestampLatest, CurrentLeaderEpoch: -1}, nil, &lr)
 		if err == nil && lr.Offset >= want {
 			return
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/zerocopy"
 )
 
 // helperEnv makes the test binary act as a storage server for the strace test.
@@ -260,7 +261,7 @@ func benchRawSendfile(b *testing.B, chunk []byte) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// One range per round trip, like a fetch: send, then wait for the reader.
-		if err := sendFile(tc, f, int64(i%64)<<20, 1<<20); err != nil {
+		if err := zerocopy.SendFile(tc, f, int64(i%64)<<20, 1<<20); err != nil {
 			b.Fatal(err)
 		}
 		<-acked

@@ -54,7 +54,7 @@ func TestProduceFetchListOffsets(t *testing.T) {
 		ts, want int64
 	}{{protocol.TimestampEarliest, 0}, {protocol.TimestampLatest, 30}, {2005, 15}, {1, 0}, {99999, -1}} {
 		var lr protocol.ListOffsetsResponse
-		if _, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "t", Partition: 1, Timestamp: tc.ts}, nil, &lr); err != nil {
+		if _, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "t", Partition: 1, Timestamp: tc.ts, CurrentLeaderEpoch: -1}, nil, &lr); err != nil {
 			t.Fatal(err)
 		}
 		if lr.Offset != tc.want {

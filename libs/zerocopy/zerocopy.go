@@ -1,4 +1,10 @@
-package server
+// Package zerocopy sends ranges of files to sockets without copying them
+// through user space: sendfile(2) at an explicit offset (so concurrent
+// readers never share a file position), and MSG_MORE writes of the frame
+// headers that precede them, so a header and its data leave in one segment.
+// Under TLS bytes must be encrypted in user space: CopyRange does that with
+// positioned reads into pooled buffers.
+package zerocopy
 
 import (
 	"errors"
@@ -13,16 +19,16 @@ import (
 // maxSendfileChunk bounds one sendfile(2) call.
 const maxSendfileChunk = 1 << 30
 
-// errShortFile is returned when the file ends before the range was sent (it was
+// ErrShortFile is returned when the file ends before the range was sent (it was
 // truncated under the reader); the frame on the socket is then incomplete and
 // the connection must be closed.
-var errShortFile = errors.New("sendfile: file ended before the range was sent")
+var ErrShortFile = errors.New("sendfile: file ended before the range was sent")
 
-// sendFile copies n bytes of f starting at off to the socket with sendfile(2),
+// SendFile copies n bytes of f starting at off to the socket with sendfile(2),
 // using an explicit offset so the file's shared position is never moved. It
 // waits for the socket to become writable through the runtime's poller, so the
 // connection's write deadline applies.
-func sendFile(conn *net.TCPConn, f *os.File, off, n int64) error {
+func SendFile(conn *net.TCPConn, f *os.File, off, n int64) error {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return err
@@ -53,7 +59,7 @@ func sendFile(conn *net.TCPConn, f *os.File, off, n int64) error {
 						sendErr = fmt.Errorf("sendfile: %w", err)
 						return true
 					case m == 0:
-						sendErr = errShortFile
+						sendErr = ErrShortFile
 						return true
 					}
 				}
@@ -70,14 +76,14 @@ func sendFile(conn *net.TCPConn, f *os.File, off, n int64) error {
 	return sendErr
 }
 
-// copyBufs are copySlice's buffers: the frame header and up to 256 KiB of
+// copyBufs are CopyRange's buffers: the frame header and up to 256 KiB of
 // records per write, so a TLS connection writes few, full records.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-// copySlice writes the frame header and then n bytes of f from off through
+// CopyRange writes the frame header and then n bytes of f from off through
 // w (a TLS connection): positioned reads into a pooled buffer, so the file's
 // shared position never moves.
-func copySlice(w io.Writer, prefix []byte, f *os.File, off, n int64) error {
+func CopyRange(w io.Writer, prefix []byte, f *os.File, off, n int64) error {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := (*bp)[:0]
@@ -88,7 +94,7 @@ func copySlice(w io.Writer, prefix []byte, f *os.File, off, n int64) error {
 		m, err := f.ReadAt(buf[len(buf):len(buf)+int(chunk)], off)
 		if int64(m) < chunk {
 			if err == nil || errors.Is(err, io.EOF) {
-				err = errShortFile
+				err = ErrShortFile
 			}
 			return err
 		}
@@ -101,10 +107,10 @@ func copySlice(w io.Writer, prefix []byte, f *os.File, off, n int64) error {
 	return nil
 }
 
-// writeMore writes p to the socket with MSG_MORE, so the kernel holds the
+// WriteMore writes p to the socket with MSG_MORE, so the kernel holds the
 // small frame header back and sends it in one segment with the sendfile data
 // that follows, instead of waking the reader for a header alone.
-func writeMore(conn *net.TCPConn, p []byte) error {
+func WriteMore(conn *net.TCPConn, p []byte) error {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return err

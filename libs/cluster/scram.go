@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"fmt"
+	"hash"
+)
+
+// SCRAM mechanisms, by their SASL names.
+const (
+	ScramSHA256 = "SCRAM-SHA-256"
+	ScramSHA512 = "SCRAM-SHA-512"
+)
+
+// Iteration counts of SCRAM credentials: Kafka's minimum, and the count
+// sluicectl uses (Kafka's tools use 4096 too).
+const (
+	MinScramIterations     = 4096
+	DefaultScramIterations = 4096
+)
+
+// ScramHash returns the hash of a SCRAM mechanism.
+func ScramHash(mechanism string) (func() hash.Hash, bool) {
+	switch mechanism {
+	case ScramSHA256:
+		return sha256.New, true
+	case ScramSHA512:
+		return sha512.New, true
+	}
+	return nil, false
+}
+
+// NewScramCredential derives the credential a server keeps for password
+// (RFC 5802 section 3) with a new random salt.
+func NewScramCredential(mechanism, password string, iterations int) (ScramCredential, error) {
+	h, ok := ScramHash(mechanism)
+	if !ok {
+		return ScramCredential{}, fmt.Errorf("unknown SCRAM mechanism %q", mechanism)
+	}
+	if iterations < MinScramIterations {
+		return ScramCredential{}, fmt.Errorf("SCRAM iterations %d are below %d", iterations, MinScramIterations)
+	}
+	salt := make([]byte, 24)
+	if _, err := rand.Read(salt); err != nil {
+		return ScramCredential{}, err
+	}
+	salted, err := pbkdf2.Key(h, password, salt, iterations, h().Size())
+	if err != nil {
+		return ScramCredential{}, err
+	}
+	clientKey := scramHMAC(h, salted, "Client Key")
+	stored := h()
+	stored.Write(clientKey)
+	return ScramCredential{Mechanism: mechanism, Salt: salt, Iterations: iterations,
+		StoredKey: stored.Sum(nil), ServerKey: scramHMAC(h, salted, "Server Key")}, nil
+}
+
+// NewScramCredentials derives the SCRAM-SHA-256 and -512 credentials of a
+// password.
+func NewScramCredentials(password string) ([]ScramCredential, error) {
+	var out []ScramCredential
+	for _, m := range []string{ScramSHA256, ScramSHA512} {
+		c, err := NewScramCredential(m, password, DefaultScramIterations)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func scramHMAC(h func() hash.Hash, key []byte, msg string) []byte {
+	m := hmac.New(h, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}

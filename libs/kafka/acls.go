@@ -1,0 +1,226 @@
+package kafka
+
+import (
+	"context"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// ACLs over the Kafka protocol, on Sluice's ACL model. A Sluice ACL lets a
+// principal produce to or consume from a topic (or "*", every topic); in
+// Kafka's terms it is an ALLOW binding of User:NAME, host "*", on a TOPIC
+// resource with a LITERAL pattern, for the WRITE (produce) or READ
+// (consume) operation. CreateAcls takes exactly those (ALL stands for both)
+// and refuses what the model cannot express, with the reason: DENY
+// bindings, PREFIXED patterns, hosts other than "*", other operations and
+// other resources (group access follows the topic consume ACLs; cluster
+// changes need an admin principal, made with sluicectl user create
+// --admin).
+
+// aclOf describes a Sluice ACL as a Kafka binding.
+func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.DescribeACLsResponseResourceACL) {
+	res = kmsg.NewDescribeACLsResponseResource()
+	res.ResourceType, res.ResourceName, res.ResourcePatternType = kmsg.ACLResourceTypeTopic, a.Topic, kmsg.ACLResourcePatternTypeLiteral
+	acl = kmsg.NewDescribeACLsResponseResourceACL()
+	acl.Principal, acl.Host, acl.PermissionType = "User:"+a.Principal, "*", kmsg.ACLPermissionTypeAllow
+	acl.Operation = kmsg.ACLOperationRead
+	if a.Operation == cluster.OpProduce {
+		acl.Operation = kmsg.ACLOperationWrite
+	}
+	return res, acl
+}
+
+// aclFilter is a DescribeAcls or DeleteAcls filter.
+type aclFilter struct {
+	typ     kmsg.ACLResourceType
+	name    *string
+	pattern kmsg.ACLResourcePatternType
+	who     *string
+	host    *string
+	op      kmsg.ACLOperation
+	perm    kmsg.ACLPermissionType
+}
+
+// matches reports whether a Sluice ACL is selected by the filter.
+func (f aclFilter) matches(a cluster.ACL) bool {
+	res, acl := aclOf(a)
+	switch {
+	case f.typ != kmsg.ACLResourceTypeAny && f.typ != res.ResourceType:
+		return false
+	case f.pattern != kmsg.ACLResourcePatternTypeAny && f.pattern != kmsg.ACLResourcePatternTypeMatch && f.pattern != res.ResourcePatternType:
+		return false
+	case f.name != nil && *f.name != res.ResourceName && !(f.pattern == kmsg.ACLResourcePatternTypeMatch && res.ResourceName == "*"):
+		return false
+	case f.who != nil && *f.who != acl.Principal:
+		return false
+	case f.host != nil && *f.host != acl.Host:
+		return false
+	case f.op != kmsg.ACLOperationAny && f.op != acl.Operation:
+		return false
+	case f.perm != kmsg.ACLPermissionTypeAny && f.perm != acl.PermissionType:
+		return false
+	}
+	return true
+}
+
+// describeACLs answers DescribeAcls with the Sluice ACLs the filter selects.
+func (b *Broker) describeACLs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DescribeACLsRequest)
+	resp := kmsg.NewPtrDescribeACLsResponse()
+	snap := b.Snapshot(ctx)
+	if snap == nil {
+		resp.ErrorCode = int16(protocol.BrokerNotAvailable)
+		return Reply{Msg: resp}
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "DescribeAcls", "the cluster's ACLs")
+		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
+		return Reply{Msg: resp}
+	}
+	f := aclFilter{typ: r.ResourceType, name: r.ResourceName, pattern: r.ResourcePatternType, who: r.Principal, host: r.Host, op: r.Operation, perm: r.PermissionType}
+	if r.Version == 0 {
+		f.pattern = kmsg.ACLResourcePatternTypeLiteral
+	}
+	byTopic := map[string]int{}
+	for _, a := range snap.ACLs {
+		if !f.matches(a) {
+			continue
+		}
+		res, acl := aclOf(a)
+		i, ok := byTopic[a.Topic]
+		if !ok {
+			i = len(resp.Resources)
+			byTopic[a.Topic] = i
+			resp.Resources = append(resp.Resources, res)
+		}
+		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, acl)
+	}
+	return Reply{Msg: resp}
+}
+
+// toACLs turns a Kafka binding into the Sluice ACLs it stands for, or says
+// why the model cannot express it.
+func toACLs(snap *cluster.Snapshot, cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
+	name, ok := strings.CutPrefix(cr.Principal, "User:")
+	switch {
+	case !ok:
+		return nil, protocol.InvalidPrincipalType.Err("principal %q: Sluice principals are named User:NAME", cr.Principal)
+	case cr.ResourceType == kmsg.ACLResourceTypeGroup:
+		return nil, protocol.InvalidRequest.Err("group ACLs are not kept: a principal may use a group on the topics it may consume")
+	case cr.ResourceType == kmsg.ACLResourceTypeCluster:
+		return nil, protocol.InvalidRequest.Err("cluster ACLs are not kept: cluster changes need an admin principal (sluicectl user create NAME --admin)")
+	case cr.ResourceType != kmsg.ACLResourceTypeTopic:
+		return nil, protocol.InvalidRequest.Err("only TOPIC ACLs are kept, not resource type %d", cr.ResourceType)
+	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral:
+		return nil, protocol.InvalidRequest.Err("only LITERAL resource patterns are kept (a topic name or *), not pattern type %d", cr.ResourcePatternType)
+	case cr.PermissionType != kmsg.ACLPermissionTypeAllow:
+		return nil, protocol.InvalidRequest.Err("only ALLOW ACLs are kept: a principal may do only what an ACL allows, so nothing needs denying")
+	case cr.Host != "*":
+		return nil, protocol.InvalidRequest.Err("host %q: ACLs apply from every host (*)", cr.Host)
+	}
+	if _, ok := snap.Principal(name); !ok {
+		return nil, protocol.InvalidRequest.Err("no principal %q (sluicectl user create %s)", name, name)
+	}
+	if cr.ResourceName != "*" {
+		if err := cluster.ValidateTopicName(cr.ResourceName); err != nil {
+			return nil, protocol.InvalidRequest.Err("%v", err)
+		}
+	}
+	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName}
+	switch cr.Operation {
+	case kmsg.ACLOperationRead:
+		acl.Operation = cluster.OpConsume
+	case kmsg.ACLOperationWrite:
+		acl.Operation = cluster.OpProduce
+	case kmsg.ACLOperationAll:
+		p := acl
+		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
+		return []cluster.ACL{acl, p}, nil
+	default:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce) or ALL (both); DESCRIBE follows from either", cr.Operation)
+	}
+	return []cluster.ACL{acl}, nil
+}
+
+// createACLs answers CreateAcls.
+func (b *Broker) createACLs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.CreateACLsRequest)
+	resp := kmsg.NewPtrCreateACLsResponse()
+	snap := b.Snapshot(ctx)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	for i := range r.Creations {
+		res := kmsg.NewCreateACLsResponseResult()
+		err := b.createACL(ctx, c, snap, &r.Creations[i])
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Results = append(resp.Results, res)
+	}
+	return Reply{Msg: resp}
+}
+
+func (b *Broker) createACL(ctx context.Context, c *Conn, snap *cluster.Snapshot, cr *kmsg.CreateACLsRequestCreation) error {
+	if snap == nil {
+		return protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "CreateAcls", cr.ResourceName)
+		return protocol.ClusterAuthorizationFailed.Err("changing ACLs needs an admin principal")
+	}
+	acls, err := toACLs(snap, cr)
+	if err != nil {
+		return err
+	}
+	for _, a := range acls {
+		if err := b.admin.SetACL(ctx, a, false); err != nil {
+			return err
+		}
+		c.Log().Info("kafka ACL created", "acl_principal", a.Principal, "topic", a.Topic, "operation", a.Operation)
+	}
+	return nil
+}
+
+// deleteACLs answers DeleteAcls: every Sluice ACL a filter selects is
+// deleted and listed.
+func (b *Broker) deleteACLs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DeleteACLsRequest)
+	resp := kmsg.NewPtrDeleteACLsResponse()
+	snap := b.Snapshot(ctx)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	for _, rf := range r.Filters {
+		res := kmsg.NewDeleteACLsResponseResult()
+		switch {
+		case snap == nil:
+			res.ErrorCode = int16(protocol.BrokerNotAvailable)
+		case !b.who(c, snap).admin():
+			b.denied(c, "DeleteAcls", "the cluster's ACLs")
+			res.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
+		default:
+			f := aclFilter{typ: rf.ResourceType, name: rf.ResourceName, pattern: rf.ResourcePatternType, who: rf.Principal, host: rf.Host, op: rf.Operation, perm: rf.PermissionType}
+			if r.Version == 0 {
+				f.pattern = kmsg.ACLResourcePatternTypeLiteral
+			}
+			for _, a := range snap.ACLs {
+				if !f.matches(a) {
+					continue
+				}
+				m := kmsg.NewDeleteACLsResponseResultMatchingACL()
+				dr, da := aclOf(a)
+				m.ResourceType, m.ResourceName, m.ResourcePatternType = dr.ResourceType, dr.ResourceName, dr.ResourcePatternType
+				m.Principal, m.Host, m.Operation, m.PermissionType = da.Principal, da.Host, da.Operation, da.PermissionType
+				err := b.admin.SetACL(ctx, a, true)
+				m.ErrorCode, m.ErrorMessage = errorFields(err)
+				if err == nil {
+					c.Log().Info("kafka ACL deleted", "acl_principal", a.Principal, "topic", a.Topic, "operation", a.Operation)
+				}
+				res.MatchingACLs = append(res.MatchingACLs, m)
+			}
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return Reply{Msg: resp}
+}

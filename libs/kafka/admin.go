@@ -1,0 +1,228 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// The topic admin requests go to the metadata service, which places and
+// commits them; every broker may take them (Kafka sends them to the
+// controller Metadata names, a frontend).
+
+// createTopics answers CreateTopics. A count of -1 (partitions, replication
+// factor) takes the cluster's default; explicit replica assignments are
+// refused, as Sluice places replicas itself.
+func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.CreateTopicsRequest)
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	snap := b.Snapshot(ctx)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	seen := map[string]int{}
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range r.Topics {
+		res := kmsg.NewCreateTopicsResponseTopic()
+		res.Topic = rt.Topic
+		res.NumPartitions, res.ReplicationFactor = -1, -1
+		var err error
+		if seen[rt.Topic] > 1 {
+			err = protocol.InvalidRequest.Err("topic %q is named more than once in the request", rt.Topic)
+		} else {
+			var t *cluster.Topic
+			t, err = b.createTopic(ctx, c, snap, &rt, r.ValidateOnly)
+			if t != nil {
+				res.TopicID = TopicID(t)
+				res.NumPartitions, res.ReplicationFactor = int32(len(t.Partitions)), int16(t.ReplicationFactor)
+				for _, e := range describeTopicConfig(t, nil, false, false) {
+					ce := kmsg.NewCreateTopicsResponseTopicConfig()
+					ce.Name, ce.Value, ce.ReadOnly, ce.Source = e.Name, e.Value, e.ReadOnly, int8(e.Source)
+					res.Configs = append(res.Configs, ce)
+				}
+			}
+		}
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Topics = append(resp.Topics, res)
+	}
+	return Reply{Msg: resp}
+}
+
+// createTopic creates (or with validateOnly checks) one topic and returns it
+// as created (as it would be, validating).
+func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapshot, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*cluster.Topic, error) {
+	if snap == nil {
+		return nil, protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "CreateTopics", rt.Topic)
+		return nil, protocol.TopicAuthorizationFailed.Err("creating topics needs an admin principal")
+	}
+	if len(rt.ReplicaAssignment) > 0 {
+		return nil, protocol.InvalidRequest.Err("explicit replica assignments are not supported: Sluice places replicas (give a partition count and a replication factor)")
+	}
+	set := snap.Settings()
+	parts, rf := int(rt.NumPartitions), int(rt.ReplicationFactor)
+	if parts == -1 {
+		parts = set.NumPartitions
+	}
+	if rf == -1 {
+		rf = set.ReplicationFactor
+	}
+	kv := map[string]*string{}
+	for _, cfg := range rt.Configs {
+		kv[cfg.Name] = cfg.Value
+	}
+	config, err := toTopicConfig(kv)
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.ValidateTopicName(rt.Topic); err != nil {
+		return nil, protocol.InvalidTopic.Err("%v", err)
+	}
+	if validateOnly {
+		switch {
+		case parts < 1 || parts > cluster.MaxPartitions:
+			return nil, protocol.InvalidPartitions.Err("%d partitions: must be 1..%d", parts, cluster.MaxPartitions)
+		case rf < 1:
+			return nil, protocol.InvalidReplicationFactor.Err("replication factor %d must be at least 1", rf)
+		}
+		if _, ok := snap.Topic(rt.Topic); ok {
+			return nil, protocol.TopicAlreadyExists.Err("topic %q already exists", rt.Topic)
+		}
+		if _, err := cluster.ParseTopicConfig(config, rf); err != nil {
+			return nil, protocol.InvalidConfig.Err("%v", err)
+		}
+		alive := 0
+		for _, n := range snap.Nodes {
+			if n.Alive && !n.Decommissioned {
+				alive++
+			}
+		}
+		if rf > alive {
+			return nil, protocol.InvalidReplicationFactor.Err("replication factor %d is larger than the %d storage nodes available", rf, alive)
+		}
+		t := &cluster.Topic{Name: rt.Topic, ReplicationFactor: rf, Config: config, Partitions: make([]cluster.Partition, parts)}
+		return t, nil
+	}
+	t, err := b.admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: rt.Topic, Partitions: parts, ReplicationFactor: rf, Config: config})
+	if err != nil {
+		return nil, err
+	}
+	c.Log().Info("kafka topic created", "topic", rt.Topic, "partitions", parts, "replication_factor", rf)
+	_, _ = b.model.Refresh(ctx)
+	return t, nil
+}
+
+// deleteTopics answers DeleteTopics, by name or (v6+) by topic id.
+func (b *Broker) deleteTopics(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	snap := b.Snapshot(ctx)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	targets := r.Topics
+	if r.Version < 6 {
+		targets = nil
+		for _, n := range r.TopicNames {
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			name := n
+			rt.Topic = &name
+			targets = append(targets, rt)
+		}
+	}
+	for _, rt := range targets {
+		res := kmsg.NewDeleteTopicsResponseTopic()
+		res.Topic, res.TopicID = rt.Topic, rt.TopicID
+		err := b.deleteTopic(ctx, c, snap, &rt, &res)
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Topics = append(resp.Topics, res)
+	}
+	if len(targets) > 0 {
+		_, _ = b.model.Refresh(ctx)
+	}
+	return Reply{Msg: resp}
+}
+
+func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapshot, rt *kmsg.DeleteTopicsRequestTopic, res *kmsg.DeleteTopicsResponseTopic) error {
+	if snap == nil {
+		return protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	var t *cluster.Topic
+	var ok bool
+	if rt.Topic != nil {
+		t, ok = snap.Topic(*rt.Topic)
+	} else {
+		t, ok = topicByID(snap, rt.TopicID)
+		if !ok {
+			return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
+		}
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "DeleteTopics", fmt.Sprint(rt.Topic))
+		return protocol.TopicAuthorizationFailed.Err("deleting topics needs an admin principal")
+	}
+	if !ok {
+		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", *rt.Topic)
+	}
+	name := t.Name
+	res.Topic, res.TopicID = &name, TopicID(t)
+	if err := b.admin.DeleteTopic(ctx, name); err != nil {
+		return err
+	}
+	c.Log().Info("kafka topic deleted", "topic", name)
+	return nil
+}
+
+// createPartitions answers CreatePartitions: each topic grows to Count
+// partitions (explicit assignments are refused).
+func (b *Broker) createPartitions(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.CreatePartitionsRequest)
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	snap := b.Snapshot(ctx)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	for _, rt := range r.Topics {
+		res := kmsg.NewCreatePartitionsResponseTopic()
+		res.Topic = rt.Topic
+		err := b.createPartitionsOf(ctx, c, snap, &rt, r.ValidateOnly)
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Topics = append(resp.Topics, res)
+	}
+	return Reply{Msg: resp}
+}
+
+func (b *Broker) createPartitionsOf(ctx context.Context, c *Conn, snap *cluster.Snapshot, rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	if snap == nil {
+		return protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "CreatePartitions", rt.Topic)
+		return protocol.TopicAuthorizationFailed.Err("adding partitions needs an admin principal")
+	}
+	if len(rt.Assignment) > 0 {
+		return protocol.InvalidReplicaAssignment.Err("explicit replica assignments are not supported: Sluice places replicas")
+	}
+	t, ok := snap.Topic(rt.Topic)
+	switch {
+	case !ok:
+		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", rt.Topic)
+	case int(rt.Count) <= len(t.Partitions):
+		return protocol.InvalidPartitions.Err("topic %q has %d partitions; the count can only grow", rt.Topic, len(t.Partitions))
+	case rt.Count > cluster.MaxPartitions:
+		return protocol.InvalidPartitions.Err("%d partitions: at most %d", rt.Count, cluster.MaxPartitions)
+	case validateOnly:
+		return nil
+	}
+	if _, err := b.admin.AddPartitions(ctx, rt.Topic, cluster.AddPartitionsRequest{Partitions: int(rt.Count)}); err != nil {
+		return err
+	}
+	c.Log().Info("kafka partitions added", "topic", rt.Topic, "partitions", rt.Count)
+	_, _ = b.model.Refresh(ctx)
+	return nil
+}

@@ -1,0 +1,482 @@
+package kafka
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Model is the cluster model as a broker holds it: the frontend's metadata
+// cache, a storage node's membership.
+type Model interface {
+	// Snapshot returns the newest model held, nil before the first.
+	Snapshot() *cluster.Snapshot
+	// Refresh reads the model from the metadata service now.
+	Refresh(ctx context.Context) (*cluster.Snapshot, error)
+}
+
+// Admin is the metadata service's API the admin requests go to;
+// *cluster.Client is one.
+type Admin interface {
+	CreateTopic(ctx context.Context, req cluster.CreateTopicRequest) (*cluster.Topic, error)
+	DeleteTopic(ctx context.Context, name string) error
+	AlterTopicConfig(ctx context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error)
+	AddPartitions(ctx context.Context, name string, req cluster.AddPartitionsRequest) (*cluster.Topic, error)
+	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
+	SetClusterConfig(ctx context.Context, req cluster.AlterTopicConfigRequest) (map[string]string, error)
+	SetACL(ctx context.Context, a cluster.ACL, delete bool) error
+}
+
+// BrokerConfig configures the requests every broker answers alike.
+type BrokerConfig struct {
+	// Authorize checks every request against the ACLs of the model, the
+	// connection's principal being the SASL user or the certificate name.
+	Authorize bool
+	// Services are the principals of the cluster's own services, which may
+	// do everything (Kafka's super.users).
+	Services []string
+	// AdminTimeout bounds a request forwarded to the metadata service.
+	AdminTimeout time.Duration
+}
+
+// Broker answers the requests every broker of the cluster answers alike,
+// from the cluster model and the metadata service.
+type Broker struct {
+	cfg   BrokerConfig
+	self  func() int32
+	model Model
+	admin Admin
+	log   *slog.Logger
+}
+
+// NewBroker returns a Broker; self returns this broker's Kafka node id (-1
+// while it has none).
+func NewBroker(cfg BrokerConfig, self func() int32, model Model, admin Admin, log *slog.Logger) *Broker {
+	if cfg.AdminTimeout <= 0 {
+		cfg.AdminTimeout = 30 * time.Second
+	}
+	return &Broker{cfg: cfg, self: self, model: model, admin: admin, log: log}
+}
+
+// Routes returns the broker's routes; the caller adds its data path.
+func (b *Broker) Routes() map[int16]Route {
+	return map[int16]Route{
+		3:  {Min: 1, Max: 12, Handle: b.metadata},
+		60: {Min: 0, Max: 1, Handle: b.describeCluster},
+		22: {Min: 0, Max: 5, Handle: b.initProducerID},
+		19: {Min: 2, Max: 7, Handle: b.createTopics},
+		20: {Min: 1, Max: 6, Handle: b.deleteTopics},
+		37: {Min: 0, Max: 3, Handle: b.createPartitions},
+		32: {Min: 1, Max: 4, Handle: b.describeConfigs},
+		33: {Min: 0, Max: 2, Handle: b.alterConfigs},
+		44: {Min: 0, Max: 1, Handle: b.incrementalAlterConfigs},
+		29: {Min: 1, Max: 3, Handle: b.describeACLs},
+		30: {Min: 1, Max: 3, Handle: b.createACLs},
+		31: {Min: 1, Max: 3, Handle: b.deleteACLs},
+	}
+}
+
+// Snapshot returns the newest model, reading it from metadata when none is
+// held yet; nil when there is none to be had.
+func (b *Broker) Snapshot(ctx context.Context) *cluster.Snapshot {
+	if s := b.model.Snapshot(); s != nil {
+		return s
+	}
+	s, err := b.model.Refresh(ctx)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// who is a connection's principal as the model knows it.
+type who struct {
+	check bool // false: authorization is off, or a service acts
+	name  string
+	p     *cluster.Principal // nil: no principal has the name
+	snap  *cluster.Snapshot
+}
+
+// Who returns what the connection's principal may do in snap.
+func (b *Broker) who(c *Conn, snap *cluster.Snapshot) who {
+	name, _ := c.Principal()
+	if !b.cfg.Authorize || name != "" && slices.Contains(b.cfg.Services, name) {
+		return who{name: name, snap: snap}
+	}
+	p, _ := snap.Principal(name)
+	return who{check: true, name: name, p: p, snap: snap}
+}
+
+// may reports whether the principal may do op on topic.
+func (w who) may(op, topic string) bool {
+	return !w.check || w.p != nil && w.snap.Allowed(w.p, op, topic)
+}
+
+// describe reports whether the principal may see topic: any right on it.
+func (w who) describe(topic string) bool {
+	return w.may(cluster.OpProduce, topic) || w.may(cluster.OpConsume, topic)
+}
+
+// admin reports whether the principal may change the cluster.
+func (w who) admin() bool { return !w.check || w.p != nil && w.p.Admin }
+
+// some reports whether the principal may do op on some topic.
+func (w who) some(op string) bool { return !w.check || w.p != nil && w.snap.AllowedSome(w.p, op) }
+
+// Allowed reports whether the connection's principal may do op on topic in
+// the newest model, logging a refusal: the data paths (produce, fetch,
+// offsets) ask it for each topic.
+func (b *Broker) Allowed(c *Conn, op, topic string) bool {
+	if !b.cfg.Authorize {
+		return true
+	}
+	snap := b.model.Snapshot()
+	if snap == nil {
+		return false
+	}
+	if b.who(c, snap).may(op, topic) {
+		return true
+	}
+	b.denied(c, op, topic)
+	return false
+}
+
+// Admin reports whether the connection's principal is an admin (or
+// authorization is off), logging a refusal.
+func (b *Broker) Admin(c *Conn, api string) bool {
+	if !b.cfg.Authorize {
+		return true
+	}
+	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).admin() {
+		return true
+	}
+	b.denied(c, api, "the cluster (an admin principal is needed)")
+	return false
+}
+
+// denied logs a refusal and returns its code.
+func (b *Broker) denied(c *Conn, api, what string) int16 {
+	c.Log().Warn("kafka request denied", "api", api, "what", what)
+	return int16(protocol.TopicAuthorizationFailed)
+}
+
+// Kafka's ACL operations, as bits of authorized-operations fields.
+const (
+	opRead            = 3
+	opWrite           = 4
+	opCreate          = 5
+	opDelete          = 6
+	opAlter           = 7
+	opDescribe        = 8
+	opDescribeConfigs = 10
+	opAlterConfigs    = 11
+	opIdempotentWrite = 12
+	// opsNotRequested is what an authorized-operations field holds when the
+	// request did not ask for it.
+	opsNotRequested = int32(-2147483648)
+)
+
+func opBits(ops ...int) int32 {
+	var v int32
+	for _, o := range ops {
+		v |= 1 << o
+	}
+	return v
+}
+
+// topicOps is the authorized-operations field of a topic.
+func (w who) topicOps(topic string) int32 {
+	if w.admin() {
+		return opBits(opRead, opWrite, opCreate, opDelete, opAlter, opDescribe, opDescribeConfigs, opAlterConfigs)
+	}
+	var v int32
+	if w.may(cluster.OpConsume, topic) {
+		v |= opBits(opRead, opDescribe, opDescribeConfigs)
+	}
+	if w.may(cluster.OpProduce, topic) {
+		v |= opBits(opWrite, opDescribe, opDescribeConfigs)
+	}
+	return v
+}
+
+// clusterOps is the authorized-operations field of the cluster.
+func (w who) clusterOps() int32 {
+	if w.admin() {
+		return opBits(opCreate, opAlter, opDescribe, opDescribeConfigs, opAlterConfigs, opIdempotentWrite)
+	}
+	if w.some(cluster.OpProduce) {
+		return opBits(opDescribe, opIdempotentWrite)
+	}
+	return opBits(opDescribe)
+}
+
+// Brokers lists the brokers of snap as Kafka clients see them: the
+// registered frontends, then the alive storage nodes with a Kafka listener.
+func Brokers(snap *cluster.Snapshot) []kmsg.MetadataResponseBroker {
+	var out []kmsg.MetadataResponseBroker
+	add := func(id int32, addr, rack string) {
+		hp, err := splitHostPort(addr)
+		if err != nil {
+			return
+		}
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = id, hp.host, hp.port
+		if rack != "" {
+			br.Rack = &rack
+		}
+		out = append(out, br)
+	}
+	for _, f := range snap.Frontends {
+		add(f.ID, f.KafkaAddr, f.Rack)
+	}
+	for _, n := range snap.Nodes {
+		if n.Alive && n.KafkaAddr != "" {
+			add(n.ID, n.KafkaAddr, n.Rack)
+		}
+	}
+	return out
+}
+
+// controllerID is the broker admin clients send controller requests to: the
+// first frontend, or without one the first storage node with a listener.
+func controllerID(snap *cluster.Snapshot) int32 {
+	if len(snap.Frontends) > 0 {
+		return snap.Frontends[0].ID
+	}
+	for _, n := range snap.Nodes {
+		if n.Alive && n.KafkaAddr != "" {
+			return n.ID
+		}
+	}
+	return -1
+}
+
+// TopicID returns a topic's id as Kafka's 16-byte UUID (zero for topics
+// made before ids existed).
+func TopicID(t *cluster.Topic) [16]byte {
+	var id [16]byte
+	if b, err := hex.DecodeString(t.ID); err == nil && len(b) == 16 {
+		copy(id[:], b)
+	}
+	return id
+}
+
+// topicByID finds a topic by its Kafka UUID.
+func topicByID(snap *cluster.Snapshot, id [16]byte) (*cluster.Topic, bool) {
+	if id == ([16]byte{}) {
+		return nil, false
+	}
+	for i := range snap.Topics {
+		if TopicID(&snap.Topics[i]) == id {
+			return &snap.Topics[i], true
+		}
+	}
+	return nil, false
+}
+
+// metadata answers Metadata: brokers, cluster and controller ids, and the
+// topics asked for (every topic the principal may see when none are named),
+// creating missing ones when the cluster allows it.
+func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.MetadataRequest)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.ControllerID = -1
+	snap := b.Snapshot(ctx)
+	if snap == nil {
+		for _, t := range r.Topics {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = t.Topic, t.TopicID, int16(protocol.LeaderNotAvailable)
+			resp.Topics = append(resp.Topics, mt)
+		}
+		return Reply{Msg: resp}
+	}
+	w := b.who(c, snap)
+	resp.Brokers = Brokers(snap)
+	resp.ClusterID = &snap.ClusterID
+	resp.ControllerID = controllerID(snap)
+	if r.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = w.clusterOps()
+	} else {
+		resp.AuthorizedOperations = opsNotRequested
+	}
+	ops := func(name string) int32 {
+		if r.IncludeTopicAuthorizedOperations {
+			return w.topicOps(name)
+		}
+		return opsNotRequested
+	}
+	if r.Topics == nil {
+		for i := range snap.Topics {
+			t := &snap.Topics[i]
+			if w.describe(t.Name) {
+				mt := b.topicMetadata(snap, t)
+				mt.AuthorizedOperations = ops(t.Name)
+				resp.Topics = append(resp.Topics, mt)
+			}
+		}
+		return Reply{Msg: resp}
+	}
+	autoCreate := (r.Version < 4 || r.AllowAutoTopicCreation) && snap.Settings().AutoCreateTopics
+	for _, rt := range r.Topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, opsNotRequested
+		var t *cluster.Topic
+		var ok bool
+		if rt.Topic != nil {
+			t, ok = snap.Topic(*rt.Topic)
+		} else {
+			t, ok = topicByID(snap, rt.TopicID)
+		}
+		switch {
+		case ok && !w.describe(t.Name):
+			mt.ErrorCode = b.denied(c, "Metadata", t.Name)
+		case ok:
+			mt = b.topicMetadata(snap, t)
+			mt.AuthorizedOperations = ops(t.Name)
+		case rt.Topic == nil:
+			mt.ErrorCode = int16(protocol.UnknownTopicID)
+		case autoCreate && w.may(cluster.OpProduce, *rt.Topic):
+			mt.ErrorCode = b.autoCreate(ctx, c, snap, *rt.Topic)
+		case !w.describe(*rt.Topic):
+			// Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic the
+			// principal may not see, whether or not it exists.
+			mt.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+		default:
+			mt.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return Reply{Msg: resp}
+}
+
+// autoCreate creates a topic a Metadata request named, with the cluster's
+// default shape; the answer is LEADER_NOT_AVAILABLE (the client asks again
+// until leaders are elected), or why it could not be created.
+func (b *Broker) autoCreate(ctx context.Context, c *Conn, snap *cluster.Snapshot, name string) int16 {
+	if err := cluster.ValidateTopicName(name); err != nil {
+		return int16(protocol.InvalidTopic)
+	}
+	set := snap.Settings()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	_, err := b.admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: set.NumPartitions, ReplicationFactor: set.ReplicationFactor})
+	if err != nil && protocol.CodeOf(err) != protocol.TopicAlreadyExists {
+		c.Log().Warn("kafka topic auto-creation failed", "topic", name, "err", err)
+		return int16(protocol.CodeOf(err))
+	}
+	c.Log().Info("kafka topic auto-created", "topic", name, "partitions", set.NumPartitions, "replication_factor", set.ReplicationFactor)
+	_, _ = b.model.Refresh(ctx)
+	return int16(protocol.LeaderNotAvailable)
+}
+
+// topicMetadata describes a topic: each partition led, for Kafka clients,
+// by the frontend cluster.Snapshot.KafkaLeader names, at the storage
+// leader's epoch, with the storage replicas and ISR.
+func (b *Broker) topicMetadata(snap *cluster.Snapshot, t *cluster.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic, mt.TopicID = &name, TopicID(t)
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.LeaderEpoch = p.ID, p.LeaderEpoch
+		mp.Replicas, mp.ISR = slices.Clone(p.Replicas), slices.Clone(p.ISR)
+		if mp.ISR == nil {
+			mp.ISR = []int32{}
+		}
+		mp.OfflineReplicas = []int32{}
+		for _, id := range p.Replicas {
+			if n, ok := snap.Node(id); !ok || !n.Alive {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
+		mp.Leader = -1
+		if f, ok := snap.KafkaLeader(t.Name, p.ID); ok && p.Leader >= 0 {
+			mp.Leader = f.ID
+		} else {
+			mp.ErrorCode = int16(protocol.LeaderNotAvailable)
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// describeCluster answers DescribeCluster (the Java admin client's view of
+// the brokers).
+func (b *Broker) describeCluster(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DescribeClusterRequest)
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	resp.EndpointType = 1 // brokers
+	resp.ControllerID = -1
+	resp.ClusterAuthorizedOperations = opsNotRequested
+	if r.Version >= 1 && r.EndpointType != 1 {
+		resp.ErrorCode = int16(protocol.UnsupportedEndpointType)
+		msg := "only the brokers endpoint type (1) is served"
+		resp.ErrorMessage = &msg
+		return Reply{Msg: resp}
+	}
+	snap := b.Snapshot(ctx)
+	if snap == nil {
+		resp.ErrorCode = int16(protocol.BrokerNotAvailable)
+		return Reply{Msg: resp}
+	}
+	resp.ClusterID, resp.ControllerID = snap.ClusterID, controllerID(snap)
+	for _, br := range Brokers(snap) {
+		d := kmsg.NewDescribeClusterResponseBroker()
+		d.NodeID, d.Host, d.Port, d.Rack = br.NodeID, br.Host, br.Port, br.Rack
+		resp.Brokers = append(resp.Brokers, d)
+	}
+	if r.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = b.who(c, snap).clusterOps()
+	}
+	return Reply{Msg: resp}
+}
+
+// initProducerID hands out an idempotent producer id from the metadata
+// service. Kafka does the same for producers without a transactional id:
+// a new id at epoch 0 on every call (clients bump the epoch themselves
+// after a failed batch, KIP-360, and ask again only when it runs out).
+// Transactional ids are refused until transactions exist.
+func (b *Broker) initProducerID(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.InitProducerIDRequest)
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		c.Log().Warn("kafka transactional producer refused: transactions are not supported", "transactional_id", *r.TransactionalID)
+		resp.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
+		return Reply{Msg: resp}
+	}
+	snap := b.Snapshot(ctx)
+	if snap != nil && !b.who(c, snap).some(cluster.OpProduce) {
+		c.Log().Warn("kafka request denied", "api", "InitProducerId", "what", "no produce ACL on any topic")
+		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
+		return Reply{Msg: resp}
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	id, err := b.admin.InitProducerID(ctx)
+	if err != nil {
+		resp.ErrorCode = int16(retriableOr(err, protocol.CoordinatorNotAvailable))
+		c.Log().Warn("kafka producer id not allocated", "err", err)
+		return Reply{Msg: resp}
+	}
+	resp.ProducerID, resp.ProducerEpoch = id.ProducerID, id.ProducerEpoch
+	return Reply{Msg: resp}
+}
+
+// retriableOr returns err's code when a Kafka client knows it, and
+// otherwise fallback (a transport error, a code of Sluice's own).
+func retriableOr(err error, fallback protocol.Code) protocol.Code {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code < 1000 && pe.Code != protocol.UnknownServerError {
+		return pe.Code
+	}
+	return fallback
+}

@@ -1,0 +1,421 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// Topic configs under Kafka's names. Sluice's topic configs already use
+// Kafka's names but for unclean.leader.election (Kafka's
+// unclean.leader.election.enable) and flush.policy (Sluice's own). A few
+// Kafka configs have one value in Sluice (fixed): they are described with
+// it, and setting them to it is accepted and changes nothing.
+type topicConfig struct {
+	kafka string // the name Kafka clients use
+	key   string // Sluice's key; "" for a fixed config
+	typ   kmsg.ConfigType
+	fixed string // the only value of a fixed config
+	doc   string
+}
+
+var topicConfigs = []topicConfig{
+	{kafka: "cleanup.policy", typ: kmsg.ConfigTypeList, fixed: "delete", doc: "only delete: segments past retention are deleted (compaction is not available)"},
+	{kafka: "compression.type", typ: kmsg.ConfigTypeString, fixed: "producer", doc: "producer: batches keep the codec the producer chose"},
+	{kafka: "flush.policy", key: cluster.ConfigFlushPolicy, typ: kmsg.ConfigTypeString, doc: "fsync: acks=all after fsync on the in-sync replicas; replication: after they hold it in page cache"},
+	{kafka: "max.message.bytes", key: cluster.ConfigMaxMessageBytes, typ: kmsg.ConfigTypeInt, doc: "largest record batch accepted"},
+	{kafka: "message.timestamp.type", typ: kmsg.ConfigTypeString, fixed: "CreateTime", doc: "CreateTime: records keep the producer's timestamps"},
+	{kafka: "min.insync.replicas", key: cluster.ConfigMinInsyncReplicas, typ: kmsg.ConfigTypeInt, doc: "in-sync replicas an acks=all produce needs"},
+	{kafka: "retention.bytes", key: cluster.ConfigRetentionBytes, typ: kmsg.ConfigTypeLong, doc: "size per partition past which old segments are deleted (-1: none)"},
+	{kafka: "retention.ms", key: cluster.ConfigRetentionMs, typ: kmsg.ConfigTypeLong, doc: "age past which segments are deleted (-1: never)"},
+	{kafka: "segment.bytes", key: cluster.ConfigSegmentBytes, typ: kmsg.ConfigTypeInt, doc: "size at which a segment rolls"},
+	{kafka: "segment.ms", key: cluster.ConfigSegmentMs, typ: kmsg.ConfigTypeLong, doc: "age at which a segment rolls"},
+	{kafka: "unclean.leader.election.enable", key: cluster.ConfigUncleanElection, typ: kmsg.ConfigTypeBoolean, doc: "elect a replica outside the ISR when none is left (may lose records)"},
+}
+
+// topicConfigByName finds a topic config by its Kafka name (or by Sluice's
+// own key, for clients that pass those).
+func topicConfigByName(name string) (topicConfig, bool) {
+	for _, c := range topicConfigs {
+		if c.kafka == name || c.key != "" && c.key == name {
+			return c, true
+		}
+	}
+	return topicConfig{}, false
+}
+
+// topicDefaults are the defaults of Sluice's topic configs as strings.
+func topicDefaults() map[string]string {
+	d := cluster.DefaultTopicConfig()
+	return map[string]string{
+		cluster.ConfigRetentionMs:       strconv.FormatInt(d.RetentionMs, 10),
+		cluster.ConfigRetentionBytes:    strconv.FormatInt(d.RetentionBytes, 10),
+		cluster.ConfigSegmentBytes:      strconv.FormatInt(d.SegmentBytes, 10),
+		cluster.ConfigSegmentMs:         strconv.FormatInt(d.SegmentMs, 10),
+		cluster.ConfigMinInsyncReplicas: strconv.Itoa(d.MinInsyncReplicas),
+		cluster.ConfigFlushPolicy:       d.FlushPolicy,
+		cluster.ConfigUncleanElection:   strconv.FormatBool(d.UncleanElection),
+		cluster.ConfigMaxMessageBytes:   strconv.FormatInt(d.MaxMessageBytes, 10),
+	}
+}
+
+// toTopicConfig turns Kafka config pairs into Sluice's: names mapped, fixed
+// configs dropped when set to their value. A name Sluice does not know or a
+// fixed config set otherwise is INVALID_CONFIG with the reason.
+func toTopicConfig(kv map[string]*string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(kv)) {
+		c, ok := topicConfigByName(name)
+		if !ok {
+			return nil, protocol.InvalidConfig.Err("topic config %q is not supported (supported: %s)", name, topicConfigNames())
+		}
+		v := kv[name]
+		if v == nil {
+			return nil, protocol.InvalidConfig.Err("topic config %q has a null value", name)
+		}
+		if c.key == "" {
+			if *v != c.fixed {
+				return nil, protocol.InvalidConfig.Err("topic config %s=%q is not supported: Sluice has %s=%s only (%s)", name, *v, name, c.fixed, c.doc)
+			}
+			continue
+		}
+		out[c.key] = *v
+	}
+	return out, nil
+}
+
+func topicConfigNames() string {
+	var names []string
+	for _, c := range topicConfigs {
+		names = append(names, c.kafka)
+	}
+	return fmt.Sprint(names)
+}
+
+// describeTopicConfig lists a topic's configs under Kafka's names, those
+// asked for (all when names is nil).
+func describeTopicConfig(t *cluster.Topic, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	defaults := topicDefaults()
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, c := range topicConfigs {
+		if names != nil && !slices.Contains(names, c.kafka) {
+			continue
+		}
+		e := kmsg.NewDescribeConfigsResponseResourceConfig()
+		e.Name, e.ConfigType = c.kafka, c.typ
+		v, set := t.Config[c.key]
+		switch {
+		case c.key == "":
+			v, e.ReadOnly, e.IsDefault, e.Source = c.fixed, true, true, kmsg.ConfigSourceDefaultConfig
+		case set:
+			e.Source = kmsg.ConfigSourceDynamicTopicConfig
+		default:
+			v, e.IsDefault, e.Source = defaults[c.key], true, kmsg.ConfigSourceDefaultConfig
+		}
+		e.Value = &v
+		if synonyms {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
+			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
+		}
+		if docs {
+			doc := c.doc
+			e.Documentation = &doc
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// describeClusterConfig lists the cluster-wide settings as a broker's
+// configs: set ones come from the cluster-wide dynamic defaults.
+func describeClusterConfig(snap *cluster.Snapshot, names []string, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	d := cluster.DefaultClusterConfig()
+	defaults := map[string]string{
+		cluster.SettingAutoCreateTopics:  strconv.FormatBool(d.AutoCreateTopics),
+		cluster.SettingNumPartitions:     strconv.Itoa(d.NumPartitions),
+		cluster.SettingReplicationFactor: strconv.Itoa(d.ReplicationFactor),
+	}
+	types := map[string]kmsg.ConfigType{cluster.SettingAutoCreateTopics: kmsg.ConfigTypeBoolean,
+		cluster.SettingNumPartitions: kmsg.ConfigTypeInt, cluster.SettingReplicationFactor: kmsg.ConfigTypeShort}
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, name := range cluster.ClusterSettings() {
+		if names != nil && !slices.Contains(names, name) {
+			continue
+		}
+		e := kmsg.NewDescribeConfigsResponseResourceConfig()
+		e.Name, e.ConfigType = name, types[name]
+		v, set := snap.Config[name]
+		if set {
+			e.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		} else {
+			v, e.IsDefault, e.Source = defaults[name], true, kmsg.ConfigSourceDefaultConfig
+		}
+		e.Value = &v
+		if synonyms {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
+			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// describeConfigs answers DescribeConfigs for topics (their configs) and
+// brokers (the cluster-wide settings, the same on every broker).
+func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DescribeConfigsRequest)
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	snap := b.Snapshot(ctx)
+	for _, rr := range r.Resources {
+		res := kmsg.NewDescribeConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		code, msg := b.describeResource(c, snap, &rr, &res, r.IncludeSynonyms, r.IncludeDocumentation)
+		res.ErrorCode = int16(code)
+		if code != protocol.None {
+			res.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, res)
+	}
+	return Reply{Msg: resp}
+}
+
+func (b *Broker) describeResource(c *Conn, snap *cluster.Snapshot, rr *kmsg.DescribeConfigsRequestResource,
+	res *kmsg.DescribeConfigsResponseResource, synonyms, docs bool) (protocol.Code, string) {
+	if snap == nil {
+		return protocol.BrokerNotAvailable, "no cluster model yet"
+	}
+	w := b.who(c, snap)
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+		if !w.describe(rr.ResourceName) {
+			b.denied(c, "DescribeConfigs", rr.ResourceName)
+			return protocol.TopicAuthorizationFailed, "the principal may not see this topic"
+		}
+		t, ok := snap.Topic(rr.ResourceName)
+		if !ok {
+			return protocol.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", rr.ResourceName)
+		}
+		res.Configs = describeTopicConfig(t, rr.ConfigNames, synonyms, docs)
+	case kmsg.ConfigResourceTypeBroker:
+		if !w.admin() {
+			b.denied(c, "DescribeConfigs", "broker "+rr.ResourceName)
+			return protocol.ClusterAuthorizationFailed, "describing broker configs needs an admin principal"
+		}
+		if err := b.checkBrokerName(snap, rr.ResourceName); err != nil {
+			return protocol.CodeOf(err), protocol.MessageOf(err)
+		}
+		res.Configs = describeClusterConfig(snap, rr.ConfigNames, synonyms)
+	default:
+		return protocol.InvalidRequest, fmt.Sprintf("configs of resource type %d are not kept (topics and brokers are)", rr.ResourceType)
+	}
+	return protocol.None, ""
+}
+
+// checkBrokerName accepts "" (the cluster-wide defaults) and the id of a
+// broker of snap.
+func (b *Broker) checkBrokerName(snap *cluster.Snapshot, name string) error {
+	if name == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err == nil {
+		for _, br := range Brokers(snap) {
+			if br.NodeID == int32(id) {
+				return nil
+			}
+		}
+	}
+	return protocol.InvalidRequest.Err("no broker %q", name)
+}
+
+// alterConfigs answers AlterConfigs: each resource's configs are replaced
+// by the ones given (the others return to their defaults).
+func (b *Broker) alterConfigs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.AlterConfigsRequest)
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	snap := b.Snapshot(ctx)
+	for _, rr := range r.Resources {
+		set := map[string]*string{}
+		for _, cfg := range rr.Configs {
+			set[cfg.Name] = cfg.Value
+		}
+		err := b.alterResource(ctx, c, snap, rr.ResourceType, rr.ResourceName, set, nil, true, r.ValidateOnly)
+		res := kmsg.NewAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Resources = append(resp.Resources, res)
+	}
+	return Reply{Msg: resp}
+}
+
+// incrementalAlterConfigs answers IncrementalAlterConfigs: SET and DELETE
+// (APPEND and SUBTRACT apply to list configs, which Sluice's are not).
+func (b *Broker) incrementalAlterConfigs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	snap := b.Snapshot(ctx)
+	for _, rr := range r.Resources {
+		set, del := map[string]*string{}, []string{}
+		var err error
+		for _, cfg := range rr.Configs {
+			switch cfg.Op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				set[cfg.Name] = cfg.Value
+			case kmsg.IncrementalAlterConfigOpDelete:
+				del = append(del, cfg.Name)
+			default:
+				err = protocol.InvalidConfig.Err("%s: APPEND and SUBTRACT apply to list configs; use SET", cfg.Name)
+			}
+		}
+		if err == nil {
+			err = b.alterResource(ctx, c, snap, rr.ResourceType, rr.ResourceName, set, del, false, r.ValidateOnly)
+		}
+		res := kmsg.NewIncrementalAlterConfigsResponseResource()
+		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
+		resp.Resources = append(resp.Resources, res)
+	}
+	return Reply{Msg: resp}
+}
+
+// alterResource changes one resource's configs: set and delete names, or
+// with replace every config (those not in set return to their defaults).
+// Topic configs go to the topic (applied live by the storage nodes); the
+// cluster-wide broker defaults ("" as the broker name) to the cluster
+// settings.
+func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, typ kmsg.ConfigResourceType, name string,
+	set map[string]*string, del []string, replace, validateOnly bool) error {
+	if snap == nil {
+		return protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	if !b.who(c, snap).admin() {
+		b.denied(c, "AlterConfigs", name)
+		if typ == kmsg.ConfigResourceTypeTopic {
+			return protocol.TopicAuthorizationFailed.Err("changing configs needs an admin principal")
+		}
+		return protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
+	defer cancel()
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		t, ok := snap.Topic(name)
+		if !ok {
+			return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", name)
+		}
+		kv, err := toTopicConfig(set)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		for _, n := range del {
+			tc, ok := topicConfigByName(n)
+			if !ok {
+				return protocol.InvalidConfig.Err("topic config %q is not supported", n)
+			}
+			if tc.key != "" {
+				keys = append(keys, tc.key)
+			}
+		}
+		if replace {
+			for k := range t.Config {
+				if _, kept := kv[k]; !kept {
+					keys = append(keys, k)
+				}
+			}
+		}
+		next := maps.Clone(t.Config)
+		if next == nil {
+			next = map[string]string{}
+		}
+		maps.Copy(next, kv)
+		for _, k := range keys {
+			delete(next, k)
+		}
+		if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
+			return protocol.InvalidConfig.Err("%v", err)
+		}
+		if validateOnly {
+			return nil
+		}
+		_, err = b.admin.AlterTopicConfig(ctx, name, cluster.AlterTopicConfigRequest{Set: kv, Delete: keys})
+		if err == nil {
+			c.Log().Info("kafka topic configs changed", "topic", name, "set", kv, "delete", keys)
+		}
+		return err
+	case kmsg.ConfigResourceTypeBroker:
+		if name != "" {
+			return protocol.InvalidRequest.Err("configs are cluster-wide: alter the broker defaults (an empty broker name), not broker %q", name)
+		}
+		kv := map[string]string{}
+		for k, v := range set {
+			if v == nil {
+				return protocol.InvalidConfig.Err("%s has a null value", k)
+			}
+			kv[k] = *v
+		}
+		if replace {
+			for k := range snap.Config {
+				if _, kept := kv[k]; !kept {
+					del = append(del, k)
+				}
+			}
+		}
+		next := maps.Clone(snap.Config)
+		if next == nil {
+			next = map[string]string{}
+		}
+		maps.Copy(next, kv)
+		for _, k := range del {
+			delete(next, k)
+		}
+		if _, err := cluster.ParseClusterConfig(next); err != nil {
+			return protocol.InvalidConfig.Err("%v", err)
+		}
+		if validateOnly {
+			return nil
+		}
+		_, err := b.admin.SetClusterConfig(ctx, cluster.AlterTopicConfigRequest{Set: kv, Delete: del})
+		if err == nil {
+			c.Log().Info("kafka cluster settings changed", "set", kv, "delete", del)
+			_, _ = b.model.Refresh(ctx)
+		}
+		return err
+	}
+	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics and brokers are)", typ)
+}
+
+// errorFields turns an error into a response's code and message.
+func errorFields(err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	msg := protocol.MessageOf(err)
+	return int16(kafkaCode(err)), &msg
+}
+
+// kafkaCode is the code a Kafka client is given for err: its wire code
+// when Kafka has it, UNKNOWN_SERVER_ERROR for Sluice's own codes and
+// errors without one.
+func kafkaCode(err error) protocol.Code {
+	c := protocol.CodeOf(err)
+	if c >= 1000 {
+		switch c {
+		case protocol.TooManyConnections:
+			return protocol.ThrottlingQuotaExceeded
+		case protocol.UnknownNode:
+			return protocol.BrokerNotAvailable
+		}
+		return protocol.UnknownServerError
+	}
+	return c
+}

@@ -1,0 +1,225 @@
+package kafkaapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// fetchSessionNotFound is Kafka's FETCH_SESSION_ID_NOT_FOUND: no broker of
+// Sluice keeps fetch sessions (every answer says session 0), so a client
+// naming one is told to start over with full fetches.
+const fetchSessionNotFound = 70
+
+// fetchPart is one partition of a fetch, with its answer.
+type fetchPart struct {
+	topic     string
+	partition int32
+	offset    int64
+	epoch     int32
+	maxBytes  int32
+	leader    *cluster.Node // the storage leader, when known
+	out       *kafka.FetchPartition
+	res       storageclient.Result // the proxied records' buffer
+}
+
+// fetch answers Fetch. Partitions a client may read from their storage
+// leader's Kafka listener (v11+, KIP-392) are checked with a one-batch fetch
+// without waiting and answered with the leader as preferred read replica;
+// the others are read through this frontend.
+func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.FetchRequest)
+	body := &kafka.FetchBody{Version: r.Version}
+	if r.Version >= 7 && r.SessionID != 0 {
+		body.ErrorCode = fetchSessionNotFound
+		body.Encode()
+		return kafka.Reply{Body: body}
+	}
+	snap := s.cache.Snapshot()
+	var probe, proxy []*fetchPart
+	for _, rt := range r.Topics {
+		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+		var topic *cluster.Topic
+		if snap != nil {
+			if r.Version >= 13 {
+				topic = topicByID(snap, rt.TopicID)
+			} else {
+				topic, _ = snap.Topic(rt.Topic)
+			}
+		}
+		ft.Partitions = make([]kafka.FetchPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			ft.Partitions[i] = kafka.NewFetchPartition(rp.Partition)
+		}
+		body.Topics = append(body.Topics, ft)
+		parts := body.Topics[len(body.Topics)-1].Partitions
+		for i, rp := range rt.Partitions {
+			out := &parts[i]
+			switch {
+			case topic == nil && r.Version >= 13:
+				out.ErrorCode = int16(protocol.UnknownTopicID)
+			case topic == nil:
+				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+			case !s.broker.Allowed(c, cluster.OpConsume, topic.Name):
+				out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			case rp.Partition < 0 || int(rp.Partition) >= len(topic.Partitions):
+				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+			case r.ReplicaID >= 0 || r.ReplicaState.ID >= 0:
+				out.ErrorCode = int16(protocol.NotLeaderOrFollower) // replication is among storage nodes
+			default:
+				fp := &fetchPart{topic: topic.Name, partition: rp.Partition, offset: rp.FetchOffset, epoch: rp.CurrentLeaderEpoch,
+					maxBytes: rp.PartitionMaxBytes, out: out}
+				if r.Version < 9 {
+					fp.epoch = -1
+				}
+				if n, ok := snap.Node(topic.Partitions[rp.Partition].Leader); ok && n.Alive && n.KafkaAddr != "" {
+					fp.leader = n
+				}
+				if r.Version >= 11 && fp.leader != nil {
+					probe = append(probe, fp)
+				} else {
+					proxy = append(proxy, fp)
+				}
+			}
+		}
+	}
+	s.probe(ctx, probe)
+	s.proxy(ctx, proxy, time.Duration(r.MaxWaitMillis)*time.Millisecond, int(r.MinBytes), int(r.MaxBytes))
+	body.Encode()
+	return kafka.Reply{Body: body}
+}
+
+// probe fetches one batch of each partition from its leader without
+// waiting: an error (offset out of range, stale epoch, leader moved) is the
+// answer; otherwise the client is sent to the leader (preferred read
+// replica) with the partition's offsets, and the batch is dropped.
+func (s *Service) probe(ctx context.Context, parts []*fetchPart) {
+	forEach(parts, func(fp *fetchPart) {
+		var resp protocol.FetchResponse
+		req := &protocol.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: 1, MaxWaitMs: 0,
+			MinBytes: 0, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1}
+		res, err := s.fetcher.AtLeader(ctx, fp.topic, fp.partition, protocol.APIFetch, req, &resp)
+		res.Release()
+		fp.fill(&resp, err)
+		if err == nil {
+			fp.out.PreferredReadReplica = fp.leader.ID
+		}
+	})
+}
+
+// proxy reads the partitions through this frontend: first without waiting;
+// when that gives fewer than minBytes, again with the request's wait, the
+// first answer with records ending the others' wait. maxBytes bounds the
+// answer's records (the first partition's are always sent whole).
+func (s *Service) proxy(ctx context.Context, parts []*fetchPart, wait time.Duration, minBytes, maxBytes int) {
+	if len(parts) == 0 {
+		return
+	}
+	s.proxyPass(ctx, parts, 0, nil)
+	got := 0
+	for _, fp := range parts {
+		got += len(fp.res.Payload)
+	}
+	if got < max(minBytes, 1) && wait > 0 {
+		var empty []*fetchPart
+		for _, fp := range parts {
+			if fp.out.ErrorCode == 0 && len(fp.res.Payload) == 0 {
+				fp.res.Release()
+				empty = append(empty, fp)
+			}
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		s.proxyPass(wctx, empty, wait, cancel)
+		cancel()
+	}
+	budget := maxBytes
+	for i, fp := range parts {
+		n := len(fp.res.Payload)
+		if n == 0 {
+			fp.res.Release()
+			continue
+		}
+		if i > 0 && n > budget {
+			fp.res.Release()
+			continue // over the response's max bytes: the client asks again
+		}
+		budget -= n
+		fp.out.Records = &proxied{res: fp.res}
+	}
+}
+
+// proxyPass fetches every partition concurrently with the given wait; done,
+// when set, is called once the first partition brings records.
+func (s *Service) proxyPass(ctx context.Context, parts []*fetchPart, wait time.Duration, done func()) {
+	var once sync.Once
+	forEach(parts, func(fp *fetchPart) {
+		var resp protocol.FetchResponse
+		req := &protocol.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: max(fp.maxBytes, 1),
+			MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1}
+		res, err := s.fetcher.AtLeader(ctx, fp.topic, fp.partition, protocol.APIFetch, req, &resp)
+		if done != nil && ctx.Err() != nil && err != nil {
+			res.Release() // ended by another partition's answer: nothing for this one
+			return
+		}
+		fp.res = res
+		fp.fill(&resp, err)
+		if err != nil {
+			fp.res.Release()
+			fp.res = storageclient.Result{}
+		}
+		if done != nil && len(fp.res.Payload) > 0 {
+			once.Do(done)
+		}
+	})
+}
+
+// fill sets a partition's answer from the leader's.
+func (fp *fetchPart) fill(resp *protocol.FetchResponse, err error) {
+	if err != nil {
+		fp.out.ErrorCode = codeOf(err)
+		return
+	}
+	fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = resp.HighWatermark, resp.HighWatermark, resp.LogStartOffset
+}
+
+// proxied are records read through the frontend, in the storage client's
+// pooled buffer until released.
+type proxied struct{ res storageclient.Result }
+
+func (p *proxied) Len() int                      { return len(p.res.Payload) }
+func (p *proxied) WriteTo(w *kafka.Writer) error { return w.Write(p.res.Payload) }
+func (p *proxied) Release()                      { p.res.Release() }
+
+// forEach runs f for every part concurrently and waits.
+func forEach(parts []*fetchPart, f func(*fetchPart)) {
+	if len(parts) == 1 {
+		f(parts[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, fp := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(fp)
+		}()
+	}
+	wg.Wait()
+}
+
+// topicByID finds a topic by its Kafka id.
+func topicByID(snap *cluster.Snapshot, id [16]byte) *cluster.Topic {
+	for i := range snap.Topics {
+		if kafka.TopicID(&snap.Topics[i]) == id {
+			return &snap.Topics[i]
+		}
+	}
+	return nil
+}

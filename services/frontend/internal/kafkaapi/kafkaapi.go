@@ -1,0 +1,119 @@
+// Package kafkaapi is the frontend's Kafka listener: the broker Kafka
+// clients bootstrap from, produce to and administer through.
+//
+// Every frontend registers its listener with metadata (Member) and appears
+// in Kafka Metadata as a broker; the frontends share the partitions'
+// leadership among them (cluster.Snapshot.KafkaLeader), though each routes
+// every partition. The requests every broker answers alike (Metadata,
+// admin, ACLs, producer ids) are libs/kafka's Broker; this package adds the
+// data path:
+//
+//   - Produce: each partition's record batches go to the partition's
+//     storage leader untouched, in one storage produce request, through
+//     the producer's retry path (produce.ProduceRecords); acks 0, 1 and -1
+//     are Sluice's none, leader and all.
+//   - Fetch: a client that follows KIP-392 (Fetch v11+) is sent to the
+//     storage node that leads the partition (its preferred read replica),
+//     whose own Kafka listener sends the records with sendfile; the
+//     frontend first asks the leader for one batch without waiting, so an
+//     offset out of range or a stale leader epoch is answered here, where
+//     the client expects such answers from a leader. Older clients, and
+//     partitions whose leader has no Kafka listener, get the records
+//     through the frontend.
+//   - ListOffsets and OffsetForLeaderEpoch go to the storage leader.
+//
+// Requests of one connection are served one at a time (libs/kafka), so a
+// connection's produce requests reach each partition's leader in order.
+package kafkaapi
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
+	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
+	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+)
+
+// Config configures the frontend's Kafka listener.
+type Config struct {
+	Listener kafka.Config
+	// Rack is the frontend's rack, given to Kafka clients.
+	Rack string
+	// RequireAuth checks every request against the ACLs (the frontend's
+	// -require-auth).
+	RequireAuth bool
+	// Heartbeat is the interval of the frontend's heartbeats to metadata.
+	Heartbeat time.Duration
+}
+
+// Service is the frontend's Kafka listener and what it serves.
+type Service struct {
+	cfg      Config
+	cache    *metacache.Cache
+	producer *produce.Producer
+	fetcher  *fetch.Fetcher
+	member   *Member
+	broker   *kafka.Broker
+	server   *kafka.Server
+	quotas   *quota.Limiter
+	log      *slog.Logger
+}
+
+// New builds the listener (it listens at once; Start serves).
+func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
+	member *Member, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quota.NewLimiter(nil), log: log}
+	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
+	routes := s.broker.Routes()
+	routes[0] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
+	routes[1] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
+	routes[2] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
+	routes[23] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	routes[35] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
+	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
+	if err != nil {
+		return nil, err
+	}
+	s.server = srv
+	return s, nil
+}
+
+// Start serves connections.
+func (s *Service) Start() { s.server.Start() }
+
+// Stop closes the listener and its connections.
+func (s *Service) Stop(ctx context.Context) error { return s.server.Stop(ctx) }
+
+// Addr is the listener's address.
+func (s *Service) Addr() string { return s.server.Addr() }
+
+// describeLogDirs answers DescribeLogDirs: a frontend holds no logs.
+func (s *Service) describeLogDirs(_ context.Context, _ *kafka.Conn, _ kmsg.Request) kafka.Reply {
+	return kafka.Reply{Msg: kmsg.NewPtrDescribeLogDirsResponse()}
+}
+
+// codeOf is the Kafka error code of a storage or producer error.
+func codeOf(err error) int16 {
+	c := protocol.CodeOf(err)
+	switch {
+	case c == protocol.None:
+		return 0
+	case c == protocol.BrokerNotAvailable, c == protocol.NetworkException, c == protocol.UnknownNode:
+		// The leader could not be reached: a Kafka client refreshes its
+		// metadata and retries on NOT_LEADER_OR_FOLLOWER.
+		return int16(protocol.NotLeaderOrFollower)
+	case c == protocol.CorruptRecord:
+		return int16(protocol.CorruptRecord)
+	case c >= 1000 || c == protocol.UnknownServerError:
+		return int16(protocol.UnknownServerError)
+	}
+	return int16(c)
+}

@@ -1,0 +1,101 @@
+package kafkaapi
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// listOffsets answers ListOffsets by asking each partition's storage
+// leader: earliest (-2), latest (-1, the high watermark; also the last
+// stable offset, as Sluice has no transactions yet), the largest timestamp
+// (-3) or the first offset at or after a timestamp.
+func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.ListOffsetsRequest)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		out := &resp.Topics[i]
+		*out = kmsg.NewListOffsetsResponseTopic()
+		out.Topic = rt.Topic
+		out.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
+		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		for j, rp := range rt.Partitions {
+			p := &out.Partitions[j]
+			*p = kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition, p.Offset, p.Timestamp, p.LeaderEpoch = rp.Partition, -1, -1, -1
+			if !allowed {
+				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+				continue
+			}
+			epoch := rp.CurrentLeaderEpoch
+			if r.Version < 4 {
+				epoch = -1
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var lr protocol.ListOffsetsResponse
+				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIListOffsets,
+					&protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch}, &lr)
+				res.Release()
+				if err != nil {
+					p.ErrorCode = codeOf(err)
+					return
+				}
+				p.Offset, p.Timestamp, p.LeaderEpoch = lr.Offset, lr.Timestamp, lr.LeaderEpoch
+				if r.Version == 0 && lr.Offset >= 0 {
+					p.OldStyleOffsets = []int64{lr.Offset}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return kafka.Reply{Msg: resp}
+}
+
+// offsetForLeaderEpoch answers OffsetForLeaderEpoch (a consumer checking
+// its position after a leader change, KIP-320) from the storage leaders.
+func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		out := &resp.Topics[i]
+		*out = kmsg.NewOffsetForLeaderEpochResponseTopic()
+		out.Topic = rt.Topic
+		out.Partitions = make([]kmsg.OffsetForLeaderEpochResponseTopicPartition, len(rt.Partitions))
+		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		for j, rp := range rt.Partitions {
+			p := &out.Partitions[j]
+			*p = kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			p.Partition, p.LeaderEpoch, p.EndOffset = rp.Partition, -1, -1
+			if !allowed {
+				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var er protocol.OffsetForLeaderEpochResponse
+				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIOffsetForLeaderEpoch,
+					&protocol.OffsetForLeaderEpochRequest{Topic: rt.Topic, Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LeaderEpoch: rp.LeaderEpoch}, &er)
+				res.Release()
+				if err != nil {
+					p.ErrorCode = codeOf(err)
+					return
+				}
+				p.LeaderEpoch, p.EndOffset = er.LeaderEpoch, er.EndOffset
+			}()
+		}
+	}
+	wg.Wait()
+	return kafka.Reply{Msg: resp}
+}

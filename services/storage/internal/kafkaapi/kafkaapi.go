@@ -1,0 +1,380 @@
+// Package kafkaapi is a storage node's Kafka listener: the broker a Kafka
+// consumer is sent to by a frontend (KIP-392's preferred read replica) for
+// the partitions this node leads, so that record bytes go from the segment
+// file to the client socket with sendfile and never through a frontend.
+//
+// The node appears in Kafka Metadata as a broker that leads nothing; it
+// serves Fetch, ListOffsets and OffsetForLeaderEpoch for the partitions it
+// leads, and, as every broker of the cluster does, the requests a client
+// sends to any broker (Metadata, admin, ACLs, producer ids) through
+// libs/kafka's Broker. A fetch for a partition it does not lead is answered
+// NOT_LEADER_OR_FOLLOWER naming the frontend Kafka clients see as leader, so
+// the client goes back there and is sent to the new storage leader.
+package kafkaapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/zerocopy"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
+	"github.com/sluicemq/sluice/services/storage/internal/server"
+)
+
+// Config configures the storage node's Kafka listener.
+type Config struct {
+	Listener kafka.Config
+	// Authorize checks requests against the ACLs (the node's -authorize);
+	// Services are the principals that may do everything.
+	Authorize bool
+	Services  []string
+	// MaxFetchWait caps a fetch's long-poll.
+	MaxFetchWait time.Duration
+}
+
+// Service is the storage node's Kafka listener.
+type Service struct {
+	cfg     Config
+	mgr     *replica.Manager
+	model   kafka.Model
+	broker  *kafka.Broker
+	server  *kafka.Server
+	metrics *server.Metrics
+	quotas  *quota.Limiter
+	log     *slog.Logger
+}
+
+// New builds the listener (it listens at once; Start serves). model is the
+// node's view of the cluster; admin the metadata service.
+func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin, metrics *server.Metrics, kmetrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	if cfg.MaxFetchWait <= 0 {
+		cfg.MaxFetchWait = 30 * time.Second
+	}
+	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quota.NewLimiter(nil), log: log}
+	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services}, mgr.Self, model, admin, log)
+	routes := s.broker.Routes()
+	// Produce is advertised as on every broker (librdkafka takes a broker
+	// without it for one that predates RecordBatch v2 and will not fetch
+	// from it), and answered NOT_LEADER_OR_FOLLOWER: frontends lead.
+	routes[0] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
+	routes[1] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
+	routes[2] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
+	routes[23] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	routes[35] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
+	srv, err := kafka.NewServer(cfg.Listener, routes, model.Snapshot, kmetrics, log)
+	if err != nil {
+		return nil, err
+	}
+	s.server = srv
+	return s, nil
+}
+
+// Start serves connections.
+func (s *Service) Start() { s.server.Start() }
+
+// Stop closes the listener and its connections.
+func (s *Service) Stop(ctx context.Context) error { return s.server.Stop(ctx) }
+
+// Addr is the listener's address.
+func (s *Service) Addr() string { return s.server.Addr() }
+
+// leader returns the replica of a partition this node leads, checking the
+// client's leader epoch (-1: no check), or the Kafka error code: a
+// partition of the model that this node holds no replica of is
+// NOT_LEADER_OR_FOLLOWER, as for one it follows.
+func (s *Service) leader(snap *cluster.Snapshot, topic string, partition, epoch int32) (*replica.Replica, int16) {
+	r, err := s.mgr.Get(topic, partition)
+	if err == nil {
+		_, err = r.CheckLeader(s.mgr.Self())
+	}
+	if err == nil {
+		err = r.CheckFetcherEpoch(epoch)
+	}
+	if err == nil {
+		return r, 0
+	}
+	code := codeOf(err)
+	if code == int16(protocol.UnknownTopicOrPartition) && snap != nil {
+		if t, ok := snap.Topic(topic); ok && partition >= 0 && int(partition) < len(t.Partitions) {
+			code = int16(protocol.NotLeaderOrFollower)
+		}
+	}
+	return nil, code
+}
+
+// produce answers a produce request sent here by a client with stale
+// metadata: NOT_LEADER_OR_FOLLOWER for every partition, naming (v10+) the
+// frontend that leads it for Kafka clients.
+func (s *Service) produce(_ context.Context, _ *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.ProduceRequest)
+	if r.Acks == 0 {
+		return kafka.Reply{None: true}
+	}
+	snap := s.model.Snapshot()
+	resp := kmsg.NewPtrProduceResponse()
+	named := map[int32]bool{}
+	for _, rt := range r.Topics {
+		out := kmsg.NewProduceResponseTopic()
+		out.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
+			p.ErrorCode = int16(protocol.NotLeaderOrFollower)
+			if snap != nil {
+				if t, ok := snap.Topic(rt.Topic); ok && rp.Partition >= 0 && int(rp.Partition) < len(t.Partitions) {
+					if f, ok := snap.KafkaLeader(rt.Topic, rp.Partition); ok {
+						p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = f.ID, t.Partitions[rp.Partition].LeaderEpoch
+						named[f.ID] = true
+					}
+				}
+			}
+			out.Partitions = append(out.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	if snap != nil {
+		for _, b := range kafka.Brokers(snap) {
+			if named[b.NodeID] {
+				pb := kmsg.NewProduceResponseBroker()
+				pb.NodeID, pb.Host, pb.Port, pb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+				resp.Brokers = append(resp.Brokers, pb)
+			}
+		}
+	}
+	return kafka.Reply{Msg: resp}
+}
+
+// codeOf is the Kafka code of a storage error.
+func codeOf(err error) int16 {
+	c := server.CodeFor(err)
+	if c >= 1000 || c == protocol.UnknownServerError {
+		return int16(protocol.UnknownServerError)
+	}
+	return int16(c)
+}
+
+// fetchPart is one partition of a fetch being served.
+type fetchPart struct {
+	r        *replica.Replica
+	topic    string
+	offset   int64
+	maxBytes int
+	out      *kafka.FetchPartition
+}
+
+// fetch answers Fetch from the partitions' logs: it long-polls until
+// MinBytes are below the high watermarks or MaxWait passes, then sends the
+// batches by sendfile (through the TLS layer under TLS).
+func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.FetchRequest)
+	body := &kafka.FetchBody{Version: r.Version}
+	if r.Version >= 7 && r.SessionID != 0 {
+		body.ErrorCode = 70 // FETCH_SESSION_ID_NOT_FOUND: no sessions are kept
+		body.Encode()
+		return kafka.Reply{Body: body}
+	}
+	snap := s.model.Snapshot()
+	var parts []*fetchPart
+	for _, rt := range r.Topics {
+		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID, Partitions: make([]kafka.FetchPartition, len(rt.Partitions))}
+		name := rt.Topic
+		if r.Version >= 13 {
+			name = ""
+			if t := topicByID(snap, rt.TopicID); t != nil {
+				name = t.Name
+			}
+		}
+		body.Topics = append(body.Topics, ft)
+		outs := body.Topics[len(body.Topics)-1].Partitions
+		for i, rp := range rt.Partitions {
+			outs[i] = kafka.NewFetchPartition(rp.Partition)
+			out := &outs[i]
+			epoch := rp.CurrentLeaderEpoch
+			if r.Version < 9 {
+				epoch = -1
+			}
+			switch {
+			case name == "":
+				out.ErrorCode = int16(protocol.UnknownTopicID)
+			case r.ReplicaID >= 0 || r.ReplicaState.ID >= 0:
+				out.ErrorCode = int16(protocol.NotLeaderOrFollower) // followers replicate over the storage protocol
+			case !s.broker.Allowed(c, cluster.OpConsume, name):
+				out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			default:
+				rep, code := s.leader(snap, name, rp.Partition, epoch)
+				if code != 0 {
+					out.ErrorCode = code
+					s.leaderHint(snap, name, out)
+					continue
+				}
+				parts = append(parts, &fetchPart{r: rep, topic: name, offset: rp.FetchOffset, maxBytes: int(rp.PartitionMaxBytes), out: out})
+			}
+		}
+	}
+	wait := min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait)
+	sent := s.poll(ctx, parts, wait, int(r.MinBytes), int(r.MaxBytes))
+	body.ThrottleMillis = int32(s.chargeFetch(c, sent) / time.Millisecond)
+	body.Encode()
+	return kafka.Reply{Body: body, Throttle: time.Duration(body.ThrottleMillis) * time.Millisecond}
+}
+
+// poll reads the partitions until minBytes are there or wait passes, and
+// fills their answers; it returns the record bytes answered.
+func (s *Service) poll(ctx context.Context, parts []*fetchPart, wait time.Duration, minBytes, maxBytes int) int {
+	deadline := time.Now().Add(wait)
+	for {
+		var chans []<-chan struct{}
+		for _, p := range parts {
+			chans = append(chans, p.r.Log.Changed(), p.r.Changed())
+		}
+		got := s.read(parts, maxBytes)
+		left := time.Until(deadline)
+		if got >= max(minBytes, 1) || left <= 0 || len(parts) == 0 {
+			return got
+		}
+		for _, p := range parts {
+			if p.out.Records != nil {
+				p.out.Records.Release()
+				p.out.Records = nil
+			}
+		}
+		if !waitAny(ctx, chans, left) {
+			if ctx.Err() != nil {
+				return 0
+			}
+			deadline = time.Now() // answer with what there is
+		}
+	}
+}
+
+// read fills each partition's answer with what its log holds below the
+// high watermark, within the fetch's byte limits (the first partition with
+// records is sent whole, as Kafka does, so a consumer always progresses).
+func (s *Service) read(parts []*fetchPart, maxBytes int) int {
+	got := 0
+	for _, p := range parts {
+		p.out.ErrorCode = 0
+		hw := p.r.HighWatermark()
+		p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = hw, hw, p.r.Log.StartOffset()
+		room := p.maxBytes
+		if got > 0 {
+			room = min(room, maxBytes-got)
+		}
+		if room <= 0 {
+			continue
+		}
+		sl, err := p.r.Log.Read(p.offset, room, hw)
+		if err != nil {
+			if errors.Is(err, seglog.ErrCorruptData) {
+				s.mgr.ReportCorrupt(p.r, err) // none of it is sent; the replica is repaired
+			}
+			p.out.ErrorCode = codeOf(err)
+			continue
+		}
+		if sl.Size() == 0 {
+			sl.Release()
+			continue
+		}
+		got += int(sl.Size())
+		p.out.Records = &sliceRecords{sl: sl, topic: p.topic, metrics: s.metrics}
+	}
+	return got
+}
+
+// waitAny waits until one of chans is closed (true), or wait passes or ctx
+// ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
+	for _, ch := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 2
+}
+
+// sliceRecords are a segment range sent with sendfile (copied through the
+// TLS layer under TLS).
+type sliceRecords struct {
+	sl      seglog.Slice
+	topic   string
+	metrics *server.Metrics
+}
+
+func (r *sliceRecords) Len() int { return int(r.sl.Size()) }
+
+func (r *sliceRecords) WriteTo(w *kafka.Writer) error {
+	var err error
+	if tcp := w.TCP(); tcp != nil {
+		err = zerocopy.SendFile(tcp, r.sl.File(), r.sl.Pos(), r.sl.Size())
+	} else {
+		err = zerocopy.CopyRange(w.Stream(), nil, r.sl.File(), r.sl.Pos(), r.sl.Size())
+	}
+	if err == nil && r.metrics != nil {
+		r.metrics.BytesOut.WithLabelValues(r.topic, "kafka").Add(float64(r.sl.Size()))
+		r.metrics.Fetched.WithLabelValues(r.topic, "kafka").Inc()
+	}
+	return err
+}
+
+func (r *sliceRecords) Release() { r.sl.Release() }
+
+// leaderHint names, in a v12+ answer, the frontend Kafka clients see as the
+// partition's leader, so they go back there (KIP-951).
+func (s *Service) leaderHint(snap *cluster.Snapshot, topic string, out *kafka.FetchPartition) {
+	if snap == nil || out.ErrorCode != int16(protocol.NotLeaderOrFollower) && out.ErrorCode != int16(protocol.FencedLeaderEpoch) {
+		return
+	}
+	t, ok := snap.Topic(topic)
+	if !ok || int(out.Partition) >= len(t.Partitions) {
+		return
+	}
+	if f, ok := snap.KafkaLeader(topic, out.Partition); ok {
+		out.Leader.LeaderID, out.Leader.LeaderEpoch = f.ID, t.Partitions[out.Partition].LeaderEpoch
+	}
+}
+
+// chargeFetch counts the bytes sent against the client's fetch quota and
+// returns how long the client should wait before its next fetch.
+func (s *Service) chargeFetch(c *kafka.Conn, n int) time.Duration {
+	client := c.ClientID()
+	if len(client) > cluster.MaxClientIDLen {
+		client = client[:cluster.MaxClientIDLen]
+	}
+	rate := s.mgr.Quota(client).FetchBytesPerSec
+	if rate <= 0 {
+		return 0
+	}
+	s.quotas.Charge(client, rate, n)
+	if wait := s.quotas.Admit(client, rate); wait > 0 {
+		s.metrics.QuotaThrottled.Inc()
+		return wait
+	}
+	return 0
+}
+
+// topicByID finds a topic by its Kafka id.
+func topicByID(snap *cluster.Snapshot, id [16]byte) *cluster.Topic {
+	if snap == nil {
+		return nil
+	}
+	for i := range snap.Topics {
+		if kafka.TopicID(&snap.Topics[i]) == id {
+			return &snap.Topics[i]
+		}
+	}
+	return nil
+}
