@@ -69,7 +69,7 @@ func NewBroker(cfg BrokerConfig, self func() int32, model Model, admin Admin, lo
 // Routes returns the broker's routes; the caller adds its data path.
 func (b *Broker) Routes() map[int16]Route {
 	return map[int16]Route{
-		3:  {Min: 1, Max: 12, Handle: b.metadata},
+		3:  {Min: 0, Max: 12, Handle: b.metadata},
 		60: {Min: 0, Max: 1, Handle: b.describeCluster},
 		22: {Min: 0, Max: 5, Handle: b.initProducerID},
 		19: {Min: 2, Max: 7, Handle: b.createTopics},
@@ -313,7 +313,7 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 		}
 		return opsNotRequested
 	}
-	if r.Topics == nil {
+	if r.Topics == nil || r.Version == 0 && len(r.Topics) == 0 { // v0 has no null: empty is every topic
 		for i := range snap.Topics {
 			t := &snap.Topics[i]
 			if w.describe(t.Name) {

@@ -141,7 +141,7 @@ func (c *Conn) request(n int) bool {
 			// KIP-511: the v0 format, with the versions this broker speaks.
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.ErrorCode, resp.ApiKeys = 35, c.s.apis // UNSUPPORTED_VERSION
-			h.Flexible = false
+			h.Flexible, h.Version = false, 0
 			return c.write(&h, Reply{Msg: resp})
 		}
 		c.s.refused("unsupported_version")

@@ -328,3 +328,47 @@ func (f *fields) end(what string) error {
 	}
 	return nil
 }
+
+// DeleteRecordsRequest asks a partition's leader to delete the records
+// below Offset (-1: the high watermark) by moving its log start offset.
+type DeleteRecordsRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// DeleteRecordsResponse is the leader's log start offset after the
+// deletion (Kafka's low watermark).
+type DeleteRecordsResponse struct {
+	LowWatermark int64
+}
+
+// EncodeMsgpack implements Body.
+func (r *DeleteRecordsRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(3), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)), e.EncodeInt(r.Offset))
+}
+
+// DecodeMsgpack implements Body.
+func (r *DeleteRecordsRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(3) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.Offset = f.int()
+	}
+	return f.end("delete records request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *DeleteRecordsResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(1), e.EncodeInt(r.LowWatermark))
+}
+
+// DecodeMsgpack implements Body.
+func (r *DeleteRecordsResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(1) {
+		r.LowWatermark = f.int()
+	}
+	return f.end("delete records response")
+}

@@ -21,6 +21,9 @@ const (
 	APIOffsetForLeaderEpoch APIKey = 3
 	// APIDescribeReplicas asks a node for the state of its replicas.
 	APIDescribeReplicas APIKey = 4
+	// APIDeleteRecords moves a leader's log start offset (Kafka's
+	// DeleteRecords).
+	APIDeleteRecords APIKey = 5
 )
 
 func (k APIKey) String() string {
@@ -35,6 +38,8 @@ func (k APIKey) String() string {
 		return "OffsetForLeaderEpoch"
 	case APIDescribeReplicas:
 		return "DescribeReplicas"
+	case APIDeleteRecords:
+		return "DeleteRecords"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

@@ -26,7 +26,8 @@ func TestRequestRoundTrip(t *testing.T) {
 	}{
 		{APIProduce, &ProduceRequest{Topic: "orders", Partition: 3, Acks: AcksAll, TimeoutMs: 5000}, &ProduceRequest{}, []byte("batch-bytes")},
 		{APIFetch, &FetchRequest{Topic: "t", Partition: 0, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500, MinBytes: 1, ReplicaID: -1}, &FetchRequest{}, nil},
-		{APIListOffsets, &ListOffsetsRequest{Topic: "t", Partition: 7, Timestamp: TimestampEarliest}, &ListOffsetsRequest{}, nil},
+		{APIListOffsets, &ListOffsetsRequest{Topic: "t", Partition: 7, Timestamp: TimestampEarliest, CurrentLeaderEpoch: 3}, &ListOffsetsRequest{}, nil},
+		{APIDeleteRecords, &DeleteRecordsRequest{Topic: "t", Partition: 2, Offset: 77}, &DeleteRecordsRequest{}, nil},
 		{APIFetch, &FetchRequest{Topic: "t", Offset: 9, MaxBytes: 10, ReplicaID: 2, CurrentLeaderEpoch: 4, FlushedOffset: 7}, &FetchRequest{}, nil},
 		{APIOffsetForLeaderEpoch, &OffsetForLeaderEpochRequest{Topic: "t", Partition: 1, CurrentLeaderEpoch: 5, LeaderEpoch: 3}, &OffsetForLeaderEpochRequest{}, nil},
 	}

@@ -33,6 +33,8 @@ func FuzzDecodeFrame(f *testing.F) {
 				body = &FetchRequest{}
 			case APIDescribeReplicas:
 				body = &DescribeReplicasRequest{}
+			case APIDeleteRecords:
+				body = &DeleteRecordsRequest{}
 			default:
 				body = &ListOffsetsRequest{}
 			}

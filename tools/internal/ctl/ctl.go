@@ -74,7 +74,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
   partition reassign TOPIC/P --cancel
   node decommission ID [--no-wait] [--timeout D]   moves every replica off the node
   node recommission ID                             lets new replicas go there again
-  user create NAME [--admin]   prints the new principal's bearer token (kept hashed)
+  user create NAME [--admin]   prints the new principal's bearer token (kept hashed): HTTP bearer token and Kafka SASL password
   user delete NAME
   user list [-o json]
   acl add|delete --user NAME --topic T|'*' --operation produce|consume

@@ -13,8 +13,9 @@ import (
 )
 
 // userCreate makes a principal with a new random bearer token, prints the
-// token (the only time it is seen: metadata keeps its SHA-256) and commits
-// the principal through metadata.
+// token (the only time it is seen: metadata keeps its SHA-256, and the
+// SCRAM-SHA-256/512 credentials Kafka clients authenticate with, the token
+// being the password) and commits the principal through metadata.
 func userCreate(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("user create", flag.ContinueOnError)
 	admin := fs.Bool("admin", false, "the principal may do everything: topic and cluster changes, the console")
@@ -31,7 +32,11 @@ func userCreate(ctx context.Context, env Env, args []string) error {
 	}
 	token := hex.EncodeToString(b[:])
 	sum := sha256.Sum256([]byte(token))
-	p := cluster.Principal{Name: pos[0], TokenSHA256: hex.EncodeToString(sum[:]), Admin: *admin}
+	scram, err := cluster.NewScramCredentials(token)
+	if err != nil {
+		return err
+	}
+	p := cluster.Principal{Name: pos[0], TokenSHA256: hex.EncodeToString(sum[:]), Admin: *admin, SCRAM: scram}
 	if err := env.metadataClient().SetPrincipal(ctx, p, false); err != nil {
 		return fmt.Errorf("create user %s: %w", pos[0], err)
 	}

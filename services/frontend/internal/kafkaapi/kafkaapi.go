@@ -78,6 +78,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[2] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
 	routes[23] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
 	routes[35] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
+	routes[21] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package kafkaapi
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,6 +94,53 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 					return
 				}
 				p.LeaderEpoch, p.EndOffset = er.LeaderEpoch, er.EndOffset
+			}()
+		}
+	}
+	wg.Wait()
+	return kafka.Reply{Msg: resp}
+}
+
+// deleteRecords answers DeleteRecords (admins only): each partition's
+// storage leader moves its log start offset; retention then deletes the
+// whole segments below it.
+func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.DeleteRecordsRequest)
+	resp := kmsg.NewPtrDeleteRecordsResponse()
+	admin := s.broker.Admin(c, "DeleteRecords")
+	if r.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		out := &resp.Topics[i]
+		*out = kmsg.NewDeleteRecordsResponseTopic()
+		out.Topic = rt.Topic
+		out.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			p := &out.Partitions[j]
+			*p = kmsg.NewDeleteRecordsResponseTopicPartition()
+			p.Partition, p.LowWatermark = rp.Partition, -1
+			if !admin {
+				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var dr protocol.DeleteRecordsResponse
+				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIDeleteRecords,
+					&protocol.DeleteRecordsRequest{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset}, &dr)
+				res.Release()
+				if err != nil {
+					p.ErrorCode = codeOf(err)
+					return
+				}
+				p.LowWatermark = dr.LowWatermark
+				c.Log().Info("kafka records deleted", "topic", rt.Topic, "partition", rp.Partition, "log_start_offset", dr.LowWatermark)
 			}()
 		}
 	}

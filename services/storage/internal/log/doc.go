@@ -28,6 +28,10 @@
 //	                           recovery rebuilds from the batch headers if lost
 //	high-watermark-checkpoint  the last checkpointed high watermark
 //	                           (hwcheckpoint.go); it may lag
+//	log-start-offset-checkpoint  the log start offset after a client deleted
+//	                           records inside the first segment
+//	                           (startoffset.go); written durably before the
+//	                           deletion is answered
 //
 // and up to three producer snapshots, %020d.snapshot: the idempotent
 // producers' state (producers.go) after every batch below that offset,
@@ -45,6 +49,10 @@
 //     torn or corrupt tail found on start-up is cut at the last valid batch.
 //   - Only the last segment (the active one) is written. Older segments change
 //     only by deletion (retention) or truncation (TruncateTo).
+//   - The log start offset is at or above the first segment's base and at
+//     or below the high watermark once raised by RaiseStartOffset; reads
+//     below it are out of range, and retention deletes the segments wholly
+//     below it.
 //   - The indexes are derived data: the active segment's are rebuilt from a scan
 //     on every Open; an older segment's are checked and rebuilt when missing or
 //     inconsistent.

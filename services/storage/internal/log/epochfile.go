@@ -118,7 +118,7 @@ func readSmallFile(path string, limit int64) ([]byte, error) {
 // the result differs from it. Nothing here fails Open: problems are logged.
 // It runs in Open, before the Log is shared.
 func (l *Log) recoverEpochs() {
-	start, end := l.segs[0].base, l.end
+	start, end := l.start, l.end
 	path := filepath.Join(l.dir, EpochCheckpointFile)
 	b, err := readSmallFile(path, maxCheckpointBytes)
 	var loaded []EpochEntry

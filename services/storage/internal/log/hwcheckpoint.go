@@ -43,7 +43,7 @@ const hwCheckpointInterval = time.Second
 func (l *Log) SetHighWatermark(hw int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	hw = min(max(hw, l.segs[0].base), l.end)
+	hw = min(max(hw, l.start), l.end)
 	for {
 		cur := l.hw.Load()
 		if hw <= cur || l.hw.CompareAndSwap(cur, hw) {
@@ -94,7 +94,7 @@ func (l *Log) saveHighWatermark() error {
 // reported and also gives the log start offset (a lower high watermark is
 // always safe). It runs before the Log is shared.
 func (l *Log) recoverHighWatermark() {
-	start, end := l.segs[0].base, l.end
+	start, end := l.start, l.end
 	l.hwSaved = -1 // unknown: the first flusher tick writes the file
 	hw := start
 	b, err := readSmallFile(filepath.Join(l.dir, HighWatermarkFile), 64)

@@ -45,6 +45,7 @@ type Log struct {
 	cfg       Config        // mu+appendMu
 	segs      []*segment    // mu+appendMu; oldest first, the last is active; never empty while open
 	end       int64         // mu+appendMu; log end offset
+	start     int64         // mu+appendMu; log start offset, at or above segs[0].base (startoffset.go)
 	closed    bool          // mu+appendMu
 	failed    error         // mu; sticky write/fsync failure (wraps ErrFailed)
 	changed   chan struct{} // mu; closed when end moves or the log closes
@@ -116,6 +117,7 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 		return nil, fmt.Errorf("log: recover %s: %w", dir, err)
 	}
 	l.end = l.segs[len(l.segs)-1].next
+	l.recoverStartOffset()
 	l.recoverEpochs()
 	l.recoverHighWatermark()
 	if err := l.recoverProducers(); err != nil {
@@ -137,11 +139,12 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	return l, nil
 }
 
-// StartOffset returns the log start offset: the first segment's base offset.
+// StartOffset returns the log start offset: the first segment's base
+// offset, or above it after records were deleted (startoffset.go).
 func (l *Log) StartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.segs[0].base
+	return l.start
 }
 
 // EndOffset returns the log end offset: the offset the next record gets.

@@ -284,8 +284,8 @@ func (l *Log) saveSnapshotOnClose() {
 // are reported and deleted. ckptMu and appendMu must be held (or the log
 // unshared); an error is a read error of a segment.
 func (l *Log) loadProducers(end int64) (producerState, error) {
-	start := l.segs[0].base
-	st, from, loaded := newProducerState(), start, false
+	start := l.start
+	st, from, loaded := newProducerState(), l.segs[0].base, false
 	for i := len(l.snaps) - 1; i >= 0 && !loaded; i-- {
 		off := l.snaps[i]
 		if off > end || off < start {
@@ -362,7 +362,7 @@ func (l *Log) scanProducers(st *producerState, from, to int64) error {
 // recoverProducers sets the producer state in Open, after the segments are
 // recovered. It runs before the Log is shared.
 func (l *Log) recoverProducers() error {
-	start, end := l.segs[0].base, l.end
+	start, end := l.start, l.end
 	slices.Sort(l.snaps)
 	if l.dropSnapshotsLocked(start, end) {
 		l.dirDirty = true

@@ -90,7 +90,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 		l.mu.RUnlock()
 		return Slice{}, ErrClosed
 	}
-	start, end := l.segs[0].base, l.end
+	start, end := l.start, l.end
 	if offset < start || offset > end {
 		l.mu.RUnlock()
 		return Slice{}, fmt.Errorf("%w: offset %d, the log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, end)

@@ -33,7 +33,7 @@ func (l *Log) ResetTo(offset int64) error {
 	l.mu.Lock()
 	victims := l.segs
 	l.segs = []*segment{s}
-	l.end = offset
+	l.end, l.start = offset, offset
 	l.flushed.Store(offset)
 	l.hw.Store(offset)
 	l.epochs = nil

@@ -30,19 +30,20 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		l.appendMu.Unlock()
 		return 0, ErrClosed
 	}
-	n := retentionVictims(l.segs, l.cfg, now.UnixMilli(), l.hw.Load())
+	n := retentionVictims(l.segs, l.cfg, now.UnixMilli(), l.hw.Load(), l.start)
 	victims := slices.Clone(l.segs[:n])
 	epochsChanged := false
 	if n > 0 {
 		l.segs = slices.Clone(l.segs[n:])
 		l.dirDirty = true
-		l.epochs, epochsChanged = truncateEpochsFromStart(l.epochs, l.segs[0].base)
-		if l.hw.Load() < l.segs[0].base {
-			l.hw.Store(l.segs[0].base)
+		l.start = max(l.start, l.segs[0].base)
+		l.epochs, epochsChanged = truncateEpochsFromStart(l.epochs, l.start)
+		if l.hw.Load() < l.start {
+			l.hw.Store(l.start)
 		}
-		l.producers.evictBelow(l.segs[0].base)
+		l.producers.evictBelow(l.start)
 	}
-	start := l.segs[0].base
+	start := l.start
 	l.mu.Unlock()
 	l.appendMu.Unlock()
 
@@ -79,8 +80,9 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 // retentionVictims returns how many of the oldest segments retention deletes;
 // the last (active) segment always stays, and so does every segment holding
 // offsets at or above the high watermark (records not yet replicated to the
-// ISR are never deleted, as in Kafka).
-func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
+// ISR are never deleted, as in Kafka). Segments wholly below the log start
+// offset (records deleted by a client) go whatever the retention settings.
+func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start int64) int {
 	var total int64
 	for _, s := range segs {
 		total += s.size
@@ -93,7 +95,8 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw int64) int {
 		}
 		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
 		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
-		if !byTime && !bySize {
+		deleted := s.next <= start
+		if !byTime && !bySize && !deleted {
 			break
 		}
 		total -= s.size
@@ -168,6 +171,7 @@ func (l *Log) truncate(offset int64, check func() error, find func() (int, int64
 	if l.hw.Load() > offset {
 		l.hw.Store(offset)
 	}
+	l.start = min(l.start, offset)
 	var epochsChanged bool
 	l.epochs, epochsChanged = truncateEpochsFromEnd(l.epochs, offset)
 	if l.snapPending != nil && l.snapPending.offset > offset {

@@ -208,6 +208,13 @@ func (f *fetcher) fetchOnce(ctx context.Context, c *storageclient.Conn) error {
 	}
 	return f.asFollower(func() error {
 		f.r.SetFollowerHighWatermark(resp.HighWatermark)
+		// Records the leader deleted (DeleteRecords) go here too, up to
+		// what this replica has committed.
+		if start := min(resp.LogStartOffset, f.r.HighWatermark()); start > l.StartOffset() {
+			if _, err := l.RaiseStartOffset(start); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

@@ -246,11 +246,29 @@ func (r *Replica) ListOffset(timestamp int64) (protocol.ListOffsetsResponse, err
 			return resp, err
 		}
 		if off >= 0 && off < hw {
-			resp.Offset, resp.Timestamp = off, ts
+			// A record found below the log start offset (deleted records
+			// share its batch) answers with the start itself.
+			resp.Offset, resp.Timestamp = max(off, r.Log.StartOffset()), ts
 		}
 	}
 	if resp.Offset >= 0 {
 		resp.LeaderEpoch = r.Log.EpochAt(resp.Offset)
 	}
 	return resp, nil
+}
+
+// DeleteRecords moves the leader's log start offset up to offset (Kafka's
+// DeleteRecords): -1 is the high watermark; an offset above the high
+// watermark is OFFSET_OUT_OF_RANGE. Followers move theirs from the fetch
+// answers (Fetcher), and retention then deletes whole segments below it. It
+// returns the leader's new log start offset (Kafka's low watermark).
+func (r *Replica) DeleteRecords(offset int64) (int64, error) {
+	hw := r.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return 0, protocol.OffsetOutOfRange.Err("%s: delete records below %d: the high watermark is %d", r.Key, offset, hw)
+	}
+	return r.Log.RaiseStartOffset(offset)
 }

@@ -45,7 +45,8 @@ func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
 // apiLabel bounds the metric label values: clients choose API keys.
 func apiLabel(k protocol.APIKey) string {
 	switch k {
-	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas:
+	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas,
+		protocol.APIDeleteRecords:
 		return k.String()
 	}
 	return "unknown"
@@ -97,6 +98,8 @@ func (c *conn) serve() {
 			c.offsetForLeaderEpoch(&h, dec)
 		case protocol.APIDescribeReplicas:
 			c.describeReplicas(&h, dec)
+		case protocol.APIDeleteRecords:
+			c.deleteRecords(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

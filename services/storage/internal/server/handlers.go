@@ -303,3 +303,27 @@ func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder
 	})
 	c.respond(h, resp, nil)
 }
+
+// deleteRecords moves a led partition's log start offset (Kafka's
+// DeleteRecords, relayed by a frontend): the cluster's services only.
+func (c *conn) deleteRecords(h *protocol.RequestHeader, dec *protocol.Decoder) {
+	var req protocol.DeleteRecordsRequest
+	if err := dec.Body(&req); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	if !c.authorize(h, "", req.Topic) {
+		return
+	}
+	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	if !ok {
+		return
+	}
+	low, err := r.DeleteRecords(req.Offset)
+	if err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	c.s.log.Info("records deleted", "topic", req.Topic, "partition", req.Partition, "log_start_offset", low)
+	c.respond(h, &protocol.DeleteRecordsResponse{LowWatermark: low}, nil)
+}

@@ -1,0 +1,354 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// lookTool finds a client no one here wrote (kcat, Debian's python3 with
+// python3-kafka): without it the test is skipped, except under CI=true, where
+// .ci/run installs it.
+func lookTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed under CI: .ci/run installs Debian's %s", name, pkg)
+		}
+		t.Skipf("%s is not installed (Debian's %s)", name, pkg)
+	}
+	return path
+}
+
+// run runs a command with stdin and a timeout and returns its stdout; a
+// failure ends the test with its stderr.
+func run(t *testing.T, timeout time.Duration, stdin string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, errb.String())
+	}
+	return out.String()
+}
+
+// kafkaTopic creates a topic through the frontend and waits for its leaders.
+func kafkaTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, name string, partitions, rf int) {
+	t.Helper()
+	admin := cluster.NewClient(c.FrontendURLs())
+	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf}); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, ctx, c, name, partitions)
+}
+
+// TestKafkaClients drives a cluster with Kafka clients no one here wrote:
+// kcat (librdkafka) lists the cluster, produces keyed lines with acks=all
+// in every codec and consumes them back in per-key order through the
+// storage nodes' Kafka listeners (KIP-392), reading records produced over
+// HTTP too, while sluicectl reads what kcat wrote; kafka-python round-trips
+// 1,000 records; a kcat consume is served by sendfile on the storage node;
+// and garbage on every Kafka listener leaves every process serving.
+func TestKafkaClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	kcat := lookTool(t, "kcat", "kcat")
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	boot := c.KafkaAddrs()[0]
+
+	t.Run("kcat", func(t *testing.T) {
+		kafkaTopic(t, ctx, c, "kcat", 3, 3)
+		listing := run(t, time.Minute, "", kcat, "-b", boot, "-L")
+		for _, want := range []string{"4 brokers:", "broker 1 at", "broker 2 at", "broker 3 at", `topic "kcat" with 3 partitions`} {
+			if !strings.Contains(listing, want) {
+				t.Fatalf("kcat -L lacks %q:\n%s", want, listing)
+			}
+		}
+		codecs := []string{"none", "gzip", "snappy", "lz4", "zstd"}
+		const keys, perCodec = 10, 200
+		seq := make([]int, keys)
+		for _, codec := range codecs {
+			var in strings.Builder
+			for i := 0; i < perCodec; i++ {
+				k := i % keys
+				fmt.Fprintf(&in, "key-%d:key-%d:%d\n", k, k, seq[k])
+				seq[k]++
+			}
+			run(t, time.Minute, in.String(), kcat, "-b", boot, "-P", "-t", "kcat", "-K:", "-X", "acks=all", "-z", codec)
+		}
+		httpValue := "over-http-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		reply := postJSON(t, c.FrontendURL()+"/v1/topics/kcat/records?acks=all", map[string]any{
+			"records": []map[string]string{{"key": "http", "value": httpValue}}})
+		if len(reply.Offsets) != 1 || reply.Offsets[0].ErrorCode != 0 {
+			t.Fatalf("HTTP produce: %+v", reply)
+		}
+		out := run(t, time.Minute, "", kcat, "-b", boot, "-C", "-t", "kcat", "-e", "-o", "beginning", "-q", "-f", "%p %o %k %s\n")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if want := len(codecs)*perCodec + 1; len(lines) != want {
+			t.Fatalf("kcat consumed %d records, want %d", len(lines), want)
+		}
+		last := map[string]int{}
+		sawHTTP := false
+		for _, line := range lines {
+			f := strings.Fields(line)
+			if len(f) != 4 {
+				t.Fatalf("kcat line %q is not 'partition offset key value'", line)
+			}
+			if f[3] == httpValue {
+				sawHTTP = true
+				continue
+			}
+			k, s, _ := strings.Cut(f[3], ":")
+			n, _ := strconv.Atoi(s)
+			if k != f[2] {
+				t.Fatalf("record %q under key %q", f[3], f[2])
+			}
+			if prev, ok := last[k]; ok && n != prev+1 {
+				t.Fatalf("key %s: %d after %d: per-key order broken or a record lost or doubled", k, n, prev)
+			}
+			last[k] = n
+		}
+		if !sawHTTP {
+			t.Fatal("kcat did not read the record produced over HTTP")
+		}
+		for k := 0; k < keys; k++ {
+			if last["key-"+strconv.Itoa(k)] != seq[k]-1 {
+				t.Fatalf("key-%d ended at %d, %d were sent", k, last["key-"+strconv.Itoa(k)], seq[k])
+			}
+		}
+		// What kcat wrote, sluicectl reads.
+		out, errOut, code := sluicectl(t, c, "", "consume", "kcat", "--from-beginning", "--exit-at-end", "--format", "%k=%s\n")
+		if code != 0 || !strings.Contains(out, "key-3=key-3:0\n") || strings.Count(out, "\n") != len(lines) {
+			t.Fatalf("sluicectl consume of kcat's records: exit %d, %d lines (want %d): %s", code, strings.Count(out, "\n"), len(lines), errOut)
+		}
+	})
+
+	t.Run("kafka-python", func(t *testing.T) {
+		python := lookTool(t, "/usr/bin/python3", "python3-kafka")
+		if err := exec.Command(python, "-c", "import kafka").Run(); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("python3-kafka is not installed under CI: .ci/run installs it")
+			}
+			t.Skip("python3-kafka is not installed")
+		}
+		kafkaTopic(t, ctx, c, "python", 2, 3)
+		out := run(t, 2*time.Minute, "", python, "-c", pythonRoundTrip, boot, "python", "1000")
+		if strings.TrimSpace(out) != "consumed 1000 of 1000 in order" {
+			t.Fatalf("kafka-python round trip: %s", out)
+		}
+	})
+
+	t.Run("sendfile", func(t *testing.T) { kcatFetchUsesSendfile(t, ctx, c, kcat) })
+
+	t.Run("bad input", func(t *testing.T) {
+		targets := append([]string{}, c.KafkaAddrs()...)
+		for i := 1; i <= 3; i++ {
+			targets = append(targets, c.StorageKafkaAddr(i))
+		}
+		for _, addr := range targets {
+			badKafkaInput(t, addr)
+		}
+		for _, p := range c.Procs {
+			if !alive(p) {
+				t.Fatalf("%s died on bad input", p.Name)
+			}
+		}
+		// Every listener still serves a correct produce and consume.
+		run(t, time.Minute, "after:garbage\n", kcat, "-b", boot, "-P", "-t", "kcat", "-K:", "-X", "acks=all")
+		out := run(t, time.Minute, "", kcat, "-b", strings.Join(targets, ","), "-C", "-t", "kcat", "-e", "-o", "beginning", "-q", "-f", "%s\n")
+		if !strings.Contains(out, "garbage\n") {
+			t.Fatal("the record produced after the bad input was not read back")
+		}
+		for _, p := range c.Procs {
+			if p.Name != "frontend" && !strings.HasPrefix(p.Name, "storage") {
+				continue
+			}
+			b, _ := os.ReadFile(p.LogPath)
+			if !strings.Contains(string(b), "kafka request refused: its size is out of bounds") {
+				t.Fatalf("%s logged no reason for the oversized frame", p.Name)
+			}
+		}
+	})
+}
+
+// alive reports whether a process of the cluster still runs.
+func alive(p *localcluster.Proc) bool {
+	pid := p.Pid()
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// badKafkaInput sends every kind of bad request to a Kafka listener: each
+// is answered with Kafka's error or closes its connection, and a request
+// after them on a fresh connection is served.
+func badKafkaInput(t *testing.T, addr string) {
+	t.Helper()
+	frame := func(body []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	header := func(key, version int16, corr int32) []byte {
+		b := binary.BigEndian.AppendUint16(nil, uint16(key))
+		b = binary.BigEndian.AppendUint16(b, uint16(version))
+		b = binary.BigEndian.AppendUint32(b, uint32(corr))
+		return binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	}
+	closes := func(what string, payload []byte) {
+		t.Helper()
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		defer conn.Close()
+		_, _ = conn.Write(payload)
+		if tc, ok := conn.(*net.TCPConn); ok && strings.HasPrefix(what, "truncated") {
+			_ = tc.CloseWrite() // the rest of the frame never comes
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// Closed without an answer: an EOF, or a reset when bytes the
+		// listener never read were still queued.
+		if n, err := io.Copy(io.Discard, conn); n != 0 || err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%s on %s: the connection was not closed without an answer (%d bytes, %v)", what, addr, n, err)
+		}
+	}
+	closes("garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	closes("oversized frame", binary.BigEndian.AppendUint32(nil, 1<<30))
+	closes("negative size", binary.BigEndian.AppendUint32(nil, 0xfffffff0))
+	closes("truncated frame", append(binary.BigEndian.AppendUint32(nil, 500), header(18, 0, 1)...))
+	closes("unknown api key", frame(header(9999, 0, 2)))
+	closes("unsupported version", frame(header(3, 99, 3)))
+	closes("malformed body", frame(append(header(3, 1, 4), 0x7f, 0xff, 0xff, 0xff)))
+
+	// ApiVersions at a version from the future: answered in the v0 format
+	// with UNSUPPORTED_VERSION (35), as Kafka does (KIP-511).
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(frame(append(header(18, 77, 5), 0))); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatalf("ApiVersions v77 on %s: no answer: %v", addr, err)
+	}
+	resp := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, resp); err != nil {
+		t.Fatal(err)
+	}
+	if corr, code := binary.BigEndian.Uint32(resp), binary.BigEndian.Uint16(resp[4:]); corr != 5 || code != 35 {
+		t.Fatalf("ApiVersions v77 on %s: correlation %d, error %d; want 5 and UNSUPPORTED_VERSION (35)", addr, corr, code)
+	}
+}
+
+// kcatFetchUsesSendfile traces the storage node leading a partition while
+// kcat consumes it: the records leave the node by sendfile(2).
+func kcatFetchUsesSendfile(t *testing.T, ctx context.Context, c *localcluster.Cluster, kcat string) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("strace is not installed under CI")
+		}
+		t.Skip("strace is not installed")
+	}
+	kafkaTopic(t, ctx, c, "sendfile", 1, 1)
+	var in strings.Builder
+	value := strings.Repeat("v", 1000)
+	for i := 0; i < 4000; i++ {
+		fmt.Fprintf(&in, "%d:%s\n", i, value)
+	}
+	run(t, time.Minute, in.String(), kcat, "-b", c.KafkaAddrs()[0], "-P", "-t", "sendfile", "-K:", "-X", "acks=all", "-X", "linger.ms=20")
+	snap, err := cluster.NewClient(c.MetadataURLs()).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := snap.Topic("sendfile")
+	leader := c.Proc(fmt.Sprintf("storage-%d", topic.Partitions[0].Leader))
+	trace := filepath.Join(t.TempDir(), "trace.txt")
+	st := exec.Command(strace, "-f", "-qq", "-e", "trace=sendfile", "-o", trace, "-p", strconv.Itoa(leader.Pid()))
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // strace attaches to every thread
+	out := run(t, time.Minute, "", kcat, "-b", c.KafkaAddrs()[0], "-C", "-t", "sendfile", "-e", "-o", "beginning", "-q", "-f", "%k\n")
+	_ = st.Process.Signal(os.Interrupt)
+	_ = st.Wait()
+	if n := strings.Count(out, "\n"); n != 4000 {
+		t.Fatalf("kcat consumed %d records, want 4000", n)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent int64
+	for _, m := range regexp.MustCompile(`sendfile\(.*\) = (\d+)`).FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		sent += n
+	}
+	if sent < 4000*1000 {
+		t.Fatalf("the storage node sent %d bytes by sendfile during the consume, less than the 4 MB of values:\n%.2000s", sent, b)
+	}
+	t.Logf("storage node %s sent %d bytes by sendfile for kcat", leader.Name, sent)
+}
+
+// pythonRoundTrip is a kafka-python producer and plain (group-less)
+// consumer: argv is bootstrap servers, topic, count.
+const pythonRoundTrip = `
+import sys
+from kafka import KafkaProducer, KafkaConsumer, TopicPartition
+boot, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = KafkaProducer(bootstrap_servers=boot, acks='all')
+futures = [p.send(topic, key=b'k%d' % (i % 7), value=b'%d' % i) for i in range(n)]
+for f in futures:
+    f.get(timeout=60)
+p.flush()
+p.close()
+c = KafkaConsumer(bootstrap_servers=boot, group_id=None, enable_auto_commit=False, consumer_timeout_ms=10000)
+parts = [TopicPartition(topic, q) for q in sorted(c.partitions_for_topic(topic))]
+c.assign(parts)
+c.seek_to_beginning(*parts)
+last, got = {}, 0
+for m in c:
+    v = int(m.value)
+    if m.key in last and v <= last[m.key]:
+        print('order broken for', m.key, v, 'after', last[m.key])
+        sys.exit(1)
+    last[m.key] = v
+    got += 1
+    if got == n:
+        break
+c.close()
+print('consumed %d of %d in order' % (got, n))
+`
