@@ -103,8 +103,10 @@ func (b *Broker) describeACLs(ctx context.Context, c *Conn, req kmsg.Request) Re
 }
 
 // toACLs turns a Kafka binding into the Sluice ACLs it stands for, or says
-// why the model cannot express it.
-func toACLs(snap *cluster.Snapshot, cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
+// why the model cannot express it. Whether the principal exists is
+// metadata's to say (a principal created a moment ago may not be in this
+// broker's model yet).
+func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	name, ok := strings.CutPrefix(cr.Principal, "User:")
 	switch {
 	case !ok:
@@ -121,9 +123,6 @@ func toACLs(snap *cluster.Snapshot, cr *kmsg.CreateACLsRequestCreation) ([]clust
 		return nil, protocol.InvalidRequest.Err("only ALLOW ACLs are kept: a principal may do only what an ACL allows, so nothing needs denying")
 	case cr.Host != "*":
 		return nil, protocol.InvalidRequest.Err("host %q: ACLs apply from every host (*)", cr.Host)
-	}
-	if _, ok := snap.Principal(name); !ok {
-		return nil, protocol.InvalidRequest.Err("no principal %q (sluicectl user create %s)", name, name)
 	}
 	if cr.ResourceName != "*" {
 		if err := cluster.ValidateTopicName(cr.ResourceName); err != nil {
@@ -170,7 +169,7 @@ func (b *Broker) createACL(ctx context.Context, c *Conn, snap *cluster.Snapshot,
 		b.denied(c, "CreateAcls", cr.ResourceName)
 		return protocol.ClusterAuthorizationFailed.Err("changing ACLs needs an admin principal")
 	}
-	acls, err := toACLs(snap, cr)
+	acls, err := toACLs(cr)
 	if err != nil {
 		return err
 	}
