@@ -48,7 +48,7 @@ func run(t *testing.T, timeout time.Duration, stdin string, name string, args ..
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, errb.String())
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, errb.String(), out.String())
 	}
 	return out.String()
 }

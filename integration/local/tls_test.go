@@ -352,18 +352,28 @@ func consumeAll(ctx context.Context, cfg client.ConsumerConfig, n int) error {
 // client configuration that trusts the CA and has no certificate of its own.
 func startTLSCluster(t *testing.T, authorize bool) (*localcluster.Cluster, string, *tls.Config) {
 	t.Helper()
+	var extra []string
+	if authorize {
+		extra = []string{"-authorize"}
+	}
+	return startTLSClusterWith(t, map[string][]string{"metadata": extra, "storage": extra, "offsets": extra})
+}
+
+// startTLSClusterWith is startTLSCluster with more flags per service
+// ("metadata", "storage", "frontend", "offsets").
+func startTLSClusterWith(t *testing.T, extra map[string][]string) (*localcluster.Cluster, string, *tls.Config) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := tlsconf.Generate(dir, tlsconf.DefaultHosts, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	ca := filepath.Join(dir, tlsconf.CAFile)
 	node := []string{"-tls-cert", filepath.Join(dir, tlsconf.NodeCertFile), "-tls-key", filepath.Join(dir, tlsconf.NodeKeyFile), "-tls-ca", ca}
-	withAuthz := node
-	if authorize {
-		withAuthz = append(slices.Clone(node), "-authorize")
+	flags := map[string][]string{}
+	for _, svc := range []string{"metadata", "storage", "frontend", "offsets"} {
+		flags[svc] = append(slices.Clone(node), extra[svc]...)
 	}
-	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true,
-		Extra: map[string][]string{"metadata": withAuthz, "storage": withAuthz, "frontend": node, "offsets": withAuthz}})
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, TLS: true, Extra: flags})
 	caOnly, err := tlsconf.ClientFiles(ca, "", "")
 	if err != nil {
 		t.Fatal(err)

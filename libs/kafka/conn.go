@@ -96,6 +96,12 @@ func (c *Conn) serve() {
 			return
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
+		if c.sasl.raw && !c.authenticated {
+			if n < 0 || n > maxRawToken || !c.rawToken(int(n)) {
+				return
+			}
+			continue
+		}
 		if n < 10 || int(n) > c.s.cfg.MaxRequestBytes {
 			c.s.refused("too_large")
 			c.s.logBad("kafka request refused: its size is out of bounds; closing the connection", "remote", c.remote,
@@ -106,6 +112,20 @@ func (c *Conn) serve() {
 			return
 		}
 	}
+}
+
+// maxRawToken bounds a bare SASL token (after a v0 handshake).
+const maxRawToken = 64 << 10
+
+// rawToken reads a bare SASL token of n bytes and answers it; false ends the
+// connection.
+func (c *Conn) rawToken(n int) bool {
+	token := make([]byte, n)
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+	if _, err := io.ReadFull(c.nc, token); err != nil {
+		return false
+	}
+	return c.rawSASL(token)
 }
 
 // request reads one request of n bytes and answers it; false ends the

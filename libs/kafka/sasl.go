@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -42,6 +44,9 @@ var errAuth = errors.New("authentication failed: invalid credentials")
 type saslState struct {
 	mechanism string
 	scram     *scramServer
+	// raw: the handshake was v0, so the tokens that follow come as bare
+	// size-prefixed frames, not SaslAuthenticate requests.
+	raw bool
 }
 
 // saslHandshake picks the mechanism of the exchange that follows.
@@ -56,7 +61,7 @@ func (s *Server) saslHandshake(_ context.Context, c *Conn, req kmsg.Request) Rep
 		resp.ErrorCode = codeUnsupportedMechanism
 		s.logBad("kafka SASL mechanism not offered", "remote", c.remote, "mechanism", r.Mechanism, "offered", s.cfg.SASLMechanisms)
 	default:
-		c.sasl.mechanism = r.Mechanism
+		c.sasl.mechanism, c.sasl.raw = r.Mechanism, r.Version == 0
 	}
 	return Reply{Msg: resp}
 }
@@ -73,9 +78,21 @@ func (s *Server) saslAuthenticate(_ context.Context, c *Conn, req kmsg.Request) 
 		s.logBad("kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", reason)
 		return Reply{Msg: resp, Close: true}
 	}
-	if c.sasl.mechanism == "" || c.authenticated {
-		return fail(codeIllegalSASLState, "SaslAuthenticate without a SaslHandshake first, or after authentication", errors.New("out of sequence"))
+	if c.sasl.mechanism == "" || c.sasl.raw || c.authenticated {
+		return fail(codeIllegalSASLState, "SaslAuthenticate without a SaslHandshake v1 first, or after authentication", errors.New("out of sequence"))
 	}
+	out, err := s.saslStep(c, r.SASLAuthBytes)
+	if err != nil {
+		return fail(codeSASLAuthFailed, errAuth.Error(), err)
+	}
+	resp.SASLAuthBytes = out
+	return Reply{Msg: resp}
+}
+
+// saslStep runs one round of the connection's mechanism on a client token
+// and returns the server's token; the connection is authenticated when the
+// last round succeeds.
+func (s *Server) saslStep(c *Conn, token []byte) ([]byte, error) {
 	var access *cluster.Snapshot
 	if s.access != nil {
 		access = s.access()
@@ -85,29 +102,47 @@ func (s *Server) saslAuthenticate(_ context.Context, c *Conn, req kmsg.Request) 
 	}
 	switch c.sasl.mechanism {
 	case MechanismPlain:
-		name, err := checkPlain(access, r.SASLAuthBytes)
+		name, err := checkPlain(access, token)
 		if err != nil {
-			return fail(codeSASLAuthFailed, errAuth.Error(), err)
+			return nil, err
 		}
 		c.principal, c.authenticated = name, true
 	default:
 		if c.sasl.scram == nil {
-			sc, out, err := startScram(access, c.sasl.mechanism, r.SASLAuthBytes)
+			sc, out, err := startScram(access, c.sasl.mechanism, token)
 			if err != nil {
-				return fail(codeSASLAuthFailed, errAuth.Error(), err)
+				return nil, err
 			}
-			c.sasl.scram, resp.SASLAuthBytes = sc, out
-			return Reply{Msg: resp}
+			c.sasl.scram = sc
+			return out, nil
 		}
-		out, err := c.sasl.scram.finish(r.SASLAuthBytes)
+		out, err := c.sasl.scram.finish(token)
 		if err != nil {
-			return fail(codeSASLAuthFailed, errAuth.Error(), err)
+			return nil, err
 		}
-		c.principal, c.authenticated, resp.SASLAuthBytes = c.sasl.scram.user, true, out
+		c.principal, c.authenticated = c.sasl.scram.user, true
 		c.sasl.scram = nil
+		c.Log().Debug("kafka client authenticated", "mechanism", c.sasl.mechanism)
+		return out, nil
 	}
 	c.Log().Debug("kafka client authenticated", "mechanism", c.sasl.mechanism)
-	return Reply{Msg: resp}
+	return nil, nil
+}
+
+// rawSASL runs one round on a bare token (after a v0 handshake): the answer
+// is a bare size-prefixed token; a failure closes the connection, as Kafka
+// does without SaslAuthenticate to carry an error.
+func (c *Conn) rawSASL(token []byte) bool {
+	out, err := c.s.saslStep(c, token)
+	if err != nil {
+		c.s.metrics.AuthFailed.Inc()
+		c.s.logBad("kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", err)
+		return false
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...)
+	_, err = c.nc.Write(frame)
+	return err == nil
 }
 
 // checkPlain checks a PLAIN message (RFC 4616: authzid NUL authcid NUL
@@ -196,7 +231,10 @@ func (sc *scramServer) finish(msg []byte) ([]byte, error) {
 	if cb, err := base64.StdEncoding.DecodeString(attrs["c"]); err != nil || string(cb) != sc.gs2 {
 		return nil, errors.New("channel binding attribute does not match the GS2 header")
 	}
-	if attrs["r"] != sc.nonce {
+	// The nonce must end with the one the server sent: librdkafka puts
+	// its own nonce in front of the whole server nonce (which already
+	// starts with it), and Kafka brokers accept that.
+	if !strings.HasSuffix(attrs["r"], sc.nonce) {
 		return nil, errors.New("nonce does not match")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)

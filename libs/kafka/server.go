@@ -228,7 +228,10 @@ func NewServer(cfg Config, routes map[int16]Route, access func() *cluster.Snapsh
 	}
 	s.routes[apiVersionsKey] = Route{Min: 0, Max: 4, Handle: s.apiVersions}
 	if len(cfg.SASLMechanisms) > 0 {
-		s.routes[saslHandshakeKey] = Route{Min: 1, Max: 1, Handle: s.saslHandshake}
+		// v0 is advertised because librdkafka takes a broker without it
+		// for one that has no SASL handshake at all; after it the tokens
+		// come unframed by Kafka headers (conn.go).
+		s.routes[saslHandshakeKey] = Route{Min: 0, Max: 1, Handle: s.saslHandshake}
 		s.routes[saslAuthenticateKey] = Route{Min: 0, Max: 2, Handle: s.saslAuthenticate}
 	}
 	for _, k := range slices.Sorted(mapKeys(s.routes)) {

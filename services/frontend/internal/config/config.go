@@ -211,7 +211,10 @@ func Parse(args []string) (Config, error) {
 		return c, err
 	}
 	c.HTTP.TLS, c.TLSClient = service.PublicTLS(server), client
-	c.Kafka.Listener.TLS, c.Kafka.RequireAuth = service.PublicTLS(server), c.HTTP.RequireAuth
+	// The Kafka listener checks ACLs with -require-auth, and whenever it
+	// authenticates clients with SASL.
+	c.Kafka.Listener.TLS = service.PublicTLS(server)
+	c.Kafka.RequireAuth = c.HTTP.RequireAuth || len(c.Kafka.Listener.SASLMechanisms) > 0
 	if c.NodeID == "" {
 		if h, err := os.Hostname(); err == nil {
 			c.NodeID = h

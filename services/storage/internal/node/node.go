@@ -101,7 +101,10 @@ func Parse(args []string) ([]fx.Option, error) {
 	}
 	c.Server.TLS = srvTLS
 	c.Kafka.Listener.TLS = service.PublicTLS(srvTLS)
-	c.Kafka.Authorize, c.Kafka.Services, c.Kafka.MaxFetchWait = c.Server.Authz.On, c.Server.Authz.Services, c.Server.MaxFetchWait
+	// The Kafka listener checks ACLs with -authorize, and whenever it
+	// authenticates clients with SASL.
+	c.Kafka.Authorize = c.Server.Authz.On || len(c.Kafka.Listener.SASLMechanisms) > 0
+	c.Kafka.Services, c.Kafka.MaxFetchWait = c.Server.Authz.Services, c.Server.MaxFetchWait
 	kafkaAddr := ""
 	if c.Kafka.Listener.Addr != "" {
 		kafkaAddr = c.Kafka.Listener.Advertised()
