@@ -142,42 +142,18 @@ func (c *Conn) request(n int) bool {
 		c.s.logBad("kafka request cut short; closing the connection", "remote", c.remote, "size", n, "err", err)
 		return false
 	}
-	h, body, err := parseHeader(frame)
-	if err != nil {
-		c.s.refused("malformed")
-		c.s.logBad("kafka request header malformed; closing the connection", "remote", c.remote, "err", err)
-		return false
-	}
+	h, req, route, bad := c.s.decode(frame, c.authenticated)
 	c.clientID = h.ClientID
-	route, ok := c.s.routes[h.Key]
-	switch {
-	case !ok:
-		c.s.refused("unknown_api")
-		c.s.logBad("kafka request for an API this broker does not serve; closing the connection", "remote", c.remote,
-			"api_key", h.Key, "api", h.Name(), "version", h.Version, "client_id", h.ClientID)
-		return false
-	case h.Version < route.Min || h.Version > route.Max:
-		if h.Key == apiVersionsKey {
+	if bad != nil {
+		if bad.answerVersions {
 			// KIP-511: the v0 format, with the versions this broker speaks.
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.ErrorCode, resp.ApiKeys = 35, c.s.apis // UNSUPPORTED_VERSION
 			h.Flexible, h.Version = false, 0
 			return c.write(&h, Reply{Msg: resp})
 		}
-		c.s.refused("unsupported_version")
-		c.s.logBad("kafka request at a version this broker does not serve; closing the connection", "remote", c.remote,
-			"api", h.Name(), "version", h.Version, "min", route.Min, "max", route.Max, "client_id", h.ClientID)
-		return false
-	case !c.authenticated && h.Key != apiVersionsKey && h.Key != saslHandshakeKey && h.Key != saslAuthenticateKey:
-		c.s.refused("unauthenticated")
-		c.s.logBad("kafka request before SASL authentication; closing the connection", "remote", c.remote, "api", h.Name())
-		return false
-	}
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.ReadFrom(body); err != nil {
-		c.s.refused("malformed")
-		c.s.logBad("kafka request body malformed; closing the connection", "remote", c.remote, "api", h.Name(), "version", h.Version, "err", err)
+		c.s.refused(bad.reason)
+		c.s.logBad(bad.msg+"; closing the connection", append([]any{"remote", c.remote}, bad.args...)...)
 		return false
 	}
 	c.s.metrics.Requests.WithLabelValues(h.Name()).Inc()
@@ -195,6 +171,45 @@ func (c *Conn) request(n int) bool {
 		}
 	}
 	return true
+}
+
+// refusal is why a request is not served.
+type refusal struct {
+	reason string // the metric label
+	msg    string
+	args   []any
+	// answerVersions: an ApiVersions request of a version this broker does
+	// not speak, answered with the versions it does (KIP-511).
+	answerVersions bool
+}
+
+// decode parses a request frame: its header, the route serving it and the
+// decoded body, or why it is refused (the connection then closes). Before
+// a SASL connection authenticated, only ApiVersions and the SASL requests
+// pass. It never panics on any input (FuzzDecodeRequest).
+func (s *Server) decode(frame []byte, authenticated bool) (Header, kmsg.Request, Route, *refusal) {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		return h, nil, Route{}, &refusal{reason: "malformed", msg: "kafka request header malformed", args: []any{"err", err}}
+	}
+	route, ok := s.routes[h.Key]
+	switch {
+	case !ok:
+		return h, nil, route, &refusal{reason: "unknown_api", msg: "kafka request for an API this broker does not serve",
+			args: []any{"api_key", h.Key, "api", h.Name(), "version", h.Version, "client_id", h.ClientID}}
+	case h.Version < route.Min || h.Version > route.Max:
+		return h, nil, route, &refusal{reason: "unsupported_version", msg: "kafka request at a version this broker does not serve",
+			args:           []any{"api", h.Name(), "version", h.Version, "min", route.Min, "max", route.Max, "client_id", h.ClientID},
+			answerVersions: h.Key == apiVersionsKey}
+	case !authenticated && h.Key != apiVersionsKey && h.Key != saslHandshakeKey && h.Key != saslAuthenticateKey:
+		return h, nil, route, &refusal{reason: "unauthenticated", msg: "kafka request before SASL authentication", args: []any{"api", h.Name()}}
+	}
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if err := req.ReadFrom(body); err != nil {
+		return h, nil, route, &refusal{reason: "malformed", msg: "kafka request body malformed", args: []any{"api", h.Name(), "version", h.Version, "err", err}}
+	}
+	return h, req, route, nil
 }
 
 // handle runs a handler, turning a panic into a closed connection and a log

@@ -3,12 +3,12 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"

@@ -1,0 +1,278 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// fakeModel is a Model holding one snapshot.
+type fakeModel struct{ snap *cluster.Snapshot }
+
+func (m *fakeModel) Snapshot() *cluster.Snapshot                        { return m.snap }
+func (m *fakeModel) Refresh(context.Context) (*cluster.Snapshot, error) { return m.snap, nil }
+
+// fakeAdmin records what reaches the metadata service.
+type fakeAdmin struct {
+	created []cluster.CreateTopicRequest
+	altered map[string]cluster.AlterTopicConfigRequest
+	acls    []cluster.ACL
+}
+
+func (a *fakeAdmin) CreateTopic(_ context.Context, req cluster.CreateTopicRequest) (*cluster.Topic, error) {
+	a.created = append(a.created, req)
+	return &cluster.Topic{Name: req.Name, ReplicationFactor: req.ReplicationFactor, Config: req.Config, Partitions: make([]cluster.Partition, req.Partitions)}, nil
+}
+func (a *fakeAdmin) DeleteTopic(context.Context, string) error { return nil }
+func (a *fakeAdmin) AlterTopicConfig(_ context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error) {
+	if a.altered == nil {
+		a.altered = map[string]cluster.AlterTopicConfigRequest{}
+	}
+	a.altered[name] = req
+	return &cluster.Topic{Name: name}, nil
+}
+func (a *fakeAdmin) AddPartitions(context.Context, string, cluster.AddPartitionsRequest) (*cluster.Topic, error) {
+	return &cluster.Topic{}, nil
+}
+func (a *fakeAdmin) InitProducerID(context.Context) (cluster.InitProducerIDResponse, error) {
+	return cluster.InitProducerIDResponse{ProducerID: 1000}, nil
+}
+func (a *fakeAdmin) SetClusterConfig(_ context.Context, req cluster.AlterTopicConfigRequest) (map[string]string, error) {
+	return req.Set, nil
+}
+func (a *fakeAdmin) SetACL(_ context.Context, acl cluster.ACL, del bool) error {
+	if !del {
+		a.acls = append(a.acls, acl)
+	}
+	return nil
+}
+
+// testModel is two frontends, two storage nodes (one without a Kafka
+// listener), topics "orders" (2 partitions, one without a leader) and
+// "audit", alice may produce to orders, root is an admin.
+func testModel() *cluster.Snapshot {
+	return &cluster.Snapshot{
+		ClusterID: "c1",
+		Frontends: []cluster.Frontend{{ID: cluster.FrontendIDBase, KafkaAddr: "fe1:9092"}, {ID: cluster.FrontendIDBase + 1, KafkaAddr: "fe2:9092", Rack: "r2"}},
+		Nodes:     []cluster.Node{{ID: 1, Alive: true, KafkaAddr: "s1:9121"}, {ID: 2, Alive: true}},
+		Topics: []cluster.Topic{
+			{Name: "audit", ID: "00112233445566778899aabbccddeeff", ReplicationFactor: 1, Partitions: []cluster.Partition{{ID: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}},
+			{Name: "orders", ReplicationFactor: 2, Config: map[string]string{"retention.ms": "1000"}, Partitions: []cluster.Partition{
+				{ID: 0, Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1, 2}},
+				{ID: 1, Leader: -1, LeaderEpoch: 2, Replicas: []int32{2, 1}, ISR: []int32{}},
+			}},
+		},
+		Principals: []cluster.Principal{{Name: "alice"}, {Name: "root", Admin: true}},
+		ACLs:       []cluster.ACL{{Principal: "alice", Topic: "orders", Operation: cluster.OpProduce}},
+	}
+}
+
+func testBroker(authorize bool) (*Broker, *fakeModel, *fakeAdmin) {
+	m, a := &fakeModel{snap: testModel()}, &fakeAdmin{}
+	return NewBroker(BrokerConfig{Authorize: authorize}, func() int32 { return 1 }, m, a, slog.New(slog.DiscardHandler)), m, a
+}
+
+// connAs is a connection authenticated as principal.
+func connAs(principal string) *Conn {
+	return &Conn{s: &Server{log: slog.New(slog.DiscardHandler)}, principal: principal, authenticated: true}
+}
+
+// TestMetadataAnswer checks brokers, leaders, epochs and visibility.
+func TestMetadataAnswer(t *testing.T) {
+	b, _, _ := testBroker(true)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	resp := b.metadata(context.Background(), connAs("alice"), req).Msg.(*kmsg.MetadataResponse)
+	var ids []int32
+	for _, br := range resp.Brokers {
+		ids = append(ids, br.NodeID)
+	}
+	if !slices.Equal(ids, []int32{cluster.FrontendIDBase, cluster.FrontendIDBase + 1, 1}) || *resp.ClusterID != "c1" || resp.ControllerID != cluster.FrontendIDBase {
+		t.Fatalf("brokers %v, cluster %q, controller %d", ids, *resp.ClusterID, resp.ControllerID)
+	}
+	if len(resp.Topics) != 1 || *resp.Topics[0].Topic != "orders" {
+		t.Fatalf("alice sees %d topics; want orders alone", len(resp.Topics))
+	}
+	p0, p1 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
+	if p0.Leader < cluster.FrontendIDBase || p0.LeaderEpoch != 4 || !slices.Equal(p0.Replicas, []int32{1, 2}) || len(p0.OfflineReplicas) != 0 {
+		t.Fatalf("partition 0: %+v", p0)
+	}
+	if p1.Leader != -1 || p1.ErrorCode != int16(protocol.LeaderNotAvailable) {
+		t.Fatalf("a partition without a storage leader: %+v", p1)
+	}
+	// The leader is the same frontend on every broker answering.
+	again := b.metadata(context.Background(), connAs("root"), req).Msg.(*kmsg.MetadataResponse)
+	for _, tp := range again.Topics {
+		if *tp.Topic == "orders" && tp.Partitions[0].Leader != p0.Leader {
+			t.Fatal("two answers name different leaders")
+		}
+	}
+	if len(again.Topics) != 2 {
+		t.Fatalf("root sees %d topics, want 2", len(again.Topics))
+	}
+
+	// Asking by name: a hidden topic and a missing one.
+	named := kmsg.NewPtrMetadataRequest()
+	named.Version = 12
+	for _, n := range []string{"audit", "nope"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(n)
+		named.Topics = append(named.Topics, rt)
+	}
+	resp = b.metadata(context.Background(), connAs("alice"), named).Msg.(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != int16(protocol.TopicAuthorizationFailed) || resp.Topics[1].ErrorCode != int16(protocol.TopicAuthorizationFailed) {
+		t.Fatalf("alice asking for audit and nope: %d %d, want TOPIC_AUTHORIZATION_FAILED for both", resp.Topics[0].ErrorCode, resp.Topics[1].ErrorCode)
+	}
+	resp = b.metadata(context.Background(), connAs("root"), named).Msg.(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != 0 || TopicID(&testModel().Topics[0]) != resp.Topics[0].TopicID || resp.Topics[1].ErrorCode != int16(protocol.UnknownTopicOrPartition) {
+		t.Fatalf("root asking for audit and nope: %+v", resp.Topics)
+	}
+	// v0: an empty list is every topic.
+	v0 := kmsg.NewPtrMetadataRequest()
+	if resp := b.metadata(context.Background(), connAs("root"), v0).Msg.(*kmsg.MetadataResponse); len(resp.Topics) != 2 {
+		t.Fatalf("Metadata v0 with no topics lists %d", len(resp.Topics))
+	}
+}
+
+// TestMetadataAutoCreate checks that a missing topic is created with the
+// cluster's defaults only when the cluster setting and the request allow
+// it.
+func TestMetadataAutoCreate(t *testing.T) {
+	b, m, a := testBroker(false)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version, req.AllowAutoTopicCreation = 12, true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("fresh")
+	req.Topics = append(req.Topics, rt)
+	resp := b.metadata(context.Background(), connAs(""), req).Msg.(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != int16(protocol.UnknownTopicOrPartition) || len(a.created) != 0 {
+		t.Fatalf("auto-creation off by default: %d, created %v", resp.Topics[0].ErrorCode, a.created)
+	}
+	m.snap.Config = map[string]string{cluster.SettingAutoCreateTopics: "true", cluster.SettingNumPartitions: "4"}
+	resp = b.metadata(context.Background(), connAs(""), req).Msg.(*kmsg.MetadataResponse)
+	if resp.Topics[0].ErrorCode != int16(protocol.LeaderNotAvailable) || len(a.created) != 1 || a.created[0].Partitions != 4 {
+		t.Fatalf("auto-creation on: %d, created %+v", resp.Topics[0].ErrorCode, a.created)
+	}
+	req.AllowAutoTopicCreation = false
+	b.metadata(context.Background(), connAs(""), req)
+	if len(a.created) != 1 {
+		t.Fatal("a request that did not allow auto-creation created a topic")
+	}
+}
+
+// TestTopicConfigMapping checks Kafka's config names against Sluice's.
+func TestTopicConfigMapping(t *testing.T) {
+	s := func(v string) *string { return &v }
+	got, err := toTopicConfig(map[string]*string{"unclean.leader.election.enable": s("true"), "retention.ms": s("5"), "cleanup.policy": s("delete")})
+	if err != nil || got[cluster.ConfigUncleanElection] != "true" || got["retention.ms"] != "5" || len(got) != 2 {
+		t.Fatalf("mapped %v, %v", got, err)
+	}
+	for _, bad := range []map[string]*string{{"cleanup.policy": s("compact")}, {"compression.type": s("zstd")}, {"no.such": s("1")}, {"retention.ms": nil}} {
+		if _, err := toTopicConfig(bad); protocol.CodeOf(err) != protocol.InvalidConfig {
+			t.Errorf("%v: %v, want INVALID_CONFIG", bad, err)
+		}
+	}
+	topic := testModel().Topics[1]
+	entries := describeTopicConfig(&topic, []string{"retention.ms", "segment.bytes"}, true, true)
+	if len(entries) != 2 || *entries[0].Value != "1000" || entries[0].Source != kmsg.ConfigSourceDynamicTopicConfig ||
+		entries[1].Source != kmsg.ConfigSourceDefaultConfig || !entries[1].IsDefault || entries[1].Documentation == nil {
+		t.Fatalf("described %+v", entries)
+	}
+}
+
+// TestAlterConfigsReplacesOrChanges checks AlterConfigs (replace the set)
+// and IncrementalAlterConfigs (set and delete) against what reaches
+// metadata, and that only admins may.
+func TestAlterConfigsReplacesOrChanges(t *testing.T) {
+	b, _, a := testBroker(true)
+	s := func(v string) *string { return &v }
+	if err := b.alterResource(context.Background(), connAs("alice"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
+		map[string]*string{"segment.ms": s("10")}, nil, false, false); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+		t.Fatalf("alice altering: %v", err)
+	}
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
+		map[string]*string{"segment.ms": s("10")}, nil, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if req := a.altered["orders"]; req.Set["segment.ms"] != "10" || !slices.Equal(req.Delete, []string{"retention.ms"}) {
+		t.Fatalf("AlterConfigs sent %+v, want segment.ms set and retention.ms back to default", req)
+	}
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
+		nil, []string{"retention.ms", "cleanup.policy"}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if req := a.altered["orders"]; len(req.Set) != 0 || !slices.Equal(req.Delete, []string{"retention.ms"}) {
+		t.Fatalf("IncrementalAlterConfigs sent %+v", req)
+	}
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeBroker, "1",
+		map[string]*string{"num.partitions": s("3")}, nil, false, false); protocol.CodeOf(err) != protocol.InvalidRequest {
+		t.Fatalf("a per-broker config: %v, want INVALID_REQUEST", err)
+	}
+}
+
+// TestACLMapping checks which Kafka bindings Sluice's ACLs express.
+func TestACLMapping(t *testing.T) {
+	binding := func(mod func(*kmsg.CreateACLsRequestCreation)) *kmsg.CreateACLsRequestCreation {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "orders", kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = "User:alice", "*", kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeAllow
+		if mod != nil {
+			mod(&c)
+		}
+		return &c
+	}
+	if acls, err := toACLs(binding(nil)); err != nil || len(acls) != 1 || acls[0] != (cluster.ACL{Principal: "alice", Topic: "orders", Operation: cluster.OpProduce}) {
+		t.Fatalf("WRITE: %+v %v", acls, err)
+	}
+	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 2 {
+		t.Fatalf("ALL: %+v %v", acls, err)
+	}
+	for name, mod := range map[string]func(*kmsg.CreateACLsRequestCreation){
+		"deny":      func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeDeny },
+		"prefixed":  func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypePrefixed },
+		"host":      func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" },
+		"group":     func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
+		"describe":  func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe },
+		"principal": func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
+		"bad topic": func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
+	} {
+		if _, err := toACLs(binding(mod)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	f := aclFilter{typ: kmsg.ACLResourceTypeAny, pattern: kmsg.ACLResourcePatternTypeMatch, name: kmsg.StringPtr("orders"), op: kmsg.ACLOperationAny, perm: kmsg.ACLPermissionTypeAny}
+	if !f.matches(cluster.ACL{Principal: "a", Topic: "orders", Operation: cluster.OpConsume}) || !f.matches(cluster.ACL{Principal: "a", Topic: "*", Operation: cluster.OpConsume}) ||
+		f.matches(cluster.ACL{Principal: "a", Topic: "audit", Operation: cluster.OpConsume}) {
+		t.Fatal("a MATCH filter on orders selects the wrong ACLs")
+	}
+	f.op = kmsg.ACLOperationWrite
+	if f.matches(cluster.ACL{Principal: "a", Topic: "orders", Operation: cluster.OpConsume}) {
+		t.Fatal("a WRITE filter selects a consume ACL")
+	}
+}
+
+// TestInitProducerID checks the producer id path and its refusals.
+func TestInitProducerID(t *testing.T) {
+	b, _, _ := testBroker(true)
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version = 4
+	resp := b.initProducerID(context.Background(), connAs("alice"), req).Msg.(*kmsg.InitProducerIDResponse)
+	if resp.ErrorCode != 0 || resp.ProducerID != 1000 || resp.ProducerEpoch != 0 {
+		t.Fatalf("alice (produce ACL): %+v", resp)
+	}
+	resp = b.initProducerID(context.Background(), connAs("nobody"), req).Msg.(*kmsg.InitProducerIDResponse)
+	if resp.ErrorCode != int16(protocol.ClusterAuthorizationFailed) {
+		t.Fatalf("a principal without produce rights: %+v", resp)
+	}
+	req.TransactionalID = kmsg.StringPtr("tx")
+	resp = b.initProducerID(context.Background(), connAs("alice"), req).Msg.(*kmsg.InitProducerIDResponse)
+	if resp.ErrorCode != int16(protocol.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("a transactional producer: %+v", resp)
+	}
+}
