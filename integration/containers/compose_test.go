@@ -34,7 +34,7 @@ func TestComposeOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The compose file publishes the fixed ports of make run.
-	for _, port := range []int{7070, 7073, 7076, 7080, 7083, 7086, 8080, 8082, 9101, 9102, 9103} {
+	for _, port := range []int{7070, 7073, 7076, 7080, 7083, 7086, 8080, 8082, 9092, 9094, 9101, 9102, 9103, 9121, 9122, 9123} {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			if os.Getenv("CI") == "true" {

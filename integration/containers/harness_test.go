@@ -92,9 +92,10 @@ func startCluster(t *testing.T) *tcCluster {
 			[]string{"-id", id, "-bootstrap", "-peers", metadataPeers, "-session-timeout", "6s"}, "7070/tcp"))
 		offs = append(offs, newNode(t, "offsets-"+id, "sluice/offsets:dev", "7082/tcp",
 			[]string{"-id", id, "-bootstrap", "-peers", offsetsPeers, "-metadata", metadataList}, "7080/tcp"))
-		s := newNode(t, "storage-"+id, "sluice/storage:dev", "9111/tcp", nil, "9101/tcp")
+		s := newNode(t, "storage-"+id, "sluice/storage:dev", "9111/tcp", nil, "9101/tcp", "9121/tcp")
 		s.cmd = []string{"-node-id", id, "-internal-addr", "storage-" + id + ":9101",
-			"-advertised-addr", fmt.Sprintf("127.0.0.1:%d", s.ports["9101/tcp"]), "-metadata", metadataList}
+			"-advertised-addr", fmt.Sprintf("127.0.0.1:%d", s.ports["9101/tcp"]),
+			"-kafka-advertised-addr", fmt.Sprintf("127.0.0.1:%d", s.ports["9121/tcp"]), "-metadata", metadataList}
 		store = append(store, s)
 	}
 	// Raft voters only become ready together: start each group at once.
@@ -113,8 +114,10 @@ func startCluster(t *testing.T) *tcCluster {
 // frontendNode describes frontend-i.
 func (c *tcCluster) frontendNode(i int) node {
 	name := fmt.Sprintf("frontend-%d", i)
-	return newNode(c.t, name, "sluice/frontend:dev", "8081/tcp",
-		[]string{"-node-id", name, "-metadata", metadataList, "-offsets", offsetsList}, "8080/tcp")
+	n := newNode(c.t, name, "sluice/frontend:dev", "8081/tcp", nil, "8080/tcp", "9092/tcp")
+	n.cmd = []string{"-node-id", name, "-kafka-advertised-addr", fmt.Sprintf("127.0.0.1:%d", n.ports["9092/tcp"]),
+		"-metadata", metadataList, "-offsets", offsetsList}
+	return n
 }
 
 func (c *tcCluster) startAll(ctx context.Context, nodes []node) {
@@ -162,8 +165,8 @@ func portTaken(err error) bool {
 	return strings.Contains(msg, "port is already allocated") || strings.Contains(msg, "address already in use")
 }
 
-// withNewPorts returns n published on other free host ports (a storage node
-// advertising the new one).
+// withNewPorts returns n published on other free host ports (advertising
+// the new ones).
 func (n node) withNewPorts(t *testing.T) node {
 	ports := map[string]int{}
 	for p := range n.ports {
@@ -172,8 +175,16 @@ func (n node) withNewPorts(t *testing.T) node {
 	n.ports = ports
 	n.cmd = slices.Clone(n.cmd)
 	for i, a := range n.cmd {
-		if a == "-advertised-addr" && i+1 < len(n.cmd) {
+		if i+1 >= len(n.cmd) {
+			break
+		}
+		switch {
+		case a == "-advertised-addr":
 			n.cmd[i+1] = fmt.Sprintf("127.0.0.1:%d", ports["9101/tcp"])
+		case a == "-kafka-advertised-addr" && ports["9121/tcp"] != 0:
+			n.cmd[i+1] = fmt.Sprintf("127.0.0.1:%d", ports["9121/tcp"])
+		case a == "-kafka-advertised-addr":
+			n.cmd[i+1] = fmt.Sprintf("127.0.0.1:%d", ports["9092/tcp"])
 		}
 	}
 	return n

@@ -33,8 +33,9 @@ type binary struct {
 	raft bool
 	// nodeID: -node-id is a positive integer, unique in the StatefulSet.
 	nodeID bool
-	// self lists flags holding the pod's own address on its "storage" port.
-	self []string
+	// self maps flags holding the pod's own address to the port, by name,
+	// they must name.
+	self map[string]string
 }
 
 var binaries = map[string]binary{
@@ -50,17 +51,19 @@ var binaries = map[string]binary{
 		raft:     true,
 	},
 	"storage": {
-		listen:   map[string]string{"addr": "storage", "admin-addr": "admin"},
-		required: []string{"node-id", "data-dir", "metadata", "internal-addr", "advertised-addr"},
+		listen:   map[string]string{"addr": "storage", "admin-addr": "admin", "kafka-addr": "kafka"},
+		required: []string{"node-id", "data-dir", "metadata", "internal-addr", "advertised-addr", "kafka-advertised-addr"},
 		urls:     map[string]string{"metadata": "metadata"},
 		nodeID:   true,
 		// The base manifests serve clients inside the cluster only; an
 		// overlay that advertises an external address is not checked here.
-		self: []string{"internal-addr", "advertised-addr"},
+		self: map[string]string{"internal-addr": "storage", "advertised-addr": "storage", "kafka-advertised-addr": "kafka"},
 	},
 	"frontend": {
-		listen:   map[string]string{"http-addr": "http", "admin-addr": "admin"},
-		required: []string{"metadata", "offsets"},
+		listen:   map[string]string{"http-addr": "http", "admin-addr": "admin", "kafka-addr": "kafka"},
+		// The advertised Kafka address is the pod's IP, which only the
+		// kubelet knows: it must be set, not resolved here.
+		required: []string{"metadata", "offsets", "kafka-advertised-addr"},
 		urls:     map[string]string{"metadata": "metadata", "offsets": "offsets"},
 	},
 }
@@ -292,7 +295,7 @@ func (m *manifests) checkFlags(pd *pod, bin binary) {
 			pd.addf("flag -node-id: %q is not a positive integer (services/storage rejects it)", pd.flags["node-id"])
 		}
 	}
-	for _, f := range bin.self {
+	for f, portName := range bin.self {
 		if pd.flags[f] == "" {
 			continue
 		}
@@ -300,8 +303,8 @@ func (m *manifests) checkFlags(pd *pod, bin binary) {
 		switch {
 		case err != nil:
 			pd.addf("flag -%s: %v", f, err)
-		case w.name != pd.w.name || podName != pd.name || cp.Name != "storage":
-			pd.addf("flag -%s: %q is not this pod's storage port (it reaches %s pod %q port %s)", f, pd.flags[f], w, podName, cp.Name)
+		case w.name != pd.w.name || podName != pd.name || cp.Name != portName:
+			pd.addf("flag -%s: %q is not this pod's %s port (it reaches %s pod %q port %s)", f, pd.flags[f], portName, w, podName, cp.Name)
 		}
 	}
 }

@@ -78,6 +78,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("kafka advertised address: %w", err)
 		}
 	}
+	if host, _, _ := net.SplitHostPort(c.Advertised()); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		return fmt.Errorf("kafka advertised address %q is no address a client can dial: set -kafka-advertised-addr", c.Advertised())
+	}
 	switch {
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 1<<30:
 		return fmt.Errorf("kafka max request bytes %d is outside 1 KiB..1 GiB", c.MaxRequestBytes)
