@@ -60,7 +60,7 @@ var binaries = map[string]binary{
 		self: map[string]string{"internal-addr": "storage", "advertised-addr": "storage", "kafka-advertised-addr": "kafka"},
 	},
 	"frontend": {
-		listen:   map[string]string{"http-addr": "http", "admin-addr": "admin", "kafka-addr": "kafka"},
+		listen: map[string]string{"http-addr": "http", "admin-addr": "admin", "kafka-addr": "kafka"},
 		// The advertised Kafka address is the pod's IP, which only the
 		// kubelet knows: it must be set, not resolved here.
 		required: []string{"metadata", "offsets", "kafka-advertised-addr"},
