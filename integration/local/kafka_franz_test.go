@@ -246,15 +246,18 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 		{Op: kadm.SetConfig, Name: "num.partitions", Value: kadm.StringPtr("2")}}); err != nil || rs[0].Err != nil {
 		t.Fatalf("AlterBrokerConfigs: %v %+v", err, rs)
 	}
-	bcs, err := adm.DescribeBrokerConfigs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bc, _ := bcs.On("", nil); !slices.ContainsFunc(bc.Configs, func(c kadm.Config) bool {
-		return c.Key == "auto.create.topics.enable" && c.Value != nil && *c.Value == "true"
-	}) {
-		t.Fatalf("DescribeConfigs of the broker defaults: %+v", bc)
-	}
+	eventually(t, 10*time.Second, func() error { // every broker learns the setting from its metadata watch
+		bcs, err := adm.DescribeBrokerConfigs(ctx)
+		if err != nil {
+			return err
+		}
+		if bc, _ := bcs.On("", nil); !slices.ContainsFunc(bc.Configs, func(c kadm.Config) bool {
+			return c.Key == "auto.create.topics.enable" && c.Value != nil && *c.Value == "true" && c.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		}) {
+			return fmt.Errorf("DescribeConfigs of the broker defaults: %+v", bc)
+		}
+		return nil
+	})
 	auto := franzClient(t, c, kgo.AllowAutoTopicCreation())
 	if err := auto.ProduceSync(ctx, &kgo.Record{Topic: "auto-made", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce to an auto-created topic: %v", err)

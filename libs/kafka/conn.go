@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,8 +18,10 @@ import (
 	"github.com/sluicemq/sluice/libs/zerocopy"
 )
 
-// Conn is one client connection. Its requests are served one at a time, on
-// the connection's goroutine, so its fields need no lock.
+// Conn is one client connection. Its requests are read and handled one at a
+// time on the connection's goroutine, so the fields below need no lock but
+// where noted; a handler may finish its answer on another goroutine
+// (Reply.Async), and answers are written in request order.
 type Conn struct {
 	s      *Server
 	nc     net.Conn     // the connection (a *tls.Conn under TLS)
@@ -38,6 +41,45 @@ type Conn struct {
 	// SASL).
 	authenticated bool
 	sasl          saslState
+
+	// Answers finished on other goroutines (Reply.Async) wait in slots for
+	// the writer, in request order; queued counts those not written yet,
+	// and the read loop writes an answer itself only when none is.
+	slots     chan *slot
+	queued    atomic.Int64
+	muteUntil atomic.Int64   // unix nanos: a throttled answer mutes reading until then
+	work      sync.WaitGroup // the writer and the async parts of answers
+
+	localsMu sync.Mutex // guards locals
+	locals   map[any]any
+}
+
+// slot is an answer in the connection's queue.
+type slot struct {
+	h       Header
+	reply   Reply
+	done    chan struct{} // closed once reply is final
+	release func()        // frees the request's frame and budget once answered
+}
+
+// maxQueued bounds the answers a connection has pending (read but not
+// written): past it the connection reads nothing more until one is written.
+const maxQueued = 8
+
+// Local returns the connection's value for key, made by create on first
+// use; it lives as long as the connection. Safe for concurrent use.
+func (c *Conn) Local(key any, create func() any) any {
+	c.localsMu.Lock()
+	defer c.localsMu.Unlock()
+	if c.locals == nil {
+		c.locals = map[any]any{}
+	}
+	v, ok := c.locals[key]
+	if !ok {
+		v = create()
+		c.locals[key] = v
+	}
+	return v
 }
 
 func newConn(s *Server, nc net.Conn, id int64) *Conn {
@@ -51,6 +93,10 @@ func newConn(s *Server, nc net.Conn, id int64) *Conn {
 	context.AfterFunc(ctx, func() { _ = nc.Close() })
 	return c
 }
+
+// Context ends when the connection closes or the server stops: the async
+// part of an answer (Reply.Async) runs under it.
+func (c *Conn) Context() context.Context { return c.ctx }
 
 // ClientID is the client id of the request being served.
 func (c *Conn) ClientID() string { return c.clientID }
@@ -72,9 +118,13 @@ func (c *Conn) close() {
 	_ = c.nc.Close()
 }
 
-// serve reads and answers requests until the connection ends.
+// serve reads and answers requests until the connection ends, then waits
+// for the writer and the async parts of answers.
 func (c *Conn) serve() {
-	defer c.close()
+	defer func() {
+		c.close()
+		c.work.Wait()
+	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 		if err := tc.HandshakeContext(c.ctx); err != nil {
@@ -88,6 +138,9 @@ func (c *Conn) serve() {
 	}
 	var size [4]byte
 	for c.ctx.Err() == nil {
+		if !c.rest() {
+			return
+		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil {
@@ -134,43 +187,159 @@ func (c *Conn) request(n int) bool {
 	if err := c.s.mem.Acquire(c.ctx, int64(n)); err != nil {
 		return false
 	}
-	defer c.s.mem.Release(int64(n))
-	frame := make([]byte, n)
+	// The frame is reused once the request is answered: handlers use the
+	// bytes it holds (produce records, SASL tokens) until their answer is
+	// final, async part included.
+	fp := getFrame(n)
+	release := func() {
+		putFrame(fp)
+		c.s.mem.Release(int64(n))
+	}
+	frame := (*fp)[:n]
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 	if _, err := io.ReadFull(c.nc, frame); err != nil {
+		release()
 		c.s.refused("truncated")
 		c.s.logBad("kafka request cut short; closing the connection", "remote", c.remote, "size", n, "err", err)
 		return false
 	}
 	h, req, route, bad := c.s.decode(frame, c.authenticated)
 	c.clientID = h.ClientID
-	if bad != nil {
-		if bad.answerVersions {
-			// KIP-511: the v0 format, with the versions this broker speaks.
-			resp := kmsg.NewPtrApiVersionsResponse()
-			resp.ErrorCode, resp.ApiKeys = 35, c.s.apis // UNSUPPORTED_VERSION
-			h.Flexible, h.Version = false, 0
-			return c.write(&h, Reply{Msg: resp})
-		}
+	var reply Reply
+	switch {
+	case bad != nil && bad.answerVersions:
+		// KIP-511: the v0 format, with the versions this broker speaks.
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.ErrorCode, resp.ApiKeys = 35, c.s.apis // UNSUPPORTED_VERSION
+		h.Flexible, h.Version = false, 0
+		reply = Reply{Msg: resp}
+	case bad != nil:
+		release()
 		c.s.refused(bad.reason)
 		c.s.logBad(bad.msg+"; closing the connection", append([]any{"remote", c.remote}, bad.args...)...)
 		return false
+	default:
+		c.s.metrics.Requests.WithLabelValues(h.Name()).Inc()
+		reply = c.handle(route, req)
 	}
-	c.s.metrics.Requests.WithLabelValues(h.Name()).Inc()
-	reply := c.handle(route, req)
-	if !c.write(&h, reply) || reply.Close {
+	if reply.Async == nil && c.queued.Load() == 0 {
+		ok := c.write(&h, reply) && !reply.Close
+		release()
+		c.mute(reply.Throttle)
+		return ok
+	}
+	return c.enqueue(&slot{h: h, reply: reply, done: make(chan struct{}), release: release})
+}
+
+// enqueue queues an answer for the writer, starting its async part; false
+// when the connection ended meanwhile.
+func (c *Conn) enqueue(s *slot) bool {
+	if c.slots == nil {
+		c.slots = make(chan *slot, maxQueued)
+		c.work.Add(1)
+		go c.writer()
+	}
+	if async := s.reply.Async; async != nil {
+		c.work.Add(1)
+		go func() {
+			defer c.work.Done()
+			defer close(s.done)
+			s.reply = c.finish(s.h, async)
+		}()
+	} else {
+		close(s.done)
+	}
+	c.queued.Add(1)
+	select {
+	case c.slots <- s:
+		return true
+	case <-c.ctx.Done():
+		<-s.done
+		s.discard()
 		return false
 	}
-	if reply.Throttle > 0 {
-		t := time.NewTimer(reply.Throttle)
-		defer t.Stop()
+}
+
+// writer writes the queued answers in request order until the connection
+// ends; then it frees what is left.
+func (c *Conn) writer() {
+	defer c.work.Done()
+	for {
 		select {
-		case <-t.C:
+		case s := <-c.slots:
+			select {
+			case <-s.done:
+			case <-c.ctx.Done():
+				<-s.done
+				s.discard()
+				continue
+			}
+			ok := c.write(&s.h, s.reply) && !s.reply.Close
+			s.release()
+			if t := s.reply.Throttle; t > 0 {
+				c.muteUntil.Store(time.Now().Add(t).UnixNano())
+			}
+			c.queued.Add(-1)
+			if !ok {
+				c.close()
+			}
 		case <-c.ctx.Done():
-			return false
+			for {
+				select {
+				case s := <-c.slots:
+					<-s.done
+					s.discard()
+				default:
+					return
+				}
+			}
 		}
 	}
-	return true
+}
+
+// discard frees an answer that will not be written.
+func (s *slot) discard() {
+	if s.reply.Body != nil {
+		s.reply.Body.Release()
+	}
+	s.release()
+}
+
+// mute keeps the connection from reading for d after a throttled answer
+// (KIP-219).
+func (c *Conn) mute(d time.Duration) {
+	if d > 0 {
+		c.muteUntil.Store(time.Now().Add(d).UnixNano())
+	}
+}
+
+// rest waits out a mute before the next request is read; false when the
+// connection ended meanwhile.
+func (c *Conn) rest() bool {
+	wait := time.Until(time.Unix(0, c.muteUntil.Load()))
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// finish runs the async part of an answer, turning a panic into a closed
+// connection and a log line.
+func (c *Conn) finish(h Header, async func() Reply) (reply Reply) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("kafka handler panicked; closing the connection", "remote", c.remote, "api", h.Name(), "panic", fmt.Sprint(r))
+			reply = Reply{None: true, Close: true}
+		}
+	}()
+	return async()
 }
 
 // refusal is why a request is not served.
@@ -257,6 +426,43 @@ func (c *Conn) write(h *Header, r Reply) bool {
 		return false
 	}
 	return w.Flush() == nil
+}
+
+// frames are request buffers by size class: class k holds buffers of
+// minFrame<<k bytes. A produce request of a megabyte allocated and zeroed for
+// each request cost the frontend a fifth of its CPU.
+var frames [22]sync.Pool
+
+const minFrame = 4 << 10
+
+// frameClass returns the class whose buffers hold n bytes.
+func frameClass(n int) int {
+	k := 0
+	for size := minFrame; size < n; size <<= 1 {
+		k++
+	}
+	return k
+}
+
+// getFrame returns a buffer of at least n bytes.
+func getFrame(n int) *[]byte {
+	k := frameClass(n)
+	if k >= len(frames) {
+		b := make([]byte, n)
+		return &b
+	}
+	if b, ok := frames[k].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, minFrame<<k)
+	return &b
+}
+
+// putFrame hands a buffer of getFrame back.
+func putFrame(b *[]byte) {
+	if k := frameClass(cap(*b)); k < len(frames) && minFrame<<k == cap(*b) {
+		frames[k].Put(b)
+	}
 }
 
 // bufs are response buffers.

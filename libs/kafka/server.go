@@ -149,6 +149,12 @@ type Reply struct {
 	// Close closes the connection after the answer (a failed SASL
 	// authentication).
 	Close bool
+	// Async, when set, computes the answer on a goroutine of the
+	// connection while its next requests are read and handled: answers are
+	// still written in request order (at most maxQueued pending). The
+	// request's bytes stay valid until Async returns. A produce request
+	// uses it so that a client's pipelined requests overlap.
+	Async func() Reply
 }
 
 // Body is a response body written by its handler, for answers whose bytes

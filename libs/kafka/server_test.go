@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,5 +302,57 @@ func TestMemPoolWaits(t *testing.T) {
 	p.Release(80)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServerPipelinedAnswersInOrder checks that answers finished on other
+// goroutines (Reply.Async) overlap (each waits until all three run) yet go
+// out in request order, and that a synchronous answer after them waits its
+// turn.
+func TestServerPipelinedAnswersInOrder(t *testing.T) {
+	const async = 3
+	var started sync.WaitGroup
+	started.Add(async)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	calls := 0
+	routes := map[int16]Route{3: {Min: 1, Max: 12, Handle: func(ctx context.Context, c *Conn, r kmsg.Request) Reply {
+		if calls >= async {
+			return echoMetadata(ctx, c, r) // synchronous
+		}
+		id := int32(calls)
+		calls++
+		return Reply{Async: func() Reply {
+			started.Done()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Second):
+				panic("the async parts did not run at once")
+			}
+			if id == 0 {
+				time.Sleep(50 * time.Millisecond) // the first finishes last
+			}
+			resp := kmsg.NewPtrMetadataResponse()
+			resp.ControllerID = id
+			return Reply{Msg: resp}
+		}}
+	}}}
+	s := testServer(t, routes, nil)
+	c := dialTest(t, s)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 1
+	for range async + 1 {
+		c.send(md)
+	}
+	c.corr = 0
+	for want := int32(0); want <= async; want++ {
+		c.corr++
+		var r kmsg.MetadataResponse
+		if !c.recv(md, &r) {
+			t.Fatalf("answer %d missing", want)
+		}
+		if want < async && r.ControllerID != want || want == async && r.ControllerID != 7 {
+			t.Fatalf("answer %d carries %d: out of order", want, r.ControllerID)
+		}
 	}
 }

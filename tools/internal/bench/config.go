@@ -31,6 +31,15 @@ const (
 	BodyJSON = "json"
 )
 
+// Protocols of --protocol.
+const (
+	ProtocolSluice = "sluice" // the SDK (and HTTP) through the frontends' HTTP API
+	ProtocolKafka  = "kafka"  // franz-go through the Kafka listeners
+)
+
+// DefaultBootstrap is the Kafka listener of make run.
+const DefaultBootstrap = "127.0.0.1:9092"
+
 // Values of --progress.
 const (
 	ProgressAuto = "auto"
@@ -51,6 +60,10 @@ var errUsage = errors.New("usage")
 type Config struct {
 	Mode string // produce, consume or e2e
 
+	// Protocol is sluice (the SDK, HTTP) or kafka (franz-go through the
+	// Kafka listeners at Bootstrap).
+	Protocol  string
+	Bootstrap []string
 	Frontends []string // base URLs of the frontends (produce, topic creation)
 	Metadata  []string // metadata or frontend URLs (topic and partition look-ups); default Frontends
 	Offsets   []string // offsets service replicas (consumer groups)
@@ -104,6 +117,8 @@ usage: sluice-bench produce|consume|e2e [flags]
 
   disk and sendfile (given first) measure the physical limits instead (sluice-bench disk -h)
 
+protocol:  --protocol sluice|kafka (sluice: the SDK or HTTP; kafka: franz-go through the
+           Kafka listeners, --bootstrap host:port,... ($SLUICE_KAFKA, default ` + DefaultBootstrap + `))
 cluster:   --frontends URLs ($SLUICE_FRONTEND, default ` + ctl.DefaultFrontend + `)
            --metadata URLs ($SLUICE_METADATA, default: the frontends)
            --offsets URLs ($SLUICE_OFFSETS, default ` + ctl.DefaultOffsets + `)
@@ -139,6 +154,9 @@ var modeFlags = map[string][]string{
 	"grace": {ModeE2E},
 }
 
+// sluiceOnly are the flags --protocol kafka does not use.
+var sluiceOnly = []string{"body", "json-batch", "group"}
+
 // sdkOnly and jsonOnly are the producing flags of one --body.
 var (
 	sdkOnly  = []string{"idempotence", "compression", "linger", "batch-size"}
@@ -161,6 +179,7 @@ func (k kvFlags) Set(s string) error {
 // rawFlags holds the flags that become Config fields only after checks.
 type rawFlags struct {
 	frontends, metadata, offsets string
+	bootstrap                    string
 	acks, compression, keys      string
 	records                      int64
 	recordSize                   int
@@ -212,6 +231,8 @@ func newFlagSet(c *Config, raw *rawFlags, getenv func(string) string) *flag.Flag
 	pd := client.DefaultProducerConfig()
 	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.Protocol, "protocol", ProtocolSluice, "sluice (the SDK, HTTP) or kafka (franz-go through the Kafka listeners)")
+	fs.StringVar(&raw.bootstrap, "bootstrap", envOr("SLUICE_KAFKA", DefaultBootstrap), "Kafka bootstrap servers, comma-separated (--protocol kafka)")
 	fs.StringVar(&raw.frontends, "frontends", envOr("SLUICE_FRONTEND", ctl.DefaultFrontend), "frontend base URLs, comma-separated")
 	fs.StringVar(&raw.metadata, "metadata", envOr("SLUICE_METADATA", ""), "metadata or frontend URLs (default: the frontends)")
 	fs.StringVar(&raw.offsets, "offsets", envOr("SLUICE_OFFSETS", ctl.DefaultOffsets), "offsets service URLs")
@@ -265,6 +286,11 @@ func (c *Config) apply(raw rawFlags) error {
 	c.Warmup = raw.warmup
 	if !set["warmup"] && c.Duration > 0 && c.Mode != ModeConsume {
 		c.Warmup = defaultWarmupWithDuration
+	}
+	for _, b := range strings.Split(raw.bootstrap, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Bootstrap = append(c.Bootstrap, b)
+		}
 	}
 	c.Frontends = jsonhttp.BaseURLs(strings.Split(raw.frontends, ","))
 	c.Metadata = jsonhttp.BaseURLs(strings.Split(raw.metadata, ","))
@@ -345,6 +371,17 @@ func (c Config) Validate() error {
 		return bad("--json-batch: must be at least 1")
 	case c.Progress != ProgressAuto && c.Progress != ProgressOn && c.Progress != ProgressOff:
 		return bad("--progress %q is not auto, on or off", c.Progress)
+	case c.Protocol != ProtocolSluice && c.Protocol != ProtocolKafka:
+		return bad("--protocol %q is not sluice or kafka", c.Protocol)
+	case c.Protocol == ProtocolKafka && len(c.Bootstrap) == 0:
+		return bad("--bootstrap: no address")
+	}
+	if c.Protocol == ProtocolKafka {
+		for _, name := range sluiceOnly {
+			if c.Explicit[name] {
+				return bad("--%s is not used with --protocol kafka", name)
+			}
+		}
 	}
 	if err := cluster.ValidateTopicName(c.Topic); err != nil {
 		return bad("--topic: %v", err)

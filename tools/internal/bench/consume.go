@@ -43,10 +43,75 @@ func (cs *consuming) claim(n int64) int64 {
 	return k
 }
 
-// newConsumers creates the group's members. In e2e they start each
+// polled is a record a member received.
+type polled struct {
+	partition int32
+	offset    int64
+	value     []byte
+}
+
+// partState is a member's view of a partition it owns: its position (known
+// once the start is resolved) and the high watermark of its last fetch (-1
+// before one).
+type partState struct {
+	partition int32
+	pos, hw   int64
+	known     bool
+}
+
+// member is one consumer of a run: an SDK group member, or with --protocol
+// kafka a franz-go client reading the partitions given to it. Its methods
+// are called from the run's goroutines; poll from one at a time.
+type member interface {
+	// poll returns the next records.
+	poll(ctx context.Context) ([]polled, error)
+	// states returns the partitions it owns.
+	states() []partState
+	// close commits (a group member) and leaves.
+	close(ctx context.Context)
+}
+
+// sdkMember is an SDK consumer group member.
+type sdkMember struct{ c *client.Consumer }
+
+func (m sdkMember) poll(ctx context.Context) ([]polled, error) {
+	recs, err := m.c.Poll(ctx)
+	out := make([]polled, len(recs))
+	for i := range recs {
+		out[i] = polled{partition: recs[i].Partition, offset: recs[i].Offset, value: recs[i].Value}
+	}
+	return out, err
+}
+
+func (m sdkMember) states() []partState {
+	var out []partState
+	for _, tp := range m.c.Assignment() {
+		pos, ok := m.c.Position(tp)
+		out = append(out, partState{partition: tp.Partition, pos: pos, hw: m.c.HighWatermark(tp), known: ok})
+	}
+	return out
+}
+
+func (m sdkMember) close(ctx context.Context) { _ = m.c.Close(ctx) } // a failed commit of a bench group changes nothing
+
+// newConsumers creates the run's consumers: Kafka clients with --protocol
+// kafka, else the group's members.
+func (r *run) newConsumers() ([]member, error) {
+	if r.cfg.Protocol == ProtocolKafka {
+		return r.newKafkaConsumers()
+	}
+	cs, err := r.newGroupMembers()
+	var out []member
+	for _, c := range cs {
+		out = append(out, sdkMember{c})
+	}
+	return out, err
+}
+
+// newGroupMembers creates the group's members. In e2e they start each
 // partition where the tracker says (the partitions' ends before producing),
 // whatever the group committed.
-func (r *run) newConsumers() ([]*client.Consumer, error) {
+func (r *run) newGroupMembers() ([]*client.Consumer, error) {
 	var out []*client.Consumer
 	for i := 0; i < r.cfg.Consumers; i++ {
 		cc := client.DefaultConsumerConfig()
@@ -66,7 +131,9 @@ func (r *run) newConsumers() ([]*client.Consumer, error) {
 		}
 		c, err := client.NewConsumer(cc)
 		if err != nil {
-			closeConsumers(out)
+			for _, c := range out {
+				sdkMember{c}.close(context.Background())
+			}
 			return nil, fmt.Errorf("consumer: %w", err)
 		}
 		out = append(out, c)
@@ -74,8 +141,8 @@ func (r *run) newConsumers() ([]*client.Consumer, error) {
 	return out, nil
 }
 
-// closeConsumers commits and leaves the group, each member at once.
-func closeConsumers(cs []*client.Consumer) {
+// closeConsumers closes every member at once.
+func closeConsumers(cs []member) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Add(1)
@@ -83,17 +150,17 @@ func closeConsumers(cs []*client.Consumer) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), consumerCloseTimeout)
 			defer cancel()
-			_ = c.Close(ctx) // the run is over: a failed commit of a bench group changes nothing
+			c.close(ctx)
 		}()
 	}
 	wg.Wait()
 }
 
-// consume polls c until ctx ends or Poll fails (stop is then called with the
-// reason). It runs on its own goroutine, owned by the run.
-func (r *run) consume(ctx context.Context, i int, c *client.Consumer, stop func(error)) {
+// consume polls c until ctx ends or a poll fails (stop is then called with
+// the reason). It runs on its own goroutine, owned by the run.
+func (r *run) consume(ctx context.Context, i int, c member, stop func(error)) {
 	for {
-		recs, err := c.Poll(ctx)
+		recs, err := c.poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -110,7 +177,7 @@ func (r *run) consume(ctx context.Context, i int, c *client.Consumer, stop func(
 		k := r.cons.claim(int64(len(recs)))
 		var bytes int64
 		for j := int64(0); j < k; j++ {
-			bytes += int64(len(recs[j].Value))
+			bytes += int64(len(recs[j].value))
 		}
 		if k > 0 {
 			r.cons.count(k, bytes, now)
@@ -121,18 +188,18 @@ func (r *run) consume(ctx context.Context, i int, c *client.Consumer, stop func(
 // countE2E counts records received at now: those sent after the warm-up
 // (by the stamp in their value) go into the figures with their end-to-end
 // latency.
-func (r *run) countE2E(recs []client.ConsumerRecord, now time.Time, lat *Latencies) {
+func (r *run) countE2E(recs []polled, now time.Time, lat *Latencies) {
 	var n, bytes, warm int64
 	from := r.plan.warmupEnd.UnixNano()
 	for i := range recs {
-		sent, ok := stampOf(recs[i].Value)
+		sent, ok := stampOf(recs[i].value)
 		if !ok || sent < from {
 			warm++
 			continue
 		}
 		lat.Record(time.Duration(now.UnixNano() - sent))
 		n++
-		bytes += int64(len(recs[i].Value))
+		bytes += int64(len(recs[i].value))
 	}
 	r.cons.warmup.Add(warm)
 	if n > 0 {
@@ -144,17 +211,17 @@ func (r *run) countE2E(recs []client.ConsumerRecord, now time.Time, lat *Latenci
 // known position and, when there are no more members than partitions, each
 // member owns some: the first member to join gets every partition at first,
 // and the rebalance the others cause must not fall into the measurement.
-func waitAssigned(ctx context.Context, cs []*client.Consumer, partitions int) error {
+func waitAssigned(ctx context.Context, cs []member, partitions int) error {
 	for {
 		owned, busy := map[int32]bool{}, 0
 		for _, c := range cs {
-			tps := c.Assignment()
-			if len(tps) > 0 {
+			st := c.states()
+			if len(st) > 0 {
 				busy++
 			}
-			for _, tp := range tps {
-				if _, ok := c.Position(tp); ok {
-					owned[tp.Partition] = true
+			for _, p := range st {
+				if p.known {
+					owned[p.partition] = true
 				}
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
-	"github.com/sluicemq/sluice/libs/record"
 )
 
 func TestStamp(t *testing.T) {
@@ -122,10 +121,10 @@ func TestOutcomeWarmupAndFailures(t *testing.T) {
 	}
 }
 
-func consumerRecs(p int32, offsets ...int64) []client.ConsumerRecord {
-	var out []client.ConsumerRecord
+func consumerRecs(p int32, offsets ...int64) []polled {
+	var out []polled
 	for _, o := range offsets {
-		out = append(out, client.ConsumerRecord{Topic: "t", Partition: p, Record: record.Record{Offset: o}})
+		out = append(out, polled{partition: p, offset: o})
 	}
 	return out
 }
@@ -167,7 +166,7 @@ func TestCountE2E(t *testing.T) {
 	warm, late := newValue(16, 1), newValue(16, 2)
 	stamp(warm, t0.Add(-time.Second))
 	stamp(late, t0.Add(time.Second))
-	recs := []client.ConsumerRecord{{Record: record.Record{Value: warm}}, {Record: record.Record{Value: late}}, {Record: record.Record{Value: []byte("short")}}}
+	recs := []polled{{value: warm}, {value: late}, {value: []byte("short")}}
 	r.countE2E(recs, t0.Add(1500*time.Millisecond), r.cons.lats[0])
 	s := r.cons.lats[0].Summary()
 	if r.cons.counted.Load() != 1 || r.cons.warmup.Load() != 2 || r.cons.bytes.Load() != 16 || s.Count != 1 || !near(s.P50, 500, 0.002) {

@@ -218,6 +218,19 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 			}()
 			continue
 		}
+		if r.cfg.Protocol == ProtocolKafka {
+			cl, err := r.newKafkaProducer()
+			if err != nil {
+				stop(fmt.Errorf("producer %d: %w", i, err))
+				break
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.kafkaProducer(ctx, drain, i, cl, pacer, stop)
+			}()
+			continue
+		}
 		p, err := client.NewProducer(r.producerConfig())
 		if err != nil {
 			stop(fmt.Errorf("producer %d: %w", i, err))
@@ -335,7 +348,7 @@ func (r *run) runE2E(ctx, setup context.Context) (*Summary, error) {
 
 // startConsumers runs a polling goroutine per consumer until ctx ends; the
 // returned function waits for them.
-func (r *run) startConsumers(ctx context.Context, cs []*client.Consumer, stop func(error)) func() {
+func (r *run) startConsumers(ctx context.Context, cs []member, stop func(error)) func() {
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Add(1)
@@ -370,12 +383,11 @@ func (r *run) checkHolds(ctx context.Context, want int64) error {
 
 // atEnd reports whether the consumers together own every partition and have
 // each read to the high watermark of its last fetch.
-func atEnd(cs []*client.Consumer, partitions int) bool {
+func atEnd(cs []member, partitions int) bool {
 	owned := 0
 	for _, c := range cs {
-		for _, tp := range c.Assignment() {
-			pos, ok := c.Position(tp)
-			if hw := c.HighWatermark(tp); !ok || hw < 0 || pos < hw {
+		for _, p := range c.states() {
+			if !p.known || p.hw < 0 || p.pos < p.hw {
 				return false
 			}
 			owned++
@@ -388,7 +400,7 @@ func atEnd(cs []*client.Consumer, partitions int) bool {
 // acknowledged but not consumed.
 func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 	c := r.cfg
-	s := &Summary{Mode: c.Mode, Topic: c.Topic, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
+	s := &Summary{Mode: c.Mode, Protocol: c.Protocol, Topic: c.Topic, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
 		Interrupted: ctx.Err() != nil, WarmupSec: c.Warmup.Seconds(), Rate: c.Rate}
 	s.ElapsedSec = round(seconds(r.start, r.end), 3)
 	if c.Mode != ModeConsume {
@@ -405,6 +417,9 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 	}
 	if c.Mode != ModeProduce {
 		s.Consumers, s.Group = c.Consumers, c.Group
+		if c.Protocol == ProtocolKafka {
+			s.Group = "" // Kafka consumers read assigned partitions, without a group
+		}
 		var lat *Latencies
 		if c.Mode == ModeE2E {
 			lat = NewLatencies()

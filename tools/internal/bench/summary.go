@@ -14,6 +14,7 @@ import (
 // Produce and Consume hold each direction in full.
 type Summary struct {
 	Mode              string  `json:"mode"`
+	Protocol          string  `json:"protocol"`
 	Topic             string  `json:"topic"`
 	Partitions        int     `json:"partitions"`
 	ReplicationFactor int     `json:"replication_factor"`

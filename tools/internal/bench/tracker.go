@@ -2,8 +2,6 @@ package bench
 
 import (
 	"sync"
-
-	"github.com/sluicemq/sluice/libs/client"
 )
 
 // tracker follows, per partition, what e2e producers had acknowledged and
@@ -41,13 +39,13 @@ func (t *tracker) acked(partition int32, offset int64) {
 	t.maxAcked[partition] = max(t.maxAcked[partition], offset)
 }
 
-// consumed notes records returned by a consumer's Poll.
-func (t *tracker) consumed(recs []client.ConsumerRecord) {
+// consumed notes records returned by a consumer's poll.
+func (t *tracker) consumed(recs []polled) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range recs {
-		if p := recs[i].Partition; p >= 0 && int(p) < len(t.pos) {
-			t.pos[p] = max(t.pos[p], recs[i].Offset+1)
+		if p := recs[i].partition; p >= 0 && int(p) < len(t.pos) {
+			t.pos[p] = max(t.pos[p], recs[i].offset+1)
 		}
 	}
 	t.checkLocked()

@@ -54,8 +54,9 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		return s.produceReply(r, resp, 0)
 	}
 	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
-	var bytes int
-	var wg sync.WaitGroup
+	bytes := 0
+	order := c.Local(orderKey{}, func() any { return newOrder() }).(*order)
+	var work []func()
 	for i := range r.Topics {
 		rt := &r.Topics[i]
 		out := &resp.Topics[i]
@@ -68,23 +69,78 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 			}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.produceTopic(ctx, acks, timeout, rt, out)
-		}()
+		// Each partition's place in the connection's order is taken now,
+		// while the requests are read one by one.
+		parts := make([]produce.PartitionRecords, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			parts[j] = produce.PartitionRecords{Partition: rp.Partition, Records: rp.Records}
+			parts[j].After, parts[j].Sent = order.take(rt.Topic, rp.Partition)
+		}
+		work = append(work, func() { s.produceTopic(c.Context(), acks, timeout, rt.Topic, parts, out) })
 	}
-	wg.Wait()
-	return s.produceReply(r, resp, s.chargeProduce(c, bytes))
+	throttle := s.chargeProduce(c, bytes)
+	// The rest goes on while the connection's next requests are read: a
+	// client's pipelined produce requests overlap, in order per partition.
+	return kafka.Reply{Async: func() kafka.Reply {
+		var wg sync.WaitGroup
+		for _, w := range work {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w()
+			}()
+		}
+		wg.Wait()
+		return s.produceReply(r, resp, throttle)
+	}}
+}
+
+// orderKey names a connection's produce order.
+type orderKey struct{}
+
+// order keeps a connection's batches in request order per partition while
+// its produce requests are served at once: a request's first attempt to a
+// partition waits until the previous request's to it was written to the
+// leader's connection (or failed), which keeps them in that order.
+type order struct {
+	mu   sync.Mutex
+	last map[topicPartition]chan struct{} // the newest request's gate per partition
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+func newOrder() *order { return &order{last: map[topicPartition]chan struct{}{}} }
+
+// take queues a request's batch of a partition: it may go once after is
+// closed, and calls sent once it went (or failed).
+func (o *order) take(topic string, partition int32) (after <-chan struct{}, sent func()) {
+	tp := topicPartition{topic, partition}
+	mine := make(chan struct{})
+	o.mu.Lock()
+	prev := o.last[tp]
+	o.last[tp] = mine
+	o.mu.Unlock()
+	if prev == nil {
+		closed := make(chan struct{})
+		close(closed)
+		prev = closed
+	}
+	return prev, sync.OnceFunc(func() {
+		close(mine)
+		o.mu.Lock()
+		if o.last[tp] == mine {
+			delete(o.last, tp)
+		}
+		o.mu.Unlock()
+	})
 }
 
 // produceTopic sends one topic's partitions and fills their answers.
-func (s *Service) produceTopic(ctx context.Context, acks int8, timeout time.Duration, rt *kmsg.ProduceRequestTopic, out *kmsg.ProduceResponseTopic) {
-	parts := make([]produce.PartitionRecords, len(rt.Partitions))
-	for j, rp := range rt.Partitions {
-		parts[j] = produce.PartitionRecords{Partition: rp.Partition, Records: rp.Records}
-	}
-	results, err := s.producer.ProduceRecords(ctx, rt.Topic, acks, timeout, parts)
+func (s *Service) produceTopic(ctx context.Context, acks int8, timeout time.Duration, topic string, parts []produce.PartitionRecords, out *kmsg.ProduceResponseTopic) {
+	results, err := s.producer.ProduceRecords(ctx, topic, acks, timeout, parts)
 	for j := range out.Partitions {
 		p := &out.Partitions[j]
 		e := err
@@ -105,7 +161,7 @@ func (s *Service) produceTopic(ctx context.Context, acks int8, timeout time.Dura
 		msg := protocol.MessageOf(e)
 		p.ErrorMessage = &msg
 		if p.ErrorCode == int16(protocol.NotLeaderOrFollower) {
-			s.leaderHint(rt.Topic, p)
+			s.leaderHint(topic, p)
 		}
 	}
 }

@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// --protocol kafka: the same runs through the cluster's Kafka listeners with
+// franz-go, a Kafka client no one here wrote, so the two paths are measured
+// side by side. Producers are kgo clients with the run's acks, idempotence,
+// linger, batch size, compression and delivery timeout; consumers are kgo
+// clients reading fixed partitions (partition p goes to consumer p mod
+// --consumers) without a group, from the start (consume) or from the
+// partitions' ends before producing (e2e).
+
+// kafkaCodec maps a record codec to franz-go's.
+func kafkaCodec(c record.Codec) kgo.CompressionCodec {
+	switch c {
+	case record.CodecGzip:
+		return kgo.GzipCompression()
+	case record.CodecSnappy:
+		return kgo.SnappyCompression()
+	case record.CodecLZ4:
+		return kgo.Lz4Compression()
+	case record.CodecZstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+// newKafkaProducer is a franz-go producer with the run's settings.
+func (r *run) newKafkaProducer() (*kgo.Client, error) {
+	c := r.cfg
+	// The SDK producer's memory bound (records sent but not answered),
+	// rather than franz-go's default of 10,000 records: the two paths
+	// buffer alike.
+	buffer := c.producerConfig().BufferMemory
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap...), kgo.ClientID("sluice-bench"), kgo.DefaultProduceTopic(c.Topic),
+		kgo.MaxBufferedBytes(int(buffer)), kgo.MaxBufferedRecords(int(buffer / 16)),
+		kgo.ProducerLinger(c.Linger), kgo.ProducerBatchMaxBytes(int32(c.BatchSize)), kgo.ProducerBatchCompression(kafkaCodec(c.Compression)),
+		kgo.RecordDeliveryTimeout(c.DeliveryTimeout)}
+	switch c.Acks {
+	case protocol.AcksAll:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case protocol.AcksLeader:
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	default:
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+	}
+	if !c.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	return kgo.NewClient(opts...)
+}
+
+// kafkaProducer sends records with one franz-go client until the plan says
+// stop or ctx ends, then flushes what is buffered and awaits the outcomes,
+// up to drain. It runs on its own goroutine, owned by the run.
+func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer, stop func(error)) {
+	defer func() {
+		if err := cl.Flush(drain); err != nil && drain.Err() == nil {
+			r.stderrf("producer %d: flush: %v", i, err)
+		}
+		cl.Close()
+	}()
+	keys := r.cfg.Keys.NewGen(r.seed+uint64(i), i)
+	shared := newValue(r.cfg.RecordSize, r.seed+uint64(i))
+	lat := r.prod.lats[i]
+	size := r.cfg.RecordSize
+	for {
+		sentAt, ok := pace(ctx, pacer, 1)
+		if !ok {
+			return
+		}
+		n, counted := r.plan.take(sentAt, 1)
+		if n == 0 {
+			return
+		}
+		value := shared // franz-go keeps the slice until the answer: shared only while never written
+		if r.cfg.Mode == ModeE2E {
+			value = append([]byte(nil), shared...)
+			stamp(value, sentAt)
+		}
+		var key []byte
+		if k := keys.Next(); k != nil {
+			key = append([]byte(nil), k...)
+		}
+		rec := &kgo.Record{Key: key, Value: value, Timestamp: sentAt}
+		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			m := client.RecordMetadata{Partition: rec.Partition, Offset: rec.Offset, Err: err}
+			if err != nil && ctx.Err() != nil && drain.Err() != nil {
+				m.Err = errUnanswered
+			}
+			r.prod.outcome(lat, sentAt, counted, size, 1, m)
+		})
+		r.prod.sent.Add(1)
+	}
+}
+
+// newKafkaConsumers creates --consumers franz-go clients sharing the
+// topic's partitions.
+func (r *run) newKafkaConsumers() ([]member, error) {
+	var out []member
+	for i := 0; i < r.cfg.Consumers; i++ {
+		start := map[int32]kgo.Offset{}
+		m := &kafkaMember{pos: map[int32]int64{}, hw: map[int32]int64{}}
+		for p := int32(i); p < int32(r.partitions); p += int32(r.cfg.Consumers) {
+			if r.tracker != nil {
+				at := r.tracker.startOf(p)
+				start[p] = kgo.NewOffset().At(at)
+				m.pos[p] = at
+			} else {
+				start[p] = kgo.NewOffset().AtStart()
+			}
+			m.hw[p] = -1
+			m.owned = append(m.owned, p)
+		}
+		m.known = r.tracker != nil
+		if len(start) == 0 {
+			continue // more consumers than partitions
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Bootstrap...), kgo.ClientID(fmt.Sprintf("sluice-bench-%d", i)),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: start}), kgo.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			closeConsumers(out)
+			return nil, fmt.Errorf("kafka consumer: %w", err)
+		}
+		m.cl = cl
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// kafkaMember is a franz-go client reading fixed partitions.
+type kafkaMember struct {
+	cl    *kgo.Client
+	owned []int32
+
+	mu    sync.Mutex // guards the fields below: poll writes, states reads
+	pos   map[int32]int64
+	hw    map[int32]int64
+	known bool // the positions are offsets (e2e), not "the start" until a fetch says where it is
+}
+
+func (m *kafkaMember) poll(ctx context.Context) ([]polled, error) {
+	fs := m.cl.PollFetches(ctx)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	for _, fe := range fs.Errors() {
+		if !errors.Is(fe.Err, context.Canceled) {
+			return nil, fmt.Errorf("fetch %s-%d: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+	}
+	var out []polled
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		m.hw[p.Partition] = p.HighWatermark
+		for _, rec := range p.Records {
+			out = append(out, polled{partition: rec.Partition, offset: rec.Offset, value: rec.Value})
+			m.pos[rec.Partition] = rec.Offset + 1
+		}
+		if len(p.Records) == 0 && m.pos[p.Partition] == 0 {
+			m.pos[p.Partition] = p.LogStartOffset
+		}
+	})
+	m.known = true
+	return out, nil
+}
+
+func (m *kafkaMember) states() []partState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []partState
+	for _, p := range m.owned {
+		out = append(out, partState{partition: p, pos: m.pos[p], hw: m.hw[p], known: m.known})
+	}
+	return out
+}
+
+func (m *kafkaMember) close(context.Context) { m.cl.Close() }
