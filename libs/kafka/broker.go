@@ -70,7 +70,7 @@ func NewBroker(cfg BrokerConfig, self func() int32, model Model, admin Admin, lo
 func (b *Broker) Routes() map[int16]Route {
 	return map[int16]Route{
 		3:  {Min: 0, Max: 12, Handle: b.metadata},
-		60: {Min: 0, Max: 1, Handle: b.describeCluster},
+		60: {Min: 0, Max: 2, Handle: b.describeCluster},
 		22: {Min: 0, Max: 5, Handle: b.initProducerID},
 		19: {Min: 2, Max: 7, Handle: b.createTopics},
 		20: {Min: 1, Max: 6, Handle: b.deleteTopics},

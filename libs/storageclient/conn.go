@@ -114,17 +114,6 @@ func DialTLS(ctx context.Context, addr, clientID string, cfg *tls.Config) (*Conn
 // Addr returns the remote address.
 func (c *Conn) Addr() string { return c.nc.RemoteAddr().String() }
 
-// writtenKey is the context key of WithWritten's function.
-type writtenKey struct{}
-
-// WithWritten returns ctx carrying fn, which a Call with it runs once its
-// request is written to the connection (before the answer comes): a caller
-// that must keep requests of different goroutines in order on a connection
-// lets the next one go then.
-func WithWritten(ctx context.Context, fn func()) context.Context {
-	return context.WithValue(ctx, writtenKey{}, fn)
-}
-
 // Call sends a request with an optional raw payload and waits for its response,
 // decoding the body into resp (which may be nil). A response with an error code
 // is returned as a *protocol.Error together with the Result.
@@ -133,9 +122,6 @@ func (c *Conn) Call(ctx context.Context, key protocol.APIKey, req protocol.Body,
 	id, err := c.send(key, req, payload, p)
 	if err != nil {
 		return Result{}, err
-	}
-	if fn, ok := ctx.Value(writtenKey{}).(func()); ok {
-		fn()
 	}
 	select {
 	case <-p.done:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -45,7 +44,7 @@ func (r *run) newKafkaProducer() (*kgo.Client, error) {
 	// buffer alike.
 	buffer := c.producerConfig().BufferMemory
 	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap...), kgo.ClientID("sluice-bench"), kgo.DefaultProduceTopic(c.Topic),
-		kgo.MaxBufferedBytes(int(buffer)), kgo.MaxBufferedRecords(int(buffer / 16)),
+		kgo.MaxBufferedBytes(int(buffer)), kgo.MaxBufferedRecords(1 << 30),
 		kgo.ProducerLinger(c.Linger), kgo.ProducerBatchMaxBytes(int32(c.BatchSize)), kgo.ProducerBatchCompression(kafkaCodec(c.Compression)),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout)}
 	switch c.Acks {
@@ -76,6 +75,19 @@ func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, p
 	shared := newValue(r.cfg.RecordSize, r.seed+uint64(i))
 	lat := r.prod.lats[i]
 	size := r.cfg.RecordSize
+	// One promise for every record, so that none is allocated per record:
+	// the record carries its send time (Timestamp) and whether it counts
+	// (Context is countedCtx or warmupCtx).
+	promise := func(rec *kgo.Record, err error) {
+		m := client.RecordMetadata{Partition: rec.Partition, Offset: rec.Offset, Err: err}
+		if err != nil && ctx.Err() != nil && drain.Err() != nil {
+			m.Err = errUnanswered
+		}
+		r.prod.outcome(lat, rec.Timestamp, rec.Context == countedCtx, size, 1, m)
+		key := rec.Key
+		*rec = kgo.Record{Key: key} // franz-go is done with it: reused, as its docs allow
+		records.Put(rec)
+	}
 	for {
 		sentAt, ok := pace(ctx, pacer, 1)
 		if !ok {
@@ -90,21 +102,32 @@ func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, p
 			value = append([]byte(nil), shared...)
 			stamp(value, sentAt)
 		}
-		var key []byte
+		rec := records.Get().(*kgo.Record)
+		rec.Key = rec.Key[:0]
 		if k := keys.Next(); k != nil {
-			key = append([]byte(nil), k...)
+			rec.Key = append(rec.Key, k...)
 		}
-		rec := &kgo.Record{Key: key, Value: value, Timestamp: sentAt}
-		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-			m := client.RecordMetadata{Partition: rec.Partition, Offset: rec.Offset, Err: err}
-			if err != nil && ctx.Err() != nil && drain.Err() != nil {
-				m.Err = errUnanswered
-			}
-			r.prod.outcome(lat, sentAt, counted, size, 1, m)
-		})
+		rec.Value, rec.Timestamp, rec.Context = value, sentAt, warmupCtx
+		if counted {
+			rec.Context = countedCtx
+		}
+		cl.Produce(ctx, rec, promise)
 		r.prod.sent.Add(1)
 	}
 }
+
+// countedCtx and warmupCtx mark a record as counted or sent in the warm-up.
+var (
+	countedCtx = context.WithValue(context.Background(), countedKey{}, true)
+	warmupCtx  = context.WithValue(context.Background(), countedKey{}, false)
+)
+
+type countedKey struct{}
+
+// records are franz-go records reused once their promise ran: a franz-go
+// producer needs a *Record per record, and allocating (and zeroing) one each
+// cost the benchmark a third of its CPU, which the cluster shares.
+var records = sync.Pool{New: func() any { return new(kgo.Record) }}
 
 // newKafkaConsumers creates --consumers franz-go clients sharing the
 // topic's partitions.
@@ -128,8 +151,15 @@ func (r *run) newKafkaConsumers() ([]member, error) {
 		if len(start) == 0 {
 			continue // more consumers than partitions
 		}
+		// franz-go fetches once per broker at a time and holds one answer
+		// until it is polled; the SDK consumer keeps up to Prefetch more 1
+		// MiB answers per partition. Fetches of that many MiB per
+		// partition buffer alike.
+		cc := client.DefaultConsumerConfig()
+		perPartition := cc.FetchMaxBytes * int32(1+cc.Prefetch)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Bootstrap...), kgo.ClientID(fmt.Sprintf("sluice-bench-%d", i)),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: start}), kgo.FetchMaxWait(500*time.Millisecond))
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: start}), kgo.FetchMaxWait(cc.FetchMaxWait),
+			kgo.FetchMaxPartitionBytes(perPartition))
 		if err != nil {
 			closeConsumers(out)
 			return nil, fmt.Errorf("kafka consumer: %w", err)
@@ -161,16 +191,18 @@ func (m *kafkaMember) poll(ctx context.Context) ([]polled, error) {
 			return nil, fmt.Errorf("fetch %s-%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 	}
-	var out []polled
+	out := make([]polled, 0, fs.NumRecords())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		m.hw[p.Partition] = p.HighWatermark
 		for _, rec := range p.Records {
 			out = append(out, polled{partition: rec.Partition, offset: rec.Offset, value: rec.Value})
-			m.pos[rec.Partition] = rec.Offset + 1
 		}
-		if len(p.Records) == 0 && m.pos[p.Partition] == 0 {
+		switch n := len(p.Records); {
+		case n > 0:
+			m.pos[p.Partition] = p.Records[n-1].Offset + 1
+		case m.pos[p.Partition] == 0:
 			m.pos[p.Partition] = p.LogStartOffset
 		}
 	})

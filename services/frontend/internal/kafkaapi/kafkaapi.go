@@ -29,6 +29,7 @@ package kafkaapi
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,6 +66,7 @@ type Service struct {
 	server   *kafka.Server
 	quotas   *quota.Limiter
 	log      *slog.Logger
+	senders  sync.WaitGroup // the lanes' senders (lanes.go)
 }
 
 // New builds the listener (it listens at once; Start serves).
@@ -90,8 +92,13 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 // Start serves connections.
 func (s *Service) Start() { s.server.Start() }
 
-// Stop closes the listener and its connections.
-func (s *Service) Stop(ctx context.Context) error { return s.server.Stop(ctx) }
+// Stop closes the listener and its connections, and waits for the lanes'
+// senders (the connections' ends stop them).
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.server.Stop(ctx)
+	s.senders.Wait()
+	return err
+}
 
 // Addr is the listener's address.
 func (s *Service) Addr() string { return s.server.Addr() }

@@ -3,7 +3,6 @@ package kafkaapi
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -54,9 +53,13 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		return s.produceReply(r, resp, 0)
 	}
 	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > s.producer.Config().Timeout {
+		timeout = s.producer.Config().Timeout
+	}
+	deadline := time.Now().Add(timeout)
 	bytes := 0
-	order := c.Local(orderKey{}, func() any { return newOrder() }).(*order)
-	var work []func()
+	ls := c.Local(lanesKey{}, newLanes).(*lanes)
+	parts := make([][]*part, len(r.Topics))
 	for i := range r.Topics {
 		rt := &r.Topics[i]
 		out := &resp.Topics[i]
@@ -69,100 +72,55 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 			}
 			continue
 		}
-		// Each partition's place in the connection's order is taken now,
-		// while the requests are read one by one.
-		parts := make([]produce.PartitionRecords, len(rt.Partitions))
-		for j, rp := range rt.Partitions {
-			parts[j] = produce.PartitionRecords{Partition: rp.Partition, Records: rp.Records}
-			parts[j].After, parts[j].Sent = order.take(rt.Topic, rp.Partition)
+		// Each partition's place in its lane is taken now, while the
+		// connection's requests are read one by one.
+		for _, rp := range rt.Partitions {
+			parts[i] = append(parts[i], s.submit(c, ls, laneKey{rt.Topic, rp.Partition, acks}, rp.Records, deadline))
 		}
-		work = append(work, func() { s.produceTopic(c.Context(), acks, timeout, rt.Topic, parts, out) })
 	}
 	throttle := s.chargeProduce(c, bytes)
-	// The rest goes on while the connection's next requests are read: a
-	// client's pipelined produce requests overlap, in order per partition.
+	// The answer comes once every part is answered, while the connection's
+	// next requests are read.
 	return kafka.Reply{Async: func() kafka.Reply {
-		var wg sync.WaitGroup
-		for _, w := range work {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w()
-			}()
+		for i := range r.Topics {
+			for j, p := range parts[i] {
+				s.fill(r.Topics[i].Topic, &resp.Topics[i].Partitions[j], waitPart(c.Context(), p))
+			}
 		}
-		wg.Wait()
 		return s.produceReply(r, resp, throttle)
 	}}
 }
 
-// orderKey names a connection's produce order.
-type orderKey struct{}
-
-// order keeps a connection's batches in request order per partition while
-// its produce requests are served at once: a request's first attempt to a
-// partition waits until the previous request's to it was written to the
-// leader's connection (or failed), which keeps them in that order.
-type order struct {
-	mu   sync.Mutex
-	last map[topicPartition]chan struct{} // the newest request's gate per partition
-}
-
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
-func newOrder() *order { return &order{last: map[topicPartition]chan struct{}{}} }
-
-// take queues a request's batch of a partition: it may go once after is
-// closed, and calls sent once it went (or failed).
-func (o *order) take(topic string, partition int32) (after <-chan struct{}, sent func()) {
-	tp := topicPartition{topic, partition}
-	mine := make(chan struct{})
-	o.mu.Lock()
-	prev := o.last[tp]
-	o.last[tp] = mine
-	o.mu.Unlock()
-	if prev == nil {
-		closed := make(chan struct{})
-		close(closed)
-		prev = closed
+// submit queues a partition's batches in its lane, the lane's sender owned
+// by the service.
+func (s *Service) submit(c *kafka.Conn, ls *lanes, k laneKey, records []byte, deadline time.Time) *part {
+	p, start := ls.submit(k, records, deadline)
+	if start != nil {
+		s.senders.Add(1)
+		go func() {
+			defer s.senders.Done()
+			ls.run(c.Context(), s.send, k, start)
+		}()
 	}
-	return prev, sync.OnceFunc(func() {
-		close(mine)
-		o.mu.Lock()
-		if o.last[tp] == mine {
-			delete(o.last, tp)
-		}
-		o.mu.Unlock()
-	})
+	return p
 }
 
-// produceTopic sends one topic's partitions and fills their answers.
-func (s *Service) produceTopic(ctx context.Context, acks int8, timeout time.Duration, topic string, parts []produce.PartitionRecords, out *kmsg.ProduceResponseTopic) {
-	results, err := s.producer.ProduceRecords(ctx, topic, acks, timeout, parts)
-	for j := range out.Partitions {
-		p := &out.Partitions[j]
-		e := err
-		if err == nil {
-			e = results[j].Err
-			p.BaseOffset, p.LogStartOffset = results[j].BaseOffset, results[j].LogStartOffset
-		}
-		if e == nil {
-			continue
-		}
-		p.BaseOffset, p.LogStartOffset = -1, -1
-		switch {
-		case errors.Is(e, produce.ErrMetadataUnavailable):
-			p.ErrorCode = int16(protocol.LeaderNotAvailable)
-		default:
-			p.ErrorCode = codeOf(e)
-		}
-		msg := protocol.MessageOf(e)
-		p.ErrorMessage = &msg
-		if p.ErrorCode == int16(protocol.NotLeaderOrFollower) {
-			s.leaderHint(topic, p)
-		}
+// fill sets a partition's answer from its part's result.
+func (s *Service) fill(topic string, p *kmsg.ProduceResponseTopicPartition, res produce.RecordsResult) {
+	if res.Err == nil {
+		p.BaseOffset, p.LogStartOffset = res.BaseOffset, res.LogStartOffset
+		return
+	}
+	p.BaseOffset, p.LogStartOffset = -1, -1
+	if errors.Is(res.Err, produce.ErrMetadataUnavailable) {
+		p.ErrorCode = int16(protocol.LeaderNotAvailable)
+	} else {
+		p.ErrorCode = codeOf(res.Err)
+	}
+	msg := protocol.MessageOf(res.Err)
+	p.ErrorMessage = &msg
+	if p.ErrorCode == int16(protocol.NotLeaderOrFollower) {
+		s.leaderHint(topic, p)
 	}
 }
 

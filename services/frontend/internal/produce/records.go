@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // PartitionRecords are one partition's record batches as a Kafka producer
@@ -15,14 +14,6 @@ import (
 type PartitionRecords struct {
 	Partition int32
 	Records   []byte
-	// After, when set, holds the first attempt back until it is closed;
-	// Sent, when set, is called once the first attempt was written to the
-	// leader's connection, or failed before: together they keep the
-	// partition's batches of consecutive requests in order while the
-	// requests are served at once (a Kafka connection's pipeline). Sent is
-	// called at least once whatever happens, and may be called again.
-	After <-chan struct{}
-	Sent  func()
 }
 
 // RecordsResult is the outcome of one partition's batches.
@@ -40,13 +31,6 @@ type RecordsResult struct {
 // Config.Timeout). The error is for the whole topic: ErrUnknownTopic or
 // ErrMetadataUnavailable.
 func (p *Producer) ProduceRecords(ctx context.Context, topic string, acks int8, timeout time.Duration, parts []PartitionRecords) ([]RecordsResult, error) {
-	defer func() { // whatever went, nothing waits behind this request
-		for _, pr := range parts {
-			if pr.Sent != nil {
-				pr.Sent()
-			}
-		}
-	}()
 	if timeout <= 0 || timeout > p.cfg.Timeout {
 		timeout = p.cfg.Timeout
 	}
@@ -59,29 +43,11 @@ func (p *Producer) ProduceRecords(ctx context.Context, topic string, acks int8, 
 	results := make([]RecordsResult, len(parts))
 	one := func(i int) {
 		part := parts[i].Partition
-		if sent := parts[i].Sent; sent != nil {
-			defer sent()
-		}
 		if part < 0 || int(part) >= route.Partitions() {
 			results[i].Err = protocol.UnknownTopicOrPartition.Err("partition %d does not exist (the topic has %d)", part, route.Partitions())
 			return
 		}
-		pctx, rt := ctx, route
-		if parts[i].Sent != nil {
-			pctx = storageclient.WithWritten(ctx, parts[i].Sent)
-		}
-		if parts[i].After != nil {
-			select {
-			case <-parts[i].After:
-			case <-ctx.Done():
-				results[i] = RecordsResult{BaseOffset: -1, LogStartOffset: -1, Err: protocol.RequestTimedOut.Err("not sent: the partition's batches of the request before were not sent in time")}
-				return
-			}
-			if r, ok := p.meta.Route(topic); ok { // it may have moved meanwhile
-				rt = r
-			}
-		}
-		resp, err := p.sendWithRetry(pctx, topic, acks, rt, part, parts[i].Records, nil)
+		resp, err := p.sendWithRetry(ctx, topic, acks, route, part, parts[i].Records, nil)
 		if err = p.settle(ctx, part, err); err != nil {
 			results[i] = RecordsResult{BaseOffset: -1, LogStartOffset: -1, Err: err}
 			p.countRecords(0, countRecords(parts[i].Records))

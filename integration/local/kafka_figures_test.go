@@ -1,0 +1,155 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// TestKafkaFigures measures the Kafka path next to the SDK path on one
+// cluster, the figures of docs/performance.md's Kafka section; it runs only
+// with SLUICE_FIGURES=1:
+//
+//	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestKafkaFigures -v ./local/
+//
+// A local cluster (3 metadata voters, 3 storage nodes, 3 offsets replicas,
+// one frontend, defaults) and the benchmark share this machine. Each
+// workload runs SLUICE_FIGURES_RUNS times (default 3) per protocol, the two
+// protocols alternating (sluice-bench --protocol sluice, the SDK, and
+// --protocol kafka, franz-go through the Kafka listeners):
+//   - produce, RF=1, acks=leader, 100-byte records, 4 partitions, 8 s;
+//   - produce, RF=3, acks=all, flush.policy=fsync, min.insync.replicas=2;
+//   - consume a 5-million-record backlog (RF=1, 4 partitions);
+//   - kcat's own consume of 1 million records (kcat -C -e -o beginning -q)
+//     next to the SDK's of the same (sluice-bench consume, group join
+//     included, as kcat's time includes its start).
+//
+// Each run reports records/s and CPU-seconds per million records summed
+// over the cluster's processes (/proc/<pid>/stat before and after; the
+// benchmark's own process is not counted).
+func TestKafkaFigures(t *testing.T) {
+	if os.Getenv("SLUICE_FIGURES") != "1" {
+		t.Skip("set SLUICE_FIGURES=1 to measure the Kafka figures")
+	}
+	runs := 3
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3})
+	f := &figures{t: t, c: c, dataDir: t.TempDir()}
+	var out []string
+	report := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		t.Log("FIGURE " + line)
+		out = append(out, line)
+	}
+	cpu := func() float64 {
+		var s float64
+		for _, p := range c.Procs {
+			if pid := p.Pid(); pid > 0 {
+				s += cpuSeconds(t, pid)
+			}
+		}
+		return s
+	}
+	// bench runs sluice-bench with a protocol and returns the result and the
+	// cluster's CPU-seconds per million records.
+	bench := func(protocol string, args ...string) (figureResult, float64) {
+		before := cpu()
+		r := f.bench(append(args, "--protocol", protocol, "--bootstrap", c.KafkaAddrs()[0])...)
+		used := cpu() - before
+		records := r.RecordsPerSec * r.ElapsedSec
+		return r, used / records * 1e6
+	}
+	protocols := []string{"sluice", "kafka"}
+
+	for _, w := range []struct {
+		name, topic string
+		args        []string
+	}{
+		{"produce RF=1 acks=leader 100 B", "kfig-rf1", []string{"--partitions", "4", "--replication-factor", "1", "--acks", "leader"}},
+		{"produce RF=3 acks=all fsync 100 B", "kfig-rf3", []string{"--partitions", "4", "--replication-factor", "3", "--config", "min.insync.replicas=2", "--acks", "all"}},
+	} {
+		rates, cpus := map[string][]float64{}, map[string][]float64{}
+		for run := 1; run <= runs; run++ {
+			for _, p := range protocols {
+				topic := w.topic + "-" + p
+				r, cpm := bench(p, append([]string{"produce", "--topic", topic, "--duration", "8s", "--warmup", "0s"}, w.args...)...)
+				rates[p], cpus[p] = append(rates[p], r.RecordsPerSec), append(cpus[p], cpm)
+				t.Logf("%s %s run %d: %.0f rec/s, %.2f cluster CPU-s per million records, latency %+v", w.name, p, run, r.RecordsPerSec, cpm, r.Latency)
+				f.deleteTopic(topic)
+			}
+		}
+		report("%s: SDK median %.0f rec/s (runs %s), %.2f CPU-s/M; Kafka (franz-go) median %.0f rec/s (runs %s), %.2f CPU-s/M; Kafka/SDK %.2f",
+			w.name, median(rates["sluice"]), list(rates["sluice"]), median(cpus["sluice"]),
+			median(rates["kafka"]), list(rates["kafka"]), median(cpus["kafka"]), median(rates["kafka"])/median(rates["sluice"]))
+	}
+
+	// Consume a backlog with each protocol.
+	const backlog = 5_000_000
+	f.bench("produce", "--topic", "kfig-backlog", "--partitions", "4", "--replication-factor", "1", "--acks", "leader", "--records", strconv.Itoa(backlog))
+	rates, cpus := map[string][]float64{}, map[string][]float64{}
+	for run := 1; run <= runs; run++ {
+		for _, p := range protocols {
+			r, cpm := bench(p, "consume", "--topic", "kfig-backlog", "--records", strconv.Itoa(backlog))
+			rates[p], cpus[p] = append(rates[p], r.RecordsPerSec), append(cpus[p], cpm)
+			t.Logf("consume %s run %d: %.0f rec/s, %.2f cluster CPU-s per million records", p, run, r.RecordsPerSec, cpm)
+		}
+	}
+	report("consume 5 M × 100 B backlog: SDK median %.0f rec/s (runs %s), %.2f CPU-s/M; Kafka (franz-go, fetching from the storage nodes by sendfile) median %.0f rec/s (runs %s), %.2f CPU-s/M; Kafka/SDK %.2f",
+		median(rates["sluice"]), list(rates["sluice"]), median(cpus["sluice"]),
+		median(rates["kafka"]), list(rates["kafka"]), median(cpus["kafka"]), median(rates["kafka"])/median(rates["sluice"]))
+	f.deleteTopic("kfig-backlog")
+
+	// kcat's own consume of a million records, next to the SDK's.
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Log("kcat is not installed: its figure is left out")
+		t.Log("summary:\n" + strings.Join(out, "\n"))
+		return
+	}
+	const million = 1_000_000
+	f.bench("produce", "--topic", "kfig-kcat", "--partitions", "4", "--replication-factor", "1", "--acks", "leader", "--records", strconv.Itoa(million))
+	var kcatRates, sdkRates []float64
+	for run := 1; run <= runs; run++ {
+		start := time.Now()
+		cmd := exec.Command(kcat, "-b", c.KafkaAddrs()[0], "-C", "-t", "kfig-kcat", "-e", "-o", "beginning", "-q")
+		var lines countingWriter
+		cmd.Stdout = &lines
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kcat: %v", err)
+		}
+		secs := time.Since(start).Seconds()
+		if lines.n != million {
+			t.Fatalf("kcat read %d records, want %d", lines.n, million)
+		}
+		kcatRates = append(kcatRates, million/secs)
+		var r struct {
+			Consume struct {
+				RecordsPerSecWithJoin float64 `json:"records_per_sec_with_join"`
+			} `json:"consume"`
+		}
+		f.run(&r, "consume", "--topic", "kfig-kcat", "--records", strconv.Itoa(million), "--frontends", c.FrontendURL(),
+			"--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL())
+		sdkRates = append(sdkRates, r.Consume.RecordsPerSecWithJoin)
+		t.Logf("kcat run %d: %.0f rec/s (%.2f s); SDK %.0f rec/s with its group join", run, million/secs, secs, r.Consume.RecordsPerSecWithJoin)
+	}
+	report("consume 1 M × 100 B: kcat -C -e -o beginning -q median %.0f rec/s (runs %s); SDK (sluice-bench consume, group join included) median %.0f rec/s (runs %s)",
+		median(kcatRates), list(kcatRates), median(sdkRates), list(sdkRates))
+	f.deleteTopic("kfig-kcat")
+	t.Log("summary:\n" + strings.Join(out, "\n"))
+}
+
+// countingWriter counts the lines written to it.
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += strings.Count(string(p), "\n")
+	return len(p), nil
+}
