@@ -5,21 +5,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
-// TestQuotasThrottleSDKClients: quotas set with sluicectl reach every
+// TestQuotasThrottleClients: quotas set with sluicectl reach every
 // frontend and storage node; an SDK producer and an SDK consumer whose client
 // ids are over their quotas are slowed (each service counts the throttled
 // requests) but lose nothing and see no error: every record is written and
-// read back once, in per-key order.
-func TestQuotasThrottleSDKClients(t *testing.T) {
+// read back once, in per-key order. The same quotas hold for Kafka clients
+// of those client ids (franz-go): the frontend throttles their produce
+// requests and the storage node their fetches, each answer carrying the
+// throttle time the client is told to wait, and nothing is lost.
+func TestQuotasThrottleClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -89,6 +97,111 @@ func TestQuotasThrottleSDKClients(t *testing.T) {
 		t.Fatalf("the storage node throttled no fetch: %v", got)
 	}
 	t.Logf("%d records through a 20 KB/s produce and fetch quota", n)
+
+	kafkaQuotas(t, ctx, c, n)
+}
+
+// brokerThrottles counts, per broker, the answers that told a franz-go
+// client to wait.
+type brokerThrottles struct {
+	mu     sync.Mutex
+	byNode map[int32]int
+}
+
+func (h *brokerThrottles) OnBrokerThrottle(m kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byNode[m.NodeID]++
+}
+
+// count returns the throttled answers from frontends and from storage
+// nodes.
+func (h *brokerThrottles) count() (frontends, storage int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, n := range h.byNode {
+		if id >= cluster.FrontendIDBase {
+			frontends += n
+		} else {
+			storage += n
+		}
+	}
+	return frontends, storage
+}
+
+// kafkaQuotas produces n records with franz-go as slow-producer and reads
+// them as slow-consumer, under the quotas TestQuotasThrottleClients set.
+func kafkaQuotas(t *testing.T, ctx context.Context, c *localcluster.Cluster, n int) {
+	kafkaTopic(t, ctx, c, "limited-kafka", 2, 1)
+	frontendBefore := metricSeries(t, c.Proc("frontend").AdminAddr)[`sluice_frontend_quota_throttled_total{kind="produce"}`]
+	storageBefore := metricSeries(t, c.Proc("storage-1").AdminAddr)["sluice_storage_quota_throttled_total"]
+
+	hooks := &brokerThrottles{byNode: map[int32]int{}}
+	pr := franzClient(t, c, kgo.ClientID("slow-producer"), kgo.WithHooks(hooks),
+		kgo.DefaultProduceTopic("limited-kafka"), kgo.ProducerBatchMaxBytes(8<<10), kgo.ProducerLinger(2*time.Millisecond))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
+	for i := range n {
+		wg.Add(1)
+		// 50-byte values: 100 KB, seconds of quota past its burst.
+		r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "%d %s", i, strings.Repeat("x", 44))}
+		pr.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d Kafka records failed under the produce quota, first: %v", len(failed), n, failed[0])
+	}
+	if fe, _ := hooks.count(); fe < 1 {
+		t.Fatalf("no frontend answer told the Kafka producer to wait: %v", hooks.byNode)
+	}
+	if got := metricSeries(t, c.Proc("frontend").AdminAddr)[`sluice_frontend_quota_throttled_total{kind="produce"}`]; got <= frontendBefore {
+		t.Fatalf("the frontend throttled no Kafka produce request: %v, %v before", got, frontendBefore)
+	}
+
+	cs := franzClient(t, c, kgo.ClientID("slow-consumer"), kgo.WithHooks(hooks),
+		kgo.ConsumeTopics("limited-kafka"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(8<<10), kgo.FetchMaxPartitionBytes(8<<10))
+	last := map[string]int{}
+	seen := make([]bool, n)
+	for got := 0; got < n; {
+		fs := cs.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("Kafka consume under the fetch quota: %d of %d records: %v", got, n, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("fetch %s/%d: %v", topic, p, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			num, _, _ := strings.Cut(string(r.Value), " ")
+			v, _ := strconv.Atoi(num)
+			if seen[v] {
+				t.Fatalf("record %d read twice", v)
+			}
+			if prev, ok := last[string(r.Key)]; ok && v < prev {
+				t.Fatalf("key %s: record %d after %d", r.Key, v, prev)
+			}
+			seen[v], last[string(r.Key)] = true, v
+			got++
+		})
+	}
+	if _, st := hooks.count(); st < 1 {
+		t.Fatalf("no storage node answer told the Kafka consumer to wait: %v", hooks.byNode)
+	}
+	if got := metricSeries(t, c.Proc("storage-1").AdminAddr)["sluice_storage_quota_throttled_total"]; got <= storageBefore {
+		t.Fatalf("the storage node throttled no Kafka fetch: %v, %v before", got, storageBefore)
+	}
+	t.Logf("%d Kafka records through the same quotas; throttled answers by broker: %v", n, hooks.byNode)
 }
 
 // readValuesAs reads n records with a group consumer of cfg and returns their
