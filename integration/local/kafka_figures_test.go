@@ -1,9 +1,11 @@
 package local
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +30,8 @@ import (
 //   - consume a 5-million-record backlog (RF=1, 4 partitions);
 //   - kcat's own consume of 1 million records (kcat -C -e -o beginning -q)
 //     next to the SDK's of the same (sluice-bench consume, group join
-//     included, as kcat's time includes its start).
+//     included, as kcat's time includes its start), with the CPU kcat
+//     itself used.
 //
 // Each run reports records/s and CPU-seconds per million records summed
 // over the cluster's processes (/proc/<pid>/stat before and after; the
@@ -116,19 +119,31 @@ func TestKafkaFigures(t *testing.T) {
 	}
 	const million = 1_000_000
 	f.bench("produce", "--topic", "kfig-kcat", "--partitions", "4", "--replication-factor", "1", "--acks", "leader", "--records", strconv.Itoa(million))
-	var kcatRates, sdkRates []float64
+	var kcatRates, kcatCPU, sdkRates []float64
 	for run := 1; run <= runs; run++ {
-		start := time.Now()
+		start, before := time.Now(), cpu()
 		cmd := exec.Command(kcat, "-b", c.KafkaAddrs()[0], "-C", "-t", "kfig-kcat", "-e", "-o", "beginning", "-q")
-		var lines countingWriter
-		cmd.Stdout = &lines
-		if err := cmd.Run(); err != nil {
+		// kcat writes to a file, as `> file` would have it (a pipe to this
+		// process would pace it by the reader).
+		outPath := filepath.Join(t.TempDir(), "kcat.out")
+		outFile, err := os.Create(outPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = outFile
+		err = cmd.Run()
+		outFile.Close()
+		if err != nil {
 			t.Fatalf("kcat: %v", err)
 		}
 		secs := time.Since(start).Seconds()
-		if lines.n != million {
-			t.Fatalf("kcat read %d records, want %d", lines.n, million)
+		clusterCPU := cpu() - before
+		own := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+		kcatCPU = append(kcatCPU, own/secs)
+		if n := countLines(t, outPath); n != million {
+			t.Fatalf("kcat read %d records, want %d", n, million)
 		}
+		os.Remove(outPath)
 		kcatRates = append(kcatRates, million/secs)
 		var r struct {
 			Consume struct {
@@ -138,18 +153,21 @@ func TestKafkaFigures(t *testing.T) {
 		f.run(&r, "consume", "--topic", "kfig-kcat", "--records", strconv.Itoa(million), "--frontends", c.FrontendURL(),
 			"--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL())
 		sdkRates = append(sdkRates, r.Consume.RecordsPerSecWithJoin)
-		t.Logf("kcat run %d: %.0f rec/s (%.2f s); SDK %.0f rec/s with its group join", run, million/secs, secs, r.Consume.RecordsPerSecWithJoin)
+		t.Logf("kcat run %d: %.0f rec/s (%.2f s; kcat's own CPU %.2f s, the cluster's %.2f s); SDK %.0f rec/s with its group join",
+			run, million/secs, secs, own, clusterCPU, r.Consume.RecordsPerSecWithJoin)
 	}
-	report("consume 1 M × 100 B: kcat -C -e -o beginning -q median %.0f rec/s (runs %s); SDK (sluice-bench consume, group join included) median %.0f rec/s (runs %s)",
-		median(kcatRates), list(kcatRates), median(sdkRates), list(sdkRates))
+	report("consume 1 M × 100 B: kcat -C -e -o beginning -q median %.0f rec/s (runs %s), kcat busy %.0f%% of a core; SDK (sluice-bench consume, group join included) median %.0f rec/s (runs %s)",
+		median(kcatRates), list(kcatRates), 100*median(kcatCPU), median(sdkRates), list(sdkRates))
 	f.deleteTopic("kfig-kcat")
 	t.Log("summary:\n" + strings.Join(out, "\n"))
 }
 
-// countingWriter counts the lines written to it.
-type countingWriter struct{ n int }
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	w.n += strings.Count(string(p), "\n")
-	return len(p), nil
+// countLines counts the lines of a file.
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte{'\n'})
 }

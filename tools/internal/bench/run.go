@@ -406,6 +406,9 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 	if c.Mode != ModeConsume {
 		s.Body, s.RecordSize, s.Acks, s.Keys, s.Producers = c.Body, c.RecordSize, acksName(c.Acks), c.Keys.String(), c.Producers
 		s.Compression = c.Compression.String()
+		if c.Protocol == ProtocolKafka {
+			s.Body = "" // franz-go sends Kafka produce requests, not a frontend body
+		}
 		lat := NewLatencies()
 		for _, l := range r.prod.lats {
 			lat.Merge(l)

@@ -85,15 +85,24 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 func (s *Summary) WriteHuman(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice-bench %s: topic %s (%d partitions, replication factor %d)", s.Mode, s.Topic, s.Partitions, s.ReplicationFactor)
+	if s.Protocol == ProtocolKafka {
+		b.WriteString(", Kafka protocol (franz-go)")
+	}
 	if s.Mode != ModeConsume {
-		fmt.Fprintf(&b, ", %d-byte values, %s body, acks=%s, compression %s, keys %s, %d producer(s)",
-			s.RecordSize, s.Body, s.Acks, s.Compression, s.Keys, s.Producers)
+		fmt.Fprintf(&b, ", %d-byte values", s.RecordSize)
+		if s.Body != "" {
+			fmt.Fprintf(&b, ", %s body", s.Body)
+		}
+		fmt.Fprintf(&b, ", acks=%s, compression %s, keys %s, %d producer(s)", s.Acks, s.Compression, s.Keys, s.Producers)
 		if s.Rate > 0 {
 			fmt.Fprintf(&b, ", rate %s rec/s", count(int64(s.Rate)))
 		}
 	}
 	if s.Mode != ModeProduce {
-		fmt.Fprintf(&b, ", %d consumer(s) in group %s", s.Consumers, s.Group)
+		fmt.Fprintf(&b, ", %d consumer(s)", s.Consumers)
+		if s.Group != "" {
+			fmt.Fprintf(&b, " in group %s", s.Group)
+		}
 	}
 	b.WriteString("\n")
 	if s.Interrupted {
