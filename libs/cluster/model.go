@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -109,6 +110,15 @@ type Quota struct {
 
 // MaxClientIDLen bounds a client id in a quota.
 const MaxClientIDLen = 255
+
+// QuotaClientID is the client id a quota is looked up by: id cut to
+// MaxClientIDLen bytes.
+func QuotaClientID(id string) string {
+	if len(id) > MaxClientIDLen {
+		return id[:MaxClientIDLen]
+	}
+	return id
+}
 
 // Snapshot is the whole cluster model at one version.
 type Snapshot struct {
@@ -255,6 +265,21 @@ type CreateTopicRequest struct {
 type AlterTopicConfigRequest struct {
 	Set    map[string]string `json:"set,omitempty"`
 	Delete []string          `json:"delete,omitempty"`
+}
+
+// Apply returns cur after the change, a new map (cur is not modified): the
+// Delete keys removed, then the Set keys set, so a key in both is set. The
+// cluster-wide settings change by the same rule.
+func (r AlterTopicConfigRequest) Apply(cur map[string]string) map[string]string {
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, k := range r.Delete {
+		delete(next, k)
+	}
+	maps.Copy(next, r.Set)
+	return next
 }
 
 // AddPartitionsRequest is the body of POST /v1/topics/{name}/partitions:

@@ -52,11 +52,11 @@ func NewScramCredential(mechanism, password string, iterations int) (ScramCreden
 	if err != nil {
 		return ScramCredential{}, err
 	}
-	clientKey := scramHMAC(h, salted, "Client Key")
+	clientKey := ScramHMAC(h, salted, []byte("Client Key"))
 	stored := h()
 	stored.Write(clientKey)
 	return ScramCredential{Mechanism: mechanism, Salt: salt, Iterations: iterations,
-		StoredKey: stored.Sum(nil), ServerKey: scramHMAC(h, salted, "Server Key")}, nil
+		StoredKey: stored.Sum(nil), ServerKey: ScramHMAC(h, salted, []byte("Server Key"))}, nil
 }
 
 // NewScramCredentials derives the SCRAM-SHA-256 and -512 credentials of a
@@ -73,8 +73,9 @@ func NewScramCredentials(password string) ([]ScramCredential, error) {
 	return out, nil
 }
 
-func scramHMAC(h func() hash.Hash, key []byte, msg string) []byte {
+// ScramHMAC is RFC 5802's HMAC(key, msg) with the mechanism's hash.
+func ScramHMAC(h func() hash.Hash, key, msg []byte) []byte {
 	m := hmac.New(h, key)
-	m.Write([]byte(msg))
+	m.Write(msg)
 	return m.Sum(nil)
 }

@@ -158,7 +158,7 @@ func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if rt.Topic != nil {
 		t, ok = snap.Topic(*rt.Topic)
 	} else {
-		t, ok = topicByID(snap, rt.TopicID)
+		t, ok = TopicByID(snap, rt.TopicID)
 		if !ok {
 			return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
 		}

@@ -69,18 +69,18 @@ func NewBroker(cfg BrokerConfig, self func() int32, model Model, admin Admin, lo
 // Routes returns the broker's routes; the caller adds its data path.
 func (b *Broker) Routes() map[int16]Route {
 	return map[int16]Route{
-		3:  {Min: 0, Max: 12, Handle: b.metadata},
-		60: {Min: 0, Max: 2, Handle: b.describeCluster},
-		22: {Min: 0, Max: 5, Handle: b.initProducerID},
-		19: {Min: 2, Max: 7, Handle: b.createTopics},
-		20: {Min: 1, Max: 6, Handle: b.deleteTopics},
-		37: {Min: 0, Max: 3, Handle: b.createPartitions},
-		32: {Min: 1, Max: 4, Handle: b.describeConfigs},
-		33: {Min: 0, Max: 2, Handle: b.alterConfigs},
-		44: {Min: 0, Max: 1, Handle: b.incrementalAlterConfigs},
-		29: {Min: 1, Max: 3, Handle: b.describeACLs},
-		30: {Min: 1, Max: 3, Handle: b.createACLs},
-		31: {Min: 1, Max: 3, Handle: b.deleteACLs},
+		kmsg.Metadata.Int16():                {Min: 0, Max: 12, Handle: b.metadata},
+		kmsg.DescribeCluster.Int16():         {Min: 0, Max: 2, Handle: b.describeCluster},
+		kmsg.InitProducerID.Int16():          {Min: 0, Max: 5, Handle: b.initProducerID},
+		kmsg.CreateTopics.Int16():            {Min: 2, Max: 7, Handle: b.createTopics},
+		kmsg.DeleteTopics.Int16():            {Min: 1, Max: 6, Handle: b.deleteTopics},
+		kmsg.CreatePartitions.Int16():        {Min: 0, Max: 3, Handle: b.createPartitions},
+		kmsg.DescribeConfigs.Int16():         {Min: 1, Max: 4, Handle: b.describeConfigs},
+		kmsg.AlterConfigs.Int16():            {Min: 0, Max: 2, Handle: b.alterConfigs},
+		kmsg.IncrementalAlterConfigs.Int16(): {Min: 0, Max: 1, Handle: b.incrementalAlterConfigs},
+		kmsg.DescribeACLs.Int16():            {Min: 1, Max: 3, Handle: b.describeACLs},
+		kmsg.CreateACLs.Int16():              {Min: 1, Max: 3, Handle: b.createACLs},
+		kmsg.DeleteACLs.Int16():              {Min: 1, Max: 3, Handle: b.deleteACLs},
 	}
 }
 
@@ -269,9 +269,10 @@ func TopicID(t *cluster.Topic) [16]byte {
 	return id
 }
 
-// topicByID finds a topic by its Kafka UUID.
-func topicByID(snap *cluster.Snapshot, id [16]byte) (*cluster.Topic, bool) {
-	if id == ([16]byte{}) {
+// TopicByID finds a topic by its Kafka UUID (none in a nil model, none for
+// the zero id).
+func TopicByID(snap *cluster.Snapshot, id [16]byte) (*cluster.Topic, bool) {
+	if snap == nil || id == ([16]byte{}) {
 		return nil, false
 	}
 	for i := range snap.Topics {
@@ -280,6 +281,49 @@ func topicByID(snap *cluster.Snapshot, id [16]byte) (*cluster.Topic, bool) {
 		}
 	}
 	return nil, false
+}
+
+// LeaderHint is the leader Kafka clients are told to go to for a partition
+// (KIP-951's current leader in NOT_LEADER_OR_FOLLOWER answers): the
+// frontend snap names as its Kafka leader, at the storage leader's epoch.
+// It is false when snap has no such partition or no frontend.
+func LeaderHint(snap *cluster.Snapshot, topic string, partition int32) (id, epoch int32, ok bool) {
+	if snap == nil {
+		return -1, -1, false
+	}
+	t, found := snap.Topic(topic)
+	if !found || partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, -1, false
+	}
+	f, found := snap.KafkaLeader(topic, partition)
+	if !found {
+		return -1, -1, false
+	}
+	return f.ID, t.Partitions[partition].LeaderEpoch, true
+}
+
+// AddLeaderEndpoints adds to a produce answer (v10+) the node endpoints of
+// the leaders its partitions' hints name, so the client reaches them
+// without a metadata round trip.
+func AddLeaderEndpoints(snap *cluster.Snapshot, resp *kmsg.ProduceResponse) {
+	if snap == nil {
+		return
+	}
+	named := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.CurrentLeader.LeaderID >= 0 {
+				named[p.CurrentLeader.LeaderID] = true
+			}
+		}
+	}
+	for _, b := range Brokers(snap) {
+		if named[b.NodeID] {
+			pb := kmsg.NewProduceResponseBroker()
+			pb.NodeID, pb.Host, pb.Port, pb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+			resp.Brokers = append(resp.Brokers, pb)
+		}
+	}
 }
 
 // metadata answers Metadata: brokers, cluster and controller ids, and the
@@ -333,7 +377,7 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 		if rt.Topic != nil {
 			t, ok = snap.Topic(*rt.Topic)
 		} else {
-			t, ok = topicByID(snap, rt.TopicID)
+			t, ok = TopicByID(snap, rt.TopicID)
 		}
 		switch {
 		case ok && !w.describe(t.Name):

@@ -326,30 +326,16 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 				keys = append(keys, tc.key)
 			}
 		}
-		if replace {
-			for k := range t.Config {
-				if _, kept := kv[k]; !kept {
-					keys = append(keys, k)
-				}
-			}
-		}
-		next := maps.Clone(t.Config)
-		if next == nil {
-			next = map[string]string{}
-		}
-		maps.Copy(next, kv)
-		for _, k := range keys {
-			delete(next, k)
-		}
-		if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
+		change := configChange(t.Config, kv, keys, replace)
+		if _, err := cluster.ParseTopicConfig(change.Apply(t.Config), t.ReplicationFactor); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
 		}
 		if validateOnly {
 			return nil
 		}
-		_, err = b.admin.AlterTopicConfig(ctx, name, cluster.AlterTopicConfigRequest{Set: kv, Delete: keys})
+		_, err = b.admin.AlterTopicConfig(ctx, name, change)
 		if err == nil {
-			c.Log().Info("kafka topic configs changed", "topic", name, "set", kv, "delete", keys)
+			c.Log().Info("kafka topic configs changed", "topic", name, "set", change.Set, "delete", change.Delete)
 		}
 		return err
 	case kmsg.ConfigResourceTypeBroker:
@@ -363,35 +349,35 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 			}
 			kv[k] = *v
 		}
-		if replace {
-			for k := range snap.Config {
-				if _, kept := kv[k]; !kept {
-					del = append(del, k)
-				}
-			}
-		}
-		next := maps.Clone(snap.Config)
-		if next == nil {
-			next = map[string]string{}
-		}
-		maps.Copy(next, kv)
-		for _, k := range del {
-			delete(next, k)
-		}
-		if _, err := cluster.ParseClusterConfig(next); err != nil {
+		change := configChange(snap.Config, kv, del, replace)
+		if _, err := cluster.ParseClusterConfig(change.Apply(snap.Config)); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
 		}
 		if validateOnly {
 			return nil
 		}
-		_, err := b.admin.SetClusterConfig(ctx, cluster.AlterTopicConfigRequest{Set: kv, Delete: del})
+		_, err := b.admin.SetClusterConfig(ctx, change)
 		if err == nil {
-			c.Log().Info("kafka cluster settings changed", "set", kv, "delete", del)
+			c.Log().Info("kafka cluster settings changed", "set", change.Set, "delete", change.Delete)
 			_, _ = b.model.Refresh(ctx)
 		}
 		return err
 	}
 	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics and brokers are)", typ)
+}
+
+// configChange is the change that sets kv and deletes del, and with
+// replace also deletes every key of cur that kv does not set (AlterConfigs
+// replaces a resource's whole set).
+func configChange(cur, kv map[string]string, del []string, replace bool) cluster.AlterTopicConfigRequest {
+	if replace {
+		for k := range cur {
+			if _, kept := kv[k]; !kept {
+				del = append(del, k)
+			}
+		}
+	}
+	return cluster.AlterTopicConfigRequest{Set: kv, Delete: del}
 }
 
 // errorFields turns an error into a response's code and message.
@@ -400,22 +386,20 @@ func errorFields(err error) (int16, *string) {
 		return 0, nil
 	}
 	msg := protocol.MessageOf(err)
-	return int16(kafkaCode(err)), &msg
+	return Code(protocol.CodeOf(err)), &msg
 }
 
-// kafkaCode is the code a Kafka client is given for err: its wire code
-// when Kafka has it, UNKNOWN_SERVER_ERROR for Sluice's own codes and
-// errors without one.
-func kafkaCode(err error) protocol.Code {
-	c := protocol.CodeOf(err)
-	if c >= 1000 {
-		switch c {
-		case protocol.TooManyConnections:
-			return protocol.ThrottlingQuotaExceeded
-		case protocol.UnknownNode:
-			return protocol.BrokerNotAvailable
-		}
-		return protocol.UnknownServerError
+// Code is the code a Kafka client is given for a Sluice wire code: the code
+// itself when Kafka has it, UNKNOWN_SERVER_ERROR for Sluice's own codes
+// (1000 and up) that have no Kafka equivalent.
+func Code(c protocol.Code) int16 {
+	switch {
+	case c == protocol.TooManyConnections:
+		return int16(protocol.ThrottlingQuotaExceeded)
+	case c == protocol.UnknownNode:
+		return int16(protocol.BrokerNotAvailable)
+	case c >= 1000:
+		return int16(protocol.UnknownServerError)
 	}
-	return c
+	return int16(c)
 }

@@ -220,7 +220,7 @@ func (c *Conn) request(n int) bool {
 		return false
 	default:
 		c.s.metrics.Requests.WithLabelValues(h.Name()).Inc()
-		reply = c.handle(route, req)
+		reply = c.guard(h, func() Reply { return route.Handle(c.ctx, c, req) })
 	}
 	if reply.Async == nil && c.queued.Load() == 0 {
 		ok := c.write(&h, reply) && !reply.Close
@@ -244,7 +244,7 @@ func (c *Conn) enqueue(s *slot) bool {
 		go func() {
 			defer c.work.Done()
 			defer close(s.done)
-			s.reply = c.finish(s.h, async)
+			s.reply = c.guard(s.h, async)
 		}()
 	} else {
 		close(s.done)
@@ -276,9 +276,7 @@ func (c *Conn) writer() {
 			}
 			ok := c.write(&s.h, s.reply) && !s.reply.Close
 			s.release()
-			if t := s.reply.Throttle; t > 0 {
-				c.muteUntil.Store(time.Now().Add(t).UnixNano())
-			}
+			c.mute(s.reply.Throttle)
 			c.queued.Add(-1)
 			if !ok {
 				c.close()
@@ -330,16 +328,17 @@ func (c *Conn) rest() bool {
 	}
 }
 
-// finish runs the async part of an answer, turning a panic into a closed
-// connection and a log line.
-func (c *Conn) finish(h Header, async func() Reply) (reply Reply) {
+// guard runs a handler or the async part of its answer, turning a panic
+// into a closed connection and a log line: a bug met by one request must
+// not take the process down.
+func (c *Conn) guard(h Header, answer func() Reply) (reply Reply) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("kafka handler panicked; closing the connection", "remote", c.remote, "api", h.Name(), "panic", fmt.Sprint(r))
 			reply = Reply{None: true, Close: true}
 		}
 	}()
-	return async()
+	return answer()
 }
 
 // refusal is why a request is not served.
@@ -379,18 +378,6 @@ func (s *Server) decode(frame []byte, authenticated bool) (Header, kmsg.Request,
 		return h, nil, route, &refusal{reason: "malformed", msg: "kafka request body malformed", args: []any{"api", h.Name(), "version", h.Version, "err", err}}
 	}
 	return h, req, route, nil
-}
-
-// handle runs a handler, turning a panic into a closed connection and a log
-// line: a bug met by one request must not take the process down.
-func (c *Conn) handle(route Route, req kmsg.Request) (reply Reply) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.s.log.Error("kafka handler panicked; closing the connection", "remote", c.remote, "api", kmsg.NameForKey(req.Key()), "panic", fmt.Sprint(r))
-			reply = Reply{None: true, Close: true}
-		}
-	}()
-	return route.Handle(c.ctx, c, req)
 }
 
 // write sends a reply; false when the connection broke.

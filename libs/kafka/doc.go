@@ -9,11 +9,11 @@
 //     size-prefixed frames, refusing a size above MaxRequestBytes before
 //     allocating it, and admits each request's bytes into a memory budget
 //     (Kafka's queued.max.request.bytes) before reading it, so many clients
-//     sending at once wait instead of growing memory. Requests of one
-//     connection are served one at a time and answered in order, as a Kafka
-//     broker does (it mutes a connection while a request is in process);
-//     clients pipeline on their side and open more connections for
-//     concurrency.
+//     sending at once wait instead of growing memory. A connection's
+//     requests are read and handled one at a time and answered in request
+//     order; a handler may finish its answer on another goroutine
+//     (Reply.Async, produce), so a client's pipelined requests overlap, up
+//     to maxQueued answers pending per connection.
 //   - The request header (header.go) is parsed by hand; the body by kmsg,
 //     franz-go's codec of every request at every version. A request of an
 //     unknown API key, of a version the route does not serve, or that does
@@ -21,8 +21,9 @@
 //     as Kafka does; ApiVersions of an unknown version is answered in the
 //     v0 format with UNSUPPORTED_VERSION and the supported ranges (KIP-511),
 //     so clients can retry lower.
-//   - Authentication (sasl.go, scram.go): SASL/PLAIN and SCRAM-SHA-256/512
-//     through SaslHandshake v1 and SaslAuthenticate, against the principals
+//   - Authentication (sasl.go): SASL/PLAIN and SCRAM-SHA-256/512
+//     through SaslHandshake and SaslAuthenticate (after a v0 handshake the
+//     tokens come bare, as librdkafka sends them), against the principals
 //     of the cluster model (a principal's password is its bearer token); with
 //     SASL off a TLS client certificate names the principal; with neither the
 //     connection is anonymous. Until a SASL connection authenticated it may

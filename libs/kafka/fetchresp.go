@@ -99,7 +99,7 @@ func (f *FetchBody) Encode() {
 		b = binary.BigEndian.AppendUint16(b, uint16(f.ErrorCode))
 		b = binary.BigEndian.AppendUint32(b, uint32(f.SessionID))
 	}
-	b = appendArrayLen(b, len(f.Topics), flex)
+	b = appendLen(b, len(f.Topics), flex)
 	for ti := range f.Topics {
 		t := &f.Topics[ti]
 		if v <= 12 {
@@ -107,7 +107,7 @@ func (f *FetchBody) Encode() {
 		} else {
 			b = append(b, t.TopicID[:]...)
 		}
-		b = appendArrayLen(b, len(t.Partitions), flex)
+		b = appendLen(b, len(t.Partitions), flex)
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
 			b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
@@ -120,7 +120,7 @@ func (f *FetchBody) Encode() {
 				b = binary.BigEndian.AppendUint64(b, uint64(p.LogStartOffset))
 			}
 			if v >= 4 { // aborted transactions: an empty array (never null)
-				b = appendArrayLen(b, 0, flex)
+				b = appendLen(b, 0, flex)
 			}
 			if v >= 11 {
 				b = binary.BigEndian.AppendUint32(b, uint32(p.PreferredReadReplica))
@@ -129,11 +129,7 @@ func (f *FetchBody) Encode() {
 			if p.Records != nil {
 				n = p.Records.Len()
 			}
-			if flex {
-				b = binary.AppendUvarint(b, uint64(n)+1)
-			} else {
-				b = binary.BigEndian.AppendUint32(b, uint32(n))
-			}
+			b = appendLen(b, n, flex)
 			if n > 0 {
 				f.pieces = append(f.pieces, fetchPiece{bytes: b, records: p.Records})
 				f.size += len(b) + n
@@ -157,7 +153,7 @@ func (f *FetchBody) Encode() {
 	if flex {
 		if len(f.Brokers) > 0 && v >= 16 {
 			var nb []byte
-			nb = appendArrayLen(nb, len(f.Brokers), true)
+			nb = appendLen(nb, len(f.Brokers), true)
 			for _, br := range f.Brokers {
 				nb = binary.BigEndian.AppendUint32(nb, uint32(br.NodeID))
 				nb = appendString(nb, br.Host, true)
@@ -182,6 +178,21 @@ func (f *FetchBody) Encode() {
 
 // Len implements Body.
 func (f *FetchBody) Len() int { return f.size }
+
+// codeFetchSessionNotFound is Kafka's FETCH_SESSION_ID_NOT_FOUND.
+const codeFetchSessionNotFound = 70
+
+// RefuseFetchSession answers a fetch that names a fetch session: no broker
+// of Sluice keeps them (every answer says session 0), so the client is told
+// to start over with full fetches. It is false for a fetch without one.
+func RefuseFetchSession(r *kmsg.FetchRequest) (Reply, bool) {
+	if r.Version < 7 || r.SessionID == 0 {
+		return Reply{}, false
+	}
+	body := &FetchBody{Version: r.Version, ErrorCode: codeFetchSessionNotFound}
+	body.Encode()
+	return Reply{Body: body}, true
+}
 
 // WriteBody implements Body.
 func (f *FetchBody) WriteBody(w *Writer) error {
@@ -213,7 +224,9 @@ func (f *FetchBody) Release() {
 	}
 }
 
-func appendArrayLen(b []byte, n int, flex bool) []byte {
+// appendLen appends the length of an array or a bytes field: compact (n+1
+// as an unsigned varint) in flexible versions, an int32 before.
+func appendLen(b []byte, n int, flex bool) []byte {
 	if flex {
 		return binary.AppendUvarint(b, uint64(n)+1)
 	}

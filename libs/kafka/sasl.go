@@ -3,7 +3,6 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -74,8 +73,7 @@ func (s *Server) saslAuthenticate(_ context.Context, c *Conn, req kmsg.Request) 
 	fail := func(code int16, msg string, reason error) Reply {
 		resp.ErrorCode = code
 		resp.ErrorMessage = &msg
-		s.metrics.AuthFailed.Inc()
-		s.logBad("kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", reason)
+		c.authFailed(reason)
 		return Reply{Msg: resp, Close: true}
 	}
 	if c.sasl.mechanism == "" || c.sasl.raw || c.authenticated {
@@ -100,33 +98,32 @@ func (s *Server) saslStep(c *Conn, token []byte) ([]byte, error) {
 	if access == nil {
 		access = &cluster.Snapshot{}
 	}
-	switch c.sasl.mechanism {
-	case MechanismPlain:
-		name, err := checkPlain(access, token)
-		if err != nil {
-			return nil, err
-		}
-		c.principal, c.authenticated = name, true
-	default:
-		if c.sasl.scram == nil {
-			sc, out, err := startScram(access, c.sasl.mechanism, token)
-			if err != nil {
-				return nil, err
-			}
-			c.sasl.scram = sc
-			return out, nil
-		}
-		out, err := c.sasl.scram.finish(token)
-		if err != nil {
-			return nil, err
-		}
-		c.principal, c.authenticated = c.sasl.scram.user, true
+	var user string
+	var out []byte
+	var err error
+	switch {
+	case c.sasl.mechanism == MechanismPlain:
+		user, err = checkPlain(access, token)
+	case c.sasl.scram == nil: // SCRAM's first round
+		c.sasl.scram, out, err = startScram(access, c.sasl.mechanism, token)
+		return out, err
+	default: // SCRAM's final round
+		user = c.sasl.scram.user
+		out, err = c.sasl.scram.finish(token)
 		c.sasl.scram = nil
-		c.Log().Debug("kafka client authenticated", "mechanism", c.sasl.mechanism)
-		return out, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	c.principal, c.authenticated = user, true
 	c.Log().Debug("kafka client authenticated", "mechanism", c.sasl.mechanism)
-	return nil, nil
+	return out, nil
+}
+
+// authFailed counts and logs a failed authentication.
+func (c *Conn) authFailed(reason error) {
+	c.s.metrics.AuthFailed.Inc()
+	c.s.logBad("kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", reason)
 }
 
 // rawSASL runs one round on a bare token (after a v0 handshake): the answer
@@ -135,8 +132,7 @@ func (s *Server) saslStep(c *Conn, token []byte) ([]byte, error) {
 func (c *Conn) rawSASL(token []byte) bool {
 	out, err := c.s.saslStep(c, token)
 	if err != nil {
-		c.s.metrics.AuthFailed.Inc()
-		c.s.logBad("kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", err)
+		c.authFailed(err)
 		return false
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
@@ -204,9 +200,8 @@ func startScram(access *cluster.Snapshot, mechanism string, msg []byte) (*scramS
 	}
 	if !sc.known {
 		h, _ := cluster.ScramHash(mechanism)
-		sum := hmac.New(h, []byte("sluice-unknown-user"))
-		sum.Write([]byte(user))
-		sc.cred = cluster.ScramCredential{Mechanism: mechanism, Salt: sum.Sum(nil)[:24], Iterations: cluster.DefaultScramIterations}
+		salt := cluster.ScramHMAC(h, []byte("sluice-unknown-user"), []byte(user))[:24]
+		sc.cred = cluster.ScramCredential{Mechanism: mechanism, Salt: salt, Iterations: cluster.DefaultScramIterations}
 	}
 	var snonce [18]byte
 	if _, err := rand.Read(snonce[:]); err != nil {
@@ -246,9 +241,7 @@ func (sc *scramServer) finish(msg []byte) ([]byte, error) {
 	if !sc.known || len(proof) != h().Size() {
 		return nil, fmt.Errorf("no %s credential for %q, or a proof of the wrong size", sc.cred.Mechanism, sc.user)
 	}
-	sig := hmac.New(h, sc.cred.StoredKey)
-	sig.Write(authMsg)
-	clientKey := sig.Sum(nil)
+	clientKey := cluster.ScramHMAC(h, sc.cred.StoredKey, authMsg) // the client signature, then the key
 	for i := range clientKey {
 		clientKey[i] ^= proof[i]
 	}
@@ -257,9 +250,7 @@ func (sc *scramServer) finish(msg []byte) ([]byte, error) {
 	if subtle.ConstantTimeCompare(stored.Sum(nil), sc.cred.StoredKey) != 1 {
 		return nil, fmt.Errorf("wrong password for principal %q", sc.user)
 	}
-	server := hmac.New(h, sc.cred.ServerKey)
-	server.Write(authMsg)
-	return []byte("v=" + base64.StdEncoding.EncodeToString(server.Sum(nil))), nil
+	return []byte("v=" + base64.StdEncoding.EncodeToString(cluster.ScramHMAC(h, sc.cred.ServerKey, authMsg))), nil
 }
 
 // cutGS2 splits a client-first message into its GS2 header (through the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -92,7 +93,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kafka max connections per ip %d is negative (0: no limit)", c.MaxConnsPerIP)
 	}
 	for _, m := range c.SASLMechanisms {
-		if m != MechanismPlain && m != cluster.ScramSHA256 && m != cluster.ScramSHA512 {
+		if _, scram := cluster.ScramHash(m); m != MechanismPlain && !scram {
 			return fmt.Errorf("SASL mechanism %q is not %s, %s or %s", m, MechanismPlain, cluster.ScramSHA256, cluster.ScramSHA512)
 		}
 	}
@@ -243,7 +244,7 @@ func NewServer(cfg Config, routes map[int16]Route, access func() *cluster.Snapsh
 		s.routes[saslHandshakeKey] = Route{Min: 0, Max: 1, Handle: s.saslHandshake}
 		s.routes[saslAuthenticateKey] = Route{Min: 0, Max: 2, Handle: s.saslAuthenticate}
 	}
-	for _, k := range slices.Sorted(mapKeys(s.routes)) {
+	for _, k := range slices.Sorted(maps.Keys(s.routes)) {
 		s.apis = append(s.apis, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: s.routes[k].Min, MaxVersion: s.routes[k].Max})
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -256,16 +257,6 @@ func NewServer(cfg Config, routes map[int16]Route, access func() *cluster.Snapsh
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
-}
-
-func mapKeys[V any](m map[int16]V) func(func(int16) bool) {
-	return func(yield func(int16) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // Addr returns the listener's address.

@@ -124,6 +124,23 @@ func PeekSize(b []byte) (int, error) {
 	return LogOverhead + int(n), nil
 }
 
+// Count adds up the records of the concatenated batches at the start of b
+// and the offsets they take (a batch takes its last offset delta plus one),
+// from their headers alone; it stops at the first batch whose header does
+// not parse or that b does not hold whole.
+func Count(b []byte) (records int, offsets int64) {
+	for len(b) > 0 {
+		h, err := ParseHeader(b)
+		if err != nil || h.Size() > len(b) {
+			break
+		}
+		records += int(h.RecordCount)
+		offsets += int64(h.LastOffsetDelta) + 1
+		b = b[h.Size():]
+	}
+	return records, offsets
+}
+
 // ParseHeader decodes the header at the start of b without checking the CRC. b
 // must hold at least HeaderSize bytes; the batch may continue beyond b.
 func ParseHeader(b []byte) (Header, error) {

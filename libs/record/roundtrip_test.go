@@ -303,3 +303,14 @@ func TestEmptyBatchFromCompaction(t *testing.T) {
 	_, it = collect(rawBatch(CodecNone, 0, 0, []byte{2, 0, 0}), 0)
 	wantErr(t, it.Err(), ErrCorrupt)
 }
+
+func TestCount(t *testing.T) {
+	values := func(n int) []Record { return make([]Record, n) }
+	b := append(buildBatch(t, CodecNone, values(3)), buildBatch(t, CodecNone, values(7))...)
+	if n, offsets := Count(b); n != 10 || offsets != 10 {
+		t.Errorf("Count = %d records, %d offsets; want 10, 10", n, offsets)
+	}
+	if n, offsets := Count(b[:20]); n != 0 || offsets != 0 {
+		t.Errorf("Count of a cut header = %d, %d; want 0, 0", n, offsets)
+	}
+}

@@ -64,7 +64,7 @@ func (r *run) newKafkaProducer() (*kgo.Client, error) {
 // kafkaProducer sends records with one franz-go client until the plan says
 // stop or ctx ends, then flushes what is buffered and awaits the outcomes,
 // up to drain. It runs on its own goroutine, owned by the run.
-func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer, stop func(error)) {
+func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer) {
 	defer func() {
 		if err := cl.Flush(drain); err != nil && drain.Err() == nil {
 			r.stderrf("producer %d: flush: %v", i, err)

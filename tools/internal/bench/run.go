@@ -211,11 +211,7 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 			pacer = NewPacer(r.cfg.Rate/float64(r.cfg.Producers), r.start)
 		}
 		if r.cfg.Body == BodyJSON {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.jsonPoster(ctx, drain, i, pacer)
-			}()
+			wg.Go(func() { r.jsonPoster(ctx, drain, i, pacer) })
 			continue
 		}
 		if r.cfg.Protocol == ProtocolKafka {
@@ -224,11 +220,7 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 				stop(fmt.Errorf("producer %d: %w", i, err))
 				break
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.kafkaProducer(ctx, drain, i, cl, pacer, stop)
-			}()
+			wg.Go(func() { r.kafkaProducer(ctx, drain, i, cl, pacer) })
 			continue
 		}
 		p, err := client.NewProducer(r.producerConfig())
@@ -236,11 +228,7 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 			stop(fmt.Errorf("producer %d: %w", i, err))
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.sdkProducer(ctx, drain, i, p, pacer, stop)
-		}()
+		wg.Go(func() { r.sdkProducer(ctx, drain, i, p, pacer, stop) })
 	}
 	wg.Wait()
 }

@@ -19,10 +19,7 @@ const headerClientID = "X-Client-Id"
 // can name.
 func clientIDOf(ctx *fasthttp.RequestCtx) string {
 	id := ctx.Request.Header.Peek(headerClientID)
-	if len(id) > cluster.MaxClientIDLen {
-		id = id[:cluster.MaxClientIDLen]
-	}
-	return string(id)
+	return cluster.QuotaClientID(string(id))
 }
 
 // Quota kinds: the metric label and half of a bucket's key.

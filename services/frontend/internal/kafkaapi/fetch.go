@@ -13,11 +13,6 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
-// fetchSessionNotFound is Kafka's FETCH_SESSION_ID_NOT_FOUND: no broker of
-// Sluice keeps fetch sessions (every answer says session 0), so a client
-// naming one is told to start over with full fetches.
-const fetchSessionNotFound = 70
-
 // fetchPart is one partition of a fetch, with its answer.
 type fetchPart struct {
 	topic     string
@@ -36,23 +31,20 @@ type fetchPart struct {
 // the others are read through this frontend.
 func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.FetchRequest)
-	body := &kafka.FetchBody{Version: r.Version}
-	if r.Version >= 7 && r.SessionID != 0 {
-		body.ErrorCode = fetchSessionNotFound
-		body.Encode()
-		return kafka.Reply{Body: body}
+	if reply, refused := kafka.RefuseFetchSession(r); refused {
+		return reply
 	}
+	body := &kafka.FetchBody{Version: r.Version}
 	snap := s.cache.Snapshot()
 	var probe, proxy []*fetchPart
 	for _, rt := range r.Topics {
 		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID}
 		var topic *cluster.Topic
-		if snap != nil {
-			if r.Version >= 13 {
-				topic = topicByID(snap, rt.TopicID)
-			} else {
-				topic, _ = snap.Topic(rt.Topic)
-			}
+		switch {
+		case r.Version >= 13:
+			topic, _ = kafka.TopicByID(snap, rt.TopicID)
+		case snap != nil:
+			topic, _ = snap.Topic(rt.Topic)
 		}
 		ft.Partitions = make([]kafka.FetchPartition, len(rt.Partitions))
 		for i, rp := range rt.Partitions {
@@ -205,21 +197,7 @@ func forEach(parts []*fetchPart, f func(*fetchPart)) {
 	}
 	var wg sync.WaitGroup
 	for _, fp := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(fp)
-		}()
+		wg.Go(func() { f(fp) })
 	}
 	wg.Wait()
-}
-
-// topicByID finds a topic by its Kafka id.
-func topicByID(snap *cluster.Snapshot, id [16]byte) *cluster.Topic {
-	for i := range snap.Topics {
-		if kafka.TopicID(&snap.Topics[i]) == id {
-			return &snap.Topics[i]
-		}
-	}
-	return nil
 }

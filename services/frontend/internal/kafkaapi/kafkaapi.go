@@ -9,9 +9,12 @@
 // data path:
 //
 //   - Produce: each partition's record batches go to the partition's
-//     storage leader untouched, in one storage produce request, through
-//     the producer's retry path (produce.ProduceRecords); acks 0, 1 and -1
-//     are Sluice's none, leader and all.
+//     storage leader untouched, through the producer's retry path
+//     (produce.ProduceRecords); acks 0, 1 and -1 are Sluice's none, leader
+//     and all. A connection's requests are served at once and answered in
+//     order; per partition they queue in a lane (lanes.go) that keeps one
+//     storage request in flight and joins the batches waiting meanwhile, so
+//     each partition's batches reach its leader in request order.
 //   - Fetch: a client that follows KIP-392 (Fetch v11+) is sent to the
 //     storage node that leads the partition (its preferred read replica),
 //     whose own Kafka listener sends the records with sendfile; the
@@ -20,10 +23,8 @@
 //     the client expects such answers from a leader. Older clients, and
 //     partitions whose leader has no Kafka listener, get the records
 //     through the frontend.
-//   - ListOffsets and OffsetForLeaderEpoch go to the storage leader.
-//
-// Requests of one connection are served one at a time (libs/kafka), so a
-// connection's produce requests reach each partition's leader in order.
+//   - ListOffsets, OffsetForLeaderEpoch and DeleteRecords go to the
+//     storage leader.
 package kafkaapi
 
 import (
@@ -75,12 +76,12 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quota.NewLimiter(nil), log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
-	routes[0] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
-	routes[1] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
-	routes[2] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
-	routes[23] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
-	routes[35] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
-	routes[21] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
+	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
+	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
+	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
+	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
+	routes[kmsg.DeleteRecords.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err
@@ -108,20 +109,17 @@ func (s *Service) describeLogDirs(_ context.Context, _ *kafka.Conn, _ kmsg.Reque
 	return kafka.Reply{Msg: kmsg.NewPtrDescribeLogDirsResponse()}
 }
 
-// codeOf is the Kafka error code of a storage or producer error.
+// codeOf is the Kafka error code of a storage or producer error (0 for
+// nil).
 func codeOf(err error) int16 {
-	c := protocol.CodeOf(err)
-	switch {
-	case c == protocol.None:
-		return 0
-	case c == protocol.BrokerNotAvailable, c == protocol.NetworkException, c == protocol.UnknownNode:
+	switch c := protocol.CodeOf(err); c {
+	case protocol.BrokerNotAvailable, protocol.NetworkException, protocol.UnknownNode:
 		// The leader could not be reached: a Kafka client refreshes its
 		// metadata and retries on NOT_LEADER_OR_FOLLOWER.
 		return int16(protocol.NotLeaderOrFollower)
-	case c == protocol.CorruptRecord:
-		return int16(protocol.CorruptRecord)
-	case c >= 1000 || c == protocol.UnknownServerError:
+	case protocol.TooManyConnections:
 		return int16(protocol.UnknownServerError)
+	default:
+		return kafka.Code(c)
 	}
-	return int16(c)
 }

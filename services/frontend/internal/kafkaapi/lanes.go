@@ -24,7 +24,8 @@ import (
 // are appended together, at consecutive offsets, or not at all; a resend of
 // the same bytes (the producer's retries) is appended again whole or, for
 // idempotent producers, recognised whole as a duplicate. Each part's base
-// offset is the request's base plus the offsets of the parts before it.
+// offset is the request's base plus the offsets of the parts before it
+// (record.Count).
 
 // maxLaneBytes bounds the batches one storage request carries (a single
 // larger part goes alone).
@@ -141,7 +142,8 @@ func sendParts(ctx context.Context, send sendFunc, k laneKey, parts []*part) {
 		p.res = res
 		if res.Err == nil {
 			p.res.BaseOffset = base
-			base += offsetSpan(p.records)
+			_, span := record.Count(p.records)
+			base += span
 		}
 		close(p.done)
 	}
@@ -162,12 +164,7 @@ func refusedWhole(err error) bool {
 // send is the service's sendFunc: a produce request to the partition's
 // leader.
 func (s *Service) send(ctx context.Context, k laneKey, records []byte, deadline time.Time) produce.RecordsResult {
-	results, err := s.producer.ProduceRecords(ctx, k.topic, k.acks, time.Until(deadline),
-		[]produce.PartitionRecords{{Partition: k.partition, Records: records}})
-	if err != nil {
-		return produce.RecordsResult{BaseOffset: -1, LogStartOffset: -1, Err: err}
-	}
-	return results[0]
+	return s.producer.ProduceRecords(ctx, k.topic, k.acks, time.Until(deadline), k.partition, records)
 }
 
 // earlier returns the earlier of two times.
@@ -176,21 +173,6 @@ func earlier(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// offsetSpan is the number of offsets the batches take (a batch takes its
-// last offset delta plus one); what does not parse is the leader's to refuse.
-func offsetSpan(b []byte) int64 {
-	var n int64
-	for len(b) > 0 {
-		h, err := record.ParseHeader(b)
-		if err != nil || h.Size() > len(b) {
-			return n
-		}
-		n += int64(h.LastOffsetDelta) + 1
-		b = b[h.Size():]
-	}
-	return n
 }
 
 // waitPart waits for a part's answer, or for ctx (the connection closing).

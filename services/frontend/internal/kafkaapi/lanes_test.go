@@ -54,7 +54,8 @@ func (ld *leader) send(ctx context.Context, k laneKey, records []byte, deadline 
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
 	base := ld.next
-	ld.next += offsetSpan(records)
+	_, span := record.Count(records)
+	ld.next += span
 	return produce.RecordsResult{BaseOffset: base}
 }
 
@@ -164,15 +165,5 @@ func TestLaneAnswersEveryPartOfAFailedRequest(t *testing.T) {
 		if res := waitPart(context.Background(), p); protocol.CodeOf(res.Err) != protocol.RequestTimedOut {
 			t.Errorf("part %d: err %v, want REQUEST_TIMED_OUT", i, res.Err)
 		}
-	}
-}
-
-func TestOffsetSpan(t *testing.T) {
-	b := append(batchOf(t, 3), batchOf(t, 7)...)
-	if n := offsetSpan(b); n != 10 {
-		t.Errorf("offsetSpan = %d, want 10", n)
-	}
-	if n := offsetSpan(b[:20]); n != 0 {
-		t.Errorf("offsetSpan of a cut header = %d, want 0", n)
 	}
 }

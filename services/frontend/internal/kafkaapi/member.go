@@ -2,14 +2,12 @@ package kafkaapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // Member keeps the frontend's Kafka listener registered with metadata: it
@@ -17,10 +15,7 @@ import (
 // registers again when a heartbeat is refused (its session lapsed and it was
 // removed). Its id is the frontend's Kafka node id.
 type Member struct {
-	client    *cluster.Client
-	req       cluster.RegisterFrontendRequest
-	heartbeat time.Duration
-	log       *slog.Logger
+	sess cluster.Session
 
 	id    atomic.Int32 // -1 until registered
 	epoch atomic.Int64
@@ -32,9 +27,26 @@ type Member struct {
 // NewMember returns a stopped Member for the listener at kafkaAddr (as
 // clients dial it).
 func NewMember(client *cluster.Client, name, kafkaAddr, rack string, heartbeat time.Duration, log *slog.Logger) *Member {
-	m := &Member{client: client, req: cluster.RegisterFrontendRequest{Name: name, KafkaAddr: kafkaAddr, Rack: rack},
-		heartbeat: heartbeat, log: log}
+	m := &Member{}
 	m.id.Store(-1)
+	req := cluster.RegisterFrontendRequest{Name: name, KafkaAddr: kafkaAddr, Rack: rack}
+	m.sess = cluster.Session{
+		Register: func(ctx context.Context) error {
+			f, err := client.RegisterFrontend(ctx, req)
+			if err == nil {
+				m.id.Store(f.ID)
+				m.epoch.Store(f.Epoch)
+				log.Info("kafka listener registered with metadata", "node_id", f.ID, "epoch", f.Epoch, "kafka_addr", f.KafkaAddr)
+			}
+			return err
+		},
+		Heartbeat: func(ctx context.Context) error {
+			return client.FrontendHeartbeat(ctx, cluster.FrontendHeartbeatRequest{ID: m.id.Load(), Epoch: m.epoch.Load()})
+		},
+		Interval: heartbeat,
+		What:     "kafka listener",
+		Log:      log,
+	}
 	return m
 }
 
@@ -45,11 +57,11 @@ func (m *Member) ID() int32 { return m.id.Load() }
 func (m *Member) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.run(ctx)
-	}()
+	m.wg.Go(func() {
+		if m.sess.Open(ctx) {
+			m.sess.Keep(ctx)
+		}
+	})
 }
 
 // Stop ends the loop; the session lapses on its own.
@@ -58,59 +70,4 @@ func (m *Member) Stop() {
 		m.cancel()
 	}
 	m.wg.Wait()
-}
-
-func (m *Member) run(ctx context.Context) {
-	if !m.register(ctx) {
-		return
-	}
-	t := time.NewTicker(m.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		hctx, cancel := context.WithTimeout(ctx, 3*m.heartbeat)
-		err := m.client.FrontendHeartbeat(hctx, cluster.FrontendHeartbeatRequest{ID: m.id.Load(), Epoch: m.epoch.Load()})
-		cancel()
-		var pe *protocol.Error
-		if errors.As(err, &pe) && !pe.Code.Retriable() {
-			m.log.Warn("frontend heartbeat refused; registering again", "err", err)
-			if !m.register(ctx) {
-				return
-			}
-		} else if err != nil && ctx.Err() == nil {
-			m.log.Warn("frontend heartbeat failed", "err", err)
-		}
-	}
-}
-
-// register retries until metadata accepts the registration or ctx ends.
-func (m *Member) register(ctx context.Context) bool {
-	backoff := 100 * time.Millisecond
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		f, err := m.client.RegisterFrontend(rctx, m.req)
-		cancel()
-		if err == nil {
-			m.id.Store(f.ID)
-			m.epoch.Store(f.Epoch)
-			m.log.Info("kafka listener registered with metadata", "node_id", f.ID, "epoch", f.Epoch, "kafka_addr", f.KafkaAddr)
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		m.log.Warn("kafka listener registration failed; retrying", "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
 }

@@ -39,22 +39,17 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 			if r.Version < 4 {
 				epoch = -1
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				var lr protocol.ListOffsetsResponse
-				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIListOffsets,
-					&protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch}, &lr)
-				res.Release()
-				if err != nil {
-					p.ErrorCode = codeOf(err)
+				req := &protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch}
+				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIListOffsets, req, &lr); p.ErrorCode != 0 {
 					return
 				}
 				p.Offset, p.Timestamp, p.LeaderEpoch = lr.Offset, lr.Timestamp, lr.LeaderEpoch
 				if r.Version == 0 && lr.Offset >= 0 {
 					p.OldStyleOffsets = []int64{lr.Offset}
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()
@@ -82,19 +77,14 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				var er protocol.OffsetForLeaderEpochResponse
-				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIOffsetForLeaderEpoch,
-					&protocol.OffsetForLeaderEpochRequest{Topic: rt.Topic, Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LeaderEpoch: rp.LeaderEpoch}, &er)
-				res.Release()
-				if err != nil {
-					p.ErrorCode = codeOf(err)
+				req := &protocol.OffsetForLeaderEpochRequest{Topic: rt.Topic, Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LeaderEpoch: rp.LeaderEpoch}
+				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIOffsetForLeaderEpoch, req, &er); p.ErrorCode != 0 {
 					return
 				}
 				p.LeaderEpoch, p.EndOffset = er.LeaderEpoch, er.EndOffset
-			}()
+			})
 		}
 	}
 	wg.Wait()
@@ -128,22 +118,26 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				var dr protocol.DeleteRecordsResponse
-				res, err := s.fetcher.AtLeader(ctx, rt.Topic, rp.Partition, protocol.APIDeleteRecords,
-					&protocol.DeleteRecordsRequest{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset}, &dr)
-				res.Release()
-				if err != nil {
-					p.ErrorCode = codeOf(err)
+				req := &protocol.DeleteRecordsRequest{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset}
+				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIDeleteRecords, req, &dr); p.ErrorCode != 0 {
 					return
 				}
 				p.LowWatermark = dr.LowWatermark
 				c.Log().Info("kafka records deleted", "topic", rt.Topic, "partition", rp.Partition, "log_start_offset", dr.LowWatermark)
-			}()
+			})
 		}
 	}
 	wg.Wait()
 	return kafka.Reply{Msg: resp}
+}
+
+// atLeader sends one storage request to a partition's leader and decodes
+// its answer into resp; it returns the Kafka code of a failure, 0 when it
+// worked.
+func (s *Service) atLeader(ctx context.Context, topic string, partition int32, api protocol.APIKey, req, resp protocol.Body) int16 {
+	res, err := s.fetcher.AtLeader(ctx, topic, partition, api, req, resp)
+	res.Release()
+	return codeOf(err)
 }

@@ -120,24 +120,11 @@ func (s *Service) fill(topic string, p *kmsg.ProduceResponseTopicPartition, res 
 	msg := protocol.MessageOf(res.Err)
 	p.ErrorMessage = &msg
 	if p.ErrorCode == int16(protocol.NotLeaderOrFollower) {
-		s.leaderHint(topic, p)
-	}
-}
-
-// leaderHint names the partition's Kafka leader in a NOT_LEADER_OR_FOLLOWER
-// answer (KIP-951, Produce v10+): the client retries there without a
-// metadata round trip.
-func (s *Service) leaderHint(topic string, p *kmsg.ProduceResponseTopicPartition) {
-	snap := s.cache.Snapshot()
-	if snap == nil {
-		return
-	}
-	t, ok := snap.Topic(topic)
-	if !ok || int(p.Partition) >= len(t.Partitions) {
-		return
-	}
-	if f, ok := snap.KafkaLeader(topic, p.Partition); ok {
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = f.ID, t.Partitions[p.Partition].LeaderEpoch
+		// KIP-951 (Produce v10+): the client retries at the leader named
+		// without a metadata round trip.
+		if id, epoch, ok := kafka.LeaderHint(s.cache.Snapshot(), topic, p.Partition); ok {
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = id, epoch
+		}
 	}
 }
 
@@ -148,22 +135,8 @@ func (s *Service) produceReply(r *kmsg.ProduceRequest, resp *kmsg.ProduceRespons
 		return kafka.Reply{None: true, Throttle: throttle}
 	}
 	resp.ThrottleMillis = int32(throttle / time.Millisecond)
-	if snap := s.cache.Snapshot(); snap != nil && r.Version >= 10 {
-		named := map[int32]bool{}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.CurrentLeader.LeaderID >= 0 {
-					named[p.CurrentLeader.LeaderID] = true
-				}
-			}
-		}
-		for _, b := range kafka.Brokers(snap) {
-			if named[b.NodeID] {
-				pb := kmsg.NewProduceResponseBroker()
-				pb.NodeID, pb.Host, pb.Port, pb.Rack = b.NodeID, b.Host, b.Port, b.Rack
-				resp.Brokers = append(resp.Brokers, pb)
-			}
-		}
+	if r.Version >= 10 {
+		kafka.AddLeaderEndpoints(s.cache.Snapshot(), resp)
 	}
 	return kafka.Reply{Msg: resp, Throttle: throttle}
 }
@@ -172,24 +145,16 @@ func (s *Service) produceReply(r *kmsg.ProduceRequest, resp *kmsg.ProduceRespons
 // produce quota and returns how long the client should wait (Kafka's
 // throttle: the request is served, the connection then rests).
 func (s *Service) chargeProduce(c *kafka.Conn, n int) time.Duration {
-	rate := s.cache.Quota(clientID(c)).ProduceBytesPerSec
+	client := cluster.QuotaClientID(c.ClientID())
+	rate := s.cache.Quota(client).ProduceBytesPerSec
 	if rate <= 0 {
 		return 0
 	}
-	key := "produce\x00" + clientID(c)
+	key := "produce\x00" + client
 	s.quotas.Charge(key, rate, n)
 	if wait := s.quotas.Admit(key, rate); wait > 0 {
 		s.producer.Metrics().QuotaThrottled.WithLabelValues("produce").Inc()
 		return wait
 	}
 	return 0
-}
-
-// clientID is the connection's client id, cut to the longest a quota names.
-func clientID(c *kafka.Conn) string {
-	id := c.ClientID()
-	if len(id) > cluster.MaxClientIDLen {
-		id = id[:cluster.MaxClientIDLen]
-	}
-	return id
 }

@@ -149,6 +149,14 @@ func (s *Server) setACL(ctx *fasthttp.RequestCtx) {
 
 // commit proposes cmd and answers {} or the error, logging what changed.
 func (s *Server) commit(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, attrs ...any) {
+	if s.propose(ctx, cmd, msg, attrs...) {
+		writeJSON(ctx, http.StatusOK, struct{}{})
+	}
+}
+
+// propose proposes cmd and logs what changed; when it fails it answers the
+// error and is false.
+func (s *Server) propose(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, attrs ...any) bool {
 	rctx, cancel := s.requestContext()
 	defer cancel()
 	res, err := s.node.Propose(rctx, cmd)
@@ -157,10 +165,10 @@ func (s *Server) commit(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, a
 	}
 	if err != nil {
 		writeError(ctx, err)
-		return
+		return false
 	}
 	s.log.Info(msg, append(attrs, "version", res.Index)...)
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	return true
 }
 
 // registerFrontend commits a frontend's registration (POST
@@ -209,16 +217,8 @@ func (s *Server) setClusterConfig(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	rctx, cancel := s.requestContext()
-	defer cancel()
-	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeSetClusterConfig, SetClusterConfig: &fsm.SetClusterConfig{Set: req.Set, Delete: req.Delete}})
-	if err == nil {
-		err = res.Err
+	cmd := fsm.Command{Type: fsm.TypeSetClusterConfig, SetClusterConfig: &fsm.SetClusterConfig{Set: req.Set, Delete: req.Delete}}
+	if s.propose(ctx, cmd, "cluster settings changed", "set", req.Set, "delete", req.Delete) {
+		writeJSON(ctx, http.StatusOK, map[string]any{"config": s.fsm.Cluster().Config})
 	}
-	if err != nil {
-		writeError(ctx, err)
-		return
-	}
-	s.log.Info("cluster settings changed", "set", req.Set, "delete", req.Delete)
-	writeJSON(ctx, http.StatusOK, map[string]any{"config": s.fsm.Cluster().Config})
 }

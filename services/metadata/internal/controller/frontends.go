@@ -21,28 +21,17 @@ import (
 // register again.
 var ErrUnknownFrontend = errors.New("frontend is not registered at this epoch")
 
-// expireFrontends is the frontend session rule, a pure function of the
-// registered frontends, the session table and the clock: a frontend without
-// a session for its current epoch gets one starting now; one silent for
-// longer than timeout is to be removed at its epoch.
+// expireFrontends is the frontend session rule (lapsed): a frontend
+// without a session for its current epoch gets one starting now; one silent
+// for longer than timeout is to be removed at its epoch.
 func expireFrontends(fronts []cluster.Frontend, sessions map[int32]session, now time.Time, timeout time.Duration) []fsm.RemoveFrontend {
-	registered := make(map[int32]bool, len(fronts))
-	var out []fsm.RemoveFrontend
-	for _, f := range fronts {
-		registered[f.ID] = true
-		s, ok := sessions[f.ID]
-		if !ok || s.epoch != f.Epoch {
-			sessions[f.ID] = session{epoch: f.Epoch, lastSeen: now}
-			continue
-		}
-		if now.Sub(s.lastSeen) > timeout {
-			out = append(out, fsm.RemoveFrontend{ID: f.ID, Epoch: f.Epoch})
-		}
+	regs := make([]registration, len(fronts))
+	for i, f := range fronts {
+		regs[i] = registration{f.ID, f.Epoch}
 	}
-	for id := range sessions {
-		if !registered[id] {
-			delete(sessions, id)
-		}
+	var out []fsm.RemoveFrontend
+	for _, r := range lapsed(regs, sessions, now, timeout) {
+		out = append(out, fsm.RemoveFrontend{ID: r.id, Epoch: r.epoch})
 	}
 	return out
 }

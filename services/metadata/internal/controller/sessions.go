@@ -30,29 +30,50 @@ type session struct {
 //   - an alive node silent for longer than timeout is fenced at its current
 //     epoch (FenceNode marks it dead and bumps the epoch).
 func expire(nodes []cluster.Node, sessions map[int32]session, now time.Time, timeout time.Duration) []fsm.FenceNode {
-	registered := make(map[int32]bool, len(nodes))
-	var fences []fsm.FenceNode
+	var alive []registration
 	for _, n := range nodes {
-		registered[n.ID] = true
-		if !n.Alive {
-			delete(sessions, n.ID)
-			continue
+		if n.Alive {
+			alive = append(alive, registration{n.ID, n.Epoch})
 		}
-		s, ok := sessions[n.ID]
-		if !ok || s.epoch != n.Epoch {
-			sessions[n.ID] = session{epoch: n.Epoch, lastSeen: now}
+	}
+	var fences []fsm.FenceNode
+	for _, r := range lapsed(alive, sessions, now, timeout) {
+		fences = append(fences, fsm.FenceNode{ID: r.id, Epoch: r.epoch})
+	}
+	return fences
+}
+
+// registration is a registered member (a storage node, a frontend) at its
+// current epoch.
+type registration struct {
+	id    int32
+	epoch int64
+}
+
+// lapsed is the rule storage nodes and frontends share: a member without a
+// session for its current epoch gets one starting now; one silent for
+// longer than timeout has lapsed and is returned; sessions of members not
+// in regs are dropped.
+func lapsed(regs []registration, sessions map[int32]session, now time.Time, timeout time.Duration) []registration {
+	current := make(map[int32]bool, len(regs))
+	var out []registration
+	for _, r := range regs {
+		current[r.id] = true
+		s, ok := sessions[r.id]
+		if !ok || s.epoch != r.epoch {
+			sessions[r.id] = session{epoch: r.epoch, lastSeen: now}
 			continue
 		}
 		if now.Sub(s.lastSeen) > timeout {
-			fences = append(fences, fsm.FenceNode{ID: n.ID, Epoch: n.Epoch})
+			out = append(out, r)
 		}
 	}
 	for id := range sessions {
-		if !registered[id] {
+		if !current[id] {
 			delete(sessions, id)
 		}
 	}
-	return fences
+	return out
 }
 
 // Register commits a storage node's registration and opens its session. It

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -247,14 +246,7 @@ func (s *state) checkAlterTopicConfig(c *AlterTopicConfig) (*cluster.Topic, map[
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
 	}
-	next := maps.Clone(t.Config)
-	if next == nil {
-		next = map[string]string{}
-	}
-	for _, k := range c.Delete {
-		delete(next, k)
-	}
-	maps.Copy(next, c.Set)
+	next := cluster.AlterTopicConfigRequest{Set: c.Set, Delete: c.Delete}.Apply(t.Config)
 	if _, err := cluster.ParseTopicConfig(next, t.ReplicationFactor); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

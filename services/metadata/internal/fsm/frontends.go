@@ -35,8 +35,8 @@ type RemoveFrontend struct {
 }
 
 // SetClusterConfig changes cluster-wide settings (cluster.ClusterConfig):
-// Set overrides keys, Delete returns keys to their defaults. The result is
-// validated when applied.
+// Delete returns keys to their defaults, Set overrides keys (after Delete,
+// as for topic configs). The result is validated when applied.
 type SetClusterConfig struct {
 	Set    map[string]string `json:"set,omitempty"`
 	Delete []string          `json:"delete,omitempty"`
@@ -83,14 +83,7 @@ func (s *state) removeFrontend(c *RemoveFrontend) (bool, error) {
 }
 
 func (s *state) setClusterConfig(c *SetClusterConfig) (bool, error) {
-	next := maps.Clone(s.config)
-	if next == nil {
-		next = map[string]string{}
-	}
-	maps.Copy(next, c.Set)
-	for _, k := range c.Delete {
-		delete(next, k)
-	}
+	next := cluster.AlterTopicConfigRequest{Set: c.Set, Delete: c.Delete}.Apply(s.config)
 	if _, err := cluster.ParseClusterConfig(next); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

@@ -40,7 +40,7 @@ func (s *state) setPrincipal(c *SetPrincipal) (bool, error) {
 		}
 	}
 	for _, c := range p.SCRAM {
-		if c.Mechanism != cluster.ScramSHA256 && c.Mechanism != cluster.ScramSHA512 || len(c.Salt) == 0 || c.Iterations < cluster.MinScramIterations ||
+		if _, known := cluster.ScramHash(c.Mechanism); !known || len(c.Salt) == 0 || c.Iterations < cluster.MinScramIterations ||
 			len(c.StoredKey) == 0 || len(c.ServerKey) == 0 {
 			return false, fmt.Errorf("%w: the %s credential of %q is not valid (mechanism, salt, at least %d iterations, keys)",
 				ErrInvalidPrincipal, c.Mechanism, p.Name, cluster.MinScramIterations)

@@ -66,11 +66,11 @@ func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin,
 	// Produce is advertised as on every broker (librdkafka takes a broker
 	// without it for one that predates RecordBatch v2 and will not fetch
 	// from it), and answered NOT_LEADER_OR_FOLLOWER: frontends lead.
-	routes[0] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
-	routes[1] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
-	routes[2] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
-	routes[23] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
-	routes[35] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
+	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
+	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
+	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
+	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
 	srv, err := kafka.NewServer(cfg.Listener, routes, model.Snapshot, kmetrics, log)
 	if err != nil {
 		return nil, err
@@ -93,10 +93,7 @@ func (s *Service) Addr() string { return s.server.Addr() }
 // partition of the model that this node holds no replica of is
 // NOT_LEADER_OR_FOLLOWER, as for one it follows.
 func (s *Service) leader(snap *cluster.Snapshot, topic string, partition, epoch int32) (*replica.Replica, int16) {
-	r, err := s.mgr.Get(topic, partition)
-	if err == nil {
-		_, err = r.CheckLeader(s.mgr.Self())
-	}
+	r, err := s.mgr.Leader(topic, partition)
 	if err == nil {
 		err = r.CheckFetcherEpoch(epoch)
 	}
@@ -122,7 +119,6 @@ func (s *Service) produce(_ context.Context, _ *kafka.Conn, req kmsg.Request) ka
 	}
 	snap := s.model.Snapshot()
 	resp := kmsg.NewPtrProduceResponse()
-	named := map[int32]bool{}
 	for _, rt := range r.Topics {
 		out := kmsg.NewProduceResponseTopic()
 		out.Topic = rt.Topic
@@ -130,38 +126,19 @@ func (s *Service) produce(_ context.Context, _ *kafka.Conn, req kmsg.Request) ka
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
 			p.ErrorCode = int16(protocol.NotLeaderOrFollower)
-			if snap != nil {
-				if t, ok := snap.Topic(rt.Topic); ok && rp.Partition >= 0 && int(rp.Partition) < len(t.Partitions) {
-					if f, ok := snap.KafkaLeader(rt.Topic, rp.Partition); ok {
-						p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = f.ID, t.Partitions[rp.Partition].LeaderEpoch
-						named[f.ID] = true
-					}
-				}
+			if id, epoch, ok := kafka.LeaderHint(snap, rt.Topic, rp.Partition); ok {
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = id, epoch
 			}
 			out.Partitions = append(out.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, out)
 	}
-	if snap != nil {
-		for _, b := range kafka.Brokers(snap) {
-			if named[b.NodeID] {
-				pb := kmsg.NewProduceResponseBroker()
-				pb.NodeID, pb.Host, pb.Port, pb.Rack = b.NodeID, b.Host, b.Port, b.Rack
-				resp.Brokers = append(resp.Brokers, pb)
-			}
-		}
-	}
+	kafka.AddLeaderEndpoints(snap, resp)
 	return kafka.Reply{Msg: resp}
 }
 
 // codeOf is the Kafka code of a storage error.
-func codeOf(err error) int16 {
-	c := server.CodeFor(err)
-	if c >= 1000 || c == protocol.UnknownServerError {
-		return int16(protocol.UnknownServerError)
-	}
-	return int16(c)
-}
+func codeOf(err error) int16 { return kafka.Code(server.CodeFor(err)) }
 
 // fetchPart is one partition of a fetch being served.
 type fetchPart struct {
@@ -177,12 +154,10 @@ type fetchPart struct {
 // batches by sendfile (through the TLS layer under TLS).
 func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.FetchRequest)
-	body := &kafka.FetchBody{Version: r.Version}
-	if r.Version >= 7 && r.SessionID != 0 {
-		body.ErrorCode = 70 // FETCH_SESSION_ID_NOT_FOUND: no sessions are kept
-		body.Encode()
-		return kafka.Reply{Body: body}
+	if reply, refused := kafka.RefuseFetchSession(r); refused {
+		return reply
 	}
+	body := &kafka.FetchBody{Version: r.Version}
 	snap := s.model.Snapshot()
 	var parts []*fetchPart
 	for _, rt := range r.Topics {
@@ -190,7 +165,7 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 		name := rt.Topic
 		if r.Version >= 13 {
 			name = ""
-			if t := topicByID(snap, rt.TopicID); t != nil {
+			if t, ok := kafka.TopicByID(snap, rt.TopicID); ok {
 				name = t.Name
 			}
 		}
@@ -335,25 +310,18 @@ func (r *sliceRecords) Release() { r.sl.Release() }
 // leaderHint names, in a v12+ answer, the frontend Kafka clients see as the
 // partition's leader, so they go back there (KIP-951).
 func (s *Service) leaderHint(snap *cluster.Snapshot, topic string, out *kafka.FetchPartition) {
-	if snap == nil || out.ErrorCode != int16(protocol.NotLeaderOrFollower) && out.ErrorCode != int16(protocol.FencedLeaderEpoch) {
+	if out.ErrorCode != int16(protocol.NotLeaderOrFollower) && out.ErrorCode != int16(protocol.FencedLeaderEpoch) {
 		return
 	}
-	t, ok := snap.Topic(topic)
-	if !ok || int(out.Partition) >= len(t.Partitions) {
-		return
-	}
-	if f, ok := snap.KafkaLeader(topic, out.Partition); ok {
-		out.Leader.LeaderID, out.Leader.LeaderEpoch = f.ID, t.Partitions[out.Partition].LeaderEpoch
+	if id, epoch, ok := kafka.LeaderHint(snap, topic, out.Partition); ok {
+		out.Leader.LeaderID, out.Leader.LeaderEpoch = id, epoch
 	}
 }
 
 // chargeFetch counts the bytes sent against the client's fetch quota and
 // returns how long the client should wait before its next fetch.
 func (s *Service) chargeFetch(c *kafka.Conn, n int) time.Duration {
-	client := c.ClientID()
-	if len(client) > cluster.MaxClientIDLen {
-		client = client[:cluster.MaxClientIDLen]
-	}
+	client := cluster.QuotaClientID(c.ClientID())
 	rate := s.mgr.Quota(client).FetchBytesPerSec
 	if rate <= 0 {
 		return 0
@@ -364,17 +332,4 @@ func (s *Service) chargeFetch(c *kafka.Conn, n int) time.Duration {
 		return wait
 	}
 	return 0
-}
-
-// topicByID finds a topic by its Kafka id.
-func topicByID(snap *cluster.Snapshot, id [16]byte) *cluster.Topic {
-	if snap == nil {
-		return nil
-	}
-	for i := range snap.Topics {
-		if kafka.TopicID(&snap.Topics[i]) == id {
-			return &snap.Topics[i]
-		}
-	}
-	return nil
 }

@@ -73,8 +73,7 @@ func (l *Log) saveHighWatermark() error {
 		return failed
 	}
 	l.fsyncs.Add(1)
-	data := strconv.AppendInt(nil, hw, 10)
-	if err := writeFileAtomic(filepath.Join(l.dir, HighWatermarkFile), append(data, '\n')); err != nil {
+	if err := writeFileAtomic(filepath.Join(l.dir, HighWatermarkFile), encodeOffsetCheckpoint(hw)); err != nil {
 		if isNoSpace(err) {
 			// The checkpoint only shortens recovery; the next tick retries
 			// once space returns, and the log goes on meanwhile.
@@ -100,7 +99,7 @@ func (l *Log) recoverHighWatermark() {
 	b, err := readSmallFile(filepath.Join(l.dir, HighWatermarkFile), 64)
 	var saved int64
 	if err == nil {
-		saved, err = decodeHighWatermark(b)
+		saved, err = decodeOffsetCheckpoint(b, "high watermark")
 	}
 	switch {
 	case err == nil:
@@ -116,13 +115,19 @@ func (l *Log) recoverHighWatermark() {
 	l.hw.Store(hw)
 }
 
-// decodeHighWatermark parses the checkpoint: one non-negative decimal and a
-// newline. Errors wrap errBadCheckpoint.
-func decodeHighWatermark(b []byte) (int64, error) {
+// encodeOffsetCheckpoint is the content of an offset checkpoint (the high
+// watermark, the log start offset): one decimal and a newline.
+func encodeOffsetCheckpoint(offset int64) []byte {
+	return append(strconv.AppendInt(nil, offset, 10), '\n')
+}
+
+// decodeOffsetCheckpoint parses an offset checkpoint: one non-negative
+// decimal and a newline. Errors wrap errBadCheckpoint and name what.
+func decodeOffsetCheckpoint(b []byte, what string) (int64, error) {
 	text, ok := strings.CutSuffix(string(b), "\n")
-	hw, err := strconv.ParseInt(text, 10, 64)
-	if !ok || err != nil || hw < 0 {
-		return 0, fmt.Errorf("%w: high watermark %q", errBadCheckpoint, b)
+	v, err := strconv.ParseInt(text, 10, 64)
+	if !ok || err != nil || v < 0 {
+		return 0, fmt.Errorf("%w: %s %q", errBadCheckpoint, what, b)
 	}
-	return hw, nil
+	return v, nil
 }

@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"strconv"
-	"strings"
 )
 
 // The log start offset (Kafka's logStartOffset). It is the first segment's
@@ -77,8 +75,7 @@ func (l *Log) saveStartOffset(offset int64) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	l.fsyncs.Add(1)
-	data := strconv.AppendInt(nil, offset, 10)
-	if err := writeFileAtomic(filepath.Join(l.dir, StartOffsetFile), append(data, '\n')); err != nil {
+	if err := writeFileAtomic(filepath.Join(l.dir, StartOffsetFile), encodeOffsetCheckpoint(offset)); err != nil {
 		return fmt.Errorf("log start offset checkpoint: %w", err)
 	}
 	return l.sync(l.dirF.Sync, l.dir)
@@ -93,11 +90,7 @@ func (l *Log) recoverStartOffset() {
 	b, err := readSmallFile(filepath.Join(l.dir, StartOffsetFile), 64)
 	var saved int64
 	if err == nil {
-		text, ok := strings.CutSuffix(string(b), "\n")
-		saved, err = strconv.ParseInt(text, 10, 64)
-		if !ok || err != nil || saved < 0 {
-			err = fmt.Errorf("%w: log start offset %q", errBadCheckpoint, b)
-		}
+		saved, err = decodeOffsetCheckpoint(b, "log start offset")
 	}
 	switch {
 	case err == nil:

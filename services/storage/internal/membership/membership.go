@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -113,14 +112,14 @@ func (m *Member) Epoch() int64 { return m.epoch.Load() }
 func (m *Member) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	sess := m.session()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		if !m.register(ctx) {
+		if !sess.Open(ctx) {
 			return
 		}
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); m.heartbeatLoop(ctx) }()
+		m.wg.Go(func() { sess.Keep(ctx) })
 		m.watchLoop(ctx)
 	}()
 }
@@ -133,47 +132,24 @@ func (m *Member) Stop() {
 	m.wg.Wait()
 }
 
-// register retries until the metadata service accepts the node or ctx ends.
-func (m *Member) register(ctx context.Context) bool {
-	backoff := 100 * time.Millisecond
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		epoch, err := m.client.Register(rctx, cluster.RegisterRequest{ID: m.cfg.NodeID, Addr: m.cfg.Addr, AdvertisedAddr: m.cfg.AdvertisedAddr, KafkaAddr: m.cfg.KafkaAddr, Rack: m.cfg.Rack})
-		cancel()
-		if err == nil {
-			m.epoch.Store(epoch)
-			m.log.Info("registered with metadata", "epoch", epoch)
-			return true
-		}
-		m.log.Warn("registration failed; retrying", "err", err, "in", backoff)
-		if !sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-}
-
-func (m *Member) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		hctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat*3)
-		err := m.client.Heartbeat(hctx, cluster.HeartbeatRequest{ID: m.cfg.NodeID, Epoch: m.epoch.Load()})
-		cancel()
-		var pe *protocol.Error
-		if errors.As(err, &pe) && !pe.Code.Retriable() {
-			m.log.Warn("heartbeat rejected; registering again", "err", err)
-			if !m.register(ctx) {
-				return
+// session is the node's registration with metadata and its heartbeats.
+func (m *Member) session() cluster.Session {
+	return cluster.Session{
+		Register: func(ctx context.Context) error {
+			epoch, err := m.client.Register(ctx, cluster.RegisterRequest{ID: m.cfg.NodeID, Addr: m.cfg.Addr, AdvertisedAddr: m.cfg.AdvertisedAddr,
+				KafkaAddr: m.cfg.KafkaAddr, Rack: m.cfg.Rack})
+			if err == nil {
+				m.epoch.Store(epoch)
+				m.log.Info("registered with metadata", "epoch", epoch)
 			}
-		} else if err != nil && ctx.Err() == nil {
-			m.log.Warn("heartbeat failed", "err", err)
-		}
+			return err
+		},
+		Heartbeat: func(ctx context.Context) error {
+			return m.client.Heartbeat(ctx, cluster.HeartbeatRequest{ID: m.cfg.NodeID, Epoch: m.epoch.Load()})
+		},
+		Interval: m.cfg.Heartbeat,
+		What:     "storage node",
+		Log:      m.log,
 	}
 }
 

@@ -78,6 +78,20 @@ func (m *Manager) Get(topic string, partition int32) (*Replica, error) {
 	return r, nil
 }
 
+// Leader returns the replica of a partition this node leads: an error
+// (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER) when it holds none or
+// follows.
+func (m *Manager) Leader(topic string, partition int32) (*Replica, error) {
+	r, err := m.Get(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.CheckLeader(m.self); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // Replicas returns the open replicas.
 func (m *Manager) Replicas() []*Replica {
 	m.mu.RLock()

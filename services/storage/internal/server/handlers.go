@@ -266,10 +266,7 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 // leaderReplica returns the partition's replica when this node leads it, and
 // otherwise answers the request with the reason.
 func (c *conn) leaderReplica(h *protocol.RequestHeader, topic string, partition int32) (*replica.Replica, bool) {
-	r, err := c.s.mgr.Get(topic, partition)
-	if err == nil {
-		_, err = r.CheckLeader(c.s.mgr.Self())
-	}
+	r, err := c.s.mgr.Leader(topic, partition)
 	if err != nil {
 		c.respondErr(h, err)
 		return nil, false
