@@ -3,7 +3,9 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -99,6 +101,55 @@ func TestQuotasThrottleClients(t *testing.T) {
 	t.Logf("%d records through a 20 KB/s produce and fetch quota", n)
 
 	kafkaQuotas(t, ctx, c, n)
+	oneBudgetPerFrontend(t, ctx, c)
+}
+
+// oneBudgetPerFrontend checks that a client id has one produce budget on a
+// frontend, whichever protocol it uses: bytes produced over HTTP leave a
+// Kafka producer of the same client id on that frontend in debt, so the
+// first Kafka answer already asks it to wait.
+func oneBudgetPerFrontend(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	must(t, c, "quota", "set", "--client-id", "both-paths", "--produce-bytes-per-sec", "20000")
+	eventually(t, 30*time.Second, func() error {
+		resp, err := http.Get(c.FrontendURL() + "/v1/cluster")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `"both-paths"`) {
+			return errors.New("the frontend does not know the quota of both-paths yet")
+		}
+		return nil
+	})
+	// 60 KB over HTTP: admitted within the one-second burst, then in debt
+	// for two seconds.
+	body := `{"records":[{"value":"` + strings.Repeat("x", 60000) + `"}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.FrontendURL()+"/v1/topics/limited-kafka/records", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Client-Id", "both-paths")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP produce of both-paths: %s", resp.Status)
+	}
+	hooks := &brokerThrottles{byNode: map[int32]int{}}
+	cl := franzClient(t, c, kgo.ClientID("both-paths"), kgo.WithHooks(hooks), kgo.DefaultProduceTopic("limited-kafka"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("small")}).FirstErr(); err != nil {
+		t.Fatalf("Kafka produce of both-paths: %v", err)
+	}
+	if fe, _ := hooks.count(); fe < 1 {
+		t.Fatalf("a Kafka producer whose client id spent its budget over HTTP was not asked to wait: %v", hooks.byNode)
+	}
 }
 
 // brokerThrottles counts, per broker, the answers that told a franz-go

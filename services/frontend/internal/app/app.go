@@ -24,6 +24,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
@@ -72,6 +73,9 @@ func Module() fx.Option {
 				return groups.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
 			},
 			newServer,
+			// One set of quota buckets for the HTTP API and the Kafka
+			// listener: a client id has one budget on a frontend.
+			func() *quota.Limiter { return quota.NewLimiter(nil) },
 		),
 		metacache.Module(),
 		console.Module(),
@@ -88,6 +92,7 @@ type kafkaParams struct {
 	Fetcher   *fetch.Fetcher
 	Client    *cluster.Client
 	Cache     *metacache.Cache
+	Quotas    *quota.Limiter
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
 	// HTTP orders the listener after the HTTP server: it starts after and
@@ -108,7 +113,7 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, member, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
 	if err != nil {
 		return err
 	}
@@ -190,11 +195,13 @@ type serverParams struct {
 	Offsets   *forward.Forwarder
 	Cache     *metacache.Cache
 	Console   *console.Console
+	Quotas    *quota.Limiter
 	Log       *slog.Logger
 }
 
 func newServer(p serverParams) (*httpapi.Server, error) {
-	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache, Console: p.Console.Serve}
+	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache, Console: p.Console.Serve,
+		Quotas: p.Quotas}
 	s, err := httpapi.New(p.Config, d, p.Log.With("component", "http"))
 	if err != nil {
 		return nil, err

@@ -111,6 +111,10 @@ type Deps struct {
 	// Console serves the read-only web console under /console; nil leaves
 	// those paths unrouted (404).
 	Console fasthttp.RequestHandler
+	// Quotas are the frontend's client quota buckets, shared with its Kafka
+	// listener so that a client id has one budget on the frontend; nil: the
+	// server's own.
+	Quotas *quota.Limiter
 }
 
 // Server is the frontend's public HTTP API.
@@ -147,8 +151,11 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if d.Quotas == nil {
+		d.Quotas = quota.NewLimiter(nil)
+	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
-		console: d.Console, quotas: quota.NewLimiter(nil), log: log, ids: newRequestIDs()}
+		console: d.Console, quotas: d.Quotas, log: log, ids: newRequestIDs()}
 	s.bodies = bodyBudget(d.Producer)
 	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), nil)
 	s.base, s.cancel = context.WithCancel(context.Background())

@@ -70,10 +70,11 @@ type Service struct {
 	senders  sync.WaitGroup // the lanes' senders (lanes.go)
 }
 
-// New builds the listener (it listens at once; Start serves).
+// New builds the listener (it listens at once; Start serves); quotas are
+// the frontend's client quota buckets, shared with its HTTP API.
 func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	member *Member, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quota.NewLimiter(nil), log: log}
+	member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
 	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}

@@ -150,7 +150,7 @@ func (s *Service) chargeProduce(c *kafka.Conn, n int) time.Duration {
 	if rate <= 0 {
 		return 0
 	}
-	key := "produce\x00" + client
+	key := "produce\x00" + client // the HTTP API's bucket of the client id
 	s.quotas.Charge(key, rate, n)
 	if wait := s.quotas.Admit(key, rate); wait > 0 {
 		s.producer.Metrics().QuotaThrottled.WithLabelValues("produce").Inc()

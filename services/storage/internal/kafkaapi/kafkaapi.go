@@ -55,12 +55,14 @@ type Service struct {
 }
 
 // New builds the listener (it listens at once; Start serves). model is the
-// node's view of the cluster; admin the metadata service.
-func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin, metrics *server.Metrics, kmetrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+// node's view of the cluster; admin the metadata service; quotas the node's
+// client quota buckets (server.Server.Quotas).
+func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin, quotas *quota.Limiter, metrics *server.Metrics,
+	kmetrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
-	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quota.NewLimiter(nil), log: log}
+	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quotas, log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services}, mgr.Self, model, admin, log)
 	routes := s.broker.Routes()
 	// Produce is advertised as on every broker (librdkafka takes a broker
@@ -321,7 +323,7 @@ func (s *Service) leaderHint(snap *cluster.Snapshot, topic string, out *kafka.Fe
 // chargeFetch counts the bytes sent against the client's fetch quota and
 // returns how long the client should wait before its next fetch.
 func (s *Service) chargeFetch(c *kafka.Conn, n int) time.Duration {
-	client := cluster.QuotaClientID(c.ClientID())
+	client := cluster.QuotaClientID(c.ClientID()) // the storage protocol's bucket of the client id
 	rate := s.mgr.Quota(client).FetchBytesPerSec
 	if rate <= 0 {
 		return 0

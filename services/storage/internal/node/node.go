@@ -173,13 +173,13 @@ func Module() fx.Option {
 // startKafka starts the Kafka listener unless -kafka-addr is empty. It
 // starts after the membership (it answers from the model the membership
 // follows) and stops before it.
-func startKafka(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients, metrics *server.Metrics,
+func startKafka(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients, srv *server.Server, metrics *server.Metrics,
 	reg prometheus.Registerer, log *slog.Logger) error {
 	if c.Kafka.Listener.Addr == "" {
 		log.Info("kafka listener off (-kafka-addr is empty)")
 		return nil
 	}
-	svc, err := kafkaapi.New(c.Kafka, m, mem, cl.meta, metrics, kafka.NewMetrics(reg), log.With("component", "kafka"))
+	svc, err := kafkaapi.New(c.Kafka, m, mem, cl.meta, srv.Quotas(), metrics, kafka.NewMetrics(reg), log.With("component", "kafka"))
 	if err != nil {
 		return err
 	}

@@ -165,6 +165,10 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 		perIP: map[string]int{}}, nil
 }
 
+// Quotas are the node's client quota buckets, which its Kafka listener
+// shares: a client id has one fetch budget on a node.
+func (s *Server) Quotas() *quota.Limiter { return s.quotas }
+
 // Addr returns the listener's address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
