@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // Config configures a Kafka listener.
@@ -209,11 +210,9 @@ type Server struct {
 	ctx    context.Context // ends at Stop; parents every connection
 	cancel context.CancelFunc
 
-	mu    sync.Mutex     // guards conns and perIP
-	conns map[*Conn]bool // open connections
-	perIP map[string]int // open connections by client address
-	wg    sync.WaitGroup // the accept loop and every connection
-	nconn atomic.Int64   // connection ids
+	conns *service.Conns[*Conn] // open connections
+	wg    sync.WaitGroup        // the accept loop and every connection
+	nconn atomic.Int64          // connection ids
 	apis  []kmsg.ApiVersionsResponseApiKey
 }
 
@@ -232,7 +231,7 @@ func NewServer(cfg Config, routes map[int16]Route, access func() *cluster.Snapsh
 		metrics = NewMetrics(nil)
 	}
 	s := &Server{cfg: cfg, routes: map[int16]Route{}, access: access, log: log, metrics: metrics,
-		mem: newMemPool(cfg.MaxQueuedBytes), conns: map[*Conn]bool{}, perIP: map[string]int{}}
+		mem: newMemPool(cfg.MaxQueuedBytes), conns: service.NewConns[*Conn](cfg.MaxConnsPerIP)}
 	for k, r := range routes {
 		s.routes[k] = r
 	}
@@ -273,19 +272,8 @@ func (s *Server) Start() {
 func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
 	_ = s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.close()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	s.conns.Each(func(c *Conn) { c.close() })
+	return service.WaitContext(ctx, &s.wg)
 }
 
 func (s *Server) acceptLoop() {
@@ -298,40 +286,21 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
-		ip := remoteIP(nc)
-		s.mu.Lock()
-		if max := s.cfg.MaxConnsPerIP; max > 0 && s.perIP[ip] >= max {
-			s.mu.Unlock()
+		c := newConn(s, nc, s.nconn.Add(1))
+		if !s.conns.Add(c, service.RemoteIP(nc)) {
+			c.cancel()
 			s.refused("too_many_connections")
-			s.logBad("kafka connection refused: too many from its address", "remote", nc.RemoteAddr().String(), "max_connections_per_ip", max)
+			s.logBad("kafka connection refused: too many from its address", "remote", nc.RemoteAddr().String(), "max_connections_per_ip", s.cfg.MaxConnsPerIP)
 			_ = nc.Close()
 			continue
 		}
-		c := newConn(s, nc, s.nconn.Add(1))
-		s.conns[c] = true
-		s.perIP[ip]++
-		s.mu.Unlock()
 		s.metrics.Connections.Inc()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			if s.perIP[ip]--; s.perIP[ip] == 0 {
-				delete(s.perIP, ip)
-			}
-			s.mu.Unlock()
+			s.conns.Remove(c)
 			s.metrics.Connections.Dec()
-		}()
+		})
 	}
-}
-
-func remoteIP(nc net.Conn) string {
-	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	return nc.RemoteAddr().String()
 }
 
 func (s *Server) refused(reason string) { s.metrics.Refused.WithLabelValues(reason).Inc() }

@@ -54,6 +54,13 @@ func dialTest(t *testing.T, s *Server) *client {
 // send writes req with a request header at its version.
 func (c *client) send(req kmsg.Request) {
 	c.t.Helper()
+	if err := c.write(req); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// write writes req with a request header at its version.
+func (c *client) write(req kmsg.Request) error {
 	c.corr++
 	b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
@@ -64,9 +71,8 @@ func (c *client) send(req kmsg.Request) {
 		b = append(b, 0)
 	}
 	b = req.AppendTo(b)
-	if _, err := c.conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)); err != nil {
-		c.t.Fatal(err)
-	}
+	_, err := c.conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+	return err
 }
 
 // recv reads a response into resp, at the request's version; false when
@@ -354,5 +360,47 @@ func TestServerPipelinedAnswersInOrder(t *testing.T) {
 		if want < async && r.ControllerID != want || want == async && r.ControllerID != 7 {
 			t.Fatalf("answer %d carries %d: out of order", want, r.ControllerID)
 		}
+	}
+}
+
+// TestServerConnectionsPerIP checks -kafka-max-connections-per-ip: past
+// the limit a new connection is counted and closed; once one closes, a new
+// one is served again.
+func TestServerConnectionsPerIP(t *testing.T) {
+	cfg := DefaultConfig("127.0.0.1:0")
+	cfg.MaxConnsPerIP = 1
+	metrics := NewMetrics(nil)
+	s, err := NewServer(cfg, nil, nil, metrics, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	versions := kmsg.NewPtrApiVersionsRequest()
+	// served reports whether c answers ApiVersions (a refused connection
+	// may be closed before the request is even written).
+	served := func(c *client) bool {
+		return c.write(versions) == nil && c.recv(versions, kmsg.NewPtrApiVersionsResponse())
+	}
+	first := dialTest(t, s)
+	if !served(first) {
+		t.Fatal("the first connection was not served")
+	}
+	if served(dialTest(t, s)) {
+		t.Fatal("a second connection from the address was served past the limit of one")
+	}
+	if n := testutil.ToFloat64(metrics.Refused.WithLabelValues("too_many_connections")); n != 1 {
+		t.Fatalf("refused connections counted: %v, want 1", n)
+	}
+	_ = first.conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if served(dialTest(t, s)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection served after the first one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -135,10 +135,8 @@ type Server struct {
 	ctx    context.Context // ends when the server stops; parents every request
 	cancel context.CancelFunc
 
-	mu    sync.Mutex         // guards conns and perIP
-	conns map[*conn]struct{} // open connections
-	perIP map[string]int     // open connections by client address
-	wg    sync.WaitGroup     // the accept loop and every connection goroutine
+	conns *service.Conns[*conn] // open connections
+	wg    sync.WaitGroup        // the accept loop and every connection goroutine
 }
 
 // New listens on cfg.Addr. Start begins accepting.
@@ -161,8 +159,8 @@ func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (
 		metrics = NewMetrics(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}, quotas: quota.NewLimiter(nil),
-		perIP: map[string]int{}}, nil
+	return &Server{cfg: cfg, mgr: mgr, log: log, metrics: metrics, ln: ln, ctx: ctx, cancel: cancel, conns: service.NewConns[*conn](cfg.MaxConnsPerIP),
+		quotas: quota.NewLimiter(nil)}, nil
 }
 
 // Quotas are the node's client quota buckets, which its Kafka listener
@@ -199,62 +197,30 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		_ = tc.SetNoDelay(true)
-		ip := clientIP(tc)
+		ip := service.RemoteIP(tc)
 		c := newConn(s, nc, tc)
-		s.mu.Lock()
-		if max := s.cfg.MaxConnsPerIP; max > 0 && s.perIP[ip] >= max {
-			s.mu.Unlock()
+		if !s.conns.Add(c, ip) {
+			max := s.cfg.MaxConnsPerIP
 			s.metrics.Rejected.Inc()
 			s.log.Warn("connection refused: too many from its address", "remote", tc.RemoteAddr().String(), "max_connections_per_ip", max)
-			s.wg.Add(1)
-			go func() { // the answer must not hold up the accept loop
-				defer s.wg.Done()
+			s.wg.Go(func() { // the answer must not hold up the accept loop
 				c.refuse(protocol.TooManyConnections, fmt.Sprintf("%s already has %d connections open to this node (-max-connections-per-ip)", ip, max))
-			}()
+			})
 			continue
 		}
-		s.conns[c] = struct{}{}
-		s.perIP[ip]++
-		s.mu.Unlock()
 		s.metrics.Connections.Inc()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.wg.Go(func() {
 			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			if s.perIP[ip]--; s.perIP[ip] == 0 {
-				delete(s.perIP, ip)
-			}
-			s.mu.Unlock()
+			s.conns.Remove(c)
 			s.metrics.Connections.Dec()
-		}()
+		})
 	}
-}
-
-// clientIP is the address a connection comes from, without its port.
-func clientIP(c *net.TCPConn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	return c.RemoteAddr().String()
 }
 
 // Stop closes the listener and every connection and waits for their goroutines.
 func (s *Server) Stop(ctx context.Context) error {
 	s.cancel()
 	_ = s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.close()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	s.conns.Each(func(c *conn) { c.close() })
+	return service.WaitContext(ctx, &s.wg)
 }
