@@ -153,15 +153,9 @@ func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	var t *cluster.Topic
-	var ok bool
-	if rt.Topic != nil {
-		t, ok = snap.Topic(*rt.Topic)
-	} else {
-		t, ok = TopicByID(snap, rt.TopicID)
-		if !ok {
-			return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
-		}
+	t, ok := topicOf(snap, rt.Topic, rt.TopicID)
+	if !ok && rt.Topic == nil {
+		return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
 	}
 	if !b.who(c, snap).admin() {
 		b.denied(c, "DeleteTopics", fmt.Sprint(rt.Topic))

@@ -283,6 +283,14 @@ func TopicByID(snap *cluster.Snapshot, id [16]byte) (*cluster.Topic, bool) {
 	return nil, false
 }
 
+// topicOf finds a topic a request names: by name, or without one by id.
+func topicOf(snap *cluster.Snapshot, name *string, id [16]byte) (*cluster.Topic, bool) {
+	if name != nil {
+		return snap.Topic(*name)
+	}
+	return TopicByID(snap, id)
+}
+
 // LeaderHint is the leader Kafka clients are told to go to for a partition
 // (KIP-951's current leader in NOT_LEADER_OR_FOLLOWER answers): the
 // frontend snap names as its Kafka leader, at the storage leader's epoch.
@@ -372,13 +380,7 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 	for _, rt := range r.Topics {
 		mt := kmsg.NewMetadataResponseTopic()
 		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, opsNotRequested
-		var t *cluster.Topic
-		var ok bool
-		if rt.Topic != nil {
-			t, ok = snap.Topic(*rt.Topic)
-		} else {
-			t, ok = TopicByID(snap, rt.TopicID)
-		}
+		t, ok := topicOf(snap, rt.Topic, rt.TopicID)
 		switch {
 		case ok && !w.describe(t.Name):
 			mt.ErrorCode = b.denied(c, "Metadata", t.Name)
