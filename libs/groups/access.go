@@ -12,9 +12,12 @@ import (
 // same rule at the offsets service (certificate principals) and at the
 // frontends (token principals), after Kafka's group and topic READ:
 //
-//   - a heartbeat: consume on every topic it subscribes to;
+//   - a heartbeat, or a classic join: consume on every topic it subscribes
+//     to (a classic join's topics are those its consumer protocols name);
+//   - other classic requests: consume on some topic;
 //   - a commit: consume on every topic it commits;
-//   - committed offsets of a topic, or a reset of one: consume on it;
+//   - committed offsets of a topic, a reset or a deletion of them: consume
+//     on it;
 //   - listing groups, describing one, and offsets without a topic:
 //     consume on some topic;
 //   - deleting a group: an admin.
@@ -28,6 +31,13 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
 		return cluster.Need{Admin: true}
+	case len(parts) == 5 && parts[3] == "classic" && parts[4] == "join":
+		var req JoinRequest
+		if json.Unmarshal(body, &req) == nil {
+			for _, p := range req.Protocols {
+				n.Topics = append(n.Topics, p.Topics...)
+			}
+		}
 	case len(parts) != 4:
 	case parts[3] == "heartbeat":
 		var req HeartbeatRequest
@@ -44,6 +54,11 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	case parts[3] == "offsets":
 		if topic != "" {
 			n.Topics = []string{topic}
+		}
+	case parts[3] == "delete-offsets":
+		var req DeleteOffsetsRequest
+		if json.Unmarshal(body, &req) == nil && req.Topic != "" {
+			n.Topics = []string{req.Topic}
 		}
 	case parts[3] == "reset-offsets":
 		var req ResetRequest

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // Client talks to the offsets service. Any replica accepts every request (it
@@ -23,6 +24,21 @@ func NewClient(addrs []string) *Client { return NewClientTLS(addrs, nil) }
 // NewClientTLS is NewClient over HTTPS with cfg (nil: NewClient).
 func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
 	return &Client{jc: jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)}
+}
+
+// For returns a copy of c whose requests act for principal (a frontend
+// relaying a Kafka client's group requests; the offsets service trusts the
+// name from the cluster's own services only). It shares c's connections.
+func (c *Client) For(principal string) *Client {
+	if principal == "" {
+		return c
+	}
+	return &Client{jc: c.jc.WithHeader(service.PrincipalHeader, principal)}
+}
+
+// DeleteOffsets removes a group's committed offsets of a topic.
+func (c *Client) DeleteOffsets(ctx context.Context, group string, req DeleteOffsetsRequest) error {
+	return c.jc.Do(ctx, http.MethodPost, groupPath(group)+"/delete-offsets", req, nil)
 }
 
 func groupPath(group string) string { return "/v1/groups/" + url.PathEscape(group) }

@@ -93,6 +93,12 @@ type HeartbeatRequest struct {
 	RebalanceTimeoutMs int32 `json:"rebalance_timeout_ms,omitempty"`
 	// Owned is every partition the member owns now.
 	Owned []TopicPartitions `json:"owned"`
+	// TopicsUnchanged and OwnedUnchanged: the member's subscription, or
+	// what it owns, is what it last sent, and Topics or Owned is left out
+	// (Kafka's ConsumerGroupHeartbeat sends those fields only when they
+	// changed).
+	TopicsUnchanged bool `json:"topics_unchanged,omitempty"`
+	OwnedUnchanged  bool `json:"owned_unchanged,omitempty"`
 }
 
 // HeartbeatResponse answers a heartbeat.
@@ -159,6 +165,10 @@ type Listing struct {
 	Group   string `json:"group"`
 	State   string `json:"state"`
 	Members int    `json:"members"`
+	// Protocol is ProtocolConsumer or ProtocolClassic; ProtocolType is a
+	// classic group's protocol type ("consumer", "connect", ...).
+	Protocol     string `json:"protocol,omitempty"`
+	ProtocolType string `json:"protocol_type,omitempty"`
 }
 
 // ListResponse answers GET /v1/groups.
@@ -175,6 +185,12 @@ type MemberDescription struct {
 	Assignment  []TopicPartitions `json:"assignment"`
 	// Revoking lists partitions the member was asked to release and has not yet.
 	Revoking []TopicPartitions `json:"revoking,omitempty"`
+	// A classic member's instance id, host, metadata for the group's
+	// protocol and assignment as its leader encoded them.
+	InstanceID      string `json:"instance_id,omitempty"`
+	ClientHost      string `json:"client_host,omitempty"`
+	Metadata        []byte `json:"metadata,omitempty"`
+	AssignmentBytes []byte `json:"assignment_bytes,omitempty"`
 }
 
 // PartitionLag describes one partition of a group.
@@ -199,12 +215,18 @@ type PartitionLag struct {
 
 // Description answers GET /v1/groups/{group}.
 type Description struct {
-	Group      string              `json:"group"`
-	State      string              `json:"state"`
-	GroupEpoch int32               `json:"group_epoch"`
-	Assignor   string              `json:"assignor,omitempty"`
-	Members    []MemberDescription `json:"members"`
-	Partitions []PartitionLag      `json:"partitions"`
+	Group      string `json:"group"`
+	State      string `json:"state"`
+	GroupEpoch int32  `json:"group_epoch"`
+	Assignor   string `json:"assignor,omitempty"`
+	// Protocol is ProtocolConsumer or ProtocolClassic; a classic group
+	// has its protocol type and chosen protocol, and its generation in
+	// GroupEpoch.
+	Protocol     string              `json:"protocol,omitempty"`
+	ProtocolType string              `json:"protocol_type,omitempty"`
+	ProtocolName string              `json:"protocol_name,omitempty"`
+	Members      []MemberDescription `json:"members"`
+	Partitions   []PartitionLag      `json:"partitions"`
 	// TotalLag sums the known lags.
 	TotalLag int64 `json:"total_lag"`
 }
@@ -230,6 +252,15 @@ type ResetRequest struct {
 	Offset      int64  `json:"offset,omitempty"`
 	// DryRun computes the offsets without committing them.
 	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// DeleteOffsetsRequest is the body of POST /v1/groups/{group}/delete-offsets:
+// the committed offsets of a topic's partitions (all when Partitions is
+// empty) are removed, unless a member of the group reads the topic
+// (GROUP_SUBSCRIBED_TO_TOPIC).
+type DeleteOffsetsRequest struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions,omitempty"`
 }
 
 // ResetResponse lists the new offsets.

@@ -38,6 +38,7 @@ type Client struct {
 	http    *http.Client
 	retryOn func(protocol.Code) bool
 	token   string // sent as "Authorization: Bearer"; empty: none
+	header  [2]string // one more header's name and value; empty: none
 
 	mu   sync.Mutex
 	next int // index of the address to try first; guarded by mu
@@ -87,7 +88,13 @@ func BaseURLsFor(addrs []string, secure bool) []string {
 // WithToken returns a copy of c that authenticates with a bearer token
 // (frontends that require authentication); it shares c's connections.
 func (c *Client) WithToken(token string) *Client {
-	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: token}
+	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: token, header: c.header}
+}
+
+// WithHeader returns a copy of c that sends one more header with every
+// request; it shares c's connections.
+func (c *Client) WithHeader(name, value string) *Client {
+	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: c.token, header: [2]string{name, value}}
 }
 
 // Addrs returns the normalized base URLs.
@@ -151,6 +158,9 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.header[0] != "" {
+		req.Header.Set(c.header[0], c.header[1])
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -81,6 +81,7 @@ func (b *Broker) Routes() map[int16]Route {
 		kmsg.DescribeACLs.Int16():            {Min: 1, Max: 3, Handle: b.describeACLs},
 		kmsg.CreateACLs.Int16():              {Min: 1, Max: 3, Handle: b.createACLs},
 		kmsg.DeleteACLs.Int16():              {Min: 1, Max: 3, Handle: b.deleteACLs},
+		kmsg.FindCoordinator.Int16():         {Min: 0, Max: 6, Handle: b.findCoordinator},
 	}
 }
 
@@ -146,6 +147,20 @@ func (b *Broker) Allowed(c *Conn, op, topic string) bool {
 		return true
 	}
 	b.denied(c, op, topic)
+	return false
+}
+
+// UsesGroups reports whether the connection's principal may use consumer
+// groups (consume rights on some topic, as the HTTP path's group calls
+// need), logging a refusal.
+func (b *Broker) UsesGroups(c *Conn, api string) bool {
+	if !b.cfg.Authorize {
+		return true
+	}
+	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).some(cluster.OpConsume) {
+		return true
+	}
+	b.denied(c, api, "consumer groups (consume rights on some topic are needed)")
 	return false
 }
 

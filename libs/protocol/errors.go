@@ -69,6 +69,16 @@ const (
 	GroupIDNotFound   Code = 69
 	FencedMemberEpoch Code = 110
 	StaleMemberEpoch  Code = 113
+	// Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat).
+	IllegalGeneration         Code = 22
+	InconsistentGroupProtocol Code = 23
+	InvalidSessionTimeout     Code = 26
+	RebalanceInProgress       Code = 27
+	MemberIDRequired          Code = 79
+	GroupMaxSizeReached       Code = 81
+	FencedInstanceID          Code = 82
+	GroupSubscribedToTopic    Code = 86
+	UnsupportedAssignor       Code = 112
 	// Kafka protocol answers.
 	ReplicaNotAvailable                Code = 9
 	CoordinatorNotAvailable            Code = 15
@@ -150,6 +160,15 @@ var table = map[Code]Info{
 	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, "no such group"},
 	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
 	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, "the member does not own a partition it committed; its assignment changed"},
+	IllegalGeneration:            {IllegalGeneration, "ILLEGAL_GENERATION", false, "the generation is not the group's current one; join again"},
+	InconsistentGroupProtocol:    {InconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL", false, "the member's protocol type or protocols do not match the group's"},
+	InvalidSessionTimeout:        {InvalidSessionTimeout, "INVALID_SESSION_TIMEOUT", false, "the session timeout is outside the coordinator's allowed range"},
+	RebalanceInProgress:          {RebalanceInProgress, "REBALANCE_IN_PROGRESS", false, "the group is rebalancing; join again"},
+	MemberIDRequired:             {MemberIDRequired, "MEMBER_ID_REQUIRED", false, "join again with the member id in this answer"},
+	GroupMaxSizeReached:          {GroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", false, "the group has as many members as the coordinator allows"},
+	FencedInstanceID:             {FencedInstanceID, "FENCED_INSTANCE_ID", false, "another member joined with this group.instance.id"},
+	GroupSubscribedToTopic:       {GroupSubscribedToTopic, "GROUP_SUBSCRIBED_TO_TOPIC", false, "the group's members read the topic; its offsets cannot be deleted"},
+	UnsupportedAssignor:          {UnsupportedAssignor, "UNSUPPORTED_ASSIGNOR", false, "the coordinator has no assignor of this name"},
 
 	ReplicaNotAvailable:                {ReplicaNotAvailable, "REPLICA_NOT_AVAILABLE", true, "the replica is not available on this node"},
 	CoordinatorNotAvailable:            {CoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "the coordinator (producer ids, groups) is not available right now"},

@@ -93,6 +93,7 @@ type kafkaParams struct {
 	Client    *cluster.Client
 	Cache     *metacache.Cache
 	Quotas    *quota.Limiter
+	Offsets   *groups.Client
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
 	// HTTP orders the listener after the HTTP server: it starts after and
@@ -113,7 +114,7 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
@@ -66,6 +67,7 @@ type Service struct {
 	broker   *kafka.Broker
 	server   *kafka.Server
 	quotas   *quota.Limiter
+	groups   *groups.Client
 	log      *slog.Logger
 	senders  sync.WaitGroup // the lanes' senders (lanes.go)
 }
@@ -73,8 +75,8 @@ type Service struct {
 // New builds the listener (it listens at once; Start serves); quotas are
 // the frontend's client quota buckets, shared with its HTTP API.
 func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, log: log}
+	offsets *groups.Client, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
 	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
@@ -83,6 +85,18 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
 	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
 	routes[kmsg.DeleteRecords.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
+	routes[kmsg.JoinGroup.Int16()] = kafka.Route{Min: 0, Max: 9, Handle: s.joinGroup}
+	routes[kmsg.SyncGroup.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.syncGroup}
+	routes[kmsg.Heartbeat.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.heartbeat}
+	routes[kmsg.LeaveGroup.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.leaveGroup}
+	routes[kmsg.OffsetCommit.Int16()] = kafka.Route{Min: 2, Max: 10, Handle: s.offsetCommit}
+	routes[kmsg.OffsetFetch.Int16()] = kafka.Route{Min: 1, Max: 10, Handle: s.offsetFetch}
+	routes[kmsg.OffsetDelete.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.offsetDelete}
+	routes[kmsg.ListGroups.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.listGroups}
+	routes[kmsg.DescribeGroups.Int16()] = kafka.Route{Min: 0, Max: 6, Handle: s.describeGroups}
+	routes[kmsg.DeleteGroups.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteGroups}
+	routes[kmsg.ConsumerGroupHeartbeat.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.consumerGroupHeartbeat}
+	routes[kmsg.ConsumerGroupDescribe.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.consumerGroupDescribe}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err

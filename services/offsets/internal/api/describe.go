@@ -31,9 +31,11 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 	if !hasState {
 		g = &fsm.Group{Name: group}
 	}
-	d := groups.Description{Group: group, State: g.State(), GroupEpoch: g.Epoch, Assignor: g.Assignor, Members: []groups.MemberDescription{}}
+	d := groups.Description{Group: group, State: s.stateOf(g), GroupEpoch: g.Epoch, Assignor: g.Assignor, Members: []groups.MemberDescription{},
+		Protocol: g.ProtocolLabel(), ProtocolType: g.ProtocolType, ProtocolName: g.ProtocolName}
 	for _, m := range g.SortedMembers() {
-		md := groups.MemberDescription{MemberID: m.ID, ClientID: m.ClientID, MemberEpoch: m.Epoch, Topics: m.Topics, Assignment: groups.Group(m.Assigned)}
+		md := groups.MemberDescription{MemberID: m.ID, ClientID: m.ClientID, MemberEpoch: m.Epoch, Topics: m.Topics, Assignment: groups.Group(m.Assigned),
+			InstanceID: m.InstanceID, ClientHost: m.ClientHost, Metadata: m.Metadata, AssignmentBytes: m.Assignment}
 		if len(m.Revoking) > 0 {
 			md.Revoking = groups.Group(m.Revoking)
 		}
@@ -47,6 +49,15 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 	}
 	writeJSON(ctx, http.StatusOK, d)
 	return nil
+}
+
+// stateOf is a group's state: a classic group's rebalance state as the
+// coordinator holds it, else the written one.
+func (s *Server) stateOf(g *fsm.Group) string {
+	if state, _, ok := s.coord.ClassicState(g.Name); ok && g.Classic() {
+		return state
+	}
+	return g.State()
 }
 
 // lags lists every partition the group committed or subscribes to, with its

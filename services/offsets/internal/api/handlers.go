@@ -57,7 +57,7 @@ func (s *Server) list(c context.Context, ctx *fasthttp.RequestCtx) error {
 	for _, name := range s.fsm.GroupNames() {
 		l := groups.Listing{Group: name, State: groups.StateEmpty}
 		if g, ok := s.fsm.Group(name); ok {
-			l.State, l.Members = g.State(), len(g.Members)
+			l.State, l.Members, l.Protocol, l.ProtocolType = s.stateOf(g), len(g.Members), g.ProtocolLabel(), g.ProtocolType
 		}
 		out.Groups = append(out.Groups, l)
 	}
@@ -182,4 +182,42 @@ func (s *Server) topicIDs() map[string]string {
 		ids[t.Name] = t.ID
 	}
 	return ids
+}
+
+// handleJSON decodes a request body into a Req, runs fn and answers its
+// result as JSON.
+func handleJSON[Req, Resp any](c context.Context, ctx *fasthttp.RequestCtx, fn func(context.Context, Req) (Resp, error)) error {
+	var req Req
+	if err := decode(ctx, &req); err != nil {
+		return err
+	}
+	resp, err := fn(c, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, http.StatusOK, resp)
+	return nil
+}
+
+// classic serves the classic protocol's routes (POST .../classic/{op}).
+func (s *Server) classic(c context.Context, ctx *fasthttp.RequestCtx, group, op string) error {
+	switch op {
+	case "join":
+		return handleJSON(c, ctx, func(c context.Context, r groups.JoinRequest) (*groups.JoinResponse, error) { return s.coord.Join(c, group, r) })
+	case "sync":
+		return handleJSON(c, ctx, func(c context.Context, r groups.SyncRequest) (*groups.SyncResponse, error) { return s.coord.Sync(c, group, r) })
+	case "heartbeat":
+		return handleJSON(c, ctx, func(c context.Context, r groups.ClassicHeartbeatRequest) (struct{}, error) {
+			return struct{}{}, s.coord.ClassicHeartbeat(c, group, r)
+		})
+	case "leave":
+		return handleJSON(c, ctx, func(c context.Context, r groups.LeaveRequest) (*groups.LeaveResponse, error) { return s.coord.Leave(c, group, r) })
+	}
+	return protocol.InvalidRequest.Err("no classic group operation %q", op)
+}
+
+func (s *Server) deleteOffsets(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
+	return handleJSON(c, ctx, func(c context.Context, r groups.DeleteOffsetsRequest) (struct{}, error) {
+		return struct{}{}, s.coord.DeleteOffsets(c, group, r)
+	})
 }

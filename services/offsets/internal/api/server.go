@@ -8,6 +8,8 @@
 //	POST   /v1/groups/{group}/offsets          commit, fenced by member
 //	GET    /v1/groups/{group}/offsets[?topic=] committed offsets
 //	POST   /v1/groups/{group}/reset-offsets    reset a group without members
+//	POST   /v1/groups/{group}/delete-offsets   delete a topic's offsets (OffsetDelete)
+//	POST   /v1/groups/{group}/classic/{op}     Kafka's classic protocol: join, sync, heartbeat, leave
 //
 // Every route runs on the Raft leader, where the coordinator lives; any other
 // replica relays the request to the leader (once: a relayed request reaching a
@@ -64,6 +66,9 @@ type Config struct {
 	// RequestTimeout bounds one request's work, relaying included.
 	RequestTimeout time.Duration
 	MaxBodyBytes   int
+	// LongPoll is how much longer than RequestTimeout a classic join or
+	// sync may wait (the coordinator's longest rebalance timeout).
+	LongPoll time.Duration
 	// TLS, when set, makes the API serve HTTPS.
 	TLS *tls.Config
 	// Authz, when on, checks every request against the ACLs, the client
@@ -118,7 +123,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := strings.Trim(string(ctx.Path()), "/")
 	parts := strings.Split(path, "/")
 	method := string(ctx.Method())
-	if len(parts) < 2 || parts[0] != "v1" || parts[1] != "groups" || len(parts) > 4 {
+	if len(parts) < 2 || parts[0] != "v1" || parts[1] != "groups" || len(parts) > 5 {
 		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
 		return
 	}
@@ -138,6 +143,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.offsets(c, ctx, parts[2]) }
 	case len(parts) == 4 && parts[3] == "reset-offsets" && method == http.MethodPost:
 		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.reset(c, ctx, parts[2]) }
+	case len(parts) == 4 && parts[3] == "delete-offsets" && method == http.MethodPost:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.deleteOffsets(c, ctx, parts[2]) }
+	case len(parts) == 5 && parts[3] == "classic" && method == http.MethodPost:
+		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.classic(c, ctx, parts[2], parts[4]) }
 	default:
 		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
 		return
@@ -151,7 +160,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if !s.authorize(ctx, method, path, parts) {
 		return
 	}
-	rctx, cancel := context.WithTimeout(s.base, s.cfg.RequestTimeout)
+	timeout := s.cfg.RequestTimeout
+	if len(parts) == 5 && (parts[4] == "join" || parts[4] == "sync") {
+		// A classic join or sync waits for the rebalance, up to the
+		// longest rebalance timeout a member may ask for.
+		timeout += s.cfg.LongPoll
+	}
+	rctx, cancel := context.WithTimeout(s.base, timeout)
 	defer cancel()
 	if !s.coord.Ready() {
 		s.relay(rctx, ctx)
@@ -276,8 +291,14 @@ func statusOf(c protocol.Code) int {
 		return http.StatusBadRequest
 	case protocol.GroupIDNotFound, protocol.UnknownTopicOrPartition:
 		return http.StatusNotFound
-	case protocol.UnknownMemberID, protocol.FencedMemberEpoch, protocol.StaleMemberEpoch, protocol.NonEmptyGroup, protocol.InvalidUpdateVersion:
+	case protocol.UnknownMemberID, protocol.FencedMemberEpoch, protocol.StaleMemberEpoch, protocol.NonEmptyGroup, protocol.InvalidUpdateVersion,
+		protocol.IllegalGeneration, protocol.InconsistentGroupProtocol, protocol.RebalanceInProgress, protocol.FencedInstanceID,
+		protocol.GroupMaxSizeReached, protocol.GroupSubscribedToTopic:
 		return http.StatusConflict
+	case protocol.InvalidSessionTimeout, protocol.UnsupportedAssignor:
+		return http.StatusBadRequest
+	case protocol.CoordinatorNotAvailable:
+		return http.StatusServiceUnavailable
 	case protocol.NotCoordinator:
 		return http.StatusServiceUnavailable
 	case protocol.TopicAuthorizationFailed, protocol.GroupAuthorizationFailed, protocol.ClusterAuthorizationFailed:

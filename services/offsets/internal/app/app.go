@@ -50,7 +50,7 @@ func DefaultConfig() Config {
 	return Config{
 		Common:   service.Common{AdminAddr: "127.0.0.1:7082", LogLevel: "info", LogFormat: "json"},
 		Raft:     r,
-		API:      api.Config{Addr: "127.0.0.1:7080", RequestTimeout: 10 * time.Second, MaxBodyBytes: 4 << 20},
+		API:      api.Config{Addr: "127.0.0.1:7080", RequestTimeout: 10 * time.Second, MaxBodyBytes: 4 << 20, LongPoll: coordinator.DefaultSettings().MaxRebalanceTimeout},
 		Groups:   coordinator.DefaultSettings(),
 		Metadata: []string{"http://127.0.0.1:7070", "http://127.0.0.1:7073", "http://127.0.0.1:7076"},
 	}
@@ -93,6 +93,8 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&c.Groups.RebalanceTimeout, "rebalance-timeout", c.Groups.RebalanceTimeout, "default time a member may take to release revoked partitions")
 	fs.Duration(&c.Groups.HeartbeatInterval, "heartbeat-interval", c.Groups.HeartbeatInterval, "interval members are told to heartbeat at")
 	fs.Duration(&c.Groups.OffsetsRetention, "offsets-retention", c.Groups.OffsetsRetention, "how long a group without members keeps its offsets after its last activity (Kafka's offsets.retention.minutes); 0 keeps them forever")
+	fs.Duration(&c.Groups.InitialRebalanceDelay, "initial-rebalance-delay", c.Groups.InitialRebalanceDelay, "how long an empty classic group's first rebalance waits for more members (Kafka's group.initial.rebalance.delay.ms)")
+	fs.Int(&c.Groups.MaxGroupSize, "max-group-size", c.Groups.MaxGroupSize, "most members of a classic group (Kafka's group.max.size)")
 	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
 	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
 	c.API.Authz.Register(fs)
@@ -105,6 +107,7 @@ func ParseConfig(args []string) (Config, error) {
 	}
 	c.Raft.Peers = p
 	c.Raft.HTTPAddr = c.API.Addr
+	c.API.LongPoll = c.Groups.MaxRebalanceTimeout
 	c.Metadata = nil
 	for _, a := range strings.Split(meta, ",") {
 		if a = strings.TrimSpace(a); a != "" {

@@ -28,6 +28,25 @@ type Settings struct {
 	// RetentionCheckInterval is how often the leader looks for groups past
 	// OffsetsRetention.
 	RetentionCheckInterval time.Duration
+
+	// Kafka's classic protocol (classic.go).
+	// InitialRebalanceDelay is how long an empty group's first rebalance
+	// waits for more members (Kafka's group.initial.rebalance.delay.ms);
+	// each member joining meanwhile restarts it, up to the rebalance
+	// timeout.
+	InitialRebalanceDelay time.Duration
+	// MaxRebalanceTimeout bounds a classic member's rebalance timeout, and
+	// with it how long a join or sync request may wait.
+	MaxRebalanceTimeout time.Duration
+	// MaxGroupSize bounds the members of a classic group, joining ones
+	// included (Kafka's group.max.size): a member past it is refused
+	// with GROUP_MAX_SIZE_REACHED.
+	MaxGroupSize int
+	// MaxClassicGroups bounds the classic groups held in memory.
+	MaxClassicGroups int
+	// MaxMemberMetadata bounds a classic member's protocol metadata, and
+	// MaxAssignment one member's assignment, in bytes.
+	MaxMemberMetadata, MaxAssignment int
 }
 
 // DefaultSettings returns the defaults: 10s sessions (allowed 1s to 5m), 30s
@@ -46,6 +65,13 @@ func DefaultSettings() Settings {
 
 		OffsetsRetention:       7 * 24 * time.Hour,
 		RetentionCheckInterval: time.Minute,
+
+		InitialRebalanceDelay: 3 * time.Second,
+		MaxRebalanceTimeout:   10 * time.Minute,
+		MaxGroupSize:          1000,
+		MaxClassicGroups:      100000,
+		MaxMemberMetadata:     1 << 20,
+		MaxAssignment:         1 << 20,
 	}
 }
 
@@ -66,6 +92,14 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("flag -offsets-retention: %v must not be negative (0 keeps offsets forever)", s.OffsetsRetention)
 	case s.OffsetsRetention > 0 && s.OffsetsRetention < s.MaxSessionTimeout:
 		return fmt.Errorf("flag -offsets-retention: %v is shorter than the longest session %v", s.OffsetsRetention, s.MaxSessionTimeout)
+	case s.InitialRebalanceDelay < 0:
+		return fmt.Errorf("flag -initial-rebalance-delay: %v must not be negative", s.InitialRebalanceDelay)
+	case s.MaxRebalanceTimeout <= 0:
+		return fmt.Errorf("max rebalance timeout %v must be positive", s.MaxRebalanceTimeout)
+	case s.MaxGroupSize <= 0:
+		return fmt.Errorf("flag -max-group-size: %d must be positive", s.MaxGroupSize)
+	case s.MaxClassicGroups <= 0 || s.MaxMemberMetadata <= 0 || s.MaxAssignment <= 0:
+		return fmt.Errorf("classic group limits (groups %d, metadata %d, assignment %d) must be positive", s.MaxClassicGroups, s.MaxMemberMetadata, s.MaxAssignment)
 	case s.OffsetsRetention > 0 && s.RetentionCheckInterval <= 0:
 		return fmt.Errorf("retention check interval %v must be positive", s.RetentionCheckInterval)
 	}

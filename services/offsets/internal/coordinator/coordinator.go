@@ -59,7 +59,8 @@ type Coordinator struct {
 	locks       map[string]*groupLock // per group: one membership change at a time
 	seen        map[memberKey]time.Time
 	revokeSince map[memberKey]time.Time
-	term        uint64 // leadership changes seen, so a stale barrier cannot set ready
+	classic     map[string]*classicGroup // classic groups' state on the leader (classic.go)
+	term        uint64                   // leadership changes seen, so a stale barrier cannot set ready
 	stopped     bool   // set by Stop: no goroutine may start after it
 
 	stop chan struct{}
@@ -69,7 +70,7 @@ type Coordinator struct {
 // New returns a coordinator; Start runs its expiry loop.
 func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coordinator {
 	return &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
-		locks: map[string]*groupLock{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
+		locks: map[string]*groupLock{}, classic: map[string]*classicGroup{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
 		stop: make(chan struct{})}
 }
 
@@ -77,6 +78,7 @@ func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coord
 // Settings.OffsetsRetention is 0); Stop ends them.
 func (c *Coordinator) Start() {
 	c.every(c.s.ExpiryCheckInterval, c.expire)
+	c.every(c.s.ExpiryCheckInterval, c.expireClassic)
 	if c.s.OffsetsRetention > 0 {
 		c.every(c.s.RetentionCheckInterval, c.expireGroups)
 	}
@@ -147,6 +149,7 @@ func (c *Coordinator) Stop() {
 // once a barrier shows the FSM has applied everything committed.
 func (c *Coordinator) OnLeadership(isLeader bool) {
 	c.ready.Store(false)
+	c.dropClassic()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.term++
@@ -239,6 +242,9 @@ func (c *Coordinator) Heartbeat(ctx context.Context, group string, req groups.He
 	}
 	if !c.Ready() {
 		return nil, ErrNotLeader
+	}
+	if state, n, ok := c.ClassicState(group); ok && n > 0 {
+		return nil, protocol.GroupIDNotFound.Err("group %s is a classic group with %d members (%s): members of Kafka's consumer protocol cannot join it", group, n, state)
 	}
 	defer c.lockGroup(group)()
 	for attempt := 0; ; attempt++ {
@@ -352,7 +358,11 @@ func (c *Coordinator) Commit(ctx context.Context, group string, req groups.Commi
 	}
 	cmd := &fsm.Commit{Group: group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, Offsets: req.Offsets, TimeMs: c.now().UnixMilli()}
 	g, _ := c.fsm.Group(group)
-	if err := fsm.CheckCommit(g, cmd); err != nil {
+	err := fsm.CheckCommit(g, cmd)
+	if classic, cerr := c.checkClassicCommit(group, req.MemberID, req.MemberEpoch); classic && cerr != nil {
+		err = cerr // the rebalance's state here is newer than the written one
+	}
+	if err != nil {
 		if req.MemberID != "" {
 			c.log.Warn("commit rejected", "group", group, "member", req.MemberID, "epoch", req.MemberEpoch, "err", err)
 		}
@@ -361,10 +371,22 @@ func (c *Coordinator) Commit(ctx context.Context, group string, req groups.Commi
 	return c.propose(ctx, fsm.Command{Type: fsm.TypeCommit, Commit: cmd})
 }
 
+// busyClassic refuses an operation that needs the group empty while a
+// classic rebalance holds members not written yet.
+func (c *Coordinator) busyClassic(group string) error {
+	if state, n, ok := c.ClassicState(group); ok && n > 0 {
+		return protocol.NonEmptyGroup.Err("group %s has %d classic members (%s); stop them first", group, n, state)
+	}
+	return nil
+}
+
 // Reset overwrites offsets of a group without members.
 func (c *Coordinator) Reset(ctx context.Context, group string, offs []groups.Offset) error {
 	if !c.Ready() {
 		return ErrNotLeader
+	}
+	if err := c.busyClassic(group); err != nil {
+		return err
 	}
 	return c.propose(ctx, fsm.Command{Type: fsm.TypeReset, Reset: &fsm.Reset{Group: group, Offsets: offs, TimeMs: c.now().UnixMilli()}})
 }
@@ -374,7 +396,19 @@ func (c *Coordinator) Delete(ctx context.Context, group string) error {
 	if !c.Ready() {
 		return ErrNotLeader
 	}
+	if err := c.busyClassic(group); err != nil {
+		return err
+	}
 	return c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: group}})
+}
+
+// DeleteOffsets removes a group's committed offsets of a topic, unless a
+// member reads it.
+func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, req groups.DeleteOffsetsRequest) error {
+	if !c.Ready() {
+		return ErrNotLeader
+	}
+	return c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteOffsets, DeleteOffsets: &fsm.DeleteOffsets{Group: group, Topic: req.Topic, Partitions: req.Partitions}})
 }
 
 // expire removes members whose session expired or who did not release
@@ -385,6 +419,9 @@ func (c *Coordinator) expire() {
 	}
 	live := map[memberKey]bool{}
 	for _, g := range c.fsm.GroupsWithMembers() {
+		if g.Classic() {
+			continue // the classic groups' clocks are their own (classic.go)
+		}
 		for id, m := range g.Members {
 			k := memberKey{g.Name, id}
 			live[k] = true

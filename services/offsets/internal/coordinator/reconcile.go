@@ -19,6 +19,12 @@ import (
 // partitions are the current partition counts of the cluster's topics; newID
 // makes a member id for a join.
 func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]int32, newID func() string, s Settings) (*groups.HeartbeatResponse, error) {
+	if g.Classic() {
+		if len(g.Members) > 0 {
+			return nil, protocol.GroupIDNotFound.Err("group %s is a classic group with %d members: members of Kafka's consumer protocol cannot join it", g.Name, len(g.Members))
+		}
+		*g = fsm.Group{Name: g.Name, Version: g.Version, Epoch: g.Epoch, EmptySinceMs: g.EmptySinceMs} // an empty classic group becomes ours
+	}
 	if g.Members == nil {
 		g.Members = map[string]*fsm.Member{}
 	}
@@ -53,6 +59,13 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 		if req.MemberEpoch > m.Epoch {
 			return nil, protocol.FencedMemberEpoch.Err("member %s sent epoch %d; the coordinator gave it %d; join again", m.ID, req.MemberEpoch, m.Epoch)
 		}
+	}
+	if req.TopicsUnchanged && req.MemberEpoch != groups.JoinEpoch {
+		req.Topics = m.Topics
+	}
+	if req.OwnedUnchanged {
+		// No news of what the member released: it still holds all it held.
+		req.Owned = groups.Group(groups.SortTPs(append(slices.Clone(m.Assigned), m.Revoking...)))
 	}
 	if err := updateMember(m, req, s); err != nil {
 		if req.MemberEpoch == groups.JoinEpoch {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -74,6 +75,30 @@ func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd C
 			return nil, err
 		}
 		return res, nil
+	case TypeDeleteOffsets:
+		c := cmd.DeleteOffsets
+		if res.Err = checkUnread(f.groupLocked(staged, c.Group), c.Group, c.Topic); res.Err != nil {
+			return res, nil
+		}
+		b := tx.Bucket(bucketOffsets).Bucket([]byte(c.Group))
+		if b == nil {
+			res.Err = protocol.GroupIDNotFound.Err("group %s has no committed offsets", c.Group)
+			return res, nil
+		}
+		var keys [][]byte
+		err := b.ForEach(func(k, _ []byte) error {
+			topic, p, ok := parseKey(k)
+			if ok && topic == c.Topic && (len(c.Partitions) == 0 || slices.Contains(c.Partitions, p)) {
+				keys = append(keys, slices.Clone(k))
+			}
+			return nil
+		})
+		for _, k := range keys {
+			if err == nil {
+				err = b.Delete(k)
+			}
+		}
+		return res, err
 	}
 	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
 	return res, nil
@@ -144,6 +169,15 @@ func CheckCommit(g *Group, c *Commit) error {
 	if m == nil {
 		return protocol.UnknownMemberID.Err("member %s is not in group %s (it left or its session expired): commit rejected", c.MemberID, c.Group)
 	}
+	if g.Classic() {
+		// Kafka's classic rule: a member of the current generation may
+		// commit any partition (its assignment is the leader's, opaque
+		// to the coordinator for other protocol types than consumer).
+		if c.MemberEpoch != g.Epoch {
+			return protocol.IllegalGeneration.Err("member %s of group %s committed in generation %d; the group is in generation %d", c.MemberID, c.Group, c.MemberEpoch, g.Epoch)
+		}
+		return nil
+	}
 	if c.MemberEpoch > m.Epoch || c.MemberEpoch <= 0 {
 		return protocol.FencedMemberEpoch.Err("member %s of group %s committed at epoch %d; its epoch is %d", c.MemberID, c.Group, c.MemberEpoch, m.Epoch)
 	}
@@ -155,6 +189,20 @@ func CheckCommit(g *Group, c *Commit) error {
 		if at := m.GrantedAt[GrantKey(p)]; c.MemberEpoch < at {
 			return protocol.StaleMemberEpoch.Err("member %s of group %s committed %s at epoch %d, before it was given the partition again at epoch %d: commit rejected",
 				c.MemberID, c.Group, p, c.MemberEpoch, at)
+		}
+	}
+	return nil
+}
+
+// checkUnread refuses to delete the offsets of a topic that a member of the
+// group reads (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
+func checkUnread(g *Group, name, topic string) error {
+	if g == nil {
+		return nil
+	}
+	for _, m := range g.Members {
+		if slices.Contains(m.Topics, topic) {
+			return protocol.GroupSubscribedToTopic.Err("member %s of group %s reads topic %s: its offsets stay", m.ID, name, topic)
 		}
 	}
 	return nil

@@ -13,20 +13,31 @@ type CommandType string
 
 // The commands.
 const (
-	TypePutGroup    CommandType = "put_group"
-	TypeCommit      CommandType = "commit"
-	TypeReset       CommandType = "reset"
-	TypeDeleteGroup CommandType = "delete_group"
+	TypePutGroup      CommandType = "put_group"
+	TypeCommit        CommandType = "commit"
+	TypeReset         CommandType = "reset"
+	TypeDeleteGroup   CommandType = "delete_group"
+	TypeDeleteOffsets CommandType = "delete_offsets"
 )
 
 // Command is one entry of the offsets log, encoded as JSON: a type and exactly
 // one matching body.
 type Command struct {
-	Type        CommandType  `json:"type"`
-	PutGroup    *PutGroup    `json:"put_group,omitempty"`
-	Commit      *Commit      `json:"commit,omitempty"`
-	Reset       *Reset       `json:"reset,omitempty"`
-	DeleteGroup *DeleteGroup `json:"delete_group,omitempty"`
+	Type          CommandType    `json:"type"`
+	PutGroup      *PutGroup      `json:"put_group,omitempty"`
+	Commit        *Commit        `json:"commit,omitempty"`
+	Reset         *Reset         `json:"reset,omitempty"`
+	DeleteGroup   *DeleteGroup   `json:"delete_group,omitempty"`
+	DeleteOffsets *DeleteOffsets `json:"delete_offsets,omitempty"`
+}
+
+// DeleteOffsets removes a group's committed offsets of one topic's
+// partitions (all when Partitions is empty), unless a member reads the
+// topic.
+type DeleteOffsets struct {
+	Group      string  `json:"group"`
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions,omitempty"`
 }
 
 // PutGroup replaces a group's membership state when its current version is
@@ -82,6 +93,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		ok = c.Reset != nil
 	case TypeDeleteGroup:
 		ok = c.DeleteGroup != nil
+	case TypeDeleteOffsets:
+		ok = c.DeleteOffsets != nil
 	default:
 		return c, fmt.Errorf("offsets command: unknown type %q", c.Type)
 	}

@@ -16,9 +16,18 @@ type Group struct {
 	Version uint64 `json:"version"`
 	// Epoch is the group epoch: it grows when membership, subscriptions or
 	// the subscribed topics' partition counts change, and the target
-	// assignment is recomputed then.
-	Epoch    int32  `json:"epoch"`
-	Assignor string `json:"assignor,omitempty"`
+	// assignment is recomputed then. A classic group's is its generation.
+	Epoch int32 `json:"epoch"`
+	// Protocol is groups.ProtocolClassic for a group of Kafka's classic
+	// protocol ("" for the coordinator's own). A classic group's state is
+	// written at the end of each rebalance: its members with their
+	// metadata and assignments, its protocol type, chosen protocol and
+	// leader.
+	Protocol     string `json:"protocol,omitempty"`
+	ProtocolType string `json:"protocol_type,omitempty"`
+	ProtocolName string `json:"protocol_name,omitempty"`
+	Leader       string `json:"leader,omitempty"`
+	Assignor     string `json:"assignor,omitempty"`
 	// Partitions are the partition counts the target was computed from.
 	Partitions map[string]int32   `json:"partitions,omitempty"`
 	Members    map[string]*Member `json:"members,omitempty"`
@@ -51,6 +60,13 @@ type Member struct {
 	// least that epoch, so a commit delayed from an earlier ownership cannot
 	// land after the partition came back.
 	GrantedAt map[string]int32 `json:"granted_at,omitempty"`
+	// A classic member's instance id (static membership), host, metadata
+	// for the chosen protocol and assignment bytes; Topics and Assigned
+	// hold what they name when the protocol type is "consumer".
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientHost string `json:"client_host,omitempty"`
+	Metadata   []byte `json:"metadata,omitempty"`
+	Assignment []byte `json:"assignment,omitempty"`
 }
 
 // GrantKey is a partition's key in Member.GrantedAt.
@@ -105,10 +121,25 @@ func (g *Group) SortedMembers() []*Member {
 	return out
 }
 
-// State is the group's state name (groups.StateEmpty, ...).
+// Classic reports whether g is a group of Kafka's classic protocol.
+func (g *Group) Classic() bool { return g != nil && g.Protocol == groups.ProtocolClassic }
+
+// ProtocolName is g's protocol as groups.Listing names it.
+func (g *Group) ProtocolLabel() string {
+	if g.Classic() {
+		return groups.ProtocolClassic
+	}
+	return groups.ProtocolConsumer
+}
+
+// State is the group's state name (groups.StateEmpty, ...) as written; the
+// coordinator knows a classic group's rebalance states (Coordinator.State).
 func (g *Group) State() string {
 	if len(g.Members) == 0 {
 		return groups.StateEmpty
+	}
+	if g.Classic() {
+		return groups.StateStable
 	}
 	for _, m := range g.Members {
 		if len(m.Revoking) > 0 || !slices.Equal(m.Assigned, m.Target) {

@@ -1,0 +1,83 @@
+package kafka
+
+import (
+	"context"
+	"hash/fnv"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// FindCoordinator's coordinator types.
+const (
+	coordinatorGroup       = 0
+	coordinatorTransaction = 1
+)
+
+// GroupCoordinator is the frontend a group's Kafka clients go to: one of the
+// registered frontends, chosen by a hash of the group id so the groups
+// spread over them and every broker names the same one. Any frontend could
+// serve any group (they relay to the offsets service, the groups' one
+// owner); a stable choice keeps a group's members on one connection each.
+func GroupCoordinator(snap *cluster.Snapshot, group string) (cluster.Frontend, bool) {
+	if snap == nil || len(snap.Frontends) == 0 {
+		return cluster.Frontend{}, false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return snap.Frontends[h.Sum32()%uint32(len(snap.Frontends))], true
+}
+
+// findCoordinator answers FindCoordinator (one key before v4, several
+// after) on every broker: storage nodes are brokers too, and clients ask
+// whichever broker they like.
+func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.FindCoordinatorRequest)
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	keys := r.CoordinatorKeys
+	if r.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	snap := b.Snapshot(ctx)
+	for _, key := range keys {
+		co := kmsg.NewFindCoordinatorResponseCoordinator()
+		co.Key = key
+		f, found := GroupCoordinator(snap, key)
+		var hp hostPort
+		var err error
+		if found {
+			hp, err = splitHostPort(f.KafkaAddr)
+		}
+		switch {
+		case r.CoordinatorType == coordinatorTransaction:
+			co.ErrorCode = int16(protocol.InvalidRequest)
+			co.ErrorMessage = kmsg.StringPtr("Sluice has no transactions yet: transactional producers are not supported (docs/kafka.md)")
+		case r.CoordinatorType != coordinatorGroup:
+			co.ErrorCode = int16(protocol.InvalidRequest)
+			co.ErrorMessage = kmsg.StringPtr("unknown coordinator type " + strconv.Itoa(int(r.CoordinatorType)))
+		case groups.ValidateGroupID(key) != nil:
+			co.ErrorCode = int16(protocol.InvalidGroupID)
+		case !b.UsesGroups(c, "FindCoordinator"):
+			co.ErrorCode = int16(protocol.GroupAuthorizationFailed)
+		case !found || err != nil:
+			co.ErrorCode = int16(protocol.CoordinatorNotAvailable)
+			co.ErrorMessage = kmsg.StringPtr("no frontend is registered with metadata")
+		default:
+			co.NodeID, co.Host, co.Port = f.ID, hp.host, hp.port
+		}
+		if co.ErrorCode != 0 {
+			co.NodeID, co.Host, co.Port = -1, "", -1
+		}
+		resp.Coordinators = append(resp.Coordinators, co)
+	}
+	if r.Version < 4 && len(resp.Coordinators) == 1 {
+		co := resp.Coordinators[0]
+		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
+		resp.Coordinators = nil
+	}
+	return Reply{Msg: resp}
+}
