@@ -37,7 +37,7 @@ type Client struct {
 	addrs   []string // base URLs
 	http    *http.Client
 	retryOn func(protocol.Code) bool
-	token   string // sent as "Authorization: Bearer"; empty: none
+	token   string    // sent as "Authorization: Bearer"; empty: none
 	header  [2]string // one more header's name and value; empty: none
 
 	mu   sync.Mutex

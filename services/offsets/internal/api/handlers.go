@@ -203,15 +203,21 @@ func handleJSON[Req, Resp any](c context.Context, ctx *fasthttp.RequestCtx, fn f
 func (s *Server) classic(c context.Context, ctx *fasthttp.RequestCtx, group, op string) error {
 	switch op {
 	case "join":
-		return handleJSON(c, ctx, func(c context.Context, r groups.JoinRequest) (*groups.JoinResponse, error) { return s.coord.Join(c, group, r) })
+		return handleJSON(c, ctx, func(c context.Context, r groups.JoinRequest) (*groups.JoinResponse, error) {
+			return s.coord.Join(c, group, r)
+		})
 	case "sync":
-		return handleJSON(c, ctx, func(c context.Context, r groups.SyncRequest) (*groups.SyncResponse, error) { return s.coord.Sync(c, group, r) })
+		return handleJSON(c, ctx, func(c context.Context, r groups.SyncRequest) (*groups.SyncResponse, error) {
+			return s.coord.Sync(c, group, r)
+		})
 	case "heartbeat":
 		return handleJSON(c, ctx, func(c context.Context, r groups.ClassicHeartbeatRequest) (struct{}, error) {
 			return struct{}{}, s.coord.ClassicHeartbeat(c, group, r)
 		})
 	case "leave":
-		return handleJSON(c, ctx, func(c context.Context, r groups.LeaveRequest) (*groups.LeaveResponse, error) { return s.coord.Leave(c, group, r) })
+		return handleJSON(c, ctx, func(c context.Context, r groups.LeaveRequest) (*groups.LeaveResponse, error) {
+			return s.coord.Leave(c, group, r)
+		})
 	}
 	return protocol.InvalidRequest.Err("no classic group operation %q", op)
 }

@@ -61,7 +61,7 @@ type Coordinator struct {
 	revokeSince map[memberKey]time.Time
 	classic     map[string]*classicGroup // classic groups' state on the leader (classic.go)
 	term        uint64                   // leadership changes seen, so a stale barrier cannot set ready
-	stopped     bool   // set by Stop: no goroutine may start after it
+	stopped     bool                     // set by Stop: no goroutine may start after it
 
 	stop chan struct{}
 	wg   sync.WaitGroup
