@@ -41,12 +41,27 @@ type member struct {
 	ended  int64 // Unix nanoseconds of the kill or exit, 0 while running
 }
 
-// startMember runs a group member process; it is killed when the test ends.
+// startMember runs an SDK group member process (sluice-testmember); it is
+// killed when the test ends.
 func startMember(t *testing.T, c *localcluster.Cluster, name, group, topic string, args ...string) *member {
 	t.Helper()
-	bin := filepath.Join(buildBinaries(t), "sluice-testmember")
-	all := append([]string{"-metadata", c.MetadataURL(), "-offsets", c.OffsetsURL(), "-group", group, "-topic", topic, "-client-id", name}, args...)
-	cmd := exec.Command(bin, all...)
+	return startMemberProc(t, "sluice-testmember", name,
+		append([]string{"-metadata", c.MetadataURL(), "-offsets", c.OffsetsURL(), "-group", group, "-topic", topic, "-client-id", name}, args...))
+}
+
+// startKafkaMember runs a franz-go group member (sluice-kafkamember) of the
+// classic protocol or KIP-848's ("consumer") through the frontends' Kafka
+// listeners; it is killed when the test ends.
+func startKafkaMember(t *testing.T, c *localcluster.Cluster, name, group, topic, protocol string, args ...string) *member {
+	t.Helper()
+	return startMemberProc(t, "sluice-kafkamember", name,
+		append([]string{"-brokers", strings.Join(c.KafkaAddrs(), ","), "-group", group, "-topic", topic, "-client-id", name, "-protocol", protocol}, args...))
+}
+
+// startMemberProc runs a member binary whose stdout is member events.
+func startMemberProc(t *testing.T, binary, name string, args []string) *member {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(buildBinaries(t), binary), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,19 @@ const (
 	StateCompletingRebalance = "completing_rebalance"
 )
 
+// ProtocolLabel names a group's protocol for people: "consumer" (KIP-848
+// and the SDK; also for listings that name none), or "classic/" and the
+// protocol type of a Kafka classic group.
+func ProtocolLabel(protocol, protocolType string) string {
+	switch {
+	case protocol == ProtocolClassic && protocolType != "":
+		return protocol + "/" + protocolType
+	case protocol == "":
+		return ProtocolConsumer
+	}
+	return protocol
+}
+
 // ProtocolTypeConsumer is the classic protocol type of Kafka consumers,
 // whose member metadata and assignments the coordinator can read.
 const ProtocolTypeConsumer = "consumer"

@@ -82,6 +82,7 @@ func (b *Broker) Routes() map[int16]Route {
 		kmsg.CreateACLs.Int16():              {Min: 1, Max: 3, Handle: b.createACLs},
 		kmsg.DeleteACLs.Int16():              {Min: 1, Max: 3, Handle: b.deleteACLs},
 		kmsg.FindCoordinator.Int16():         {Min: 0, Max: 6, Handle: b.findCoordinator},
+		kmsg.ListGroups.Int16():              {Min: 0, Max: 5, Handle: b.listNoGroups},
 	}
 }
 

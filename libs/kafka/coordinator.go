@@ -81,3 +81,9 @@ func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request)
 	}
 	return Reply{Msg: resp}
 }
+
+// listNoGroups answers ListGroups on a broker that coordinates no group (a
+// storage node): clients ask every broker and merge the answers.
+func (b *Broker) listNoGroups(_ context.Context, _ *Conn, _ kmsg.Request) Reply {
+	return Reply{Msg: kmsg.NewPtrListGroupsResponse()}
+}

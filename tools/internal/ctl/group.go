@@ -40,9 +40,9 @@ func groupList(ctx context.Context, env Env, args []string) error {
 // writeGroupList prints `group list` as a table.
 func writeGroupList(out io.Writer, ls []groups.Listing) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GROUP\tSTATE\tMEMBERS")
+	fmt.Fprintln(w, "GROUP\tPROTOCOL\tSTATE\tMEMBERS")
 	for _, l := range ls {
-		fmt.Fprintf(w, "%s\t%s\t%d\n", l.Group, l.State, l.Members)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", l.Group, groups.ProtocolLabel(l.Protocol, l.ProtocolType), l.State, l.Members)
 	}
 	return w.Flush()
 }
@@ -83,8 +83,12 @@ func sortDescription(d *groups.Description) {
 // a header, the partitions with their offsets, lag and owner, the members,
 // and the total lag. Unknown numbers print as "-".
 func writeGroupDescription(out io.Writer, d *groups.Description) error {
-	fmt.Fprintf(out, "Group: %s  State: %s  Epoch: %d  Assignor: %s  Members: %d\n\n",
-		d.Group, d.State, d.GroupEpoch, orDash(d.Assignor), len(d.Members))
+	assignor := d.Assignor
+	if d.Protocol == groups.ProtocolClassic {
+		assignor = d.ProtocolName // the members' own assignor, run by the group's leader
+	}
+	fmt.Fprintf(out, "Group: %s  Protocol: %s  State: %s  Epoch: %d  Assignor: %s  Members: %d\n\n",
+		d.Group, groups.ProtocolLabel(d.Protocol, d.ProtocolType), d.State, d.GroupEpoch, orDash(assignor), len(d.Members))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tOWNER")
 	var errs []string
@@ -105,9 +109,9 @@ func writeGroupDescription(out io.Writer, d *groups.Description) error {
 		fmt.Fprintf(out, "Group %s has no active members.\n", d.Group)
 	} else {
 		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "MEMBER\tCLIENT-ID\tEPOCH\tTOPICS\tASSIGNMENT\tREVOKING")
+		fmt.Fprintln(w, "MEMBER\tCLIENT-ID\tHOST\tINSTANCE\tEPOCH\tTOPICS\tASSIGNMENT\tREVOKING")
 		for _, m := range d.Members {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, orDash(m.ClientID), m.MemberEpoch,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, orDash(m.ClientID), orDash(m.ClientHost), orDash(m.InstanceID), m.MemberEpoch,
 				orDash(strings.Join(m.Topics, ",")), formatTPs(m.Assignment), formatTPs(m.Revoking))
 		}
 		if err := w.Flush(); err != nil {

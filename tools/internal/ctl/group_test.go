@@ -102,7 +102,7 @@ func TestWriteGroupDescription(t *testing.T) {
 	}
 	lines := strings.Split(out.String(), "\n")
 	want := []string{
-		"Group: billing  State: reconciling  Epoch: 7  Assignor: sticky  Members: 2",
+		"Group: billing  Protocol: consumer  State: reconciling  Epoch: 7  Assignor: sticky  Members: 2",
 		"",
 		"TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  OWNER",
 		"orders  0          10              15              5    m1",
@@ -112,15 +112,28 @@ func TestWriteGroupDescription(t *testing.T) {
 		"Errors:",
 		"  orders-2: LEADER_NOT_AVAILABLE",
 		"",
-		"MEMBER  CLIENT-ID  EPOCH  TOPICS  ASSIGNMENT  REVOKING",
-		"m1      -          6      orders  orders:0    orders:2",
-		"m2      svc        7      orders  orders:1    -",
+		"MEMBER  CLIENT-ID  HOST  INSTANCE  EPOCH  TOPICS  ASSIGNMENT  REVOKING",
+		"m1      -          -     -         6      orders  orders:0    orders:2",
+		"m2      svc        -     -         7      orders  orders:1    -",
 		"",
 		"Total lag: 6",
 	}
 	for i, w := range want {
 		if i >= len(lines) || strings.TrimRight(lines[i], " ") != w {
 			t.Fatalf("line %d:\n%s\nwant %q", i, out.String(), w)
+		}
+	}
+	// A Kafka classic group: its protocol type, the leader's assignor, and
+	// its members' hosts and instance ids.
+	d.Protocol, d.ProtocolType, d.ProtocolName = groups.ProtocolClassic, "consumer", "range"
+	d.Members[1].ClientHost, d.Members[1].InstanceID = "/10.0.0.2", "svc-1"
+	out.Reset()
+	if err := writeGroupDescription(&out, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Protocol: classic/consumer", "Assignor: range", "/10.0.0.2  svc-1"} {
+		if !strings.Contains(out.String(), w) {
+			t.Fatalf("classic group description lacks %q:\n%s", w, out.String())
 		}
 	}
 	empty := &groups.Description{Group: "idle", State: groups.StateEmpty}
@@ -197,7 +210,7 @@ func TestGroupCommandsAgainstOffsetsService(t *testing.T) {
 	f, url := newFakeOffsets(t)
 	// The list, sorted by group, as a table and as JSON.
 	code, out, errs := run("--offsets", "http://127.0.0.1:1,"+url, "group", "list")
-	if code != 0 || !strings.HasPrefix(out, "GROUP    STATE   MEMBERS\nbilling  stable  2\nzeta") {
+	if code != 0 || !strings.HasPrefix(out, "GROUP    PROTOCOL  STATE   MEMBERS\nbilling  consumer  stable  2\nzeta") {
 		t.Errorf("group list: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = run("--offsets", url, "group", "list", "-o", "json")

@@ -60,9 +60,10 @@ func (c *Console) group(ctx *fasthttp.RequestCtx, name string) {
 
 // groupRow is one group on /console/groups.
 type groupRow struct {
-	Name    string
-	State   string
-	Members int
+	Name     string
+	Protocol string // groups.ProtocolLabel
+	State    string
+	Members  int
 	// Described is whether the offsets service described the group; the
 	// fields below come from that description.
 	Described  bool
@@ -75,7 +76,7 @@ type groupRow struct {
 func buildGroupList(listing []groups.Listing, descs map[string]*groups.Description) []groupRow {
 	rows := make([]groupRow, 0, len(listing))
 	for _, l := range listing {
-		row := groupRow{Name: l.Group, State: l.State, Members: l.Members}
+		row := groupRow{Name: l.Group, Protocol: groups.ProtocolLabel(l.Protocol, l.ProtocolType), State: l.State, Members: l.Members}
 		if d := descs[l.Group]; d != nil {
 			row.Described, row.Partitions, row.TotalLag = true, len(d.Partitions), d.TotalLag
 			var topics []string
@@ -96,6 +97,7 @@ func buildGroupList(listing []groups.Listing, descs map[string]*groups.Descripti
 // groupView is the body of /console/groups/{name}.
 type groupView struct {
 	Name       string
+	Protocol   string // groups.ProtocolLabel
 	State      string
 	Epoch      int32
 	Assignor   string
@@ -108,6 +110,8 @@ type groupView struct {
 type memberRow struct {
 	ID         string
 	ClientID   string
+	Host       string
+	InstanceID string
 	Epoch      int32
 	Topics     string
 	Assignment string
@@ -116,14 +120,17 @@ type memberRow struct {
 
 // buildGroup orders a group's description for its page.
 func buildGroup(d *groups.Description) groupView {
-	v := groupView{Name: d.Group, State: d.State, Epoch: d.GroupEpoch, Assignor: d.Assignor, TotalLag: d.TotalLag,
-		Partitions: slices.Clone(d.Partitions)}
+	v := groupView{Name: d.Group, Protocol: groups.ProtocolLabel(d.Protocol, d.ProtocolType), State: d.State, Epoch: d.GroupEpoch,
+		Assignor: d.Assignor, TotalLag: d.TotalLag, Partitions: slices.Clone(d.Partitions)}
+	if d.Protocol == groups.ProtocolClassic {
+		v.Assignor = d.ProtocolName // the members' own assignor, run by the group's leader
+	}
 	sort.Slice(v.Partitions, func(i, j int) bool {
 		a, b := v.Partitions[i], v.Partitions[j]
 		return groups.TP{Topic: a.Topic, Partition: a.Partition}.Less(groups.TP{Topic: b.Topic, Partition: b.Partition})
 	})
 	for _, m := range d.Members {
-		v.Members = append(v.Members, memberRow{ID: m.MemberID, ClientID: m.ClientID, Epoch: m.MemberEpoch,
+		v.Members = append(v.Members, memberRow{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, InstanceID: m.InstanceID, Epoch: m.MemberEpoch,
 			Topics: strings.Join(m.Topics, ", "), Assignment: formatAssignment(m.Assignment), Revoking: formatAssignment(m.Revoking)})
 	}
 	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].ID < v.Members[j].ID })

@@ -116,8 +116,9 @@ func kafkaState(state string) string {
 	return "Dead"
 }
 
-// listGroups answers ListGroups with every group's protocol type, state
-// and type (classic or consumer), filtered as asked.
+// listGroups answers ListGroups with the groups this frontend coordinates
+// (clients ask every broker and merge the answers), with their protocol
+// type, state and type (classic or consumer), filtered as asked.
 func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListGroupsRequest)
 	resp := kmsg.NewPtrListGroupsResponse()
@@ -132,7 +133,12 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			resp.ErrorCode = groupCode(err)
 			return kafka.Reply{Msg: resp}
 		}
+		snap := s.broker.Snapshot(c.Context())
+		self := s.member.ID()
 		for _, l := range list {
+			if f, ok := kafka.GroupCoordinator(snap, l.Group); ok && f.ID != self {
+				continue // another frontend coordinates it and lists it
+			}
 			g := kmsg.NewListGroupsResponseGroup()
 			g.Group, g.GroupState, g.GroupType = l.Group, kafkaState(l.State), l.Protocol
 			if g.GroupType == "" {

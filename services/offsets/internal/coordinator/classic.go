@@ -373,11 +373,14 @@ func (c *Coordinator) addMember(g *classicGroup, id string, req groups.JoinReque
 
 // replaceStatic hands a static member's place to its new incarnation (the
 // same group.instance.id, a new member id); the old one is fenced. A stable
-// group whose member comes back unchanged keeps its assignment: no
-// rebalance, the member syncs and gets it.
+// group whose member comes back with the group's protocol keeps its
+// assignment: no rebalance, the member syncs and gets it.
 func (c *Coordinator) replaceStatic(ctx context.Context, g *classicGroup, old string, req groups.JoinRequest, now time.Time) (string, *groups.JoinResponse, error) {
 	m := g.members[old]
-	changed := !sameProtocols(m.protocols, req.Protocols)
+	// As Kafka: only a change of the group's protocol makes the return of
+	// a static member rebalance a stable group; new metadata does not (a
+	// restarted member owns nothing yet, and says so in its metadata).
+	changed := !slices.ContainsFunc(req.Protocols, func(p groups.Protocol) bool { return p.Name == g.protocol })
 	delete(g.members, old)
 	m.id = groups.NewMemberID(req.ClientID)
 	m.joinResp, m.syncResp, m.syncErr, m.waiting = nil, nil, nil, 0
