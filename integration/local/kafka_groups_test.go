@@ -36,9 +36,15 @@ type kcatMember struct {
 
 func startKcatMember(t *testing.T, kcat, boot, group, topic string) *kcatMember {
 	t.Helper()
-	cmd := exec.Command(kcat, "-b", boot, "-G", group, topic, "-q", "-u", "-f", "%s\n",
-		"-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=200",
-		"-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500")
+	return startKcatMemberWith(t, kcat, boot, group, topic, "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500")
+}
+
+// startKcatMemberWith is startKcatMember with more kcat arguments.
+func startKcatMemberWith(t *testing.T, kcat, boot, group, topic string, more ...string) *kcatMember {
+	t.Helper()
+	args := append([]string{"-b", boot, "-G", group, topic, "-q", "-u", "-f", "%s\n",
+		"-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=200"}, more...)
+	cmd := exec.Command(kcat, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -284,11 +290,14 @@ func memberOf(t *testing.T, ctx context.Context, c *localcluster.Cluster, group,
 func zombieCommit(t *testing.T, ctx context.Context, c *localcluster.Cluster, group, topic string, z zombieIdentity) {
 	t.Helper()
 	cl := franzClient(t, c)
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = 9
 	req.Group, req.MemberID, req.Generation = group, z.id, z.epoch
 	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, topics[topic].ID // v10 names topics by id
 	rp := kmsg.NewOffsetCommitRequestTopicPartition()
 	rp.Partition, rp.Offset = 0, 0
 	rt.Partitions = append(rt.Partitions, rp)
