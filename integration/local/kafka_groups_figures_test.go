@@ -28,9 +28,7 @@ import (
 // kcat members (whose ownership is read from the offsets service, as kcat
 // reports none). Every member has a 3s session timeout (the coordinator's
 // -session-timeout is 3s for KIP-848 members, whose session timeout is the
-// coordinator's) and heartbeats every 500ms. Backlog throughput: one franz-go
-// group member and one SDK consumer reading 2,000,000 records of 100 bytes,
-// three runs each, alternating.
+// coordinator's) and heartbeats every 500ms.
 func TestKafkaGroupFigures(t *testing.T) {
 	if os.Getenv("SLUICE_FIGURES") != "1" {
 		t.Skip("set SLUICE_FIGURES=1 to measure Kafka group figures")
@@ -74,15 +72,33 @@ func TestKafkaGroupFigures(t *testing.T) {
 		m2.stop()
 	}
 	kcatRebalances(t, ctx, c)
+}
 
-	const partitions, backlog, size = 4, 2_000_000, 100
+// TestKafkaGroupBacklogFigures: one franz-go group member and one SDK
+// consumer read the same backlog of 6,000,000 records of 100 bytes, three
+// runs each, alternating; franz-go with its defaults and with the fetch
+// size matched to the SDK's (1 MiB fetches, two prefetched: 3 MiB a
+// partition); it runs only with SLUICE_FIGURES=1.
+func TestKafkaGroupBacklogFigures(t *testing.T) {
+	if os.Getenv("SLUICE_FIGURES") != "1" {
+		t.Skip("set SLUICE_FIGURES=1 to measure Kafka group figures")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	const partitions, backlog, size = 4, 6_000_000, 100
 	createTopic(t, ctx, c, "backlog", partitions, 1, nil)
 	fillBacklog(t, ctx, c, "backlog", partitions, backlog/partitions, size)
 	for run := 0; run < 3; run++ {
 		d := sdkBacklog(t, ctx, c, fmt.Sprintf("sdk-read-%d", run), backlog)
 		t.Logf("FIGURE backlog run %d SDK consumer: %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
 		d = kgoBacklog(t, ctx, c, fmt.Sprintf("kgo-read-%d", run), backlog)
-		t.Logf("FIGURE backlog run %d franz-go group member: %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
+		t.Logf("FIGURE backlog run %d franz-go group member (defaults): %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
+		cc := client.DefaultConsumerConfig()
+		d = kgoBacklog(t, ctx, c, fmt.Sprintf("kgo-matched-%d", run), backlog, kgo.FetchMaxPartitionBytes(cc.FetchMaxBytes*int32(1+cc.Prefetch)))
+		t.Logf("FIGURE backlog run %d franz-go group member (SDK's fetch size): %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
+		d = kgoBacklog(t, ctx, c, "", backlog, kgo.FetchMaxPartitionBytes(cc.FetchMaxBytes*int32(1+cc.Prefetch)))
+		t.Logf("FIGURE backlog run %d franz-go without a group (SDK's fetch size): %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
 	}
 }
 
@@ -165,10 +181,14 @@ func sdkBacklog(t *testing.T, ctx context.Context, c *localcluster.Cluster, grou
 	return time.Since(start)
 }
 
-// kgoBacklog is sdkBacklog for a franz-go group member.
-func kgoBacklog(t *testing.T, ctx context.Context, c *localcluster.Cluster, group string, n int) time.Duration {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("backlog"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+// kgoBacklog is sdkBacklog for a franz-go group member ("" for group: a
+// consumer of the topic's partitions without a group).
+func kgoBacklog(t *testing.T, ctx context.Context, c *localcluster.Cluster, group string, n int, opts ...kgo.Opt) time.Duration {
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.KafkaAddrs()...), kgo.ConsumeTopics("backlog"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)
+	if group != "" {
+		opts = append(opts, kgo.ConsumerGroup(group))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

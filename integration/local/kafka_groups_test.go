@@ -599,4 +599,29 @@ func TestKafkaGroupAdminAndBadInput(t *testing.T) {
 	}
 	m2 := startKafkaMember(t, c, "adm2", "after", "adm", "consumer")
 	waitProcessed(t, values, m2)
+
+	// KIP-848's describe: the consumer group with its member and
+	// assignment; a classic group is not one of them.
+	eventually(t, 30*time.Second, func() error {
+		cgs, err := adm.DescribeConsumerGroups(ctx, "after", "badassign")
+		if err != nil {
+			return err
+		}
+		g := cgs["after"]
+		if g.Err != nil || g.State != "Stable" || len(g.Members) != 1 || g.Members[0].ClientID != "adm2" || len(g.Members[0].Assignment["adm"]) != 2 {
+			return fmt.Errorf("ConsumerGroupDescribe of a KIP-848 group: %+v", g)
+		}
+		if !errors.Is(cgs["badassign"].Err, kerr.GroupIDNotFound) {
+			return fmt.Errorf("ConsumerGroupDescribe of a classic group: %v", cgs["badassign"].Err)
+		}
+		return nil
+	})
+	// Transactions have no coordinator yet, and say so.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{"txn-1"}
+	fr, err := fc.RequestWith(ctx, cl)
+	if err != nil || len(fr.Coordinators) != 1 || fr.Coordinators[0].ErrorCode != int16(protocol.InvalidRequest) ||
+		fr.Coordinators[0].ErrorMessage == nil || !strings.Contains(*fr.Coordinators[0].ErrorMessage, "transactions") {
+		t.Fatalf("FindCoordinator for a transactional id: %+v, %v", fr, err)
+	}
 }

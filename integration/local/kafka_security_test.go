@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,6 +126,67 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 			t.Fatalf("ListOffsets of refused: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
 		}
 	}
+
+	// Groups: app reads allowed in a group, and its commits land; a commit
+	// of refused is refused; a principal without any consume right cannot
+	// use groups at all.
+	member := client(mechanisms["PLAIN"], kgo.ConsumerGroup("appgroup"), kgo.ConsumeTopics("allowed"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	for got := 0; got < len(mechanisms); {
+		gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := member.PollFetches(gctx)
+		gcancel()
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("group consume of allowed: %v", errs)
+		}
+		got += fs.NumRecords()
+	}
+	if err := member.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("group commit over SASL: %v", err)
+	}
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, "appgroup")
+	if err != nil || offs.Error() != nil {
+		t.Fatalf("OffsetFetch: %v, %v", err, offs.Error())
+	}
+	var committed int64
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed != int64(len(mechanisms)) {
+		t.Fatalf("committed offsets of appgroup sum to %d, want %d", committed, len(mechanisms))
+	}
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "lonely", -1
+	admin := client(plain.Auth{User: "root", Pass: root}.AsMechanism())
+	refused, err := kadm.NewClient(admin).ListTopics(ctx, "refused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic, ot.TopicID = "refused", refused["refused"].ID // v10 names topics by id
+	op := kmsg.NewOffsetCommitRequestTopicPartition()
+	ot.Partitions = append(ot.Partitions, op)
+	oc.Topics = append(oc.Topics, ot)
+	if resp, err := cl.Request(ctx, oc); err != nil {
+		t.Fatal(err)
+	} else if code := resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("commit of refused: error %d, want TOPIC_AUTHORIZATION_FAILED", code)
+	}
+	noacl, errOut, code := sluicectl(t, c, "", append(ctl, "user", "create", "noacl")...)
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	stranger := client(plain.Auth{User: "noacl", Pass: strings.TrimSpace(noacl)}.AsMechanism())
+	eventually(t, 30*time.Second, func() error {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKeys = []string{"appgroup"}
+		resp, err := fc.RequestWith(ctx, stranger)
+		if err != nil {
+			return err
+		}
+		if code := resp.Coordinators[0].ErrorCode; code != kerr.GroupAuthorizationFailed.Code {
+			return fmt.Errorf("FindCoordinator for a principal without consume rights: error %d, want GROUP_AUTHORIZATION_FAILED", code)
+		}
+		return nil
+	})
 
 	// A wrong password.
 	bad := client(scram.Auth{User: "app", Pass: strings.Repeat("0", 64)}.AsSha256Mechanism())

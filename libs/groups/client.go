@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
 )
 
 // Client talks to the offsets service. Any replica accepts every request (it
@@ -33,8 +32,12 @@ func (c *Client) For(principal string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(service.PrincipalHeader, principal)}
+	return &Client{jc: c.jc.WithHeader(PrincipalHeader, principal)}
 }
+
+// PrincipalHeader is libs/service's PrincipalHeader, named here so that
+// the SDK's clients do not depend on the services' framework.
+const PrincipalHeader = "X-Sluice-Principal"
 
 // DeleteOffsets removes a group's committed offsets of a topic.
 func (c *Client) DeleteOffsets(ctx context.Context, group string, req DeleteOffsetsRequest) error {

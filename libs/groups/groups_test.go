@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 func TestValidateGroupID(t *testing.T) {
@@ -48,5 +50,13 @@ func TestCommittedStale(t *testing.T) {
 		if got := (Committed{TopicID: tc.committed}).Stale(tc.current); got != tc.want {
 			t.Errorf("committed for %q, topic now %q: stale %v, want %v", tc.committed, tc.current, got, tc.want)
 		}
+	}
+}
+
+// The offsets service reads the principal a relay names from
+// service.PrincipalHeader; Client.For must send that very header.
+func TestPrincipalHeaderIsTheServices(t *testing.T) {
+	if PrincipalHeader != service.PrincipalHeader {
+		t.Fatalf("groups.PrincipalHeader %q, service.PrincipalHeader %q", PrincipalHeader, service.PrincipalHeader)
 	}
 }
