@@ -14,20 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/integration/internal/memberlog"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
-// memberEvent is one line of sluice-testmember's output.
-type memberEvent struct {
-	Ev        string `json:"ev"`
-	Time      int64  `json:"t"`
-	Topic     string `json:"topic"`
-	Partition int32  `json:"p"`
-	Offset    int64  `json:"o"`
-	Value     string `json:"v"`
-	Err       string `json:"err"`
-}
+// memberEvent is one line of a member command's output.
+type memberEvent = memberlog.Event
 
 // member is a running sluice-testmember process and what it reported.
 type member struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,8 +76,8 @@ func TestKafkaGroupFigures(t *testing.T) {
 }
 
 // TestKafkaGroupBacklogFigures: one franz-go group member and one SDK
-// consumer read the same backlog of 6,000,000 records of 100 bytes, three
-// runs each, alternating; franz-go with its defaults and with the fetch
+// consumer read the same backlog of 6,000,000 records of 100 bytes,
+// SLUICE_FIGURES_RUNS runs each (3 by default), alternating; franz-go with its defaults and with the fetch
 // size matched to the SDK's (1 MiB fetches, two prefetched: 3 MiB a
 // partition); it runs only with SLUICE_FIGURES=1.
 func TestKafkaGroupBacklogFigures(t *testing.T) {
@@ -89,7 +90,11 @@ func TestKafkaGroupBacklogFigures(t *testing.T) {
 	const partitions, backlog, size = 4, 6_000_000, 100
 	createTopic(t, ctx, c, "backlog", partitions, 1, nil)
 	fillBacklog(t, ctx, c, "backlog", partitions, backlog/partitions, size)
-	for run := 0; run < 3; run++ {
+	runs := 3
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	for run := 0; run < runs; run++ {
 		d := sdkBacklog(t, ctx, c, fmt.Sprintf("sdk-read-%d", run), backlog)
 		t.Logf("FIGURE backlog run %d SDK consumer: %d records of %d bytes in %v: %.0f records/s", run+1, backlog, size, d.Round(time.Millisecond), backlog/d.Seconds())
 		d = kgoBacklog(t, ctx, c, fmt.Sprintf("kgo-read-%d", run), backlog)

@@ -206,7 +206,7 @@ func TestKafkaGroupsKcat(t *testing.T) {
 // TestKafkaGroupsFranzGo runs the ownership check of
 // TestGroupOwnershipThroughJoinsLeavesAndCrash on franz-go members, with
 // the classic protocol and with KIP-848's: members join, leave cleanly and
-// die by kill -9, the offsets Raft leader is killed during consumption;
+// die by kill -9, the offsets Raft leader is killed during a rebalance;
 // no partition has two owners at any moment, every record is processed,
 // the commits survive, and a dead member's commit is refused.
 func TestKafkaGroupsFranzGo(t *testing.T) {
@@ -241,16 +241,32 @@ func TestKafkaGroupsFranzGo(t *testing.T) {
 			values = append(values, produceValues(t, c, topic, "c", 1000)...)
 			zombieCommit(t, ctx, c, group, topic, zombie)
 
+			// The offsets leader dies while a rebalance is under way (a
+			// member just started): the members find the new leader and
+			// rejoin, and the rebalance completes there.
 			leader := offsetsLeader(t, c)
+			m5 := startKafkaMember(t, c, "m5", group, topic, proto, slow...)
+			eventually(t, 30*time.Second, func() error { // the rebalance began
+				d, err := groups.NewClient(c.OffsetsURLs()).Describe(ctx, group)
+				if err != nil {
+					return err
+				}
+				if d.State != groups.StateStable || slices.ContainsFunc(d.Members, func(m groups.MemberDescription) bool { return m.ClientID == "m5" }) {
+					return nil
+				}
+				return fmt.Errorf("group %s: %s, m5 not seen yet", group, d.State)
+			})
 			c.StopProc(leader, true)
 			values = append(values, produceValues(t, c, topic, "d", 1000)...)
-			waitProcessed(t, values, m1, m2, m3, m4)
+			waitOwnership(t, 6, []int{2, 2, 2}, m1, m4, m5)
+			waitProcessed(t, values, m1, m2, m3, m4, m5)
 			if err := c.StartProc(ctx, leader); err != nil {
 				t.Fatal(err)
 			}
 			m1.stop()
 			m4.stop()
-			checkExclusiveOwnership(t, m1, m2, m3, m4)
+			m5.stop()
+			checkExclusiveOwnership(t, m1, m2, m3, m4, m5)
 			d := waitNoLag(t, ctx, c, group)
 			want := groups.ProtocolClassic
 			if proto == "consumer" {

@@ -11,45 +11,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/integration/internal/memberlog"
 )
-
-// Event is one output line.
-type Event struct {
-	Ev        string `json:"ev"` // assign, revoke, lost, rec, commit, error, closed
-	Time      int64  `json:"t"`  // Unix nanoseconds
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"p"`
-	Offset    int64  `json:"o"`
-	Value     string `json:"v,omitempty"`
-	Err       string `json:"err,omitempty"`
-}
-
-type out struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (o *out) emit(e Event) {
-	e.Time = time.Now().UnixNano()
-	b, _ := json.Marshal(e)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.w.Write(append(b, '\n'))
-	o.w.Flush()
-}
 
 func main() {
 	brokers := flag.String("brokers", "", "Kafka bootstrap addresses, comma-separated")
@@ -63,15 +37,9 @@ func main() {
 	delay := flag.Duration("record-delay", 0, "processing time per record")
 	flag.Parse()
 
-	o := &out{w: bufio.NewWriter(os.Stdout)}
+	o := memberlog.New(os.Stdout)
 	tpEvents := func(ev string) func(context.Context, *kgo.Client, map[string][]int32) {
-		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			for t, ps := range m {
-				for _, p := range ps {
-					o.emit(Event{Ev: ev, Topic: t, Partition: p})
-				}
-			}
-		}
+		return func(_ context.Context, _ *kgo.Client, m map[string][]int32) { o.Partitions(ev, m) }
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
@@ -90,7 +58,7 @@ func main() {
 	opts = append(opts, kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 		// Commit what was processed before the partitions move on.
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-			o.emit(Event{Ev: "error", Err: "commit on revoke: " + err.Error()})
+			o.Emit(memberlog.Event{Ev: "error", Err: "commit on revoke: " + err.Error()})
 		}
 		revoked(ctx, cl, m)
 	}))
@@ -119,7 +87,7 @@ func main() {
 		fs := cl.PollFetches(ctx)
 		fs.EachError(func(t string, p int32, err error) {
 			if ctx.Err() == nil {
-				o.emit(Event{Ev: "error", Topic: t, Partition: p, Err: err.Error()})
+				o.Emit(memberlog.Event{Ev: "error", Topic: t, Partition: p, Err: err.Error()})
 			}
 		})
 		n := 0
@@ -128,13 +96,13 @@ func main() {
 				time.Sleep(*delay)
 			}
 			n++
-			o.emit(Event{Ev: "rec", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			o.Emit(memberlog.Event{Ev: "rec", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		})
 		if *commit == "sync" && n > 0 {
 			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-				o.emit(Event{Ev: "error", Err: "commit: " + err.Error()})
+				o.Emit(memberlog.Event{Ev: "error", Err: "commit: " + err.Error()})
 			} else {
-				o.emit(Event{Ev: "commit"})
+				o.Emit(memberlog.Event{Ev: "commit"})
 			}
 		}
 		cl.AllowRebalance()
@@ -143,9 +111,9 @@ func main() {
 	defer cancel()
 	err = cl.CommitUncommittedOffsets(cctx)
 	cl.Close() // leaves the group (a static member stays until its session ends)
-	e := Event{Ev: "closed"}
+	e := memberlog.Event{Ev: "closed"}
 	if err != nil {
 		e.Err = err.Error()
 	}
-	o.emit(e)
+	o.Emit(e)
 }

@@ -6,46 +6,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/sluicemq/sluice/integration/internal/memberlog"
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/groups"
 )
-
-// Event is one output line.
-type Event struct {
-	Ev        string `json:"ev"` // assign, revoke, lost, rec, commit, closed
-	Time      int64  `json:"t"`  // Unix nanoseconds
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"p"`
-	Offset    int64  `json:"o"`
-	Value     string `json:"v,omitempty"`
-	Err       string `json:"err,omitempty"`
-}
-
-type out struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (o *out) emit(e Event) {
-	e.Time = time.Now().UnixNano()
-	b, _ := json.Marshal(e)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.w.Write(append(b, '\n'))
-	o.w.Flush()
-}
 
 func main() {
 	meta := flag.String("metadata", "", "metadata addresses, comma-separated")
@@ -59,7 +32,7 @@ func main() {
 	delay := flag.Duration("record-delay", 0, "processing time per record")
 	flag.Parse()
 
-	o := &out{w: bufio.NewWriter(os.Stdout)}
+	o := memberlog.New(os.Stdout)
 	cfg := client.DefaultConsumerConfig()
 	cfg.Metadata = strings.Split(*meta, ",")
 	cfg.Offsets = strings.Split(*offs, ",")
@@ -71,7 +44,7 @@ func main() {
 	tpEvents := func(ev string) func([]groups.TP) {
 		return func(tps []groups.TP) {
 			for _, tp := range tps {
-				o.emit(Event{Ev: ev, Topic: tp.Topic, Partition: tp.Partition})
+				o.Emit(memberlog.Event{Ev: ev, Topic: tp.Topic, Partition: tp.Partition})
 			}
 		}
 	}
@@ -86,7 +59,7 @@ func main() {
 	for ctx.Err() == nil {
 		recs, err := c.Poll(ctx)
 		if err != nil && ctx.Err() == nil {
-			o.emit(Event{Ev: "error", Err: err.Error()})
+			o.Emit(memberlog.Event{Ev: "error", Err: err.Error()})
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -94,22 +67,22 @@ func main() {
 			if *delay > 0 {
 				time.Sleep(*delay)
 			}
-			o.emit(Event{Ev: "rec", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			o.Emit(memberlog.Event{Ev: "rec", Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 		}
 		if *commit == "sync" && len(recs) > 0 {
 			if err := c.Commit(ctx); err != nil {
-				o.emit(Event{Ev: "error", Err: "commit: " + err.Error()})
+				o.Emit(memberlog.Event{Ev: "error", Err: "commit: " + err.Error()})
 			} else {
-				o.emit(Event{Ev: "commit"})
+				o.Emit(memberlog.Event{Ev: "commit"})
 			}
 		}
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = c.Close(cctx)
-	e := Event{Ev: "closed"}
+	e := memberlog.Event{Ev: "closed"}
 	if err != nil {
 		e.Err = err.Error()
 	}
-	o.emit(e)
+	o.Emit(e)
 }

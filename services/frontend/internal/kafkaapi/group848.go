@@ -160,9 +160,18 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	}}
 }
 
-// describeEach describes each named group concurrently.
-func describeEach(c *kafka.Conn, client *groups.Client, names []string) ([]*groups.Description, []error) {
+// describeEach describes each named group concurrently for the
+// connection's principal; without the right to use groups every answer is
+// GROUP_AUTHORIZATION_FAILED.
+func (s *Service) describeEach(c *kafka.Conn, api string, names []string) ([]*groups.Description, []error) {
 	ds, errs := make([]*groups.Description, len(names)), make([]error, len(names))
+	if !s.broker.UsesGroups(c, api) {
+		for i := range errs {
+			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not use consumer groups")
+		}
+		return ds, errs
+	}
+	client := s.groupsFor(c)
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() { ds[i], errs[i] = client.Describe(c.Context(), name) })
@@ -178,20 +187,12 @@ func describeEach(c *kafka.Conn, client *groups.Client, names []string) ([]*grou
 func (s *Service) describeGroups(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DescribeGroupsRequest)
 	resp := kmsg.NewPtrDescribeGroupsResponse()
-	uses := s.broker.UsesGroups(c, "DescribeGroups")
-	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		var ds []*groups.Description
-		var errs []error
-		if uses {
-			ds, errs = describeEach(c, client, r.Groups)
-		}
+		ds, errs := s.describeEach(c, "DescribeGroups", r.Groups)
 		for i, name := range r.Groups {
 			g := kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.AuthorizedOperations = name, -2147483648
 			switch {
-			case !uses:
-				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			case protocol.CodeOf(errs[i]) == protocol.GroupIDNotFound:
 				g.State = "Dead"
 			case errs[i] != nil:
@@ -232,14 +233,8 @@ func (s *Service) describeGroups(ctx context.Context, c *kafka.Conn, req kmsg.Re
 func (s *Service) consumerGroupDescribe(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
-	uses := s.broker.UsesGroups(c, "ConsumerGroupDescribe")
-	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		var ds []*groups.Description
-		var errs []error
-		if uses {
-			ds, errs = describeEach(c, client, r.Groups)
-		}
+		ds, errs := s.describeEach(c, "ConsumerGroupDescribe", r.Groups)
 		snap := s.broker.Snapshot(c.Context())
 		assignment := func(tps []groups.TopicPartitions) kmsg.Assignment {
 			a := kmsg.NewAssignment()
@@ -259,8 +254,6 @@ func (s *Service) consumerGroupDescribe(ctx context.Context, c *kafka.Conn, req 
 			g := kmsg.NewConsumerGroupDescribeResponseGroup()
 			g.Group, g.AuthorizedOperations = name, -2147483648
 			switch {
-			case !uses:
-				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			case errs[i] != nil:
 				g.ErrorCode, g.ErrorMessage = groupCode(errs[i]), message(errs[i])
 			case ds[i].Protocol == groups.ProtocolClassic:

@@ -55,6 +55,9 @@ type Coordinator struct {
 
 	ready atomic.Bool // leader and caught up (a barrier passed since it became leader)
 
+	// Lock order: a classic group's mu (classic.go), then a group lock
+	// (lockGroup), then mu; mu is only ever held briefly and never while
+	// taking another.
 	mu          sync.Mutex            // guards the fields below
 	locks       map[string]*groupLock // per group: one membership change at a time
 	seen        map[memberKey]time.Time
