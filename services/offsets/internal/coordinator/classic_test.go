@@ -340,3 +340,94 @@ func TestClassicLimitsAndBadAssignments(t *testing.T) {
 		t.Fatalf("state after refused assignments: %s", state)
 	}
 }
+
+func TestClassicOpaqueProtocolAndProtocolSelection(t *testing.T) {
+	c, f, _ := startWith(t, t.TempDir(), classicSettings())
+	// Connect-style workers: another protocol type, metadata and
+	// assignments the coordinator does not read. The group takes the
+	// protocol both support that most prefer.
+	join := func(id string, protocols ...string) groups.JoinRequest {
+		r := groups.JoinRequest{MemberID: id, ClientID: "worker", SessionTimeoutMs: 400, RebalanceTimeoutMs: 1000, ProtocolType: "connect"}
+		for _, p := range protocols {
+			r.Protocols = append(r.Protocols, groups.Protocol{Name: p, Metadata: []byte{0xff, 0x00, byte(len(p))}})
+		}
+		return r
+	}
+	j := joinAll(t, c, join("", "sessioned", "compatible"), join("", "compatible"), join("", "eager", "compatible"))
+	for _, r := range j {
+		if r.ProtocolName != "compatible" || r.ProtocolType != "connect" {
+			t.Fatalf("chose %s/%s; only compatible is common", r.ProtocolType, r.ProtocolName)
+		}
+	}
+	assignment := map[string]string{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, r := range j {
+		req := groups.SyncRequest{MemberID: r.MemberID, Generation: r.Generation, ProtocolType: "connect", ProtocolName: "compatible"}
+		if r.MemberID == r.Leader {
+			for _, m := range r.Members {
+				// Not a consumer assignment: the partitions a relay may
+				// have read from such bytes are ignored.
+				req.Assignments = append(req.Assignments, groups.MemberAssignment{MemberID: m.MemberID, Assignment: []byte("tasks-of-" + m.MemberID),
+					Partitions: []groups.TopicPartitions{{Topic: "t", Partitions: []int32{0}}}})
+			}
+		}
+		wg.Go(func() {
+			s, err := c.Sync(context.Background(), "g", req)
+			if err != nil {
+				t.Errorf("sync: %v", err)
+				return
+			}
+			mu.Lock()
+			assignment[req.MemberID] = string(s.Assignment)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, r := range j {
+		if assignment[r.MemberID] != "tasks-of-"+r.MemberID {
+			t.Fatalf("member %s got %q", r.MemberID, assignment[r.MemberID])
+		}
+	}
+	g, _ := f.Group("g")
+	for id, m := range g.Members {
+		if len(m.Assigned) != 0 || len(m.Topics) != 0 || string(m.Assignment) != "tasks-of-"+id || m.Metadata == nil {
+			t.Fatalf("written member of an opaque protocol: %+v", m)
+		}
+	}
+}
+
+func TestClassicMemberThatDoesNotRejoinIsRemoved(t *testing.T) {
+	c, _, _ := startWith(t, t.TempDir(), classicSettings())
+	joined := stableGroup(t, c)
+	a, b := joined[0], joined[1]
+	// a rejoins with a new subscription; b only heartbeats, which is not
+	// joining: when the rebalance timeout (1s) passes, b is out.
+	ra := classicJoin(a.MemberID, "")
+	ra.Protocols[0].Metadata = []byte("v2")
+	done := make(chan *groups.JoinResponse, 1)
+	go func() {
+		r, err := c.Join(context.Background(), "g", ra)
+		if err != nil {
+			t.Errorf("rejoin: %v", err)
+		}
+		done <- r
+	}()
+	var r *groups.JoinResponse
+	for r == nil {
+		select {
+		case r = <-done:
+		case <-time.After(100 * time.Millisecond):
+			err := c.ClassicHeartbeat(context.Background(), "g", groups.ClassicHeartbeatRequest{MemberID: b.MemberID, Generation: 1})
+			if err != nil && !isCode(err, protocol.RebalanceInProgress) {
+				t.Fatalf("b's heartbeat during the rebalance: %v", err)
+			}
+		}
+	}
+	if r == nil || r.Generation != 2 || r.Leader != a.MemberID || len(r.Members) != 1 {
+		t.Fatalf("the join phase without b: %+v", r)
+	}
+	if err := c.ClassicHeartbeat(context.Background(), "g", groups.ClassicHeartbeatRequest{MemberID: b.MemberID, Generation: 1}); !isCode(err, protocol.UnknownMemberID) {
+		t.Fatalf("b's heartbeat after it was removed: %v", err)
+	}
+}
