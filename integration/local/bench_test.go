@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
@@ -132,6 +133,27 @@ func TestSluiceBench(t *testing.T) {
 		}
 		if _, stderr, code := sluiceBench(t, c, "consume", "--topic", "bench1", "--records", strconv.Itoa(2*n+1)); code != 1 || !strings.Contains(stderr, "fewer than --records") {
 			t.Fatalf("consume of more than the topic holds: exit %d, %s", code, stderr)
+		}
+	})
+	t.Run("consume-kafka", func(t *testing.T) {
+		// franz-go members of a group through the Kafka listeners: the
+		// group is the offsets service's, a classic one.
+		r := mustBench(t, c, 2*n, "consume", "--protocol", "kafka", "--bootstrap", c.KafkaAddrs()[0], "--topic", "bench1",
+			"--records", strconv.Itoa(2*n), "--consumers", "2", "--group", "bench-kafka")
+		if r.Consume == nil || r.Consume.Records != 2*n {
+			t.Fatalf("consume over Kafka: %+v", r)
+		}
+		d, err := groups.NewClient(c.OffsetsURLs()).Describe(context.Background(), "bench-kafka")
+		if err != nil || d.Protocol != groups.ProtocolClassic {
+			t.Fatalf("the Kafka consumers' group: %+v, %v", d, err)
+		}
+	})
+	t.Run("e2e-kafka", func(t *testing.T) {
+		r := mustBench(t, c, n, "e2e", "--protocol", "kafka", "--bootstrap", c.KafkaAddrs()[0], "--topic", "bench4", "--partitions", "3",
+			"--replication-factor", "1", "--records", records, "--consumers", "2")
+		checkLatency(t, "end-to-end", r.Latency, n)
+		if r.Produce == nil || r.Produce.Records != n || r.Consume == nil || r.Consume.Unconsumed != 0 {
+			t.Fatalf("e2e over Kafka: %+v %+v", r.Produce, r.Consume)
 		}
 	})
 	t.Run("e2e-rf3", func(t *testing.T) {

@@ -155,7 +155,7 @@ var modeFlags = map[string][]string{
 }
 
 // sluiceOnly are the flags --protocol kafka does not use.
-var sluiceOnly = []string{"body", "json-batch", "group"}
+var sluiceOnly = []string{"body", "json-batch"}
 
 // sdkOnly and jsonOnly are the producing flags of one --body.
 var (

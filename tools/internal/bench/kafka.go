@@ -17,9 +17,8 @@ import (
 // franz-go, a Kafka client no one here wrote, so the two paths are measured
 // side by side. Producers are kgo clients with the run's acks, idempotence,
 // linger, batch size, compression and delivery timeout; consumers are kgo
-// clients reading fixed partitions (partition p goes to consumer p mod
-// --consumers) without a group, from the start (consume) or from the
-// partitions' ends before producing (e2e).
+// members of the run's consumer group (--group), reading from the start
+// (consume) or from the partitions' ends before producing (e2e).
 
 // kafkaCodec maps a record codec to franz-go's.
 func kafkaCodec(c record.Codec) kgo.CompressionCodec {
@@ -129,28 +128,14 @@ type countedKey struct{}
 // cost the benchmark a third of its CPU, which the cluster shares.
 var records = sync.Pool{New: func() any { return new(kgo.Record) }}
 
-// newKafkaConsumers creates --consumers franz-go clients sharing the
-// topic's partitions.
+// newKafkaConsumers creates --consumers franz-go members of the run's group
+// (Kafka's classic protocol, franz-go's default cooperative-sticky
+// assignor), as the SDK's consumers are members of it through the offsets
+// service.
 func (r *run) newKafkaConsumers() ([]member, error) {
 	var out []member
 	for i := 0; i < r.cfg.Consumers; i++ {
-		start := map[int32]kgo.Offset{}
-		m := &kafkaMember{pos: map[int32]int64{}, hw: map[int32]int64{}}
-		for p := int32(i); p < int32(r.partitions); p += int32(r.cfg.Consumers) {
-			if r.tracker != nil {
-				at := r.tracker.startOf(p)
-				start[p] = kgo.NewOffset().At(at)
-				m.pos[p] = at
-			} else {
-				start[p] = kgo.NewOffset().AtStart()
-			}
-			m.hw[p] = -1
-			m.owned = append(m.owned, p)
-		}
-		m.known = r.tracker != nil
-		if len(start) == 0 {
-			continue // more consumers than partitions
-		}
+		m := &kafkaMember{parts: map[int32]*kafkaPart{}}
 		// franz-go fetches once per broker at a time and holds one answer
 		// until it is polled; the SDK consumer keeps up to Prefetch more 1
 		// MiB answers per partition. Fetches of that many MiB per
@@ -158,8 +143,11 @@ func (r *run) newKafkaConsumers() ([]member, error) {
 		cc := client.DefaultConsumerConfig()
 		perPartition := cc.FetchMaxBytes * int32(1+cc.Prefetch)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Bootstrap...), kgo.ClientID(fmt.Sprintf("sluice-bench-%d", i)),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: start}), kgo.FetchMaxWait(cc.FetchMaxWait),
-			kgo.FetchMaxPartitionBytes(perPartition))
+			kgo.ConsumerGroup(r.cfg.Group), kgo.ConsumeTopics(r.cfg.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(cc.FetchMaxWait), kgo.FetchMaxPartitionBytes(perPartition),
+			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) { m.assigned(cl, r, assigned[r.cfg.Topic]) }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) { m.dropped(revoked[r.cfg.Topic]) }),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.dropped(lost[r.cfg.Topic]) }))
 		if err != nil {
 			closeConsumers(out)
 			return nil, fmt.Errorf("kafka consumer: %w", err)
@@ -170,15 +158,46 @@ func (r *run) newKafkaConsumers() ([]member, error) {
 	return out, nil
 }
 
-// kafkaMember is a franz-go client reading fixed partitions.
+// kafkaMember is a franz-go group member.
 type kafkaMember struct {
-	cl    *kgo.Client
-	owned []int32
+	cl *kgo.Client
 
-	mu    sync.Mutex // guards the fields below: poll writes, states reads
-	pos   map[int32]int64
-	hw    map[int32]int64
-	known bool // the positions are offsets (e2e), not "the start" until a fetch says where it is
+	mu    sync.Mutex // guards parts: the group's callbacks and poll write, states reads
+	parts map[int32]*kafkaPart
+}
+
+// kafkaPart is a partition a kafkaMember owns.
+type kafkaPart struct {
+	pos, hw int64
+	known   bool // pos is an offset, not "the start" until a fetch says where it is
+}
+
+// assigned records partitions given to the member; in e2e they start where
+// the tracker says (the partitions' ends before producing), whatever the
+// group committed.
+func (m *kafkaMember) assigned(cl *kgo.Client, r *run, ps []int32) {
+	at := map[int32]kgo.EpochOffset{}
+	m.mu.Lock()
+	for _, p := range ps {
+		part := &kafkaPart{hw: -1}
+		if r.tracker != nil {
+			part.pos, part.known = r.tracker.startOf(p), true
+			at[p] = kgo.EpochOffset{Epoch: -1, Offset: part.pos}
+		}
+		m.parts[p] = part
+	}
+	m.mu.Unlock()
+	if len(at) > 0 {
+		cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: at})
+	}
+}
+
+func (m *kafkaMember) dropped(ps []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		delete(m.parts, p)
+	}
 }
 
 func (m *kafkaMember) poll(ctx context.Context) ([]polled, error) {
@@ -195,27 +214,31 @@ func (m *kafkaMember) poll(ctx context.Context) ([]polled, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		m.hw[p.Partition] = p.HighWatermark
 		for _, rec := range p.Records {
 			out = append(out, polled{partition: rec.Partition, offset: rec.Offset, value: rec.Value})
 		}
+		part := m.parts[p.Partition]
+		if part == nil {
+			return // revoked meanwhile
+		}
+		part.hw = p.HighWatermark
 		switch n := len(p.Records); {
 		case n > 0:
-			m.pos[p.Partition] = p.Records[n-1].Offset + 1
-		case m.pos[p.Partition] == 0:
-			m.pos[p.Partition] = p.LogStartOffset
+			part.pos = p.Records[n-1].Offset + 1
+		case !part.known:
+			part.pos = p.LogStartOffset
 		}
+		part.known = true
 	})
-	m.known = true
 	return out, nil
 }
 
 func (m *kafkaMember) states() []partState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []partState
-	for _, p := range m.owned {
-		out = append(out, partState{partition: p, pos: m.pos[p], hw: m.hw[p], known: m.known})
+	out := make([]partState, 0, len(m.parts))
+	for p, part := range m.parts {
+		out = append(out, partState{partition: p, pos: part.pos, hw: part.hw, known: part.known})
 	}
 	return out
 }

@@ -408,9 +408,6 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 	}
 	if c.Mode != ModeProduce {
 		s.Consumers, s.Group = c.Consumers, c.Group
-		if c.Protocol == ProtocolKafka {
-			s.Group = "" // Kafka consumers read assigned partitions, without a group
-		}
 		var lat *Latencies
 		if c.Mode == ModeE2E {
 			lat = NewLatencies()

@@ -162,13 +162,13 @@ func TestSummaryExitCodeAndHuman(t *testing.T) {
 	if s.Records != 4 {
 		t.Fatalf("e2e's main figures are the consume side's: %d", s.Records)
 	}
-	// A Kafka run names its protocol, and neither a frontend body nor a
-	// group it did not use.
-	s.Protocol, s.Body, s.Group, s.Consumers = ProtocolKafka, "", "", 1
+	// A Kafka run names its protocol and its consumers' group, and no
+	// frontend body.
+	s.Protocol, s.Body, s.Group, s.Consumers = ProtocolKafka, "", "kafka-readers", 1
 	buf.Reset()
 	_ = s.WriteHuman(&buf)
 	head, _, _ := strings.Cut(buf.String(), "\n")
-	if !strings.Contains(head, "Kafka protocol (franz-go)") || strings.Contains(head, "body") || strings.Contains(head, "group") {
+	if !strings.Contains(head, "Kafka protocol (franz-go)") || strings.Contains(head, "body") || !strings.Contains(head, "kafka-readers") {
 		t.Errorf("Kafka run's headline: %s", head)
 	}
 	if count(1234567) != "1,234,567" || count(-1000) != "-1,000" || count(999) != "999" {
