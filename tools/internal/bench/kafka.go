@@ -145,7 +145,9 @@ func (r *run) newKafkaConsumers() ([]member, error) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Bootstrap...), kgo.ClientID(fmt.Sprintf("sluice-bench-%d", i)),
 			kgo.ConsumerGroup(r.cfg.Group), kgo.ConsumeTopics(r.cfg.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.FetchMaxWait(cc.FetchMaxWait), kgo.FetchMaxPartitionBytes(perPartition),
-			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) { m.assigned(cl, r, assigned[r.cfg.Topic]) }),
+			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+				m.assigned(cl, r, assigned[r.cfg.Topic])
+			}),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, revoked map[string][]int32) { m.dropped(revoked[r.cfg.Topic]) }),
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.dropped(lost[r.cfg.Topic]) }))
 		if err != nil {
