@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -65,6 +66,17 @@ func (c *Client) Offsets(ctx context.Context, group, topic string) ([]Committed,
 	if topic != "" {
 		p += "?topic=" + url.QueryEscape(topic)
 	}
+	err := c.jc.Do(ctx, http.MethodGet, p, nil, &out)
+	return out.Offsets, err
+}
+
+// MemberOffsets is Offsets (of every topic) as a member of the group reads
+// them (Kafka's OffsetFetch v9+): a member of a consumer-protocol group must
+// name its current member epoch, or the answer is STALE_MEMBER_EPOCH (or
+// UNKNOWN_MEMBER_ID for a member that is gone).
+func (c *Client) MemberOffsets(ctx context.Context, group, memberID string, memberEpoch int32) ([]Committed, error) {
+	var out OffsetsResponse
+	p := groupPath(group) + "/offsets?member_id=" + url.QueryEscape(memberID) + "&member_epoch=" + strconv.Itoa(int(memberEpoch))
 	err := c.jc.Do(ctx, http.MethodGet, p, nil, &out)
 	return out.Offsets, err
 }

@@ -127,6 +127,21 @@ func TestBuildGroupList(t *testing.T) {
 	}
 }
 
+// TestGroupProtocols: a Kafka classic group shows as classic/<protocol
+// type> with the assignor its leader ran and its members' hosts and
+// instance ids; an SDK or KIP-848 group as consumer.
+func TestGroupProtocols(t *testing.T) {
+	rows := buildGroupList([]groups.Listing{{Group: "k", Protocol: groups.ProtocolClassic, ProtocolType: "connect"}, {Group: "s", Protocol: groups.ProtocolConsumer}}, nil)
+	if rows[0].Protocol != "classic/connect" || rows[1].Protocol != "consumer" {
+		t.Fatalf("rows %+v", rows)
+	}
+	v := buildGroup(&groups.Description{Group: "k", Protocol: groups.ProtocolClassic, ProtocolType: "consumer", ProtocolName: "range",
+		Members: []groups.MemberDescription{{MemberID: "m1", ClientHost: "/10.1.2.3", InstanceID: "worker-1"}}})
+	if v.Protocol != "classic/consumer" || v.Assignor != "range" || v.Members[0].Host != "/10.1.2.3" || v.Members[0].InstanceID != "worker-1" {
+		t.Fatalf("view %+v", v)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)

@@ -152,7 +152,13 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 // fetchGroupOffsets fills one group's part of an OffsetFetch answer.
 func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, version int16, g kmsg.OffsetFetchRequestGroup, out *kmsg.OffsetFetchResponseGroup) {
 	ctx := c.Context()
-	committed, err := client.Offsets(ctx, g.Group, "")
+	var committed []groups.Committed
+	var err error
+	if id := deref(g.MemberID); id != "" && version >= 9 {
+		committed, err = client.MemberOffsets(ctx, g.Group, id, g.MemberEpoch) // a KIP-848 member's read is checked
+	} else {
+		committed, err = client.Offsets(ctx, g.Group, "")
+	}
 	if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
 		out.ErrorCode = groupCode(err)
 		return

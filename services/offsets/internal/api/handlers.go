@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
 func (s *Server) heartbeat(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
@@ -40,6 +42,16 @@ func (s *Server) commit(c context.Context, ctx *fasthttp.RequestCtx, group strin
 func (s *Server) offsets(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
 	if err := s.node.Linearize(c); err != nil {
 		return protocol.NotCoordinator.Err("%v", err)
+	}
+	if id := string(ctx.QueryArgs().Peek("member_id")); id != "" {
+		epoch, err := strconv.ParseInt(string(ctx.QueryArgs().Peek("member_epoch")), 10, 32)
+		if err != nil {
+			return protocol.InvalidRequest.Err("member_epoch %q is not a number", ctx.QueryArgs().Peek("member_epoch"))
+		}
+		g, _ := s.fsm.Group(group)
+		if err := fsm.CheckFetch(g, group, id, int32(epoch)); err != nil {
+			return err
+		}
 	}
 	offs, err := s.fsm.Offsets(group, string(ctx.QueryArgs().Peek("topic")))
 	if err != nil {

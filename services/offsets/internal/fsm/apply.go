@@ -194,6 +194,27 @@ func CheckCommit(g *Group, c *Commit) error {
 	return nil
 }
 
+// CheckFetch is Kafka's rule for a member reading its group's offsets
+// (OffsetFetch v9+): in a consumer-protocol group the member must be there
+// at its current epoch; classic groups are read unchecked, as Kafka's are.
+// g is the group's state, nil when it has none.
+func CheckFetch(g *Group, group, id string, epoch int32) error {
+	if g.Classic() {
+		return nil
+	}
+	var m *Member
+	if g != nil {
+		m = g.Members[id]
+	}
+	switch {
+	case m == nil:
+		return protocol.UnknownMemberID.Err("member %s is not in group %s", id, group)
+	case epoch != m.Epoch:
+		return protocol.StaleMemberEpoch.Err("member %s of group %s read offsets at epoch %d; its epoch is %d", id, group, epoch, m.Epoch)
+	}
+	return nil
+}
+
 // checkUnread refuses to delete the offsets of a topic that a member of the
 // group reads (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
 func checkUnread(g *Group, name, topic string) error {

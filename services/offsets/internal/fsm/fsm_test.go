@@ -297,3 +297,26 @@ func TestExpiryOfAnIdleGroupIsConditional(t *testing.T) {
 		t.Fatalf("IdleSince = %d, %v; want 2000", idle, err)
 	}
 }
+
+func TestCheckFetch(t *testing.T) {
+	consumer := &Group{Name: "g", Members: map[string]*Member{"m": {ID: "m", Epoch: 4}}}
+	classic := &Group{Name: "c", Protocol: groups.ProtocolClassic, Epoch: 2, Members: map[string]*Member{"m": {ID: "m", Epoch: 2}}}
+	for _, tc := range []struct {
+		name  string
+		g     *Group
+		id    string
+		epoch int32
+		want  protocol.Code
+	}{
+		{"current epoch", consumer, "m", 4, protocol.None},
+		{"older epoch", consumer, "m", 3, protocol.StaleMemberEpoch},
+		{"newer epoch", consumer, "m", 5, protocol.StaleMemberEpoch},
+		{"gone member", consumer, "x", 4, protocol.UnknownMemberID},
+		{"no group", nil, "m", 1, protocol.UnknownMemberID},
+		{"classic, unchecked", classic, "x", 9, protocol.None},
+	} {
+		if got := protocol.CodeOf(CheckFetch(tc.g, "g", tc.id, tc.epoch)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
