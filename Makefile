@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 SERVICES := metadata storage frontend offsets
 COMPOSE ?= docker-compose
 
-.PHONY: help build test vet fmt tidy run clean bench fuzz certs figures images up up-tls down
+.PHONY: help build test vet fmt tidy tidy-check run clean bench fuzz certs figures images up up-tls down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,12 @@ fmt: ## fail when any file is not gofmt-formatted
 
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+
+tidy-check: ## fail when a module's go.mod or go.sum is not tidy, or a module does not build without go.work
+	@set -e; for m in $(MODULES); do \
+		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy; run make tidy"; exit 1; }; \
+		(cd $$m && GOWORK=off $(GO) build ./...) || { echo "$$m: does not build outside go.work (an import missing from go.mod?)"; exit 1; }; \
+	done
 
 certs: ## write a development CA and certificates to ./certs (make run and docker-compose service names)
 	$(GO) run ./tools/cmd/sluice-certs -dir certs
