@@ -13,16 +13,18 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
-// sluicectl runs the real binary against the cluster and returns stdout,
-// stderr and the exit status.
-func sluicectl(t *testing.T, c interface {
+// serviceURLs is a cluster as sluicectl reaches it.
+type serviceURLs interface {
 	FrontendURL() string
 	MetadataURL() string
 	OffsetsURL() string
-}, stdin string, args ...string) (string, string, int) {
+}
+
+// sluicectl runs the real binary against the cluster and returns stdout,
+// stderr and the exit status.
+func sluicectl(t *testing.T, c serviceURLs, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(buildBinaries(t), "sluicectl"),
 		append([]string{"--frontend", c.FrontendURL(), "--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL()}, args...)...)
@@ -369,7 +371,7 @@ type describedTopicJSON struct {
 }
 
 // must runs sluicectl, which must succeed, and returns its output.
-func must(t *testing.T, c *localcluster.Cluster, args ...string) string {
+func must(t *testing.T, c serviceURLs, args ...string) string {
 	t.Helper()
 	out, errOut, code := sluicectl(t, c, "", args...)
 	if code != 0 {

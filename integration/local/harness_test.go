@@ -36,6 +36,7 @@ func buildBinaries(t *testing.T) string {
 			"github.com/sluicemq/sluice/services/frontend/cmd/sluice-frontend",
 			"github.com/sluicemq/sluice/services/offsets/cmd/sluice-offsets",
 			"github.com/sluicemq/sluice/tools/cmd/sluicectl",
+			"github.com/sluicemq/sluice/tools/cmd/sluice-dev",
 			"github.com/sluicemq/sluice/tools/cmd/sluice-bench",
 			"github.com/sluicemq/sluice/integration/cmd/sluice-testmember",
 			"github.com/sluicemq/sluice/integration/cmd/sluice-kafkamember")

@@ -129,7 +129,7 @@ type Proc struct {
 	netnsIndex int // storage node index when it runs in its own namespace
 
 	mu     sync.Mutex // guards cmd and exited
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd  // nil when not running
 	exited chan struct{}
 }
 
@@ -138,6 +138,20 @@ type Cluster struct {
 	cfg   Config
 	Procs []*Proc
 	netns *netnsLayout // nil unless Config.Netns
+
+	exitMu sync.Mutex
+	onExit func(Exit) // set by Supervise; called for exits that StopProc did not cause
+}
+
+// Exit describes a process that exited on its own (crashed, or was killed
+// from outside), not through StopProc.
+type Exit struct {
+	Proc *Proc
+	// Status is the process's end as the OS reports it: "exit status 1",
+	// "signal: killed".
+	Status string
+	// Ran is how long it ran.
+	Ran time.Duration
 }
 
 // New lays out the cluster's processes without starting them.
@@ -280,6 +294,9 @@ func (c *Cluster) add(name, bin, admin string, args ...string) {
 	c.Procs = append(c.Procs, &Proc{Name: name, Bin: filepath.Join(c.cfg.BinDir, bin), Args: args, AdminAddr: admin,
 		LogPath: filepath.Join(c.cfg.DataDir, "logs", name+".log")})
 }
+
+// Ports are the cluster's listen ports.
+func (c *Cluster) Ports() Ports { return c.cfg.Ports }
 
 // FrontendURL is the first frontend's base URL.
 func (c *Cluster) FrontendURL() string { return c.scheme() + addr(c.cfg.Ports.FrontendHTTP) }
@@ -425,10 +442,9 @@ func (c *Cluster) WaitReady(ctx context.Context, p *Proc) error {
 
 // launch starts one process without waiting for it.
 func (c *Cluster) launch(p *Proc) error {
-	p.mu.Lock()
-	running := p.cmd != nil
-	p.mu.Unlock()
-	if running {
+	p.mu.Lock() // held until cmd is set: two launches of one process cannot both start it
+	defer p.mu.Unlock()
+	if p.cmd != nil {
 		return fmt.Errorf("start %s: already running", p.Name)
 	}
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -450,10 +466,24 @@ func (c *Cluster) launch(p *Proc) error {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	p.mu.Lock()
+	started := time.Now()
 	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		// StopProc clears cmd before it signals; a process still current
+		// here ended on its own.
+		p.mu.Lock()
+		own := p.cmd == cmd
+		if own {
+			p.cmd = nil
+		}
+		p.mu.Unlock()
+		close(exited)
+		if own {
+			c.exited(Exit{Proc: p, Status: cmd.ProcessState.String(), Ran: time.Since(started)})
+		}
+	}()
 	if c.cfg.Log != nil {
 		fmt.Fprintf(c.cfg.Log, "started %-10s pid %d, log %s\n", p.Name, cmd.Process.Pid, p.LogPath)
 	}
@@ -528,19 +558,14 @@ func (c *Cluster) Close() {
 	}
 }
 
-// Exited returns a channel closed when any process exits on its own.
-func (c *Cluster) Exited() <-chan string {
-	ch := make(chan string, len(c.Procs))
-	for _, p := range c.Procs {
-		p.mu.Lock()
-		e, cmd := p.exited, p.cmd
-		p.mu.Unlock()
-		if cmd == nil {
-			continue
-		}
-		go func(name string) { <-e; ch <- name }(p.Name)
+// exited passes an exit to the supervisor, if one watches.
+func (c *Cluster) exited(e Exit) {
+	c.exitMu.Lock()
+	f := c.onExit
+	c.exitMu.Unlock()
+	if f != nil {
+		f(e)
 	}
-	return ch
 }
 
 // Pause stops a running process with SIGSTOP (it keeps its sockets but does
@@ -570,6 +595,10 @@ func (c *Cluster) MetadataLeader(leaderHTTP string) *Proc {
 	}
 	return nil
 }
+
+// Running reports whether the process runs (it was started and has not
+// exited or been stopped since).
+func (p *Proc) Running() bool { return p.Pid() != 0 }
 
 // Pid returns the running process's id (0 when it is not running).
 func (p *Proc) Pid() int {
