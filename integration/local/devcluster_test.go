@@ -259,7 +259,7 @@ func TestMakeRunFailover(t *testing.T) {
 		}
 		return nil
 	})
-	if out := d.out.String(); !regexp.MustCompile(victim + ` exited on its own after \S+: signal: killed\n  last lines of \S+` + victim + `\.log:\n`).MatchString(out) ||
+	if out := d.out.String(); !regexp.MustCompile(victim+` exited on its own after \S+: signal: killed\n  last lines of \S+`+victim+`\.log:\n`).MatchString(out) ||
 		!strings.Contains(out, "restarting "+victim+" in 1s") {
 		t.Fatalf("no report of %s's exit:\n%s", victim, out)
 	}
