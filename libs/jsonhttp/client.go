@@ -174,7 +174,9 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 	if resp.StatusCode/100 != 2 {
 		var eb ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
+			// The status goes with the error, so that a service relaying it
+			// answers as the service that decided did.
+			return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error, Status: resp.StatusCode}
 		}
 		return fmt.Errorf("%s %s %s: HTTP %d: %s", c.name, method, u, resp.StatusCode, bytes.TrimSpace(data))
 	}

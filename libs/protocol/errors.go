@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Code is a wire error code. The numbers follow Kafka's error codes where Kafka has
@@ -97,92 +98,97 @@ const (
 
 // Info describes one wire error code.
 type Info struct {
-	Code        Code
-	Name        string
-	Retriable   bool
+	Code      Code
+	Name      string
+	Retriable bool
+	// Status is the HTTP status of an answer carrying the code, at every
+	// service: retriable conditions of the cluster are 503 (504 for a
+	// timeout, 429 for a quota), a conflict with the current state 409, a
+	// bad request 400, a missing thing 404, a refused principal 403.
+	Status      int
 	Description string
 }
 
 // table is the one table of wire error codes.
 var table = map[Code]Info{
-	UnknownServerError:           {UnknownServerError, "UNKNOWN_SERVER_ERROR", false, "an unexpected error on the server"},
-	None:                         {None, "NONE", false, "no error"},
-	OffsetOutOfRange:             {OffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, "the requested offset is outside the range the partition holds"},
-	CorruptRecord:                {CorruptRecord, "CORRUPT_RECORD", true, "a record batch failed its CRC or length checks"},
-	UnknownTopicOrPartition:      {UnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", true, "this node holds no such topic or partition"},
-	InvalidFetchSize:             {InvalidFetchSize, "INVALID_FETCH_SIZE", false, "the fetch size is not positive or is too large"},
-	LeaderNotAvailable:           {LeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "the partition has no leader right now"},
-	NotLeaderOrFollower:          {NotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, "this node is not the partition's leader; refresh metadata"},
-	RequestTimedOut:              {RequestTimedOut, "REQUEST_TIMED_OUT", true, "the request did not complete within its timeout"},
-	BrokerNotAvailable:           {BrokerNotAvailable, "BROKER_NOT_AVAILABLE", true, "the storage node is not available"},
-	MessageTooLarge:              {MessageTooLarge, "MESSAGE_TOO_LARGE", false, "a record batch is larger than the allowed maximum"},
-	NetworkException:             {NetworkException, "NETWORK_EXCEPTION", true, "the connection closed before a response arrived"},
-	InvalidTopic:                 {InvalidTopic, "INVALID_TOPIC_EXCEPTION", false, "the topic name is not valid"},
-	RecordListTooLarge:           {RecordListTooLarge, "RECORD_LIST_TOO_LARGE", false, "the request's records exceed the allowed size"},
-	NotEnoughReplicas:            {NotEnoughReplicas, "NOT_ENOUGH_REPLICAS", true, "fewer in-sync replicas than min.insync.replicas; nothing was appended"},
-	NotEnoughReplicasAfterAppend: {NotEnoughReplicasAfterAppend, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, "the records were appended but too few replicas acknowledged them"},
-	InvalidRequiredAcks:          {InvalidRequiredAcks, "INVALID_REQUIRED_ACKS", false, "acks must be none (0), leader (1) or all (-1)"},
-	InvalidTimestamp:             {InvalidTimestamp, "INVALID_TIMESTAMP", false, "a record timestamp is out of range"},
-	UnsupportedVersion:           {UnsupportedVersion, "UNSUPPORTED_VERSION", false, "this API version is not supported"},
-	TopicAlreadyExists:           {TopicAlreadyExists, "TOPIC_ALREADY_EXISTS", false, "a topic with this name already exists"},
-	InvalidPartitions:            {InvalidPartitions, "INVALID_PARTITIONS", false, "the partition count is not valid"},
-	InvalidReplicationFactor:     {InvalidReplicationFactor, "INVALID_REPLICATION_FACTOR", false, "the replication factor is not valid for this cluster"},
-	InvalidConfig:                {InvalidConfig, "INVALID_CONFIG", false, "a configuration value is not valid"},
-	NotController:                {NotController, "NOT_CONTROLLER", true, "this metadata member is not the leader"},
-	InvalidRequest:               {InvalidRequest, "INVALID_REQUEST", false, "the request is malformed"},
-	PolicyViolation:              {PolicyViolation, "POLICY_VIOLATION", false, "the request violates a cluster policy"},
-	StorageError:                 {StorageError, "KAFKA_STORAGE_ERROR", true, "the storage node failed to read or write its disk"},
-	FencedLeaderEpoch:            {FencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "the leader epoch in the request is older than the current one"},
-	UnknownLeaderEpoch:           {UnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, "the leader epoch in the request is newer than this node knows"},
-	StaleBrokerEpoch:             {StaleBrokerEpoch, "STALE_BROKER_EPOCH", false, "the storage node's registration epoch is older than the current one; register again"},
-	InvalidUpdateVersion:         {InvalidUpdateVersion, "INVALID_UPDATE_VERSION", false, "the partition epoch in the request is not the current one"},
-	InvalidReplicaAssignment:     {InvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT", false, "the replica list is not valid for the partition"},
-	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, "the partition is already being reassigned; wait for it or cancel it"},
-	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, "the partition is not being reassigned"},
-	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, "no storage node with this id is registered; register first"},
-	TopicAuthorizationFailed:     {TopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, "the principal may not do this on the topic"},
-	GroupAuthorizationFailed:     {GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", false, "the principal may not use consumer groups"},
-	ClusterAuthorizationFailed:   {ClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", false, "the operation needs an admin principal"},
-	SaslAuthenticationFailed:     {SaslAuthenticationFailed, "SASL_AUTHENTICATION_FAILED", false, "no valid credentials: send Authorization: Bearer with a principal's token"},
-	TooManyConnections:           {TooManyConnections, "TOO_MANY_CONNECTIONS", false, "the client's address has as many connections open as the server allows; close some"},
-	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, "a record in the batch is not valid"},
-	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, "a quota was exceeded; retry later"},
-	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, "the API key is not known to this server"},
-	MalformedFrame:               {MalformedFrame, "MALFORMED_FRAME", false, "the frame could not be decoded"},
-	OutOfOrderSequenceNumber:     {OutOfOrderSequenceNumber, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, "the batch's sequence is not the next one the leader expects from this producer; an earlier batch was lost"},
-	DuplicateSequenceNumber:      {DuplicateSequenceNumber, "DUPLICATE_SEQUENCE_NUMBER", false, "the batch is a duplicate older than the ones the leader remembers"},
-	InvalidProducerEpoch:         {InvalidProducerEpoch, "INVALID_PRODUCER_EPOCH", false, "the producer epoch is older than the one the leader knows (a newer instance took over)"},
-	UnknownProducerID:            {UnknownProducerID, "UNKNOWN_PRODUCER_ID", false, "the leader has no state for this producer id and the batch does not start a sequence"},
-	NotCoordinator:               {NotCoordinator, "NOT_COORDINATOR", true, "this offsets replica is not the group coordinator and could not forward; try another"},
-	InvalidGroupID:               {InvalidGroupID, "INVALID_GROUP_ID", false, "the group id is not valid"},
-	UnknownMemberID:              {UnknownMemberID, "UNKNOWN_MEMBER_ID", false, "the member is not in the group (it left or its session expired); drop its partitions and join again"},
-	NonEmptyGroup:                {NonEmptyGroup, "NON_EMPTY_GROUP", false, "the group has active members; the operation needs it empty"},
-	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, "no such group"},
-	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
-	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, "the member does not own a partition it committed; its assignment changed"},
-	IllegalGeneration:            {IllegalGeneration, "ILLEGAL_GENERATION", false, "the generation is not the group's current one; join again"},
-	InconsistentGroupProtocol:    {InconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL", false, "the member's protocol type or protocols do not match the group's"},
-	InvalidSessionTimeout:        {InvalidSessionTimeout, "INVALID_SESSION_TIMEOUT", false, "the session timeout is outside the coordinator's allowed range"},
-	RebalanceInProgress:          {RebalanceInProgress, "REBALANCE_IN_PROGRESS", false, "the group is rebalancing; join again"},
-	MemberIDRequired:             {MemberIDRequired, "MEMBER_ID_REQUIRED", false, "join again with the member id in this answer"},
-	GroupMaxSizeReached:          {GroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", false, "the group has as many members as the coordinator allows"},
-	FencedInstanceID:             {FencedInstanceID, "FENCED_INSTANCE_ID", false, "another member joined with this group.instance.id"},
-	GroupSubscribedToTopic:       {GroupSubscribedToTopic, "GROUP_SUBSCRIBED_TO_TOPIC", false, "the group's members read the topic; its offsets cannot be deleted"},
-	UnsupportedAssignor:          {UnsupportedAssignor, "UNSUPPORTED_ASSIGNOR", false, "the coordinator has no assignor of this name"},
+	UnknownServerError:           {UnknownServerError, "UNKNOWN_SERVER_ERROR", false, http.StatusInternalServerError, "an unexpected error on the server"},
+	None:                         {None, "NONE", false, http.StatusOK, "no error"},
+	OffsetOutOfRange:             {OffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false, http.StatusNotFound, "the requested offset is outside the range the partition holds"},
+	CorruptRecord:                {CorruptRecord, "CORRUPT_RECORD", true, http.StatusBadRequest, "a record batch failed its CRC or length checks"},
+	UnknownTopicOrPartition:      {UnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", true, http.StatusNotFound, "this node holds no such topic or partition"},
+	InvalidFetchSize:             {InvalidFetchSize, "INVALID_FETCH_SIZE", false, http.StatusBadRequest, "the fetch size is not positive or is too large"},
+	LeaderNotAvailable:           {LeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the partition has no leader right now"},
+	NotLeaderOrFollower:          {NotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, http.StatusServiceUnavailable, "this node is not the partition's leader; refresh metadata"},
+	RequestTimedOut:              {RequestTimedOut, "REQUEST_TIMED_OUT", true, http.StatusGatewayTimeout, "the request did not complete within its timeout"},
+	BrokerNotAvailable:           {BrokerNotAvailable, "BROKER_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the storage node is not available"},
+	MessageTooLarge:              {MessageTooLarge, "MESSAGE_TOO_LARGE", false, http.StatusRequestEntityTooLarge, "a record batch is larger than the allowed maximum"},
+	NetworkException:             {NetworkException, "NETWORK_EXCEPTION", true, http.StatusServiceUnavailable, "the connection closed before a response arrived"},
+	InvalidTopic:                 {InvalidTopic, "INVALID_TOPIC_EXCEPTION", false, http.StatusBadRequest, "the topic name is not valid"},
+	RecordListTooLarge:           {RecordListTooLarge, "RECORD_LIST_TOO_LARGE", false, http.StatusRequestEntityTooLarge, "the request's records exceed the allowed size"},
+	NotEnoughReplicas:            {NotEnoughReplicas, "NOT_ENOUGH_REPLICAS", true, http.StatusServiceUnavailable, "fewer in-sync replicas than min.insync.replicas; nothing was appended"},
+	NotEnoughReplicasAfterAppend: {NotEnoughReplicasAfterAppend, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, http.StatusServiceUnavailable, "the records were appended but too few replicas acknowledged them"},
+	InvalidRequiredAcks:          {InvalidRequiredAcks, "INVALID_REQUIRED_ACKS", false, http.StatusBadRequest, "acks must be none (0), leader (1) or all (-1)"},
+	InvalidTimestamp:             {InvalidTimestamp, "INVALID_TIMESTAMP", false, http.StatusBadRequest, "a record timestamp is out of range"},
+	UnsupportedVersion:           {UnsupportedVersion, "UNSUPPORTED_VERSION", false, http.StatusBadRequest, "this API version is not supported"},
+	TopicAlreadyExists:           {TopicAlreadyExists, "TOPIC_ALREADY_EXISTS", false, http.StatusConflict, "a topic with this name already exists"},
+	InvalidPartitions:            {InvalidPartitions, "INVALID_PARTITIONS", false, http.StatusBadRequest, "the partition count is not valid"},
+	InvalidReplicationFactor:     {InvalidReplicationFactor, "INVALID_REPLICATION_FACTOR", false, http.StatusBadRequest, "the replication factor is not valid for this cluster"},
+	InvalidConfig:                {InvalidConfig, "INVALID_CONFIG", false, http.StatusBadRequest, "a configuration value is not valid"},
+	NotController:                {NotController, "NOT_CONTROLLER", true, http.StatusServiceUnavailable, "this metadata member is not the leader"},
+	InvalidRequest:               {InvalidRequest, "INVALID_REQUEST", false, http.StatusBadRequest, "the request is malformed"},
+	PolicyViolation:              {PolicyViolation, "POLICY_VIOLATION", false, http.StatusBadRequest, "the request violates a cluster policy"},
+	StorageError:                 {StorageError, "KAFKA_STORAGE_ERROR", true, http.StatusServiceUnavailable, "the storage node failed to read or write its disk"},
+	FencedLeaderEpoch:            {FencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, http.StatusServiceUnavailable, "the leader epoch in the request is older than the current one"},
+	UnknownLeaderEpoch:           {UnknownLeaderEpoch, "UNKNOWN_LEADER_EPOCH", true, http.StatusServiceUnavailable, "the leader epoch in the request is newer than this node knows"},
+	StaleBrokerEpoch:             {StaleBrokerEpoch, "STALE_BROKER_EPOCH", false, http.StatusConflict, "the storage node's registration epoch is older than the current one; register again"},
+	InvalidUpdateVersion:         {InvalidUpdateVersion, "INVALID_UPDATE_VERSION", false, http.StatusConflict, "the partition epoch in the request is not the current one"},
+	InvalidReplicaAssignment:     {InvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT", false, http.StatusBadRequest, "the replica list is not valid for the partition"},
+	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, http.StatusConflict, "the partition is already being reassigned; wait for it or cancel it"},
+	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, http.StatusConflict, "the partition is not being reassigned"},
+	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, http.StatusNotFound, "no storage node with this id is registered; register first"},
+	TopicAuthorizationFailed:     {TopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, http.StatusForbidden, "the principal may not do this on the topic"},
+	GroupAuthorizationFailed:     {GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", false, http.StatusForbidden, "the principal may not use consumer groups"},
+	ClusterAuthorizationFailed:   {ClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", false, http.StatusForbidden, "the operation needs an admin principal"},
+	SaslAuthenticationFailed:     {SaslAuthenticationFailed, "SASL_AUTHENTICATION_FAILED", false, http.StatusUnauthorized, "no valid credentials: send Authorization: Bearer with a principal's token"},
+	TooManyConnections:           {TooManyConnections, "TOO_MANY_CONNECTIONS", false, http.StatusTooManyRequests, "the client's address has as many connections open as the server allows; close some"},
+	InvalidRecord:                {InvalidRecord, "INVALID_RECORD", false, http.StatusBadRequest, "a record in the batch is not valid"},
+	ThrottlingQuotaExceeded:      {ThrottlingQuotaExceeded, "THROTTLING_QUOTA_EXCEEDED", true, http.StatusTooManyRequests, "a quota was exceeded; retry later"},
+	UnknownAPI:                   {UnknownAPI, "UNKNOWN_API", false, http.StatusBadRequest, "the API key is not known to this server"},
+	MalformedFrame:               {MalformedFrame, "MALFORMED_FRAME", false, http.StatusBadRequest, "the frame could not be decoded"},
+	OutOfOrderSequenceNumber:     {OutOfOrderSequenceNumber, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, http.StatusConflict, "the batch's sequence is not the next one the leader expects from this producer; an earlier batch was lost"},
+	DuplicateSequenceNumber:      {DuplicateSequenceNumber, "DUPLICATE_SEQUENCE_NUMBER", false, http.StatusConflict, "the batch is a duplicate older than the ones the leader remembers"},
+	InvalidProducerEpoch:         {InvalidProducerEpoch, "INVALID_PRODUCER_EPOCH", false, http.StatusConflict, "the producer epoch is older than the one the leader knows (a newer instance took over)"},
+	UnknownProducerID:            {UnknownProducerID, "UNKNOWN_PRODUCER_ID", false, http.StatusConflict, "the leader has no state for this producer id and the batch does not start a sequence"},
+	NotCoordinator:               {NotCoordinator, "NOT_COORDINATOR", true, http.StatusServiceUnavailable, "this offsets replica is not the group coordinator and could not forward; try another"},
+	InvalidGroupID:               {InvalidGroupID, "INVALID_GROUP_ID", false, http.StatusBadRequest, "the group id is not valid"},
+	UnknownMemberID:              {UnknownMemberID, "UNKNOWN_MEMBER_ID", false, http.StatusConflict, "the member is not in the group (it left or its session expired); drop its partitions and join again"},
+	NonEmptyGroup:                {NonEmptyGroup, "NON_EMPTY_GROUP", false, http.StatusConflict, "the group has active members; the operation needs it empty"},
+	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, http.StatusNotFound, "no such group"},
+	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, http.StatusConflict, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
+	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, http.StatusConflict, "the member does not own a partition it committed; its assignment changed"},
+	IllegalGeneration:            {IllegalGeneration, "ILLEGAL_GENERATION", false, http.StatusConflict, "the generation is not the group's current one; join again"},
+	InconsistentGroupProtocol:    {InconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL", false, http.StatusConflict, "the member's protocol type or protocols do not match the group's"},
+	InvalidSessionTimeout:        {InvalidSessionTimeout, "INVALID_SESSION_TIMEOUT", false, http.StatusBadRequest, "the session timeout is outside the coordinator's allowed range"},
+	RebalanceInProgress:          {RebalanceInProgress, "REBALANCE_IN_PROGRESS", false, http.StatusConflict, "the group is rebalancing; join again"},
+	MemberIDRequired:             {MemberIDRequired, "MEMBER_ID_REQUIRED", false, http.StatusConflict, "join again with the member id in this answer"},
+	GroupMaxSizeReached:          {GroupMaxSizeReached, "GROUP_MAX_SIZE_REACHED", false, http.StatusConflict, "the group has as many members as the coordinator allows"},
+	FencedInstanceID:             {FencedInstanceID, "FENCED_INSTANCE_ID", false, http.StatusConflict, "another member joined with this group.instance.id"},
+	GroupSubscribedToTopic:       {GroupSubscribedToTopic, "GROUP_SUBSCRIBED_TO_TOPIC", false, http.StatusConflict, "the group's members read the topic; its offsets cannot be deleted"},
+	UnsupportedAssignor:          {UnsupportedAssignor, "UNSUPPORTED_ASSIGNOR", false, http.StatusBadRequest, "the coordinator has no assignor of this name"},
 
-	ReplicaNotAvailable:                {ReplicaNotAvailable, "REPLICA_NOT_AVAILABLE", true, "the replica is not available on this node"},
-	CoordinatorNotAvailable:            {CoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "the coordinator (producer ids, groups) is not available right now"},
-	UnsupportedSaslMechanism:           {UnsupportedSaslMechanism, "UNSUPPORTED_SASL_MECHANISM", false, "the listener does not offer this SASL mechanism"},
-	IllegalSaslState:                   {IllegalSaslState, "ILLEGAL_SASL_STATE", false, "a SASL request out of sequence"},
-	UnsupportedForMessageFormat:        {UnsupportedForMessageFormat, "UNSUPPORTED_FOR_MESSAGE_FORMAT", false, "record batches must be RecordBatch v2 (magic 2)"},
-	TransactionalIDAuthorizationFailed: {TransactionalIDAuthorizationFailed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", false, "transactional producers are not supported"},
-	SecurityDisabled:                   {SecurityDisabled, "SECURITY_DISABLED", false, "authorization is off on this listener"},
-	LogDirNotFound:                     {LogDirNotFound, "LOG_DIR_NOT_FOUND", false, "no such log directory"},
-	InvalidPrincipalType:               {InvalidPrincipalType, "INVALID_PRINCIPAL_TYPE", false, "principals are named User:NAME"},
-	OffsetNotAvailable:                 {OffsetNotAvailable, "OFFSET_NOT_AVAILABLE", true, "the offset is not available yet (a leader still catching up)"},
-	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, "no such resource"},
-	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, "no topic has this id"},
-	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, "this endpoint type is not served"},
+	ReplicaNotAvailable:                {ReplicaNotAvailable, "REPLICA_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the replica is not available on this node"},
+	CoordinatorNotAvailable:            {CoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the coordinator (producer ids, groups) is not available right now"},
+	UnsupportedSaslMechanism:           {UnsupportedSaslMechanism, "UNSUPPORTED_SASL_MECHANISM", false, http.StatusBadRequest, "the listener does not offer this SASL mechanism"},
+	IllegalSaslState:                   {IllegalSaslState, "ILLEGAL_SASL_STATE", false, http.StatusBadRequest, "a SASL request out of sequence"},
+	UnsupportedForMessageFormat:        {UnsupportedForMessageFormat, "UNSUPPORTED_FOR_MESSAGE_FORMAT", false, http.StatusBadRequest, "record batches must be RecordBatch v2 (magic 2)"},
+	TransactionalIDAuthorizationFailed: {TransactionalIDAuthorizationFailed, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", false, http.StatusForbidden, "transactional producers are not supported"},
+	SecurityDisabled:                   {SecurityDisabled, "SECURITY_DISABLED", false, http.StatusBadRequest, "authorization is off on this listener"},
+	LogDirNotFound:                     {LogDirNotFound, "LOG_DIR_NOT_FOUND", false, http.StatusNotFound, "no such log directory"},
+	InvalidPrincipalType:               {InvalidPrincipalType, "INVALID_PRINCIPAL_TYPE", false, http.StatusBadRequest, "principals are named User:NAME"},
+	OffsetNotAvailable:                 {OffsetNotAvailable, "OFFSET_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the offset is not available yet (a leader still catching up)"},
+	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, http.StatusNotFound, "no such resource"},
+	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, http.StatusNotFound, "no topic has this id"},
+	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, http.StatusBadRequest, "this endpoint type is not served"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.
@@ -190,7 +196,8 @@ func (c Code) Info() Info {
 	if i, ok := table[c]; ok {
 		return i
 	}
-	return Info{Code: c, Name: fmt.Sprintf("UNKNOWN_CODE_%d", int16(c)), Description: "an error code this client does not know"}
+	return Info{Code: c, Name: fmt.Sprintf("UNKNOWN_CODE_%d", int16(c)), Status: http.StatusInternalServerError,
+		Description: "an error code this client does not know"}
 }
 
 // String returns the code's name.
@@ -199,6 +206,9 @@ func (c Code) String() string { return c.Info().Name }
 // Retriable reports whether a request that failed with c may succeed if retried,
 // perhaps after refreshing metadata.
 func (c Code) Retriable() bool { return c.Info().Retriable }
+
+// HTTPStatus is the HTTP status of an answer carrying c.
+func (c Code) HTTPStatus() int { return c.Info().Status }
 
 // Codes returns every known code, for documentation and tests.
 func Codes() []Info {
@@ -213,6 +223,9 @@ func Codes() []Info {
 type Error struct {
 	Code    Code
 	Message string
+	// Status is the HTTP status the answering service gave, kept when an
+	// answer is relayed; 0 means the code's own (Code.HTTPStatus).
+	Status int
 }
 
 // Err builds an *Error with a message; None gives nil.
@@ -246,6 +259,23 @@ func (e *Error) Is(target error) bool {
 		return t.Code == e.Code
 	}
 	return false
+}
+
+// HTTPStatusOf returns the HTTP status of an answer carrying err: the status
+// an *Error in its chain was answered with, else its code's; 500 for an error
+// without a code.
+func HTTPStatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Status != 0 {
+			return e.Status
+		}
+		return e.Code.HTTPStatus()
+	}
+	if err == nil {
+		return http.StatusOK
+	}
+	return http.StatusInternalServerError
 }
 
 // CodeOf returns the wire code of err: None for nil, the code of an *Error in

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // Authentication and authorization (-require-auth). A request carries
@@ -75,7 +76,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, id string) bool {
 	if !ok {
 		s.log.Warn("request refused: not authenticated", "request_id", id, "method", string(ctx.Method()), "path", string(ctx.Path()), "remote", ctx.RemoteAddr().String())
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeError(ctx, fasthttp.StatusUnauthorized, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
+		service.WriteCode(ctx, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
 		return false
 	}
 	ctx.SetUserValue(principalKey, p)
@@ -90,7 +91,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bo
 	p := ctx.UserValue(principalKey).(*cluster.Principal)
 	if err := s.cache.Snapshot().Authorize(p, p.Name, needOf(ctx, method, path)); err != nil {
 		s.log.Warn("request denied", "request_id", id, "principal", p.Name, "method", method, "path", path, "err", err)
-		writeError(ctx, fasthttp.StatusForbidden, protocol.CodeOf(err), protocol.MessageOf(err))
+		service.WriteError(ctx, err)
 		return false
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 
@@ -28,7 +29,7 @@ type batchesAnswer struct {
 func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks int8, body []byte) {
 	batches, err := frontendapi.DecodeBatches(body)
 	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
 		return
 	}
 	if _, err := produce.CheckBatches(batches); err != nil {
@@ -36,7 +37,7 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 		if !errors.Is(err, produce.ErrBadBatch) {
 			code = protocol.InvalidRequest
 		}
-		writeError(ctx, fasthttp.StatusBadRequest, code, err.Error())
+		service.WriteCode(ctx, code, err.Error())
 		return
 	}
 	// As for record bodies, the request finishes even if shutdown begins.
@@ -63,5 +64,5 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 		status = fasthttp.StatusGatewayTimeout
 		ans.ErrorCode, ans.Error = int16(protocol.CodeOf(err)), err.Error()
 	}
-	writeJSON(ctx, status, ans)
+	service.WriteJSON(ctx, status, ans)
 }

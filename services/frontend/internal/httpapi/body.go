@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 
@@ -70,7 +71,7 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx) (release func(), ok bool) {
 		}
 		s.countProduce(ctx, fasthttp.StatusTooManyRequests)
 		ctx.Response.Header.Set("Retry-After", "1")
-		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
+		service.WriteCode(ctx, protocol.ThrottlingQuotaExceeded,
 			fmt.Sprintf("this frontend is serving %d bytes of requests and this one (%d bytes) would pass its limit of %d (%s); nothing of it was done: retry after a pause or through another frontend",
 				budget.InUse(), held, budget.Max(), limit))
 		return nil, false
@@ -82,9 +83,9 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx) (release func(), ok bool) {
 		case errors.Is(err, errBodyTooLarge):
 			s.refuseTooLarge(ctx)
 		case isTimeout(err):
-			writeError(ctx, fasthttp.StatusRequestTimeout, protocol.RequestTimedOut, "request body not read in time")
+			service.WriteStatus(ctx, fasthttp.StatusRequestTimeout, protocol.RequestTimedOut, "request body not read in time")
 		default:
-			writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "cannot read the request body: "+err.Error())
+			service.WriteCode(ctx, protocol.InvalidRequest, "cannot read the request body: "+err.Error())
 		}
 		return nil, false
 	}
@@ -150,7 +151,7 @@ func discard(r io.Reader, max int) {
 // refuseTooLarge answers 413 for a body over -max-body-bytes.
 func (s *Server) refuseTooLarge(ctx *fasthttp.RequestCtx) {
 	s.countProduce(ctx, fasthttp.StatusRequestEntityTooLarge)
-	writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge,
+	service.WriteCode(ctx, protocol.RecordListTooLarge,
 		fmt.Sprintf("request body larger than %d bytes (-max-body-bytes)", s.cfg.MaxBodyBytes))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 )
 
@@ -27,8 +28,7 @@ const (
 func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string) {
 	req, err := parseFetch(ctx, topic, partition)
 	if err != nil {
-		code := protocol.CodeOf(err)
-		writeError(ctx, statusOf(code), code, err.Error())
+		service.WriteCode(ctx, protocol.CodeOf(err), err.Error())
 		return
 	}
 	quota, ok := s.admitQuota(ctx, quotaFetch, 0)
@@ -39,7 +39,7 @@ func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string)
 	res, err := s.fetcher.Fetch(s.base, req)
 	if err != nil {
 		if s.base.Err() != nil {
-			writeError(ctx, fasthttp.StatusServiceUnavailable, protocol.BrokerNotAvailable, "the frontend is shutting down")
+			service.WriteCode(ctx, protocol.BrokerNotAvailable, "the frontend is shutting down")
 			return
 		}
 		writeErr(ctx, err)

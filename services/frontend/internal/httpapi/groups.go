@@ -50,10 +50,10 @@ func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
 	resp, err := s.offsets.Forward(actx, string(ctx.Method()), path, h, body)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			writeError(ctx, fasthttp.StatusGatewayTimeout, protocol.RequestTimedOut, "offsets service: "+err.Error())
+			service.WriteCode(ctx, protocol.RequestTimedOut, "offsets service: "+err.Error())
 			return
 		}
-		writeError(ctx, fasthttp.StatusServiceUnavailable, protocol.NetworkException, err.Error())
+		service.WriteCode(ctx, protocol.NetworkException, err.Error())
 		return
 	}
 	for k := range resp.Header {

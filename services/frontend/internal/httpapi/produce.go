@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 
@@ -25,17 +26,17 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 		m.Latency.Observe(time.Since(start).Seconds())
 	}()
 	if err := cluster.ValidateTopicName(topic); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidTopic, err.Error())
+		service.WriteCode(ctx, protocol.InvalidTopic, err.Error())
 		return
 	}
 	acks, err := parseAcks(string(ctx.QueryArgs().Peek("acks")))
 	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequiredAcks, err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequiredAcks, err.Error())
 		return
 	}
 	format, err := produce.ParseContentType(string(ctx.Request.Header.ContentType()))
 	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
 		return
 	}
 	// The body was admitted into the in-flight budget before it was read
@@ -57,9 +58,9 @@ func (s *Server) produceRecords(ctx *fasthttp.RequestCtx, id, topic string, acks
 	recs, err := produce.Parse(format, body, s.producer.Config().MaxRecords)
 	if err != nil {
 		if errors.Is(err, produce.ErrTooManyRecords) {
-			writeError(ctx, fasthttp.StatusRequestEntityTooLarge, protocol.RecordListTooLarge, err.Error()+" (-max-records)")
+			service.WriteCode(ctx, protocol.RecordListTooLarge, err.Error()+" (-max-records)")
 		} else {
-			writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, err.Error())
+			service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
 		}
 		return
 	}

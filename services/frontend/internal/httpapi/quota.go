@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // headerClientID names the client for quotas (Kafka's client.id); requests
@@ -54,7 +55,7 @@ func (s *Server) admitQuota(ctx *fasthttp.RequestCtx, kind string, n int) (clien
 	if wait := s.quotas.Admit(cq.key, rate); wait > 0 {
 		s.producer.Metrics().QuotaThrottled.WithLabelValues(kind).Inc()
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		writeError(ctx, fasthttp.StatusTooManyRequests, protocol.ThrottlingQuotaExceeded,
+		service.WriteCode(ctx, protocol.ThrottlingQuotaExceeded,
 			fmt.Sprintf("client %q is over its %s quota of %d bytes/s on this frontend; nothing of this request was served: retry in %dms",
 				client, kind, rate, wait.Milliseconds()))
 		return cq, false

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // Routes, matched by hand over the decoded path.
@@ -43,7 +44,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			// A bug, not input: every input error is a value. Answer rather
 			// than take the whole server down (fasthttp does not recover).
 			s.log.Error("handler panic", "request_id", id, "panic", fmt.Sprint(v))
-			writeError(ctx, fasthttp.StatusInternalServerError, protocol.UnknownServerError, "internal error")
+			service.WriteCode(ctx, protocol.UnknownServerError, "internal error")
 		}
 		s.logRequest(ctx, id, start)
 	}()
@@ -206,11 +207,11 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		s.refuseTooLarge(ctx)
 	case errors.As(err, &small):
-		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, protocol.InvalidRequest, "request headers too large")
+		service.WriteStatus(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, protocol.InvalidRequest, "request headers too large")
 	case isTimeout(err):
-		writeError(ctx, fasthttp.StatusRequestTimeout, protocol.RequestTimedOut, "request not read in time")
+		service.WriteStatus(ctx, fasthttp.StatusRequestTimeout, protocol.RequestTimedOut, "request not read in time")
 	default:
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "cannot read the request: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "cannot read the request: "+err.Error())
 	}
 	s.log.Debug("http request refused", "request_id", id, "status", ctx.Response.StatusCode(), "err", err)
 }
@@ -221,12 +222,12 @@ func isTimeout(err error) bool {
 }
 
 func notFound(ctx *fasthttp.RequestCtx, method, path string) {
-	writeError(ctx, fasthttp.StatusNotFound, protocol.InvalidRequest, fmt.Sprintf("no route for %s %s", method, path))
+	service.WriteStatus(ctx, fasthttp.StatusNotFound, protocol.InvalidRequest, fmt.Sprintf("no route for %s %s", method, path))
 }
 
 func methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
 	ctx.Response.Header.Set("Allow", allow)
-	writeError(ctx, fasthttp.StatusMethodNotAllowed, protocol.InvalidRequest,
+	service.WriteStatus(ctx, fasthttp.StatusMethodNotAllowed, protocol.InvalidRequest,
 		fmt.Sprintf("method %s not allowed here (allowed: %s)", ctx.Method(), allow))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 )
 
 // The admin routes forward to the metadata service with the same paths,
@@ -24,7 +25,7 @@ func (s *Server) adminContext() (context.Context, context.CancelFunc) {
 func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 	var req cluster.CreateTopicRequest
 	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "create topic body: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "create topic body: "+err.Error())
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -35,7 +36,7 @@ func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusCreated, t)
+	service.WriteJSON(ctx, fasthttp.StatusCreated, t)
 }
 
 // listTopics serves GET /v1/topics: {"topics":[...]}.
@@ -50,7 +51,7 @@ func (s *Server) listTopics(ctx *fasthttp.RequestCtx) {
 	if ts == nil {
 		ts = []cluster.Topic{}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, struct {
+	service.WriteJSON(ctx, fasthttp.StatusOK, struct {
 		Topics []cluster.Topic `json:"topics"`
 	}{ts})
 }
@@ -64,7 +65,7 @@ func (s *Server) describeTopic(ctx *fasthttp.RequestCtx, name string) {
 		writeErr(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, t)
+	service.WriteJSON(ctx, fasthttp.StatusOK, t)
 }
 
 // deleteTopic serves DELETE /v1/topics/{topic}: 200 {}.
@@ -76,14 +77,14 @@ func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, struct{}{})
+	service.WriteJSON(ctx, fasthttp.StatusOK, struct{}{})
 }
 
 // alterTopicConfig serves PATCH /v1/topics/{topic}/config.
 func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 	var req cluster.AlterTopicConfigRequest
 	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "alter config body: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "alter config body: "+err.Error())
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -94,14 +95,14 @@ func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, t)
+	service.WriteJSON(ctx, fasthttp.StatusOK, t)
 }
 
 // addPartitions serves POST /v1/topics/{topic}/partitions.
 func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
 	var req cluster.AddPartitionsRequest
 	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "add partitions body: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "add partitions body: "+err.Error())
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -112,7 +113,7 @@ func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, t)
+	service.WriteJSON(ctx, fasthttp.StatusOK, t)
 }
 
 // reassignPartition serves POST /v1/topics/{topic}/partitions/{p}/reassignment.
@@ -123,7 +124,7 @@ func (s *Server) reassignPartition(ctx *fasthttp.RequestCtx, topic, partition st
 	}
 	var req cluster.ReassignPartitionRequest
 	if err := json.Unmarshal(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "reassignment body: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "reassignment body: "+err.Error())
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -134,7 +135,7 @@ func (s *Server) reassignPartition(ctx *fasthttp.RequestCtx, topic, partition st
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	service.WriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
 // cancelReassignment serves DELETE /v1/topics/{topic}/partitions/{p}/reassignment.
@@ -151,14 +152,14 @@ func (s *Server) cancelReassignment(ctx *fasthttp.RequestCtx, topic, partition s
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	service.WriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
 // decommission serves POST (on) and DELETE (off) /v1/nodes/{id}/decommission.
 func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
 	id, ok := pathNumber(node)
 	if !ok {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "node id "+strconv.Quote(node)+" is not a non-negative number")
+		service.WriteCode(ctx, protocol.InvalidRequest, "node id "+strconv.Quote(node)+" is not a non-negative number")
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -168,7 +169,7 @@ func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
 			writeErr(ctx, err)
 			return
 		}
-		writeJSON(ctx, fasthttp.StatusOK, struct{}{})
+		service.WriteJSON(ctx, fasthttp.StatusOK, struct{}{})
 		return
 	}
 	out, err := s.admin.DecommissionNode(actx, id)
@@ -177,14 +178,14 @@ func (s *Server) decommission(ctx *fasthttp.RequestCtx, node string, on bool) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	service.WriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
 // setQuota serves PUT /v1/quotas.
 func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 	var q cluster.Quota
 	if err := json.Unmarshal(ctx.PostBody(), &q); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "quota body: "+err.Error())
+		service.WriteCode(ctx, protocol.InvalidRequest, "quota body: "+err.Error())
 		return
 	}
 	actx, cancel := s.adminContext()
@@ -194,7 +195,7 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.cache.RefreshSoon()
-	writeJSON(ctx, fasthttp.StatusOK, q)
+	service.WriteJSON(ctx, fasthttp.StatusOK, q)
 }
 
 // parsePartitionParam parses a partition number from a path; a bad one is
@@ -202,7 +203,7 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 func parsePartitionParam(ctx *fasthttp.RequestCtx, topic, partition string) (int32, bool) {
 	p, ok := pathNumber(partition)
 	if !ok {
-		writeError(ctx, fasthttp.StatusNotFound, protocol.UnknownTopicOrPartition,
+		service.WriteCode(ctx, protocol.UnknownTopicOrPartition,
 			"partition "+strconv.Quote(partition)+" of topic "+strconv.Quote(topic)+" is not a partition number")
 		return 0, false
 	}
@@ -219,7 +220,7 @@ func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {
 		writeErr(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, r)
+	service.WriteJSON(ctx, fasthttp.StatusOK, r)
 }
 
 // getCluster serves GET /v1/cluster. Without since it fetches the current
@@ -236,19 +237,19 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			writeErr(ctx, err)
 			return
 		}
-		writeJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
+		service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
 		return
 	}
 	since, err := strconv.ParseUint(string(args.Peek("since")), 10, 64)
 	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "since must be a version number")
+		service.WriteCode(ctx, protocol.InvalidRequest, "since must be a version number")
 		return
 	}
 	var wait time.Duration
 	if v := args.Peek("wait_ms"); len(v) > 0 {
 		ms, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil || ms < 0 {
-			writeError(ctx, fasthttp.StatusBadRequest, protocol.InvalidRequest, "wait_ms must be a non-negative integer")
+			service.WriteCode(ctx, protocol.InvalidRequest, "wait_ms must be a non-negative integer")
 			return
 		}
 		wait = min(time.Duration(ms)*time.Millisecond, s.cfg.MaxWatchWait)
@@ -264,5 +265,5 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	writeJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
+	service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
 }

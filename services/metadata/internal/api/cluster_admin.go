@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) reassignPartition(ctx *fasthttp.RequestCtx, topic string, parti
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, p)
+	service.WriteJSON(ctx, http.StatusOK, p)
 }
 
 // cancelReassignment stops a partition's reassignment. Runs on the leader.
@@ -74,7 +75,7 @@ func (s *Server) cancelReassignment(ctx *fasthttp.RequestCtx, topic string, part
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, p)
+	service.WriteJSON(ctx, http.StatusOK, p)
 }
 
 // decommission marks a node decommissioned (and starts moving its
@@ -87,7 +88,7 @@ func (s *Server) decommission(ctx *fasthttp.RequestCtx, id int32, on bool) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, r)
+	service.WriteJSON(ctx, http.StatusOK, r)
 }
 
 // setQuota commits a client quota (PUT /v1/quotas). Runs on the leader.
@@ -116,7 +117,7 @@ func (s *Server) resignLeadership(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, p)
+	service.WriteJSON(ctx, http.StatusOK, p)
 }
 
 // setPrincipal commits a principal change (PUT /v1/principals). Runs on the
@@ -150,7 +151,7 @@ func (s *Server) setACL(ctx *fasthttp.RequestCtx) {
 // commit proposes cmd and answers {} or the error, logging what changed.
 func (s *Server) commit(ctx *fasthttp.RequestCtx, cmd fsm.Command, msg string, attrs ...any) {
 	if s.propose(ctx, cmd, msg, attrs...) {
-		writeJSON(ctx, http.StatusOK, struct{}{})
+		service.WriteJSON(ctx, http.StatusOK, struct{}{})
 	}
 }
 
@@ -191,7 +192,7 @@ func (s *Server) registerFrontend(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, f)
+	service.WriteJSON(ctx, http.StatusOK, f)
 }
 
 // frontendHeartbeat renews a frontend's session. Runs on the leader.
@@ -205,7 +206,7 @@ func (s *Server) frontendHeartbeat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	service.WriteJSON(ctx, http.StatusOK, struct{}{})
 }
 
 // setClusterConfig commits a change of the cluster-wide settings (PUT
@@ -219,6 +220,6 @@ func (s *Server) setClusterConfig(ctx *fasthttp.RequestCtx) {
 	}
 	cmd := fsm.Command{Type: fsm.TypeSetClusterConfig, SetClusterConfig: &fsm.SetClusterConfig{Set: req.Set, Delete: req.Delete}}
 	if s.propose(ctx, cmd, "cluster settings changed", "set", req.Set, "delete", req.Delete) {
-		writeJSON(ctx, http.StatusOK, map[string]any{"config": s.fsm.Cluster().Config})
+		service.WriteJSON(ctx, http.StatusOK, map[string]any{"config": s.fsm.Cluster().Config})
 	}
 }

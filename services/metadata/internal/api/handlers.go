@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/placement"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
@@ -76,14 +77,14 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 	}
 	snap := s.fsm.Cluster()
 	_, snap.Leader = s.node.Leader()
-	writeJSON(ctx, http.StatusOK, view(ctx, snap))
+	service.WriteJSON(ctx, http.StatusOK, view(ctx, snap))
 }
 
 func (s *Server) listTopics(ctx *fasthttp.RequestCtx) {
 	if !s.consistent(ctx, 0) {
 		return
 	}
-	writeJSON(ctx, http.StatusOK, struct {
+	service.WriteJSON(ctx, http.StatusOK, struct {
 		Topics []cluster.Topic `json:"topics"`
 	}{s.fsm.Topics()})
 }
@@ -97,7 +98,7 @@ func (s *Server) describeTopic(ctx *fasthttp.RequestCtx, name string) {
 		writeError(ctx, bad(protocol.UnknownTopicOrPartition, "topic %q does not exist", name))
 		return
 	}
-	writeJSON(ctx, http.StatusOK, t)
+	service.WriteJSON(ctx, http.StatusOK, t)
 }
 
 // createTopic validates, places and commits a topic. Runs on the leader.
@@ -133,7 +134,7 @@ func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.log.Info("topic created", "topic", req.Name, "partitions", req.Partitions, "replication_factor", req.ReplicationFactor, "version", res.Index)
-	writeJSON(ctx, http.StatusCreated, res.Topic)
+	service.WriteJSON(ctx, http.StatusCreated, res.Topic)
 }
 
 // validateCreate checks a create request with the wire code of each problem.
@@ -170,7 +171,7 @@ func (s *Server) deleteTopic(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.log.Info("topic deleted", "topic", name, "version", res.Index)
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	service.WriteJSON(ctx, http.StatusOK, struct{}{})
 }
 
 // alterTopicConfig commits a change of a topic's configuration. Runs on the
@@ -207,7 +208,7 @@ func (s *Server) alterTopicConfig(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.log.Info("topic config altered", "topic", name, "set", req.Set, "delete", req.Delete, "version", res.Index)
-	writeJSON(ctx, http.StatusOK, res.Topic)
+	service.WriteJSON(ctx, http.StatusOK, res.Topic)
 }
 
 // addPartitions places and commits new partitions of a topic. Runs on the
@@ -246,7 +247,7 @@ func (s *Server) addPartitions(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	s.log.Info("partitions added", "topic", name, "from", have, "to", req.Partitions, "version", res.Index)
-	writeJSON(ctx, http.StatusOK, res.Topic)
+	service.WriteJSON(ctx, http.StatusOK, res.Topic)
 }
 
 // register commits a storage node's registration. Runs on the leader.
@@ -267,7 +268,7 @@ func (s *Server) register(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, cluster.RegisterResponse{Epoch: epoch})
+	service.WriteJSON(ctx, http.StatusOK, cluster.RegisterResponse{Epoch: epoch})
 }
 
 func validateRegister(req cluster.RegisterRequest) error {
@@ -306,7 +307,7 @@ func (s *Server) heartbeat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	service.WriteJSON(ctx, http.StatusOK, struct{}{})
 }
 
 // alterPartition commits an ISR change asked by a partition leader. Runs on
@@ -324,7 +325,7 @@ func (s *Server) alterPartition(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, p)
+	service.WriteJSON(ctx, http.StatusOK, p)
 }
 
 // shutdown runs a storage node's controlled shutdown. Runs on the leader.
@@ -341,7 +342,7 @@ func (s *Server) shutdown(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, cluster.ShutdownResponse{Remaining: remaining})
+	service.WriteJSON(ctx, http.StatusOK, cluster.ShutdownResponse{Remaining: remaining})
 }
 
 // initProducerID hands out a new idempotent producer id, at epoch 0. Runs on
@@ -359,7 +360,7 @@ func (s *Server) initProducerID(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, http.StatusOK, cluster.InitProducerIDResponse{ProducerID: id, ProducerEpoch: 0})
+	service.WriteJSON(ctx, http.StatusOK, cluster.InitProducerIDResponse{ProducerID: id, ProducerEpoch: 0})
 }
 
 // applyForwarded commits a command another member's raftnode.Apply relayed.
@@ -383,10 +384,10 @@ func (s *Server) applyForwarded(ctx *fasthttp.RequestCtx) {
 	}
 	out := raftnode.ApplyResponse{Index: res.Index, Epoch: res.Epoch, Topic: res.Topic, Partition: res.Partition, ProducerID: res.ProducerID}
 	if res.Err != nil {
-		_, eb := errorBody(res.Err)
+		eb := errorBody(res.Err)
 		out.Rejected = &eb
 	}
-	writeJSON(ctx, http.StatusOK, out)
+	service.WriteJSON(ctx, http.StatusOK, out)
 }
 
 // newTopicID returns a random 128-bit id in hex; a topic created again under

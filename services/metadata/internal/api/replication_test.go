@@ -233,18 +233,18 @@ func TestAlterPartitionThroughTheAPI(t *testing.T) {
 }
 
 // checkAlterStatuses checks the HTTP status and code of rejected alters:
-// fenced epochs are conflicts, bad requests 400, unknown topics 404. cur is a
-// request that would apply; f1 a follower.
+// stale registrations and partition epochs are conflicts (409), a fenced
+// leader epoch is retriable (503, as everywhere), bad requests 400, unknown
+// topics 404. cur is a request that would apply; f1 a follower.
 func checkAlterStatuses(t *testing.T, base string, cur cluster.AlterPartitionRequest, f1 int32) {
 	t.Helper()
-	// The HTTP statuses: fenced epochs are conflicts, bad requests are 400.
 	for _, s := range []struct {
 		edit   func(r *cluster.AlterPartitionRequest)
 		status int
 		code   protocol.Code
 	}{
 		{func(r *cluster.AlterPartitionRequest) { r.NodeEpoch-- }, 409, protocol.StaleBrokerEpoch},
-		{func(r *cluster.AlterPartitionRequest) { r.LeaderEpoch = 7 }, 409, protocol.FencedLeaderEpoch},
+		{func(r *cluster.AlterPartitionRequest) { r.LeaderEpoch = 7 }, 503, protocol.FencedLeaderEpoch},
 		{func(r *cluster.AlterPartitionRequest) { r.PartitionEpoch = 0 }, 409, protocol.InvalidUpdateVersion},
 		{func(r *cluster.AlterPartitionRequest) { r.ISR = []int32{f1} }, 400, protocol.InvalidRequest},
 		{func(r *cluster.AlterPartitionRequest) { r.Topic = "nope" }, 404, protocol.UnknownTopicOrPartition},

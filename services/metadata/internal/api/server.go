@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -184,7 +183,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx) {
 	case path == raftnode.ApplyPath:
 		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.applyForwarded})
 	default:
-		writeJSONError(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" "+path)
+		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" "+path)
 	}
 }
 
@@ -198,7 +197,7 @@ func (s *Server) methods(ctx *fasthttp.RequestCtx, method string, hs map[string]
 		allowed = append(allowed, m)
 	}
 	ctx.Response.Header.Set("Allow", strings.Join(allowed, ", "))
-	writeJSONError(ctx, http.StatusMethodNotAllowed, protocol.InvalidRequest, "method "+method+" is not allowed on "+string(ctx.Path()))
+	service.WriteStatus(ctx, http.StatusMethodNotAllowed, protocol.InvalidRequest, "method "+method+" is not allowed on "+string(ctx.Path()))
 }
 
 // onLeader runs h on the Raft leader and relays the request to it elsewhere.
@@ -242,26 +241,13 @@ func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 }
 
 // decode parses a JSON body into v; a bad body is a 400 with the reason.
-func decode(ctx *fasthttp.RequestCtx, v any) error {
-	body := ctx.PostBody()
-	if len(body) == 0 {
-		return bad(protocol.InvalidRequest, "empty request body; want JSON")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return bad(protocol.InvalidRequest, "request body is not valid JSON for this route: %v", err)
-	}
-	return nil
-}
+func decode(ctx *fasthttp.RequestCtx, v any) error { return service.DecodeJSON(ctx, v) }
 
 // protocolError answers requests fasthttp could not parse.
 func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, s.cfg.MaxBodyBytes))
+		service.WriteStatus(ctx, http.StatusRequestEntityTooLarge, protocol.InvalidRequest, fmt.Sprintf("request body is too large: the limit is %d bytes", s.cfg.MaxBodyBytes))
 		return
 	}
-	writeJSONError(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
-}
-
-func writeJSONError(ctx *fasthttp.RequestCtx, status int, code protocol.Code, msg string) {
-	writeJSON(ctx, status, errorBodyOf(code, msg))
+	service.WriteStatus(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
 }

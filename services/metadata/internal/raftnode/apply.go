@@ -91,7 +91,7 @@ func (n *Node) forwardApply(ctx context.Context, data []byte) (*fsm.Result, erro
 func decodeErrorBody(status int, body []byte) error {
 	var eb cluster.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error != "" {
-		return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error}
+		return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error, Status: status}
 	}
 	return fmt.Errorf("%w: leader answered HTTP %d: %s", ErrForward, status, bytes.TrimSpace(body))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 			d.TotalLag += p.Lag
 		}
 	}
-	writeJSON(ctx, http.StatusOK, d)
+	service.WriteJSON(ctx, http.StatusOK, d)
 	return nil
 }
 

@@ -2,8 +2,14 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
@@ -28,19 +34,31 @@ func TestLag(t *testing.T) {
 	}
 }
 
-func TestStatusOfCodes(t *testing.T) {
-	for code, want := range map[protocol.Code]int{
-		protocol.InvalidGroupID:     http.StatusBadRequest,
-		protocol.GroupIDNotFound:    http.StatusNotFound,
-		protocol.UnknownMemberID:    http.StatusConflict,
-		protocol.FencedMemberEpoch:  http.StatusConflict,
-		protocol.NonEmptyGroup:      http.StatusConflict,
-		protocol.NotCoordinator:     http.StatusServiceUnavailable,
-		protocol.UnknownServerError: http.StatusInternalServerError,
-	} {
-		if got := statusOf(code); got != want {
-			t.Errorf("%v: %d, want %d", code, got, want)
+// TestEveryCodeAnswersWithItsStatus walks every wire code through the
+// service's error answer: the status is the code's in protocol's table, or
+// the one an upstream service gave a relayed error, and the body keeps the
+// code and message.
+func TestEveryCodeAnswersWithItsStatus(t *testing.T) {
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	for _, info := range protocol.Codes() {
+		if info.Code == protocol.None {
+			continue
 		}
+		for _, err := range []error{info.Code.Err("because"), &protocol.Error{Code: info.Code, Message: "because", Status: 599}} {
+			var ctx fasthttp.RequestCtx
+			s.fail(&ctx, err)
+			want := protocol.HTTPStatusOf(err)
+			var body cluster.ErrorBody
+			if jerr := json.Unmarshal(ctx.Response.Body(), &body); jerr != nil || ctx.Response.StatusCode() != want ||
+				protocol.Code(body.ErrorCode) != info.Code || body.Error != "because" {
+				t.Errorf("%v: HTTP %d %s, want %d", info.Name, ctx.Response.StatusCode(), ctx.Response.Body(), want)
+			}
+		}
+	}
+	var ctx fasthttp.RequestCtx
+	s.fail(&ctx, errors.New("no code"))
+	if ctx.Response.StatusCode() != http.StatusInternalServerError || !strings.Contains(string(ctx.Response.Body()), `"error_code":-1`) {
+		t.Errorf("an error without a code: HTTP %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 }
 

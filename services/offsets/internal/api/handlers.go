@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -22,7 +23,7 @@ func (s *Server) heartbeat(c context.Context, ctx *fasthttp.RequestCtx, group st
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, http.StatusOK, resp)
+	service.WriteJSON(ctx, http.StatusOK, resp)
 	return nil
 }
 
@@ -35,7 +36,7 @@ func (s *Server) commit(c context.Context, ctx *fasthttp.RequestCtx, group strin
 	if err := s.coord.Commit(c, group, req); err != nil {
 		return err
 	}
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	service.WriteJSON(ctx, http.StatusOK, struct{}{})
 	return nil
 }
 
@@ -57,7 +58,7 @@ func (s *Server) offsets(c context.Context, ctx *fasthttp.RequestCtx, group stri
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, http.StatusOK, groups.OffsetsResponse{Group: group, Offsets: offs})
+	service.WriteJSON(ctx, http.StatusOK, groups.OffsetsResponse{Group: group, Offsets: offs})
 	return nil
 }
 
@@ -73,7 +74,7 @@ func (s *Server) list(c context.Context, ctx *fasthttp.RequestCtx) error {
 		}
 		out.Groups = append(out.Groups, l)
 	}
-	writeJSON(ctx, http.StatusOK, out)
+	service.WriteJSON(ctx, http.StatusOK, out)
 	return nil
 }
 
@@ -81,7 +82,7 @@ func (s *Server) delete(c context.Context, ctx *fasthttp.RequestCtx, group strin
 	if err := s.coord.Delete(c, group); err != nil {
 		return err
 	}
-	writeJSON(ctx, http.StatusOK, struct{}{})
+	service.WriteJSON(ctx, http.StatusOK, struct{}{})
 	return nil
 }
 
@@ -107,7 +108,7 @@ func (s *Server) reset(c context.Context, ctx *fasthttp.RequestCtx, group string
 	for _, o := range offs {
 		out.Offsets = append(out.Offsets, groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
 	}
-	writeJSON(ctx, http.StatusOK, out)
+	service.WriteJSON(ctx, http.StatusOK, out)
 	return nil
 }
 
@@ -207,7 +208,7 @@ func handleJSON[Req, Resp any](c context.Context, ctx *fasthttp.RequestCtx, fn f
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, http.StatusOK, resp)
+	service.WriteJSON(ctx, http.StatusOK, resp)
 	return nil
 }
 

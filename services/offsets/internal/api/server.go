@@ -20,7 +20,6 @@ package api
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,7 +123,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	parts := strings.Split(path, "/")
 	method := string(ctx.Method())
 	if len(parts) < 2 || parts[0] != "v1" || parts[1] != "groups" || len(parts) > 5 {
-		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
+		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
 		return
 	}
 	var h func(context.Context, *fasthttp.RequestCtx) error
@@ -148,12 +147,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case len(parts) == 5 && parts[3] == "classic" && method == http.MethodPost:
 		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.classic(c, ctx, parts[2], parts[4]) }
 	default:
-		writeErr(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
+		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
 		return
 	}
 	if len(parts) > 2 {
 		if err := groups.ValidateGroupID(parts[2]); err != nil {
-			writeErr(ctx, http.StatusBadRequest, protocol.InvalidGroupID, err.Error())
+			service.WriteCode(ctx, protocol.InvalidGroupID, err.Error())
 			return
 		}
 	}
@@ -184,7 +183,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 // relay forwards the request to the leader unless it was already relayed.
 func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 	if by := ctx.Request.Header.Peek(raftgroup.ForwardedHeader); len(by) > 0 {
-		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator (request relayed by replica %s)", s.node.ID(), by))
+		service.WriteCode(ctx, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator (request relayed by replica %s)", s.node.ID(), by))
 		return
 	}
 	var body []byte
@@ -193,7 +192,7 @@ func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 	}
 	status, ctype, out, err := s.node.Forward(service.RelayContext(ctx, rctx), string(ctx.Method()), string(ctx.RequestURI()), body)
 	if err != nil {
-		writeErr(ctx, http.StatusServiceUnavailable, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator and could not relay: %v", s.node.ID(), err))
+		service.WriteCode(ctx, protocol.NotCoordinator, fmt.Sprintf("replica %s is not the coordinator and could not relay: %v", s.node.ID(), err))
 		return
 	}
 	ctx.SetStatusCode(status)
@@ -205,10 +204,10 @@ func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 
 func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeErr(ctx, http.StatusRequestEntityTooLarge, protocol.InvalidRequest, fmt.Sprintf("request body is too large: the limit is %d bytes", s.cfg.MaxBodyBytes))
+		service.WriteStatus(ctx, http.StatusRequestEntityTooLarge, protocol.InvalidRequest, fmt.Sprintf("request body is too large: the limit is %d bytes", s.cfg.MaxBodyBytes))
 		return
 	}
-	writeErr(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
+	service.WriteStatus(ctx, http.StatusBadRequest, protocol.InvalidRequest, "malformed HTTP request: "+err.Error())
 }
 
 // authorize checks the request's principal, when there is one to check: the
@@ -277,60 +276,11 @@ func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, nam
 
 // fail answers err with its status and wire code.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
-	code := protocol.CodeOf(err)
-	status := statusOf(code)
-	if status == http.StatusInternalServerError {
+	if protocol.HTTPStatusOf(err) == http.StatusInternalServerError {
 		s.log.Error("offsets request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
 	}
-	writeErr(ctx, status, code, protocol.MessageOf(err))
-}
-
-func statusOf(c protocol.Code) int {
-	switch c {
-	case protocol.InvalidRequest, protocol.InvalidGroupID, protocol.InvalidTopic:
-		return http.StatusBadRequest
-	case protocol.GroupIDNotFound, protocol.UnknownTopicOrPartition:
-		return http.StatusNotFound
-	case protocol.UnknownMemberID, protocol.FencedMemberEpoch, protocol.StaleMemberEpoch, protocol.NonEmptyGroup, protocol.InvalidUpdateVersion,
-		protocol.IllegalGeneration, protocol.InconsistentGroupProtocol, protocol.RebalanceInProgress, protocol.FencedInstanceID,
-		protocol.GroupMaxSizeReached, protocol.GroupSubscribedToTopic:
-		return http.StatusConflict
-	case protocol.InvalidSessionTimeout, protocol.UnsupportedAssignor:
-		return http.StatusBadRequest
-	case protocol.CoordinatorNotAvailable:
-		return http.StatusServiceUnavailable
-	case protocol.NotCoordinator:
-		return http.StatusServiceUnavailable
-	case protocol.TopicAuthorizationFailed, protocol.GroupAuthorizationFailed, protocol.ClusterAuthorizationFailed:
-		return http.StatusForbidden
-	case protocol.RequestTimedOut:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
+	service.WriteError(ctx, err)
 }
 
 // decode parses a JSON body into v.
-func decode(ctx *fasthttp.RequestCtx, v any) error {
-	body := ctx.PostBody()
-	if len(body) == 0 {
-		return protocol.InvalidRequest.Err("empty request body; want JSON")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return protocol.InvalidRequest.Err("request body is not valid JSON for this route: %v", err)
-	}
-	return nil
-}
-
-func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error_code":-1,"error":"encoding the answer failed"}`)
-	}
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
-}
-
-func writeErr(ctx *fasthttp.RequestCtx, status int, code protocol.Code, msg string) {
-	writeJSON(ctx, status, cluster.ErrorBody{ErrorCode: int16(code), Error: msg})
-}
+func decode(ctx *fasthttp.RequestCtx, v any) error { return service.DecodeJSON(ctx, v) }
