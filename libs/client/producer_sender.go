@@ -294,11 +294,10 @@ func (p *Producer) raiseEpochLocked(failed *batchBuf) {
 }
 
 // batchRetriable reports whether a batch's error may clear if the same bytes
-// are sent again. CORRUPT_RECORD is retriable in the wire table (a transfer
-// may have damaged the bytes), but the producer built these bytes itself.
-func batchRetriable(c protocol.Code) bool {
-	return c.Retriable() && c != protocol.CorruptRecord
-}
+// are sent again (protocol's produce outcome table: CORRUPT_RECORD, retriable
+// on the wire as a transfer may damage bytes, settles a batch this producer
+// built itself).
+func batchRetriable(c protocol.Code) bool { return c.Resend() }
 
 func keep(bs []*batchBuf, f func(*batchBuf) bool) []*batchBuf {
 	out := bs[:0]

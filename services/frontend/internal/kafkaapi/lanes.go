@@ -149,17 +149,10 @@ func sendParts(ctx context.Context, send sendFunc, k laneKey, parts []*part) {
 	}
 }
 
-// refusedWhole reports whether err is a leader's refusal of an append's
-// batches made before anything was written.
-func refusedWhole(err error) bool {
-	switch protocol.CodeOf(err) {
-	case protocol.CorruptRecord, protocol.InvalidRecord, protocol.InvalidRequest,
-		protocol.OutOfOrderSequenceNumber, protocol.DuplicateSequenceNumber,
-		protocol.InvalidProducerEpoch, protocol.MessageTooLarge, protocol.RecordListTooLarge:
-		return true
-	}
-	return false
-}
+// refusedWhole reports whether err is a leader's refusal of one of an
+// append's batches, made before anything was written (protocol's produce
+// outcome table).
+func refusedWhole(err error) bool { return protocol.CodeOf(err).Produce().Split }
 
 // send is the service's sendFunc: a produce request to the partition's
 // leader.

@@ -126,7 +126,7 @@ func (p *Producer) produceQueue(ctx context.Context, topic string, acks int8, pa
 			p.failRest(q.index[k:], part, protocol.UnknownTopicOrPartition.Err("topic %q was deleted", topic), results)
 			return
 		}
-		resp, err := p.sendWithRetry(ctx, topic, acks, route, part, batches[i].Batch, nil)
+		resp, err := p.sendWithRetry(ctx, partRequest{dest: dest{topic, acks, route}, partition: part, batch: batches[i].Batch})
 		if err = p.settle(ctx, part, err); err != nil {
 			results[i] = errorResult(part, err)
 			p.failRest(q.index[k+1:], part, notSent(i, part, err), results)

@@ -66,7 +66,7 @@ func (a *accumulator) flush(l *lane, b *pendingBatch) {
 		if route, ok := p.meta.Route(k.topic); !ok {
 			err = protocol.UnknownTopicOrPartition.Err("topic %q was deleted", k.topic)
 		} else {
-			resp, err = p.sendWithRetry(ctx, k.topic, k.acks, route, k.partition, batch, &f.answers)
+			resp, err = p.sendWithRetry(ctx, partRequest{dest: dest{k.topic, k.acks, route}, partition: k.partition, batch: batch, answers: &f.answers})
 			if stamped {
 				// Only a batch that may have reached a leader moves the
 				// sequence or puts it in doubt; one never sent leaves it.

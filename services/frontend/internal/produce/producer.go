@@ -151,16 +151,16 @@ func (p *Producer) Produce(ctx context.Context, topic string, acks int8, recs []
 	}
 	ts := p.now().UnixMilli()
 	if p.acc != nil {
-		p.produceLingered(ctx, topic, acks, route, pl.groups, recs, ts, results)
+		p.produceLingered(ctx, dest{topic, acks, route}, pl.groups, recs, ts, results)
 	} else if len(pl.groups) == 1 {
-		p.produceGroup(ctx, topic, acks, route, &pl.groups[0], recs, ts, results)
+		p.produceGroup(ctx, dest{topic, acks, route}, &pl.groups[0], recs, ts, results)
 	} else {
 		var wg sync.WaitGroup
 		for gi := range pl.groups {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p.produceGroup(ctx, topic, acks, route, &pl.groups[gi], recs, ts, results)
+				p.produceGroup(ctx, dest{topic, acks, route}, &pl.groups[gi], recs, ts, results)
 			}()
 		}
 		wg.Wait()
@@ -217,7 +217,7 @@ func (p *Producer) route(ctx context.Context, topic string) (*metacache.Route, e
 // after Close) record bodies are produced at least once (a resend after a
 // lost answer may duplicate the batch, or land a late copy after a later
 // one), as with a non-idempotent Kafka producer.
-func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, route *metacache.Route, g *group, recs []Input, now int64, results []Result) {
+func (p *Producer) produceGroup(ctx context.Context, d dest, g *group, recs []Input, now int64, results []Result) {
 	b := p.builders.Get().(*record.Builder)
 	defer func() { b.Reset(); p.builders.Put(b) }()
 	b.Reset()
@@ -233,7 +233,7 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 	var resp protocol.ProduceResponse
 	if err == nil {
 		p.metrics.BatchRecords.Observe(float64(len(g.index)))
-		resp, err = p.sendWithRetry(ctx, topic, acks, route, g.partition, batch, nil)
+		resp, err = p.sendWithRetry(ctx, partRequest{dest: d, partition: g.partition, batch: batch})
 		err = p.settle(ctx, g.partition, err)
 	} else if errors.Is(err, record.ErrTooLarge) {
 		err = protocol.MessageTooLarge.Err("%v", err)
@@ -256,17 +256,19 @@ func (p *Producer) produceGroup(ctx context.Context, topic string, acks int8, ro
 // request (or of this accumulator lane) is sent to the partition meanwhile,
 // so the order holds.
 //
-// answers, when not nil, keeps the leader's last answer, so that a request
-// whose time runs out while the batch is retried can say what the leader
-// kept answering (a full disk, too few replicas).
-func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte, answers *lastAnswer) (protocol.ProduceResponse, error) {
+// req.answers, when not nil, keeps the leader's last answer, so that a
+// request whose time runs out while the batch is retried can say what the
+// leader kept answering (a full disk, too few replicas).
+func (p *Producer) sendWithRetry(ctx context.Context, req partRequest) (protocol.ProduceResponse, error) {
 	backoff := p.cfg.RetryBackoff
+	answers := req.answers
 	if answers == nil {
 		answers = &lastAnswer{}
 	}
+	part := req.partition
 	openAt := -1 // an attempt that got no answer: it may have been appended
 	for attempt := 0; ; attempt++ {
-		resp, err := p.sendOnce(ctx, topic, acks, route, part, batch)
+		resp, err := p.sendOnce(ctx, req)
 		if err == nil {
 			return resp, nil
 		}
@@ -288,7 +290,7 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 			openAt = attempt
 		}
 		p.metrics.Retries.Inc()
-		p.log.Debug("produce retry", "topic", topic, "partition", part, "attempt", attempt+1, "err", err)
+		p.log.Debug("produce retry", "topic", req.topic, "partition", part, "attempt", attempt+1, "err", err)
 		changed := p.meta.Changed()
 		t := time.NewTimer(backoff)
 		select {
@@ -302,21 +304,39 @@ func (p *Producer) sendWithRetry(ctx context.Context, topic string, acks int8, r
 		}
 		backoff = min(2*backoff, p.cfg.MaxRetryBackoff)
 		_, _ = p.meta.Refresh(ctx) // on failure the held view is used again
-		r, ok := p.meta.Route(topic)
+		r, ok := p.meta.Route(req.topic)
 		if !ok {
-			return resp, protocol.UnknownTopicOrPartition.Err("topic %q was deleted", topic)
+			return resp, protocol.UnknownTopicOrPartition.Err("topic %q was deleted", req.topic)
 		}
-		route = r
+		req.route = r
 	}
 }
 
-func (p *Producer) sendOnce(ctx context.Context, topic string, acks int8, route *metacache.Route, part int32, batch []byte) (protocol.ProduceResponse, error) {
-	addr := route.Leader(part)
+// dest is where a produce request's batches go: a topic, with the acks the
+// client asked for, through the metadata view the request started with.
+type dest struct {
+	topic string
+	acks  int8
+	route *metacache.Route
+}
+
+// partRequest is one partition's batch of a produce request, as
+// sendWithRetry sends it; route moves on to a new view after a retriable
+// error.
+type partRequest struct {
+	dest
+	partition int32
+	batch     []byte
+	answers   *lastAnswer // nil: not kept
+}
+
+func (p *Producer) sendOnce(ctx context.Context, req partRequest) (protocol.ProduceResponse, error) {
+	addr := req.route.Leader(req.partition)
 	if addr == "" {
-		return protocol.ProduceResponse{}, protocol.LeaderNotAvailable.Err("partition %d of %q has no leader", part, topic)
+		return protocol.ProduceResponse{}, protocol.LeaderNotAvailable.Err("partition %d of %q has no leader", req.partition, req.topic)
 	}
-	req := protocol.ProduceRequest{Topic: topic, Partition: part, Acks: acks, TimeoutMs: storageTimeoutMs(ctx, p.cfg.Timeout)}
-	return p.send.Produce(ctx, addr, &req, batch)
+	wire := protocol.ProduceRequest{Topic: req.topic, Partition: req.partition, Acks: req.acks, TimeoutMs: storageTimeoutMs(ctx, p.cfg.Timeout)}
+	return p.send.Produce(ctx, addr, &wire, req.batch)
 }
 
 // lastAnswer is the last error a partition leader answered a send with (not
@@ -351,33 +371,21 @@ func unanswered(err error) bool {
 }
 
 // decisive reports whether err settles the batch's outcome whatever an
-// earlier attempt did: a refusal for what its bytes are (every attempt of
-// the same bytes was refused the same way), or DUPLICATE_SEQUENCE_NUMBER
-// (it is stored).
-func decisive(err error) bool {
-	switch protocol.CodeOf(err) {
-	case protocol.CorruptRecord, protocol.MessageTooLarge, protocol.InvalidRecord, protocol.RecordListTooLarge,
-		protocol.InvalidTimestamp, protocol.InvalidRequiredAcks, protocol.DuplicateSequenceNumber:
-		return true
-	}
-	return false
-}
+// earlier attempt did (protocol's produce outcome table).
+func decisive(err error) bool { return protocol.CodeOf(err).Produce().Settles }
 
-// retriable reports whether resending the same batch may succeed. The table's
-// retriable codes qualify except those where the leader may already hold the
-// records (a timeout after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND) or
-// where a resend cannot help (CORRUPT_RECORD: the bytes are ours). Resends
-// after a broken connection may duplicate a batch without a producer id (a
-// batches-body batch without one, a record-body batch built with Linger 0 or
-// while no id could be had): delivery is at-least-once for those, as with a
-// non-idempotent Kafka producer. A batch with a producer id (the SDK's, or an
-// accumulator lane's) is safe to resend: the leader answers a duplicate with
-// its original offsets and refuses a sequence out of order.
+// retriable reports whether resending the same batch may succeed: what
+// protocol's produce outcome table resends, except a batch the leader holds
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND) and REQUEST_TIMED_OUT: the leader's
+// timeout is this request's own less a margin (storageTimeoutMs), so no time
+// is left for another attempt. Resends after a broken connection may
+// duplicate a batch without a producer id (a batches-body batch without one,
+// a record-body batch built with Linger 0 or while no id could be had):
+// delivery is at-least-once for those, as with a non-idempotent Kafka
+// producer. A batch with a producer id (the SDK's, or an accumulator lane's)
+// is safe to resend: the leader answers a duplicate with its original
+// offsets and refuses a sequence out of order.
 func retriable(err error) bool {
-	switch c := protocol.CodeOf(err); c {
-	case protocol.RequestTimedOut, protocol.NotEnoughReplicasAfterAppend, protocol.CorruptRecord:
-		return false
-	default:
-		return c.Retriable()
-	}
+	c := protocol.CodeOf(err)
+	return c.Resend() && c.Produce().Appended != protocol.AppendedYes && c != protocol.RequestTimedOut
 }

@@ -37,7 +37,7 @@ func (p *Producer) ProduceRecords(ctx context.Context, topic string, acks int8, 
 		return failed(protocol.UnknownTopicOrPartition.Err("partition %d does not exist (the topic has %d)", partition, route.Partitions()))
 	}
 	n, _ := record.Count(records)
-	resp, err := p.sendWithRetry(ctx, topic, acks, route, partition, records, nil)
+	resp, err := p.sendWithRetry(ctx, partRequest{dest: dest{topic, acks, route}, partition: partition, batch: records})
 	if err = p.settle(ctx, partition, err); err != nil {
 		p.countRecords(0, n)
 		return failed(err)

@@ -46,16 +46,9 @@ func (p *Producer) settle(ctx context.Context, part int32, err error) error {
 }
 
 // openOutcome reports whether a failed attempt with code may still have
-// appended the batch, or failed only for want of time.
-func openOutcome(code protocol.Code) bool {
-	switch code {
-	case protocol.CorruptRecord, protocol.NotEnoughReplicasAfterAppend:
-		return false
-	case protocol.UnknownServerError, protocol.RequestTimedOut:
-		return true
-	}
-	return code.Retriable()
-}
+// appended the batch, or failed only for want of time (protocol's produce
+// outcome table).
+func openOutcome(code protocol.Code) bool { return code.Open() }
 
 // storageTimeoutMs is the timeout a storage request carries: what remains of
 // ctx, less a margin, so that a leader waiting on replicas answers

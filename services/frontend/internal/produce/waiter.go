@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 )
 
 // waiter is one record-body request waiting on the accumulator: its records,
@@ -166,14 +165,14 @@ func (p *Producer) notSentInTime(ctx context.Context, part int32) error {
 // accumulator and fills results; it returns when every record has its
 // result (answered, failed, or given up at ctx's end). Groups the closed
 // accumulator refuses are sent directly, as with Linger 0.
-func (p *Producer) produceLingered(ctx context.Context, topic string, acks int8, route *metacache.Route, groups []group, recs []Input, ts int64, results []Result) {
+func (p *Producer) produceLingered(ctx context.Context, d dest, groups []group, recs []Input, ts int64, results []Result) {
 	w := newWaiter(ctx, recs, results)
 	var direct sync.WaitGroup
 	for gi := range groups {
 		g := &groups[gi]
-		if !p.acc.add(w, topic, acks, g, ts) {
+		if !p.acc.add(w, d.topic, d.acks, g, ts) {
 			// Disjoint positions of results: no lock needed against lanes.
-			direct.Go(func() { p.produceGroup(ctx, topic, acks, route, g, recs, ts, results) })
+			direct.Go(func() { p.produceGroup(ctx, d, g, recs, ts, results) })
 		}
 	}
 	w.wait(p)
