@@ -2,15 +2,12 @@ package api
 
 import (
 	"context"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/service"
-	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
 
 // Authorization (Config.Authz). The principal of a request is the common
@@ -31,37 +28,14 @@ const maxAuthWaiting = 64
 // *cluster.Principal, or the service name for the cluster's services.
 const viewerKey = "sluice.viewer"
 
-// needOf classifies a request:
-//
-//   - reading the model, the topics and a topic: any principal (the model
-//     without token hashes, and without principals and ACLs unless admin);
-//   - a producer id: a produce ACL on some topic;
-//   - node and frontend registration, heartbeats and shutdown, ISR changes,
-//     leadership resignation and Raft relays: the cluster's services alone;
-//   - everything else (topic and cluster changes, reassignments, quotas,
-//     principals and ACLs): an admin.
-func needOf(method, path string) cluster.Need {
-	switch {
-	case method == http.MethodGet && (path == "/v1/cluster" || path == "/v1/topics" || strings.HasPrefix(path, "/v1/topics/")):
-		return cluster.Need{Read: true}
-	case path == "/v1/producers":
-		return cluster.Need{Op: cluster.OpProduce}
-	case path == raftnode.ApplyPath, path == "/v1/nodes/register", path == "/v1/nodes/heartbeat", path == "/v1/nodes/shutdown",
-		path == "/v1/partitions/alter", path == "/v1/partitions/resign", path == "/v1/frontends/register", path == "/v1/frontends/heartbeat":
-		return cluster.Need{Service: true}
-	}
-	return cluster.Need{Admin: true}
-}
-
 // authorize checks the request's principal; it answers the request itself
 // and returns false when it may not go on.
-func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 	name, check := s.cfg.Authz.Principal(ctx)
 	if !check {
 		ctx.SetUserValue(viewerKey, name)
 		return true
 	}
-	need := needOf(method, path)
 	access := s.fsm.Access()
 	p, _ := access.Principal(name)
 	err := access.Authorize(p, name, need)
@@ -71,7 +45,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string) bool {
 		}
 	}
 	if err != nil {
-		s.log.Warn("request denied", "principal", name, "method", method, "path", path, "err", err, "remote", ctx.RemoteAddr().String())
+		s.log.Warn("request denied", "principal", name, "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err, "remote", ctx.RemoteAddr().String())
 		writeError(ctx, err)
 		return false
 	}

@@ -8,7 +8,10 @@ import (
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
 
-func TestNeedOf(t *testing.T) {
+// TestRouteTable: what each route needs, and which run on the leader (every
+// change; reads are answered where they arrive).
+func TestRouteTable(t *testing.T) {
+	routes := (&Server{}).newRoutes()
 	for _, tc := range []struct {
 		method, path string
 		want         cluster.Need
@@ -25,8 +28,20 @@ func TestNeedOf(t *testing.T) {
 		{http.MethodPost, "/v1/nodes/heartbeat", cluster.Need{Service: true}},
 		{http.MethodPost, "/v1/partitions/alter", cluster.Need{Service: true}},
 		{http.MethodPost, raftnode.ApplyPath, cluster.Need{Service: true}},
+		{http.MethodPatch, "/v1/topics/orders/config", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/topics/orders/partitions/0/reassignment", cluster.Need{Admin: true}},
+		{http.MethodPut, "/v1/cluster/config", cluster.Need{Admin: true}},
+		{http.MethodPost, "/v1/frontends/register", cluster.Need{Service: true}},
 	} {
-		got := needOf(tc.method, tc.path)
+		r, p, _ := routes.Lookup(tc.method, tc.path)
+		if r == nil {
+			t.Errorf("%s %s: no route", tc.method, tc.path)
+			continue
+		}
+		got := r.NeedFor(nil, p)
+		if r.Leader == (tc.method == http.MethodGet || tc.path == raftnode.ApplyPath) {
+			t.Errorf("%s %s: leader %v", tc.method, tc.path, r.Leader)
+		}
 		if got.Read != tc.want.Read || got.Admin != tc.want.Admin || got.Service != tc.want.Service || got.Op != tc.want.Op {
 			t.Errorf("%s %s: %+v, want %+v", tc.method, tc.path, got, tc.want)
 		}

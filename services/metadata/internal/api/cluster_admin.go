@@ -14,31 +14,6 @@ import (
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
-// reassignmentPath reports whether path is
-// /v1/topics/{name}/partitions/{id}/reassignment.
-func reassignmentPath(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/v1/topics/")
-	if !ok {
-		return false
-	}
-	parts := strings.Split(rest, "/")
-	return len(parts) == 4 && parts[1] == "partitions" && parts[3] == "reassignment"
-}
-
-// parseReassignmentPath returns the topic and partition of a reassignment
-// path (see reassignmentPath).
-func parseReassignmentPath(path string) (string, int32, error) {
-	parts := strings.Split(strings.TrimPrefix(path, "/v1/topics/"), "/")
-	if parts[0] == "" {
-		return "", 0, bad(protocol.InvalidRequest, "empty topic name in %s", path)
-	}
-	id, err := strconv.ParseInt(parts[2], 10, 32)
-	if err != nil || id < 0 {
-		return "", 0, bad(protocol.UnknownTopicOrPartition, "partition %q of topic %q is not a partition number", parts[2], parts[0])
-	}
-	return parts[0], int32(id), nil
-}
-
 // parseNodeID parses a storage node id from a path.
 func parseNodeID(s string) (int32, error) {
 	id, err := strconv.ParseInt(s, 10, 32)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,8 +34,9 @@ type Server struct {
 	ctrl *controller.Controller
 	log  *slog.Logger
 
-	ln   net.Listener
-	http *service.HTTPServer
+	ln     net.Listener
+	http   *service.HTTPServer
+	routes *service.Router
 
 	base        context.Context // cancelled by Stop: ends long polls and proposals
 	cancel      context.CancelFunc
@@ -50,6 +50,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM, ctrl *controller.Controlle
 		return nil, err
 	}
 	s := &Server{cfg: cfg, node: node, fsm: f, ctrl: ctrl, log: log}
+	s.routes = s.newRoutes()
 	for _, o := range opts {
 		o(s)
 	}
@@ -92,123 +93,21 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.http.Stop(ctx)
 }
 
-// topicSub returns the topic name of /v1/topics/{name}{suffix}, "" when path
-// is not of that form.
-func topicSub(path, suffix string) string {
-	rest, ok := strings.CutPrefix(path, "/v1/topics/")
-	if !ok {
-		return ""
-	}
-	name, ok := strings.CutSuffix(rest, suffix)
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return ""
-	}
-	return name
-}
-
-// route dispatches on path and method.
+// route dispatches a request by the route table.
 func (s *Server) route(ctx *fasthttp.RequestCtx) {
-	path, method := string(ctx.Path()), string(ctx.Method())
-	if s.cfg.Authz.On && !s.authorize(ctx, method, path) {
+	r, params, allowed := s.routes.Lookup(string(ctx.Method()), string(ctx.Path()))
+	if r == nil {
+		service.Refuse(ctx, allowed)
 		return
 	}
-	switch {
-	case path == "/v1/cluster":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodGet: s.getCluster})
-	case path == "/v1/topics":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodGet:  s.listTopics,
-			http.MethodPost: s.onLeader(s.createTopic),
-		})
-	case strings.HasPrefix(path, "/v1/topics/") && !strings.Contains(path[len("/v1/topics/"):], "/"):
-		name := path[len("/v1/topics/"):]
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodGet:    func(ctx *fasthttp.RequestCtx) { s.describeTopic(ctx, name) },
-			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.deleteTopic(ctx, name) }),
-		})
-	case topicSub(path, "/config") != "":
-		name := topicSub(path, "/config")
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodPatch: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.alterTopicConfig(ctx, name) }),
-		})
-	case topicSub(path, "/partitions") != "":
-		name := topicSub(path, "/partitions")
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodPost: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.addPartitions(ctx, name) }),
-		})
-	case reassignmentPath(path):
-		topic, partition, err := parseReassignmentPath(path)
-		if err != nil {
-			writeError(ctx, err)
-			return
-		}
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodPost:   s.onLeader(func(ctx *fasthttp.RequestCtx) { s.reassignPartition(ctx, topic, partition) }),
-			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.cancelReassignment(ctx, topic, partition) }),
-		})
-	case strings.HasPrefix(path, "/v1/nodes/") && strings.HasSuffix(path, "/decommission"):
-		id, err := parseNodeID(strings.TrimSuffix(strings.TrimPrefix(path, "/v1/nodes/"), "/decommission"))
-		if err != nil {
-			writeError(ctx, err)
-			return
-		}
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{
-			http.MethodPost:   s.onLeader(func(ctx *fasthttp.RequestCtx) { s.decommission(ctx, id, true) }),
-			http.MethodDelete: s.onLeader(func(ctx *fasthttp.RequestCtx) { s.decommission(ctx, id, false) }),
-		})
-	case path == "/v1/nodes/register":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.register)})
-	case path == "/v1/nodes/heartbeat":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.heartbeat)})
-	case path == "/v1/nodes/shutdown":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.shutdown)})
-	case path == "/v1/frontends/register":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.registerFrontend)})
-	case path == "/v1/frontends/heartbeat":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.frontendHeartbeat)})
-	case path == "/v1/cluster/config":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setClusterConfig)})
-	case path == "/v1/principals":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setPrincipal)})
-	case path == "/v1/acls":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setACL)})
-	case path == "/v1/quotas":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPut: s.onLeader(s.setQuota)})
-	case path == "/v1/producers":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.initProducerID)})
-	case path == "/v1/partitions/resign":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.resignLeadership)})
-	case path == "/v1/partitions/alter":
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.onLeader(s.alterPartition)})
-	case path == raftnode.ApplyPath:
-		s.methods(ctx, method, map[string]fasthttp.RequestHandler{http.MethodPost: s.applyForwarded})
-	default:
-		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" "+path)
-	}
-}
-
-func (s *Server) methods(ctx *fasthttp.RequestCtx, method string, hs map[string]fasthttp.RequestHandler) {
-	if h, ok := hs[method]; ok {
-		h(ctx)
+	if s.cfg.Authz.On && !s.authorize(ctx, r.NeedFor(ctx, params)) {
 		return
 	}
-	allowed := make([]string, 0, len(hs))
-	for m := range hs {
-		allowed = append(allowed, m)
-	}
-	ctx.Response.Header.Set("Allow", strings.Join(allowed, ", "))
-	service.WriteStatus(ctx, http.StatusMethodNotAllowed, protocol.InvalidRequest, "method "+method+" is not allowed on "+string(ctx.Path()))
-}
-
-// onLeader runs h on the Raft leader and relays the request to it elsewhere.
-func (s *Server) onLeader(h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		if s.node.IsLeader() {
-			h(ctx)
-			return
-		}
+	if r.Leader && !s.node.IsLeader() {
 		s.relay(ctx, s.cfg.RequestTimeout)
+		return
 	}
+	r.Handle(ctx, params)
 }
 
 // relay forwards the request to the leader unless it was already forwarded.

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
+)
+
+// What the principal of a request needs (authorization on):
+//
+//   - reading the model, the topics and a topic: any principal (the model
+//     without token hashes, and without principals and ACLs unless admin);
+//   - a producer id: a produce ACL on some topic;
+//   - node and frontend registration, heartbeats and shutdown, ISR changes,
+//     leadership resignation and Raft relays: the cluster's services alone;
+//   - everything else (topic and cluster changes, reassignments, quotas,
+//     principals and ACLs): an admin.
+var (
+	needRead    = cluster.Need{Read: true}
+	needAdmin   = cluster.Need{Admin: true}
+	needService = cluster.Need{Service: true}
+)
+
+// newRoutes is the metadata API's route table. Changes run on the Raft
+// leader; reads are answered by any member from its own state.
+func (s *Server) newRoutes() *service.Router {
+	plain := func(h fasthttp.RequestHandler) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, _ service.Params) { h(ctx) }
+	}
+	topic := func(h func(*fasthttp.RequestCtx, string)) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic")) }
+	}
+	reassignment := func(h func(*fasthttp.RequestCtx, string, int32)) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) {
+			id, err := strconv.ParseInt(p.Get("partition"), 10, 32)
+			if err != nil || id < 0 {
+				writeError(ctx, bad(protocol.UnknownTopicOrPartition, "partition %q of topic %q is not a partition number", p.Get("partition"), p.Get("topic")))
+				return
+			}
+			h(ctx, p.Get("topic"), int32(id))
+		}
+	}
+	decommission := func(on bool) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) {
+			id, err := parseNodeID(p.Get("node"))
+			if err != nil {
+				writeError(ctx, err)
+				return
+			}
+			s.decommission(ctx, id, on)
+		}
+	}
+	const (
+		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
+	)
+	return service.NewRouter(
+		service.Route{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: plain(s.getCluster)},
+		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: needAdmin, Handle: plain(s.setClusterConfig)},
+		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: plain(s.listTopics)},
+		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, Need: needAdmin, Handle: plain(s.createTopic)},
+		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: topic(s.describeTopic)},
+		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, Need: needAdmin, Handle: topic(s.deleteTopic)},
+		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, Need: needAdmin, Handle: topic(s.alterTopicConfig)},
+		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, Need: needAdmin, Handle: topic(s.addPartitions)},
+		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
+			Handle: reassignment(s.reassignPartition)},
+		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
+			Handle: reassignment(s.cancelReassignment)},
+		service.Route{Method: post, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(true)},
+		service.Route{Method: del, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(false)},
+		service.Route{Method: post, Pattern: "/v1/nodes/register", Leader: true, Need: needService, Handle: plain(s.register)},
+		service.Route{Method: post, Pattern: "/v1/nodes/heartbeat", Leader: true, Need: needService, Handle: plain(s.heartbeat)},
+		service.Route{Method: post, Pattern: "/v1/nodes/shutdown", Leader: true, Need: needService, Handle: plain(s.shutdown)},
+		service.Route{Method: post, Pattern: "/v1/frontends/register", Leader: true, Need: needService, Handle: plain(s.registerFrontend)},
+		service.Route{Method: post, Pattern: "/v1/frontends/heartbeat", Leader: true, Need: needService, Handle: plain(s.frontendHeartbeat)},
+		service.Route{Method: put, Pattern: "/v1/principals", Leader: true, Need: needAdmin, Handle: plain(s.setPrincipal)},
+		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: needAdmin, Handle: plain(s.setACL)},
+		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: needAdmin, Handle: plain(s.setQuota)},
+		service.Route{Method: post, Pattern: "/v1/producers", Leader: true, Need: cluster.Need{Op: cluster.OpProduce}, Handle: plain(s.initProducerID)},
+		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: plain(s.resignLeadership)},
+		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: plain(s.alterPartition)},
+		// A follower's proposal relayed to the leader: applyForwarded
+		// refuses it when this member is no longer the leader.
+		service.Route{Method: post, Pattern: raftnode.ApplyPath, Need: needService, Handle: plain(s.applyForwarded)},
+	)
+}
