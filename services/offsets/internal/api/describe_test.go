@@ -100,3 +100,34 @@ func TestLagsSkipOffsetsOfAnEarlierTopic(t *testing.T) {
 		t.Fatalf("lags %+v, want partitions 1 (7) and 2 (9) only", lags)
 	}
 }
+
+// TestRouteTable: every route of the offsets API is the coordinator's, and
+// the paths the SDK's and the frontends' clients use find theirs.
+func TestRouteTable(t *testing.T) {
+	routes := (&Server{}).newRoutes()
+	for _, r := range routes.Routes() {
+		if !r.Leader || r.NeedOf == nil {
+			t.Errorf("%s %s: leader %v, need rule %v", r.Method, r.Pattern, r.Leader, r.NeedOf != nil)
+		}
+	}
+	for _, tc := range []struct{ method, path, pattern, op string }{
+		{http.MethodGet, "/v1/groups", "/v1/groups", ""},
+		{http.MethodGet, "/v1/groups/g", "/v1/groups/{group}", ""},
+		{http.MethodDelete, "/v1/groups/g", "/v1/groups/{group}", ""},
+		{http.MethodPost, "/v1/groups/g/heartbeat", "/v1/groups/{group}/heartbeat", ""},
+		{http.MethodGet, "/v1/groups/g/offsets", "/v1/groups/{group}/offsets", ""},
+		{http.MethodPost, "/v1/groups/g/offsets", "/v1/groups/{group}/offsets", ""},
+		{http.MethodPost, "/v1/groups/g/classic/join", "/v1/groups/{group}/classic/{op}", "join"},
+	} {
+		r, p, _ := routes.Lookup(tc.method, tc.path)
+		if r == nil || r.Pattern != tc.pattern || p.Get("op") != tc.op || (r.Pattern != "/v1/groups" && p.Get("group") != "g") {
+			t.Errorf("%s %s: %+v %v", tc.method, tc.path, r, p)
+		}
+	}
+	if r, _, allowed := routes.Lookup(http.MethodPut, "/v1/groups/g/offsets"); r != nil || len(allowed) != 2 {
+		t.Errorf("PUT offsets: %v, allowed %v", r, allowed)
+	}
+	if r, _, allowed := routes.Lookup(http.MethodGet, "/v1/groups/g/offsets/x"); r != nil || allowed != nil {
+		t.Errorf("a longer path: %v %v", r, allowed)
+	}
+}

@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -80,13 +79,14 @@ type Config struct {
 
 // Server serves the API.
 type Server struct {
-	cfg   Config
-	node  Node
-	coord *coordinator.Coordinator
-	fsm   *fsm.FSM
-	ends  LogOffsets
-	log   *slog.Logger
-	http  *service.HTTPServer
+	cfg    Config
+	node   Node
+	coord  *coordinator.Coordinator
+	fsm    *fsm.FSM
+	ends   LogOffsets
+	log    *slog.Logger
+	http   *service.HTTPServer
+	routes *service.Router
 
 	base   context.Context // cancelled by Stop
 	cancel context.CancelFunc
@@ -95,6 +95,7 @@ type Server struct {
 // New listens on cfg.Addr.
 func New(cfg Config, node Node, coord *coordinator.Coordinator, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, node: node, coord: coord, fsm: f, ends: ends, log: log}
+	s.routes = s.newRoutes()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: cfg.MaxBodyBytes,
@@ -118,51 +119,65 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.http.Stop(ctx)
 }
 
+// routeHandler serves one route on the coordinator.
+type routeHandler func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error
+
+// newRoutes is the offsets API's route table. Every route is the
+// coordinator's: the Raft leader serves it, other replicas relay it there.
+// What a request needs is groups.NeedOf's rule (shared with the frontends'
+// relay), and consume on the group's own topics (groupAccess).
+func (s *Server) newRoutes() *service.Router {
+	need := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
+	}
+	route := func(method, pattern string, h routeHandler) service.Route {
+		return service.Route{Method: method, Pattern: pattern, Leader: true, NeedOf: need,
+			Handle: func(ctx *fasthttp.RequestCtx, p service.Params) { s.serve(ctx, p, h) }}
+	}
+	group := func(h func(context.Context, *fasthttp.RequestCtx, string) error) routeHandler {
+		return func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
+			return h(c, ctx, p.Get("group"))
+		}
+	}
+	return service.NewRouter(
+		route(http.MethodGet, "/v1/groups", func(c context.Context, ctx *fasthttp.RequestCtx, _ service.Params) error { return s.list(c, ctx) }),
+		route(http.MethodGet, "/v1/groups/{group}", group(s.describe)),
+		route(http.MethodDelete, "/v1/groups/{group}", group(s.delete)),
+		route(http.MethodPost, "/v1/groups/{group}/heartbeat", group(s.heartbeat)),
+		route(http.MethodPost, "/v1/groups/{group}/offsets", group(s.commit)),
+		route(http.MethodGet, "/v1/groups/{group}/offsets", group(s.offsets)),
+		route(http.MethodPost, "/v1/groups/{group}/reset-offsets", group(s.reset)),
+		route(http.MethodPost, "/v1/groups/{group}/delete-offsets", group(s.deleteOffsets)),
+		route(http.MethodPost, "/v1/groups/{group}/classic/{op}", func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
+			return s.classic(c, ctx, p.Get("group"), p.Get("op"))
+		}),
+	)
+}
+
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	path := strings.Trim(string(ctx.Path()), "/")
-	parts := strings.Split(path, "/")
-	method := string(ctx.Method())
-	if len(parts) < 2 || parts[0] != "v1" || parts[1] != "groups" || len(parts) > 5 {
-		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
+	r, params, allowed := s.routes.Lookup(string(ctx.Method()), string(ctx.Path()))
+	if r == nil {
+		service.Refuse(ctx, allowed)
 		return
 	}
-	var h func(context.Context, *fasthttp.RequestCtx) error
-	switch {
-	case len(parts) == 2 && method == http.MethodGet:
-		h = s.list
-	case len(parts) == 3 && method == http.MethodGet:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.describe(c, ctx, parts[2]) }
-	case len(parts) == 3 && method == http.MethodDelete:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.delete(c, ctx, parts[2]) }
-	case len(parts) == 4 && parts[3] == "heartbeat" && method == http.MethodPost:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.heartbeat(c, ctx, parts[2]) }
-	case len(parts) == 4 && parts[3] == "offsets" && method == http.MethodPost:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.commit(c, ctx, parts[2]) }
-	case len(parts) == 4 && parts[3] == "offsets" && method == http.MethodGet:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.offsets(c, ctx, parts[2]) }
-	case len(parts) == 4 && parts[3] == "reset-offsets" && method == http.MethodPost:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.reset(c, ctx, parts[2]) }
-	case len(parts) == 4 && parts[3] == "delete-offsets" && method == http.MethodPost:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.deleteOffsets(c, ctx, parts[2]) }
-	case len(parts) == 5 && parts[3] == "classic" && method == http.MethodPost:
-		h = func(c context.Context, ctx *fasthttp.RequestCtx) error { return s.classic(c, ctx, parts[2], parts[4]) }
-	default:
-		service.WriteStatus(ctx, http.StatusNotFound, protocol.InvalidRequest, "no route "+method+" /"+path)
-		return
-	}
-	if len(parts) > 2 {
-		if err := groups.ValidateGroupID(parts[2]); err != nil {
+	if g := params.Get("group"); g != "" {
+		if err := groups.ValidateGroupID(g); err != nil {
 			service.WriteCode(ctx, protocol.InvalidGroupID, err.Error())
 			return
 		}
 	}
-	if !s.authorize(ctx, method, path, parts) {
+	if !s.authorize(ctx, r.NeedFor(ctx, params), params.Get("group")) {
 		return
 	}
+	r.Handle(ctx, params)
+}
+
+// serve runs h on the coordinator, or relays the request to it.
+func (s *Server) serve(ctx *fasthttp.RequestCtx, p service.Params, h routeHandler) {
 	timeout := s.cfg.RequestTimeout
-	if len(parts) == 5 && (parts[4] == "join" || parts[4] == "sync") {
-		// A classic join or sync waits for the rebalance, up to the
-		// longest rebalance timeout a member may ask for.
+	if op := p.Get("op"); op == "join" || op == "sync" {
+		// A classic join or sync waits for the rebalance, up to the longest
+		// rebalance timeout a member may ask for.
 		timeout += s.cfg.LongPoll
 	}
 	rctx, cancel := context.WithTimeout(s.base, timeout)
@@ -171,7 +186,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.relay(rctx, ctx)
 		return
 	}
-	if err := h(rctx, ctx); err != nil {
+	if err := h(rctx, ctx, p); err != nil {
 		if errors.Is(err, coordinator.ErrNotLeader) {
 			s.relay(rctx, ctx) // lost leadership meanwhile
 			return
@@ -214,16 +229,16 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 // certificate's under Config.Authz (the cluster's services pass), or the one
 // a frontend names in service.PrincipalHeader for a token principal. It
 // answers the request itself and returns false when it may not go on.
-func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string, parts []string) bool {
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group string) bool {
 	name, check := s.cfg.Authz.Principal(ctx)
 	if !check {
 		return true
 	}
 	access := s.ends.Access()
 	p, _ := access.Principal(name)
-	err := access.Authorize(p, name, groups.NeedOf(method, "/"+path, string(ctx.QueryArgs().Peek("topic")), ctx.PostBody()))
-	if err == nil && len(parts) > 2 {
-		err = s.groupAccess(access, p, name, parts[2])
+	err := access.Authorize(p, name, need)
+	if err == nil && group != "" {
+		err = s.groupAccess(access, p, name, group)
 	}
 	if err == nil {
 		// A relay to the leader names the principal: the leader checks the
@@ -231,7 +246,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, method, path string, parts 
 		service.RelayFor(ctx, name)
 		return true
 	}
-	s.log.Warn("request denied", "principal", name, "method", method, "path", "/"+path, "err", err, "remote", ctx.RemoteAddr().String())
+	s.log.Warn("request denied", "principal", name, "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err, "remote", ctx.RemoteAddr().String())
 	s.fail(ctx, err)
 	return false
 }
