@@ -8,7 +8,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 )
@@ -16,7 +15,7 @@ import (
 // Authentication and authorization (-require-auth). A request carries
 // "Authorization: Bearer TOKEN"; the principal is the one whose token hashes
 // (SHA-256) to the same value in the cluster model the frontend holds. What a
-// route needs:
+// route needs (its entry in the route table, newRoutes):
 //
 //   - produce to a topic: the produce ACL on it (or "*");
 //   - fetch from a topic: the consume ACL on it;
@@ -31,29 +30,6 @@ import (
 // Admin principals may do everything. A request without a valid token gets
 // 401 SASL_AUTHENTICATION_FAILED, one the ACLs refuse 403 with
 // TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED, and each refusal is logged.
-
-// needOf classifies a request by method and path.
-func needOf(ctx *fasthttp.RequestCtx, method, path string) cluster.Need {
-	switch {
-	case path == pathCluster || path == pathTopics && method == fasthttp.MethodGet:
-		return cluster.Need{Read: true}
-	case path == pathProducers:
-		return cluster.Need{Op: cluster.OpProduce}
-	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
-		return groups.NeedOf(method, path, string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
-	case strings.HasPrefix(path, pathTopicPrefix):
-		parts := strings.Split(path[len(pathTopicPrefix):], "/")
-		switch {
-		case len(parts) == 1 && method == fasthttp.MethodGet:
-			return cluster.Need{Read: true}
-		case len(parts) == 2 && parts[1] == "records":
-			return cluster.Need{Op: cluster.OpProduce, Topics: []string{parts[0]}}
-		case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "records":
-			return cluster.Need{Op: cluster.OpConsume, Topics: []string{parts[0]}}
-		}
-	}
-	return cluster.Need{Admin: true}
-}
 
 // principalKey is the request user value holding the authenticated
 // *cluster.Principal.
@@ -87,10 +63,10 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, id string) bool {
 // (some needs read the body: it is in by now); it answers the request itself
 // and returns false when it may not go on. authenticate has run: the
 // principal is set, and so is the cache's snapshot.
-func (s *Server) authorize(ctx *fasthttp.RequestCtx, id, method, path string) bool {
+func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 	p := ctx.UserValue(principalKey).(*cluster.Principal)
-	if err := s.cache.Snapshot().Authorize(p, p.Name, needOf(ctx, method, path)); err != nil {
-		s.log.Warn("request denied", "request_id", id, "principal", p.Name, "method", method, "path", path, "err", err)
+	if err := s.cache.Snapshot().Authorize(p, p.Name, need); err != nil {
+		s.log.Warn("request denied", "request_id", requestID(ctx), "principal", p.Name, "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
 		service.WriteError(ctx, err)
 		return false
 	}

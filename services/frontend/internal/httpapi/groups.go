@@ -22,7 +22,7 @@ func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
 	if path != pathGroups && !strings.HasPrefix(path, pathGroups+"/") {
 		// The decoded path is a groups route but the raw one is not (dot
 		// segments, escapes): relay only what plainly is one.
-		notFound(ctx, string(ctx.Method()), path)
+		service.NotFound(ctx)
 		return
 	}
 	if q := ctx.URI().QueryString(); len(q) > 0 {

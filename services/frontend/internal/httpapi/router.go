@@ -6,29 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 )
 
-// Routes, matched by hand over the decoded path.
+// pathGroups is the prefix of the consumer group routes relayed to the
+// offsets service; suffixRecords ends a produce route's path.
 const (
-	pathTopics      = "/v1/topics"
-	pathTopicPrefix = "/v1/topics/"
-	pathCluster     = "/v1/cluster"
-	pathProducers   = "/v1/producers"
-	pathQuotas      = "/v1/quotas"
-	pathGroups      = "/v1/groups"
-	pathConsole     = "/console"
-	suffixRecords   = "/records"
-
-	pathNodePrefix     = "/v1/nodes/"
-	suffixDecommission = "/decommission"
+	pathGroups    = "/v1/groups"
+	suffixRecords = "/records"
 )
 
 // headerRequestID carries the request id in both directions.
@@ -56,120 +49,92 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer release()
-	s.route(ctx, id)
+	s.route(ctx)
 }
 
-func (s *Server) route(ctx *fasthttp.RequestCtx, id string) {
-	path := string(ctx.Path())
-	method := string(ctx.Method())
-	if s.cfg.RequireAuth && !s.authorize(ctx, id, method, path) {
+// route dispatches a request by the route table.
+func (s *Server) route(ctx *fasthttp.RequestCtx) {
+	r, params, allowed := s.routes.Lookup(string(ctx.Method()), string(ctx.Path()))
+	if r == nil {
+		service.Refuse(ctx, allowed)
 		return
 	}
-	switch {
-	case path == pathTopics:
-		switch method {
-		case fasthttp.MethodGet:
-			s.listTopics(ctx)
-		case fasthttp.MethodPost:
-			s.createTopic(ctx)
-		default:
-			methodNotAllowed(ctx, "GET, POST")
-		}
-	case path == pathCluster:
-		if method != fasthttp.MethodGet {
-			methodNotAllowed(ctx, "GET")
-			return
-		}
-		s.getCluster(ctx)
-	case path == pathQuotas:
-		if method != fasthttp.MethodPut {
-			methodNotAllowed(ctx, "PUT")
-			return
-		}
-		s.setQuota(ctx)
-	case path == pathProducers:
-		if method != fasthttp.MethodPost {
-			methodNotAllowed(ctx, "POST")
-			return
-		}
-		s.initProducerID(ctx)
-	case path == pathGroups || strings.HasPrefix(path, pathGroups+"/"):
-		s.forwardGroups(ctx, id)
-	case strings.HasPrefix(path, pathNodePrefix) && strings.HasSuffix(path, suffixDecommission):
-		id := strings.TrimSuffix(strings.TrimPrefix(path, pathNodePrefix), suffixDecommission)
-		switch method {
-		case fasthttp.MethodPost:
-			s.decommission(ctx, id, true)
-		case fasthttp.MethodDelete:
-			s.decommission(ctx, id, false)
-		default:
-			methodNotAllowed(ctx, "POST, DELETE")
-		}
-	case strings.HasPrefix(path, pathTopicPrefix):
-		s.routeTopic(ctx, id, method, path)
-	case s.console != nil && (path == pathConsole || strings.HasPrefix(path, pathConsole+"/")):
-		s.console(ctx) // HTML pages with their own 404 and 405 answers
-	default:
-		notFound(ctx, method, path)
+	if s.cfg.RequireAuth && !s.authorize(ctx, r.NeedFor(ctx, params)) {
+		return
 	}
+	r.Handle(ctx, params)
 }
 
-// routeTopic routes the paths under /v1/topics/: {topic}, {topic}/config,
-// {topic}/partitions, {topic}/records, {topic}/partitions/{p}/records and
-// {topic}/partitions/{p}/reassignment. Topic names hold no "/".
-func (s *Server) routeTopic(ctx *fasthttp.RequestCtx, id, method, path string) {
-	parts := strings.Split(path[len(pathTopicPrefix):], "/")
-	if parts[0] == "" {
-		notFound(ctx, method, path)
-		return
+// requestID is the id handle gave the request.
+func requestID(ctx *fasthttp.RequestCtx) string {
+	return string(ctx.Response.Header.Peek(headerRequestID))
+}
+
+// The needs of most routes; auth.go says what each route needs.
+var (
+	needRead  = cluster.Need{Read: true}
+	needAdmin = cluster.Need{Admin: true}
+)
+
+// newRoutes is the frontend API's route table.
+func (s *Server) newRoutes() *service.Router {
+	plain := func(h fasthttp.RequestHandler) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, _ service.Params) { h(ctx) }
 	}
-	topic := parts[0]
-	switch {
-	case len(parts) == 1:
-		switch method {
-		case fasthttp.MethodGet:
-			s.describeTopic(ctx, topic)
-		case fasthttp.MethodDelete:
-			s.deleteTopic(ctx, topic)
-		default:
-			methodNotAllowed(ctx, "GET, DELETE")
-		}
-	case len(parts) == 2 && parts[1] == "config":
-		if method != fasthttp.MethodPatch {
-			methodNotAllowed(ctx, "PATCH")
-			return
-		}
-		s.alterTopicConfig(ctx, topic)
-	case len(parts) == 2 && parts[1] == "partitions":
-		if method != fasthttp.MethodPost {
-			methodNotAllowed(ctx, "POST")
-			return
-		}
-		s.addPartitions(ctx, topic)
-	case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "reassignment":
-		switch method {
-		case fasthttp.MethodPost:
-			s.reassignPartition(ctx, topic, parts[2])
-		case fasthttp.MethodDelete:
-			s.cancelReassignment(ctx, topic, parts[2])
-		default:
-			methodNotAllowed(ctx, "POST, DELETE")
-		}
-	case len(parts) == 2 && parts[1] == "records":
-		if method != fasthttp.MethodPost {
-			methodNotAllowed(ctx, "POST")
-			return
-		}
-		s.produce(ctx, id, topic)
-	case len(parts) == 4 && parts[1] == "partitions" && parts[3] == "records":
-		if method != fasthttp.MethodGet {
-			methodNotAllowed(ctx, "GET")
-			return
-		}
-		s.fetchRecords(ctx, topic, parts[2])
-	default:
-		notFound(ctx, method, path)
+	topic := func(h func(*fasthttp.RequestCtx, string)) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic")) }
 	}
+	partition := func(h func(*fasthttp.RequestCtx, string, string)) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic"), p.Get("partition")) }
+	}
+	decommission := func(on bool) func(*fasthttp.RequestCtx, service.Params) {
+		return func(ctx *fasthttp.RequestCtx, p service.Params) { s.decommission(ctx, p.Get("node"), on) }
+	}
+	onTopic := func(op string) func(*fasthttp.RequestCtx, service.Params) cluster.Need {
+		return func(_ *fasthttp.RequestCtx, p service.Params) cluster.Need {
+			return cluster.Need{Op: op, Topics: []string{p.Get("topic")}}
+		}
+	}
+	groupsNeed := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
+	}
+	forward := func(ctx *fasthttp.RequestCtx, _ service.Params) { s.forwardGroups(ctx, requestID(ctx)) }
+	const (
+		get, post, put, patch, del = fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodPatch, fasthttp.MethodDelete
+	)
+	routes := []service.Route{
+		{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: plain(s.getCluster)},
+		{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: plain(s.listTopics)},
+		{Method: post, Pattern: "/v1/topics", Need: needAdmin, Handle: plain(s.createTopic)},
+		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: topic(s.describeTopic)},
+		{Method: del, Pattern: "/v1/topics/{topic}", Need: needAdmin, Handle: topic(s.deleteTopic)},
+		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: topic(s.alterTopicConfig)},
+		{Method: post, Pattern: "/v1/topics/{topic}/partitions", Need: needAdmin, Handle: topic(s.addPartitions)},
+		{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.reassignPartition)},
+		{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.cancelReassignment)},
+		{Method: post, Pattern: "/v1/topics/{topic}" + suffixRecords, NeedOf: onTopic(cluster.OpProduce),
+			Handle: func(ctx *fasthttp.RequestCtx, p service.Params) { s.produce(ctx, requestID(ctx), p.Get("topic")) }},
+		{Method: get, Pattern: "/v1/topics/{topic}/partitions/{partition}" + suffixRecords, NeedOf: onTopic(cluster.OpConsume), Handle: partition(s.fetchRecords)},
+		{Method: post, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(true)},
+		{Method: del, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(false)},
+		{Method: put, Pattern: "/v1/quotas", Need: needAdmin, Handle: plain(s.setQuota)},
+		{Method: post, Pattern: "/v1/producers", Need: cluster.Need{Op: cluster.OpProduce}, Handle: plain(s.initProducerID)},
+		// Every method: the offsets service answers for its routes.
+		{Pattern: pathGroups, NeedOf: groupsNeed, Handle: forward},
+		{Pattern: pathGroups + "/{rest...}", NeedOf: groupsNeed, Handle: forward},
+	}
+	// HTML pages with their own 404 and 405 answers; admin only.
+	console := func(ctx *fasthttp.RequestCtx, _ service.Params) {
+		if s.console == nil {
+			service.NotFound(ctx)
+			return
+		}
+		s.console(ctx)
+	}
+	routes = append(routes,
+		service.Route{Pattern: "/console", Need: needAdmin, Handle: console},
+		service.Route{Pattern: "/console/{page...}", Need: needAdmin, Handle: console})
+	return service.NewRouter(routes...)
 }
 
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, id string, start time.Time) {
@@ -219,16 +184,6 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
-}
-
-func notFound(ctx *fasthttp.RequestCtx, method, path string) {
-	service.WriteStatus(ctx, fasthttp.StatusNotFound, protocol.InvalidRequest, fmt.Sprintf("no route for %s %s", method, path))
-}
-
-func methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
-	ctx.Response.Header.Set("Allow", allow)
-	service.WriteStatus(ctx, fasthttp.StatusMethodNotAllowed, protocol.InvalidRequest,
-		fmt.Sprintf("method %s not allowed here (allowed: %s)", ctx.Method(), allow))
 }
 
 // requestIDs generates request ids: a random per-process prefix and a counter,

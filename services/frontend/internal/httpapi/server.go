@@ -126,8 +126,9 @@ type Server struct {
 	offsets  Relay
 	cache    *metacache.Cache
 	console  fasthttp.RequestHandler // nil when the console is not served
-	quotas   *quota.Limiter          // produce and fetch byte rates by client id
-	bodies   *produce.Budget         // admits produce bodies before they are read (admitBody)
+	routes   *service.Router
+	quotas   *quota.Limiter  // produce and fetch byte rates by client id
+	bodies   *produce.Budget // admits produce bodies before they are read (admitBody)
 	// otherBodies admits the bodies of the other routes (admin, groups), so
 	// that a produce flood filling bodies cannot refuse a consumer's
 	// heartbeat, and the other routes cannot fill it either.
@@ -156,6 +157,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
 		console: d.Console, quotas: d.Quotas, log: log, ids: newRequestIDs()}
+	s.routes = s.newRoutes()
 	s.bodies = bodyBudget(d.Producer)
 	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), nil)
 	s.base, s.cancel = context.WithCancel(context.Background())

@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// TestRouteTable: what each route of the frontend needs of its principal.
+func TestRouteTable(t *testing.T) {
+	routes := (&Server{}).newRoutes()
+	for _, tc := range []struct {
+		method, path string
+		want         cluster.Need
+	}{
+		{http.MethodGet, "/v1/cluster", cluster.Need{Read: true}},
+		{http.MethodGet, "/v1/topics", cluster.Need{Read: true}},
+		{http.MethodGet, "/v1/topics/orders", cluster.Need{Read: true}},
+		{http.MethodPost, "/v1/topics", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Admin: true}},
+		{http.MethodPatch, "/v1/topics/orders/config", cluster.Need{Admin: true}},
+		{http.MethodPost, "/v1/topics/orders/partitions/1/reassignment", cluster.Need{Admin: true}},
+		{http.MethodPost, "/v1/topics/orders/records", cluster.Need{Op: cluster.OpProduce, Topics: []string{"orders"}}},
+		{http.MethodGet, "/v1/topics/orders/partitions/1/records", cluster.Need{Op: cluster.OpConsume, Topics: []string{"orders"}}},
+		{http.MethodPost, "/v1/producers", cluster.Need{Op: cluster.OpProduce}},
+		{http.MethodPut, "/v1/quotas", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/nodes/3/decommission", cluster.Need{Admin: true}},
+		{http.MethodGet, "/v1/groups", cluster.Need{Op: cluster.OpConsume, Group: true}},
+		{http.MethodDelete, "/v1/groups/g", cluster.Need{Admin: true}},
+		{http.MethodGet, "/console/topics", cluster.Need{Admin: true}},
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(tc.method)
+		ctx.Request.SetRequestURI(tc.path)
+		r, p, _ := routes.Lookup(tc.method, tc.path)
+		if r == nil {
+			t.Errorf("%s %s: no route", tc.method, tc.path)
+			continue
+		}
+		if got := r.NeedFor(&ctx, p); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %s: %+v, want %+v", tc.method, tc.path, got, tc.want)
+		}
+	}
+	if r, _, allowed := routes.Lookup(http.MethodPut, "/v1/topics/orders"); r != nil || len(allowed) != 2 {
+		t.Errorf("PUT a topic: %v, allowed %v", r, allowed)
+	}
+}
