@@ -236,7 +236,7 @@ func (l *Log) stamp(b []byte, s *segment, off int64, epoch int32, replica bool, 
 // fails the log: what reached the files is unknown, and Open will recover.
 // appendMu must be held.
 func (l *Log) write(s *segment, b []byte) error {
-	_, err := s.log.WriteAt(b, s.size)
+	_, err := s.fs.WriteAt(s.log, b, s.size)
 	if err == nil {
 		l.idxBuf = appendIndexBytes(l.idxBuf[:0], l.build.index)
 		l.timeBuf = appendTimeBytes(l.timeBuf[:0], l.build.times)
@@ -252,7 +252,7 @@ func (l *Log) write(s *segment, b []byte) error {
 		// Nothing is published: readers never look past s.size, and the next
 		// append writes over what this one left. Cut it back all the same, so
 		// a restart does not have to.
-		_ = s.log.Truncate(s.size)
+		_ = s.fs.Truncate(s.log, s.size)
 		return fmt.Errorf("%w: append to segment %d: %w", ErrDiskFull, s.base, err)
 	}
 	l.mu.Lock()
@@ -264,7 +264,7 @@ func (l *Log) write(s *segment, b []byte) error {
 // one to the flusher. appendMu must be held.
 func (l *Log) roll() (*segment, error) {
 	old := l.segs[len(l.segs)-1]
-	s, err := createSegment(l.dir, l.end)
+	s, err := createSegment(l.fs, l.dir, l.end)
 	if err != nil {
 		return nil, fmt.Errorf("log: roll at offset %d: %w", l.end, err)
 	}

@@ -33,6 +33,11 @@ type Config struct {
 	// Now is the clock used for roll by age, append times and file ages; nil
 	// means time.Now. Tests inject a fake clock here.
 	Now func() time.Time
+	// FS is the file system the log changes its files through
+	// (filesystem.go); nil means the operating system's, as in production.
+	// Tests inject failures here (package faultfs). Open takes it and
+	// SetConfig keeps it: it never changes under an open log.
+	FS FileSystem
 }
 
 // Bounds of Config fields.
@@ -76,6 +81,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxBatchBytes %d not in [%d, %d]", ErrInvalidConfig, c.MaxBatchBytes, record.HeaderSize, MaxSegmentBytes)
 	}
 	return nil
+}
+
+func (c Config) fileSystem() FileSystem {
+	if c.FS != nil {
+		return c.FS
+	}
+	return osFS{}
 }
 
 func (c Config) now() time.Time {

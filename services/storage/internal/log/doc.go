@@ -73,17 +73,55 @@
 // indexes) and the directory when files were created or removed, and releases
 // every waiter that pass covered (group commit). The active segment's indexes
 // are not fsynced on each pass because Open rebuilds them from the segment.
-// A failed write or fsync makes the log fail: every later Append and
-// WaitFlushed returns ErrFailed and the log must be reopened (which recovers
-// from what the disk really holds), because after a failed fsync the page cache
-// can no longer be trusted to match the disk.
 //
 // The leader-epoch checkpoint is written durably (file and directory fsync)
 // before the first batch of a new epoch is written and by TruncateTo, so it
 // never lacks an epoch the durable log holds; entries it has beyond the
 // recovered log are dropped on Open. The high-watermark checkpoint is written
-// by the flusher at most once a second and by Close. Failed writes of either
-// fail the log too.
+// by the flusher at most once a second and by Close.
+//
+// # Fail-stop
+//
+// A failed write or fsync fails the log: after a failed fsync the page cache
+// can no longer be trusted to match the disk, and what a failed write left in
+// a file is unknown. So does every failed file change the log has already
+// published in memory: a checkpoint's create, write, fsync or rename, a
+// truncation, the removal of the segments TruncateTo and ResetTo drop. The
+// failure is sticky (Log.failed, set by failLocked, wraps ErrFailed) and the
+// log must be reopened. Some failures leave the log usable: a full disk
+// (ErrDiskFull refuses the write, space.go), a roll or ResetTo that cannot
+// create its new segment (refused before anything changed), a segment file
+// retention could not delete (reported; recovery finds it again) and a
+// producer snapshot that could not be written (derived data). From the
+// failure on:
+//
+//   - the operation that met it returns ErrFailed: Append (a segment write,
+//     or the leader-epoch checkpoint a new epoch writes first), WaitFlushed
+//     (the flusher's fsyncs), TruncateTo, ResetTo, EnforceRetention and
+//     RaiseStartOffset (their file changes and checkpoints). The flusher's
+//     high-watermark checkpoint fails the log the same way, with nobody to
+//     tell but the next caller;
+//   - every WaitFlushed waiter is released at once with ErrFailed, and every
+//     later Append, AppendReplica, TruncateTo, ResetTo, RaiseStartOffset and
+//     WaitFlushed for an offset not yet flushed returns it;
+//   - the flushed offset never moves again, not even when a flush pass that
+//     was already running succeeds: nothing is acknowledged after the failure
+//     (a ResetTo that failed while deleting files had already moved it to the
+//     new start, having given up every record below);
+//   - reads go on: what they return was written, and followers and consumers
+//     may still fetch it.
+//
+// Open then recovers a consistent log holding every record flushed before the
+// failure, and perhaps records written after it that nobody acknowledged. The
+// replica layer hands the partition's leadership to another in-sync replica
+// when its log fails (replica.Manager.ReportFailed).
+//
+// Every change to the files goes through a FileSystem (filesystem.go):
+// Config.FS, the operating system's unless a test sets it. Package faultfs
+// fails the calls a rule picks (operation, file name, after how many calls),
+// and failstop_test.go checks the list above at each place the log fails (each
+// failLocked call). Reads use the *os.File directly. On the append path the
+// seam costs one interface call per file written and no allocation.
 //
 // # Concurrency
 //

@@ -152,7 +152,7 @@ func (l *Log) recoverEpochs() {
 	}
 	// The directory is synced by the flusher's first pass; an append of a new
 	// epoch syncs it before writing.
-	if werr := writeFileAtomic(path, encodeEpochs(entries)); werr != nil {
+	if werr := writeFileAtomic(l.fs, path, encodeEpochs(entries)); werr != nil {
 		l.logger.Warn("could not rewrite the leader epoch checkpoint; the next open rebuilds it",
 			slog.Any("err", werr))
 		return

@@ -227,10 +227,10 @@ func (l *Log) saveEpochs() error {
 // rename, directory fsync. ckptMu must be held (and the directory open).
 func (l *Log) writeEpochs(entries []EpochEntry) error {
 	l.fsyncs.Add(1) // the temporary file's
-	if err := writeFileAtomic(filepath.Join(l.dir, EpochCheckpointFile), encodeEpochs(entries)); err != nil {
+	if err := writeFileAtomic(l.fs, filepath.Join(l.dir, EpochCheckpointFile), encodeEpochs(entries)); err != nil {
 		return fmt.Errorf("leader epoch checkpoint: %w", err)
 	}
-	return l.sync(l.dirF.Sync, l.dir)
+	return l.sync(l.dirF)
 }
 
 // EpochAt returns the leader epoch that wrote offset (for the log end, the

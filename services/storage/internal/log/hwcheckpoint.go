@@ -73,7 +73,7 @@ func (l *Log) saveHighWatermark() error {
 		return failed
 	}
 	l.fsyncs.Add(1)
-	if err := writeFileAtomic(filepath.Join(l.dir, HighWatermarkFile), encodeOffsetCheckpoint(hw)); err != nil {
+	if err := writeFileAtomic(l.fs, filepath.Join(l.dir, HighWatermarkFile), encodeOffsetCheckpoint(hw)); err != nil {
 		if isNoSpace(err) {
 			// The checkpoint only shortens recovery; the next tick retries
 			// once space returns, and the log goes on meanwhile.

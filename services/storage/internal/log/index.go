@@ -184,26 +184,27 @@ func decodeTimeIndex(b []byte) ([]timeEntry, error) {
 }
 
 // writeFileAtomic replaces path with data through a synced temporary file and
-// a rename; the caller syncs the directory. A crash leaves either the old file
-// or the new one, plus perhaps a .tmp file that Open removes.
-func writeFileAtomic(path string, data []byte) error {
+// a rename, all through fsys; the caller syncs the directory. A crash leaves
+// either the old file or the new one, plus perhaps a .tmp file that Open
+// removes.
+func writeFileAtomic(fsys FileSystem, path string, data []byte) error {
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	_, err = fsys.WriteAt(f, data, 0) // the file is empty: the same bytes as a Write
 	if err == nil {
-		err = f.Sync()
+		err = fsys.Sync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil

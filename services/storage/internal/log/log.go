@@ -13,7 +13,8 @@ import (
 type Log struct {
 	dir    string
 	logger *slog.Logger
-	dirF   *os.File // the directory, for fsync after creating or removing files
+	dirF   *os.File   // the directory, for fsync after creating or removing files
+	fs     FileSystem // every change to the files goes through it; set by Open
 
 	// appendMu serializes Append, AppendReplica, roll, TruncateTo, SetConfig
 	// and Close. It is held while batches are written to the page cache, never
@@ -102,6 +103,7 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 		dir:       dir,
 		logger:    logger.With(slog.String("log", dir)),
 		dirF:      dirF,
+		fs:        cfg.fileSystem(),
 		cfg:       cfg,
 		changed:   make(chan struct{}),
 		flushedCh: make(chan struct{}),
@@ -188,7 +190,8 @@ func (l *Log) Config() Config {
 }
 
 // SetConfig replaces the configuration; it applies from the next append (roll)
-// and the next EnforceRetention. A nil cfg.Now keeps the current clock.
+// and the next EnforceRetention. A nil cfg.Now keeps the current clock;
+// cfg.FS is ignored (the log keeps the file system Open gave it).
 func (l *Log) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -203,6 +206,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = l.cfg.Now
 	}
+	cfg.FS = l.cfg.FS // the file system is Open's
 	l.cfg = cfg
 	return nil
 }
@@ -222,11 +226,17 @@ func (l *Log) notifyLocked() {
 	l.changed = make(chan struct{})
 }
 
-// failLocked records a write or fsync failure; mu must be held for writing.
+// failLocked records a write or fsync failure, the fail-stop of the package
+// doc, and returns the sticky error (wrapping ErrFailed); mu must be held for
+// writing. It wakes every WaitFlushed waiter at once: no flush pass closes
+// flushedCh once the log failed, and a waiter must learn of the failure now,
+// not when its context ends.
 func (l *Log) failLocked(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %w", ErrFailed, err)
 		l.logger.Error("log failed; it must be reopened", slog.Any("err", err))
+		close(l.flushedCh)
+		l.flushedCh = make(chan struct{})
 	}
 	return l.failed
 }

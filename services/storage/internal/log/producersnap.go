@@ -211,7 +211,7 @@ func (l *Log) writeSnapshot(snap *producerSnapshot, gen uint64) {
 // newest producerSnapshotsKept. ckptMu must be held.
 func (l *Log) saveSnapshotLocked(snap *producerSnapshot) {
 	l.fsyncs.Add(1)
-	if err := writeFileAtomic(l.snapshotPath(snap.offset), snap.data); err != nil {
+	if err := writeFileAtomic(l.fs, l.snapshotPath(snap.offset), snap.data); err != nil {
 		l.logger.Warn("could not write a producer snapshot; recovery will scan more of the log",
 			slog.Int64("offset", snap.offset), slog.Any("err", err))
 		return
@@ -233,7 +233,7 @@ func (l *Log) saveSnapshotLocked(snap *producerSnapshot) {
 func (l *Log) removeSnapshotsLocked(offsets []int64) bool {
 	removed := false
 	for _, off := range offsets {
-		if err := os.Remove(l.snapshotPath(off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.fs.Remove(l.snapshotPath(off)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("could not delete a producer snapshot", slog.Int64("offset", off), slog.Any("err", err))
 			continue
 		}
@@ -273,7 +273,7 @@ func (l *Log) saveSnapshotOnClose() {
 		return
 	}
 	l.saveSnapshotLocked(snap)
-	if err := l.sync(l.dirF.Sync, l.dir); err != nil {
+	if err := l.sync(l.dirF); err != nil {
 		l.logger.Warn("could not sync the directory after the producer snapshot", slog.Any("err", err))
 	}
 }
@@ -382,7 +382,7 @@ func (l *Log) truncateProducers(end int64) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	if l.dropSnapshotsLocked(math.MinInt64, end) {
-		if err := l.sync(l.dirF.Sync, l.dir); err != nil {
+		if err := l.sync(l.dirF); err != nil {
 			return err
 		}
 	}

@@ -52,7 +52,7 @@ func (l *Log) recover() error {
 	}
 	sc := newScanner(nil, 0, make([]byte, recoveryChunk))
 	for i, base := range bases {
-		s, err := openSegment(l.dir, base)
+		s, err := openSegment(l.fs, l.dir, base)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func (l *Log) recover() error {
 			return l.cutAfterLast(bases[i+1:])
 		}
 	}
-	s, err := createSegment(l.dir, 0)
+	s, err := createSegment(l.fs, l.dir, 0)
 	if err != nil {
 		return err
 	}
@@ -95,14 +95,14 @@ func (l *Log) cutAfterLast(bases []int64) error {
 	for _, b := range bases {
 		l.logger.Warn("removing segment after the cut", slog.Int64("segment", b))
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-			if err := os.Remove(segmentFile(l.dir, b, suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := l.fs.Remove(segmentFile(l.dir, b, suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("remove segment %d: %w", b, err)
 			}
 		}
 		l.dirDirty = true
 	}
 	if len(l.segs) == 0 {
-		s, err := createSegment(l.dir, 0)
+		s, err := createSegment(l.fs, l.dir, 0)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (l *Log) listSegments() ([]int64, error) {
 			}
 		case ext == "tmp" || ext == "deleted":
 			l.logger.Info("removing leftover file", slog.String("name", name))
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("remove %s: %w", name, err)
 			}
 			l.dirDirty = true
@@ -165,7 +165,7 @@ func (l *Log) listSegments() ([]int64, error) {
 		}
 		for _, name := range names {
 			l.logger.Info("removing index without a segment", slog.String("name", name))
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("remove %s: %w", name, err)
 			}
 			l.dirDirty = true
@@ -260,7 +260,7 @@ func (l *Log) rebuild(s *segment, sc *batchScanner) (bool, error) {
 		slog.Int64("segment", s.base), slog.Int64("valid_bytes", out.end),
 		slog.Int64("removed_bytes", s.size-out.end), slog.Int64("end_offset", out.next),
 		slog.Any("reason", out.bad))
-	if err := s.log.Truncate(out.end); err != nil {
+	if err := s.fs.Truncate(s.log, out.end); err != nil {
 		return false, fmt.Errorf("truncate segment %d: %w", s.base, err)
 	}
 	s.size = out.end
@@ -288,10 +288,10 @@ func (l *Log) activate(s *segment) error {
 	idxLen, timeLen := int64(len(idx))*indexEntrySize, int64(len(times))*timeEntrySize
 	err := s.openIndexFilesLocked(idxLen, timeLen)
 	if err == nil {
-		_, err = s.idxFile.WriteAt(appendIndexBytes(nil, idx), 0)
+		_, err = s.fs.WriteAt(s.idxFile, appendIndexBytes(nil, idx), 0)
 	}
 	if err == nil {
-		_, err = s.timeFile.WriteAt(appendTimeBytes(nil, times), 0)
+		_, err = s.fs.WriteAt(s.timeFile, appendTimeBytes(nil, times), 0)
 	}
 	if err != nil {
 		return fmt.Errorf("write indexes of segment %d: %w", s.base, err)
@@ -322,10 +322,10 @@ func (l *Log) loadSegment(s *segment, sc *batchScanner) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := writeFileAtomic(s.path(indexSuffix), appendIndexBytes(nil, s.index)); err != nil {
+	if err := writeFileAtomic(l.fs, s.path(indexSuffix), appendIndexBytes(nil, s.index)); err != nil {
 		return false, err
 	}
-	if err := writeFileAtomic(s.path(timeIndexSuffix), appendTimeBytes(nil, s.times)); err != nil {
+	if err := writeFileAtomic(l.fs, s.path(timeIndexSuffix), appendTimeBytes(nil, s.times)); err != nil {
 		return false, err
 	}
 	l.dirDirty = true

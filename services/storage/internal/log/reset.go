@@ -26,7 +26,7 @@ func (l *Log) ResetTo(offset int64) error {
 	if offset < end {
 		return fmt.Errorf("%w: reset to %d, below the log end offset %d", ErrOffsetOutOfRange, offset, end)
 	}
-	s, err := createSegment(l.dir, offset)
+	s, err := createSegment(l.fs, l.dir, offset)
 	if err != nil {
 		return fmt.Errorf("log: reset to %d: %w", offset, err)
 	}

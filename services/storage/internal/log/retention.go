@@ -249,7 +249,7 @@ func cutTimes(times []timeEntry, rel int64) []timeEntry {
 // appends, delete the later segments. appendMu must be held.
 func (l *Log) cutFiles(s *segment, cut int64, nIdx, nTimes int, victims []*segment) error {
 	var errs []error
-	if err := s.log.Truncate(cut); err != nil {
+	if err := s.fs.Truncate(s.log, cut); err != nil {
 		errs = append(errs, fmt.Errorf("truncate segment %d: %w", s.base, err))
 	}
 	if err := s.reopenForAppend(nIdx, nTimes); err != nil {

@@ -28,7 +28,8 @@ func segmentFile(dir string, base int64, suffix string) string {
 type segment struct {
 	base int64
 	dir  string
-	log  *os.File // closed when refs reaches zero
+	fs   FileSystem // the log's: every change to the segment's files
+	log  *os.File   // closed when refs reaches zero
 
 	// refs: the Log holds one while the segment is listed; every Slice, flush
 	// pass and look-up in flight holds another. The files close at zero, so a
@@ -62,12 +63,12 @@ type segment struct {
 }
 
 // createSegment creates the files of a new, empty active segment.
-func createSegment(dir string, base int64) (*segment, error) {
-	f, err := os.OpenFile(segmentFile(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+func createSegment(fsys FileSystem, dir string, base int64) (*segment, error) {
+	f, err := fsys.OpenFile(segmentFile(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	s := &segment{base: base, dir: dir, log: f, next: base, writable: true}
+	s := &segment{base: base, dir: dir, fs: fsys, log: f, next: base, writable: true}
 	s.refs.Store(1)
 	if err := s.openIndexFilesLocked(0, 0); err != nil {
 		_ = f.Close()
@@ -78,8 +79,8 @@ func createSegment(dir string, base int64) (*segment, error) {
 }
 
 // openSegment opens an existing .log file; the caller recovers or checks it.
-func openSegment(dir string, base int64) (*segment, error) {
-	f, err := os.OpenFile(segmentFile(dir, base, logSuffix), os.O_RDWR, 0)
+func openSegment(fsys FileSystem, dir string, base int64) (*segment, error) {
+	f, err := fsys.OpenFile(segmentFile(dir, base, logSuffix), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open segment: %w", err)
 	}
@@ -88,7 +89,7 @@ func openSegment(dir string, base int64) (*segment, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("stat segment: %w", err)
 	}
-	s := &segment{base: base, dir: dir, log: f, size: st.Size(), next: base, modMs: st.ModTime().UnixMilli()}
+	s := &segment{base: base, dir: dir, fs: fsys, log: f, size: st.Size(), next: base, modMs: st.ModTime().UnixMilli()}
 	s.refs.Store(1)
 	return s, nil
 }
@@ -121,7 +122,7 @@ func (s *segment) largestTimestamp() int64 {
 func (s *segment) removeFiles() error {
 	var errs []error
 	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(s.path(suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -133,19 +134,19 @@ func (s *segment) removeFiles() error {
 func (s *segment) openIndexFilesLocked(idxLen, timeLen int64) error {
 	var err error
 	if s.idxFile == nil {
-		if s.idxFile, err = os.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		if s.idxFile, err = s.fs.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 			return fmt.Errorf("open index: %w", err)
 		}
 	}
 	if s.timeFile == nil {
-		if s.timeFile, err = os.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		if s.timeFile, err = s.fs.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 			return fmt.Errorf("open time index: %w", err)
 		}
 	}
-	if err := s.idxFile.Truncate(idxLen); err != nil {
+	if err := s.fs.Truncate(s.idxFile, idxLen); err != nil {
 		return fmt.Errorf("truncate index: %w", err)
 	}
-	if err := s.timeFile.Truncate(timeLen); err != nil {
+	if err := s.fs.Truncate(s.timeFile, timeLen); err != nil {
 		return fmt.Errorf("truncate time index: %w", err)
 	}
 	s.writable, s.idxSynced = true, false
@@ -188,13 +189,13 @@ func (s *segment) writeIndexEntries(idxBytes, timeBytes []byte, nIdx, nTimes int
 		return errors.New("index files are closed")
 	}
 	if len(idxBytes) > 0 {
-		if _, err := s.idxFile.WriteAt(idxBytes, int64(nIdx)*indexEntrySize); err != nil {
+		if _, err := s.fs.WriteAt(s.idxFile, idxBytes, int64(nIdx)*indexEntrySize); err != nil {
 			return fmt.Errorf("write index: %w", err)
 		}
 		s.idxSynced = false
 	}
 	if len(timeBytes) > 0 {
-		if _, err := s.timeFile.WriteAt(timeBytes, int64(nTimes)*timeEntrySize); err != nil {
+		if _, err := s.fs.WriteAt(s.timeFile, timeBytes, int64(nTimes)*timeEntrySize); err != nil {
 			return fmt.Errorf("write time index: %w", err)
 		}
 		s.idxSynced = false
@@ -214,7 +215,7 @@ func (s *segment) syncIndexes() (int, error) {
 				continue
 			}
 			n++
-			if err := f.Sync(); err != nil {
+			if err := s.fs.Sync(f); err != nil {
 				return n, fmt.Errorf("fsync %s: %w", filepath.Base(f.Name()), err)
 			}
 		}

@@ -75,10 +75,10 @@ func (l *Log) saveStartOffset(offset int64) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	l.fsyncs.Add(1)
-	if err := writeFileAtomic(filepath.Join(l.dir, StartOffsetFile), encodeOffsetCheckpoint(offset)); err != nil {
+	if err := writeFileAtomic(l.fs, filepath.Join(l.dir, StartOffsetFile), encodeOffsetCheckpoint(offset)); err != nil {
 		return fmt.Errorf("log start offset checkpoint: %w", err)
 	}
-	return l.sync(l.dirF.Sync, l.dir)
+	return l.sync(l.dirF)
 }
 
 // recoverStartOffset loads StartOffsetFile in Open, clamped into the

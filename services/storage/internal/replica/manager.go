@@ -41,6 +41,7 @@ type Manager struct {
 	access       atomic.Pointer[cluster.Snapshot] // principals and ACLs of the last snapshot applied
 	corruptFound atomic.Int64                     // damaged logs found (ReportCorrupt)
 	onFlush      func(time.Duration)              // ObserveFlushes; nil: none
+	logFS        seglog.FileSystem                // UseFileSystem; nil: the operating system's
 }
 
 // NewManager returns a manager keeping partition directories under dir.
@@ -217,7 +218,9 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 	} else if stale {
 		m.log.Warn("removed a partition directory of an earlier topic with the same name", "partition", k.String())
 	}
-	l, err := seglog.Open(m.dirName(k), LogConfig(cfg), m.log.With("partition", k.String()))
+	lc := LogConfig(cfg)
+	lc.FS = m.logFS
+	l, err := seglog.Open(m.dirName(k), lc, m.log.With("partition", k.String()))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", k, err)
 	}
@@ -256,6 +259,11 @@ func (m *Manager) ensure(k Key, topicID string, p cluster.Partition, cfg cluster
 // ObserveFlushes makes fn learn the duration of every flush pass of the
 // logs opened from now on; call it before the first Apply.
 func (m *Manager) ObserveFlushes(fn func(time.Duration)) { m.onFlush = fn }
+
+// UseFileSystem makes the logs opened from now on change their files through
+// fsys (seglog.Config.FS) instead of the operating system's; tests give it a
+// faultfs.FS to fail a node's disk. Call it before the first Apply.
+func (m *Manager) UseFileSystem(fsys seglog.FileSystem) { m.logFS = fsys }
 
 // Fsyncs returns how many fsync calls the node's logs have made, deleted
 // replicas included.
@@ -331,6 +339,7 @@ func (m *Manager) RunRetention(now time.Time) {
 		m.retentionDeleted.Add(int64(n))
 		if err != nil {
 			m.log.Error("retention failed", "partition", r.Key.String(), "err", err)
+			m.ReportFailed(r, err)
 		} else if n > 0 {
 			m.log.Info("retention deleted segments", "partition", r.Key.String(), "segments", n, "start_offset", r.Log.StartOffset())
 		}

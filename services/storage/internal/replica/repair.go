@@ -173,6 +173,32 @@ func (m *Manager) resign(ctx context.Context, r *Replica) bool {
 	}
 }
 
+// Failed logs. A log whose write or fsync failed refuses every append and
+// flush from then on (seglog.ErrFailed, the log's fail-stop), so the leader
+// of its partition can acknowledge nothing more: producers are answered
+// KAFKA_STORAGE_ERROR. The leader hands the partition to another in-sync
+// replica with the resignation above, once, in the background, and producers
+// move to the new leader. This replica then follows with a log that refuses
+// every fetched batch until the node restarts: Open recovers the log from
+// what the disk holds, and the fetcher truncates it to the new leader's and
+// catches up. With no other in-sync replica it stays leader and every
+// produce fails until the restart.
+
+// ReportFailed hands over r's leadership, in the background, after err
+// failed r's log (seglog.ErrFailed; other errors, and replicas this node does
+// not lead, are ignored). It asks once per opened log and returns at once.
+func (m *Manager) ReportFailed(r *Replica, err error) {
+	if !errors.Is(err, seglog.ErrFailed) || r.State().Leader != m.self || !r.failReported.CompareAndSwap(false, true) {
+		return
+	}
+	m.log.Error("a partition's log failed: handing its leadership over; the node must restart to recover the log",
+		"partition", r.Key.String(), "err", err)
+	if m.repl == nil || !r.repairing.CompareAndSwap(false, true) {
+		return // nobody to hand over to, or a repair that resigns first is running
+	}
+	m.goRepair(r, func(ctx context.Context) { m.resign(ctx, r) })
+}
+
 // CorruptFound returns how many damaged logs this node found: corrupt data
 // reported by reads and the scrubber, and logs recovery cut short.
 func (m *Manager) CorruptFound() int64 { return m.corruptFound.Load() }

@@ -64,6 +64,10 @@ type Replica struct {
 	// may lack records it acknowledged, so it hands over any leadership it
 	// is given first.
 	cutShort atomic.Bool
+	// failReported is set once this node reported the log failed
+	// (Manager.ReportFailed): a failed log stays failed until it is
+	// reopened, so its leadership is handed over once.
+	failReported atomic.Bool
 }
 
 // State is a copy of a replica's role.

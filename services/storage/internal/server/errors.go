@@ -16,7 +16,7 @@ func CodeFor(err error) protocol.Code {
 	switch {
 	case errors.As(err, &pe):
 		return pe.Code
-	case errors.Is(err, seglog.ErrCorruptData), errors.Is(err, seglog.ErrDiskFull): // this node's disk, not the client's bytes
+	case errors.Is(err, seglog.ErrCorruptData), errors.Is(err, seglog.ErrDiskFull), errors.Is(err, seglog.ErrFailed): // this node's disk, not the client's bytes
 		return protocol.StorageError
 	case errors.Is(err, seglog.ErrOffsetOutOfRange):
 		return protocol.OffsetOutOfRange

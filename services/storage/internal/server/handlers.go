@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sort"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -47,6 +49,7 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	}
 	info, err := r.Log.Append(payload, st.LeaderEpoch)
 	if err != nil {
+		c.s.mgr.ReportFailed(r, err) // a failed log: hand the partition over
 		c.respondErr(h, err)
 		return
 	}
@@ -73,6 +76,11 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		defer cancel()
 		if durable {
 			if err := r.Log.WaitFlushed(ctx, info.LastOffset+1); err != nil {
+				if errors.Is(err, seglog.ErrFailed) { // the records may never reach the disk
+					c.s.mgr.ReportFailed(r, err)
+					c.respondErr(h, err)
+					return
+				}
 				c.respondErr(h, protocol.RequestTimedOut.Err("records at %d..%d appended but not yet durable: %v", info.BaseOffset, info.LastOffset, err))
 				return
 			}
@@ -105,6 +113,8 @@ func (c *conn) flushed(r *replica.Replica, offset int64, timeout time.Duration) 
 	defer cancel()
 	if err := r.Log.WaitFlushed(ctx, offset); err == nil {
 		r.Progressed()
+	} else {
+		c.s.mgr.ReportFailed(r, err)
 	}
 }
 
