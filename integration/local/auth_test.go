@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestAuthWithUsersAndACLs runs a frontend with -require-auth: principals
@@ -38,7 +39,7 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 		return sluicectl(t, c, stdin, append([]string{"--token", token}, args...)...)
 	}
 	// The frontend learns the principals from its metadata watch.
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if _, errOut, code := as(root, "", "topic", "create", "orders", "--partitions", "1", "--replication-factor", "1"); code != 0 {
 			return fmt.Errorf("admin topic create: exit %d: %s", code, errOut)
 		}
@@ -47,7 +48,7 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 	if _, errOut, code := as(root, "", "topic", "create", "audit", "--partitions", "1", "--replication-factor", "1"); code != 0 {
 		t.Fatalf("admin topic create: %s", errOut)
 	}
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if _, errOut, code := as(alice, "allowed\n", "produce", "orders"); code != 0 {
 			return fmt.Errorf("alice producing to orders: exit %d: %s", code, errOut)
 		}
@@ -88,7 +89,7 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 	if status, body := groupCall(root, http.MethodPost, "/v1/groups/auditors/offsets", `{"offsets":[{"topic":"audit","partition":0,"offset":0}]}`); status != 200 {
 		t.Fatalf("admin commit for auditors: %d %s", status, body)
 	}
-	eventually(t, 30*time.Second, func() error { // the offsets service learns alice's consume ACL from its metadata watch
+	testkit.Eventually(t, 30*time.Second, func() error { // the offsets service learns alice's consume ACL from its metadata watch
 		if status, body := groupCall(alice, http.MethodPost, "/v1/groups/order-readers/offsets", `{"offsets":[{"topic":"orders","partition":0,"offset":0}]}`); status != 200 {
 			return fmt.Errorf("alice committing for her own group: %d %s", status, body)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // devCluster is a cluster run by the sluice-dev binary, as `make run` runs
@@ -165,7 +166,7 @@ func TestMakeRunFailover(t *testing.T) {
 		}
 		return topic.Partitions[0]
 	}
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if p := describe(); len(p.ISR) != 3 {
 			return fmt.Errorf("ISR %v", p.ISR)
 		}
@@ -202,7 +203,7 @@ func TestMakeRunFailover(t *testing.T) {
 		}
 	}()
 	ackedNow := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if n := ackedNow(); n < 200 {
 			return fmt.Errorf("%d records acked", n)
 		}
@@ -217,14 +218,14 @@ func TestMakeRunFailover(t *testing.T) {
 	if st := d.status(t)[node]; st.State != localcluster.StateStopped || st.Pid != 0 {
 		t.Fatalf("status of the killed node: %+v", st)
 	}
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		if p := describe(); p.Leader == leader || slices.Contains(p.ISR, leader) {
 			return fmt.Errorf("leader %d, ISR %v", p.Leader, p.ISR)
 		}
 		return nil
 	})
 	after := ackedNow()
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		if n := ackedNow(); n < after+200 {
 			return fmt.Errorf("%d records acked since the leader moved", n-after)
 		}
@@ -238,7 +239,7 @@ func TestMakeRunFailover(t *testing.T) {
 	if out, code := d.dev(t, "start", node); code != 0 || !strings.Contains(out, node+" running") {
 		t.Fatalf("sluice-dev start %s: exit %d: %s", node, code, out)
 	}
-	eventually(t, 90*time.Second, func() error {
+	testkit.Eventually(t, 90*time.Second, func() error {
 		if p := describe(); !slices.Contains(p.ISR, leader) {
 			return fmt.Errorf("ISR %v without node %d", p.ISR, leader)
 		}
@@ -252,7 +253,7 @@ func TestMakeRunFailover(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		st := d.status(t)[victim]
 		if st.State != localcluster.StateRunning || st.Pid == pid || st.Restarts != 1 || st.LastExit != "signal: killed" {
 			return fmt.Errorf("status %+v", st)
@@ -263,14 +264,14 @@ func TestMakeRunFailover(t *testing.T) {
 		!strings.Contains(out, "restarting "+victim+" in 1s") {
 		t.Fatalf("no report of %s's exit:\n%s", victim, out)
 	}
-	eventually(t, 90*time.Second, func() error {
+	testkit.Eventually(t, 90*time.Second, func() error {
 		if p := describe(); len(p.ISR) != 3 {
 			return fmt.Errorf("ISR %v", p.ISR)
 		}
 		return nil
 	})
 	before := ackedNow()
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		if n := ackedNow(); n < before+100 {
 			return fmt.Errorf("%d records acked since the restart", n-before)
 		}

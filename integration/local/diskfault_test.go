@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestDiskFaultsAreRepairedFromTheLeader damages the files of one replica
@@ -198,7 +199,7 @@ func waitReplicasAt(t *testing.T, ctx context.Context, c *localcluster.Cluster, 
 	meta := cluster.NewClient(c.MetadataURLs())
 	pool := storageclient.NewPool("disk-fault-test")
 	defer pool.Close()
-	eventually(t, 90*time.Second, func() error {
+	testkit.Eventually(t, 90*time.Second, func() error {
 		snap, err := meta.Snapshot(ctx)
 		if err != nil {
 			return err
@@ -240,7 +241,7 @@ func logEnd(ctx context.Context, snap *cluster.Snapshot, pool *storageclient.Poo
 // moves it back once it is in sync).
 func waitLeader(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, id int32) {
 	t.Helper()
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		if l, _ := leaderOf(t, ctx, c, topic, 0); l != id {
 			return fmt.Errorf("node %d never led %s-0 again", id, topic)
 		}
@@ -284,7 +285,7 @@ func logCounts(c *localcluster.Cluster, id int32, msgs []string) []int {
 // before times.
 func waitLogLineAfter(t *testing.T, c *localcluster.Cluster, id int32, msg string, before int) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if n := logCounts(c, id, []string{msg})[0]; n <= before {
 			return fmt.Errorf("node %d never logged %q again (%d times before)", id, msg, before)
 		}
@@ -296,7 +297,7 @@ func waitLogLineAfter(t *testing.T, c *localcluster.Cluster, id int32, msg strin
 func waitMetric(t *testing.T, c *localcluster.Cluster, id int32, name string, want float64) {
 	t.Helper()
 	p := c.Proc("storage-" + strconv.Itoa(int(id)))
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		if got := metricSeries(t, p.AdminAddr)[name]; got < want {
 			return fmt.Errorf("node %d: %s never reached %v (%v)", id, name, want, got)
 		}

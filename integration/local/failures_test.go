@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // produceOne sends one record to partition 0 with acks=all and returns its
@@ -396,7 +397,7 @@ func TestNodeBackWithAnEmptyDiskWithinItsSession(t *testing.T) {
 	if err := c.StartProc(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		if e, alive := epochOf(); e == before || !alive {
 			return fmt.Errorf("node %d has not registered again (epoch %d, alive %v)", leader, e, alive)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // consumeUntil runs an in-process group member until it has processed every
@@ -523,7 +524,7 @@ func TestRecreatedTopicIsReadFromItsStart(t *testing.T) {
 	if err := cluster.NewClient([]string{c.FrontendURL()}).DeleteTopic(ctx, "again"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		_, err := cluster.NewClient([]string{c.FrontendURL()}).CreateTopic(ctx, cluster.CreateTopicRequest{Name: "again", Partitions: 1, ReplicationFactor: 1})
 		return err
 	})

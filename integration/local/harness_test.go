@@ -137,20 +137,3 @@ func logsMention(c *localcluster.Cluster, text string) bool {
 	}
 	return false
 }
-
-// eventually calls check every 200ms until it returns nil, failing the test
-// with its last error once within has passed.
-func eventually(t *testing.T, within time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // topicView is sluicectl topic describe -o json.
@@ -74,7 +75,7 @@ func TestKafkaFranzGo(t *testing.T) {
 	defer cancel()
 	cl := franzClient(t, c)
 	adm := kadm.NewClient(cl)
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl) // kadm's BrokerMetadata may answer from kgo's cache
 		if err != nil {
 			return err
@@ -170,7 +171,7 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 	if dr, _ := drs.Lookup("adm", 0); dr.Err != nil || dr.LowWatermark != 60 {
 		t.Fatalf("DeleteRecords: %+v", dr)
 	}
-	eventually(t, 20*time.Second, func() error {
+	testkit.Eventually(t, 20*time.Second, func() error {
 		v, _ := describeWithCtl(t, c, "adm")
 		n := 0
 		for _, r := range v.Replicas {
@@ -246,7 +247,7 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 		{Op: kadm.SetConfig, Name: "num.partitions", Value: kadm.StringPtr("2")}}); err != nil || rs[0].Err != nil {
 		t.Fatalf("AlterBrokerConfigs: %v %+v", err, rs)
 	}
-	eventually(t, 10*time.Second, func() error { // every broker learns the setting from its metadata watch
+	testkit.Eventually(t, 10*time.Second, func() error { // every broker learns the setting from its metadata watch
 		bcs, err := adm.DescribeBrokerConfigs(ctx)
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // kcatMember is a running `kcat -G` balanced consumer (librdkafka's classic
@@ -102,7 +103,7 @@ func (k *kcatMember) printed() []string {
 // waitKcat waits until the members together printed every value of want.
 func waitKcat(t *testing.T, want []string, members ...*kcatMember) {
 	t.Helper()
-	eventually(t, 90*time.Second, func() error {
+	testkit.Eventually(t, 90*time.Second, func() error {
 		seen := map[string]bool{}
 		for _, m := range members {
 			for _, v := range m.printed() {
@@ -127,7 +128,7 @@ func waitNoLag(t *testing.T, ctx context.Context, c *localcluster.Cluster, group
 	t.Helper()
 	gc := groups.NewClient(c.OffsetsURLs())
 	var d *groups.Description
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		var err error
 		if d, err = gc.Describe(ctx, group); err != nil {
 			return err
@@ -161,7 +162,7 @@ func TestKafkaGroupsKcat(t *testing.T) {
 	k1 := startKcatMember(t, kcat, boot, "kgroup", "kg")
 	k2 := startKcatMember(t, kcat, boot, "kgroup", "kg")
 	k3 := startKcatMember(t, kcat, boot, "kgroup", "kg")
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		d, err := groups.NewClient(c.OffsetsURLs()).Describe(ctx, "kgroup")
 		if err != nil {
 			return err
@@ -246,7 +247,7 @@ func TestKafkaGroupsFranzGo(t *testing.T) {
 			// rejoin, and the rebalance completes there.
 			leader := offsetsLeader(t, c)
 			m5 := startKafkaMember(t, c, "m5", group, topic, proto, slow...)
-			eventually(t, 30*time.Second, func() error { // the rebalance began
+			testkit.Eventually(t, 30*time.Second, func() error { // the rebalance began
 				d, err := groups.NewClient(c.OffsetsURLs()).Describe(ctx, group)
 				if err != nil {
 					return err
@@ -529,7 +530,7 @@ func TestKafkaGroupAdminAndBadInput(t *testing.T) {
 		t.Fatalf("DeleteGroups of a group with a member: %+v, %v", r, err)
 	}
 	m.stop()
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		ds, err := adm.DeleteOffsets(ctx, "admgroup", kadm.TopicsSet{"adm": {0: {}}})
 		if err != nil {
 			return err
@@ -618,7 +619,7 @@ func TestKafkaGroupAdminAndBadInput(t *testing.T) {
 
 	// KIP-848's describe: the consumer group with its member and
 	// assignment; a classic group is not one of them.
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		cgs, err := adm.DescribeConsumerGroups(ctx, "after", "badassign")
 		if err != nil {
 			return err

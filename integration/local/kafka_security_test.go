@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
@@ -55,7 +56,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		{"acl", "add", "--user", "app", "--topic", "allowed", "--operation", "produce"},
 		{"acl", "add", "--user", "app", "--topic", "allowed", "--operation", "consume"},
 	} {
-		eventually(t, 30*time.Second, func() error { // the frontend learns principals from its watch
+		testkit.Eventually(t, 30*time.Second, func() error { // the frontend learns principals from its watch
 			if _, errOut, code := sluicectl(t, c, "", append(ctl, args...)...); code != 0 {
 				return errors.New(errOut)
 			}
@@ -71,7 +72,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		"PLAIN":         plain.Auth{User: "app", Pass: app}.AsMechanism(),
 	}
 	for name, m := range mechanisms {
-		eventually(t, 30*time.Second, func() error {
+		testkit.Eventually(t, 30*time.Second, func() error {
 			return client(m).ProduceSync(ctx, &kgo.Record{Topic: "allowed", Value: []byte(name)}).FirstErr()
 		})
 	}
@@ -175,7 +176,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	stranger := client(plain.Auth{User: "noacl", Pass: strings.TrimSpace(noacl)}.AsMechanism())
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		fc := kmsg.NewPtrFindCoordinatorRequest()
 		fc.CoordinatorKeys = []string{"appgroup"}
 		resp, err := fc.RequestWith(ctx, stranger)

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestQuotasThrottleClients: quotas set with sluicectl reach every
@@ -53,7 +54,7 @@ func TestQuotasThrottleClients(t *testing.T) {
 	// The frontends learn the quotas from metadata: a model read through each
 	// one refreshes its cache, and shows the quotas once it holds them.
 	for _, fe := range c.FrontendURLs() {
-		eventually(t, 30*time.Second, func() error {
+		testkit.Eventually(t, 30*time.Second, func() error {
 			var snap struct {
 				Quotas []struct {
 					ClientID string `json:"client_id"`
@@ -110,7 +111,7 @@ func TestQuotasThrottleClients(t *testing.T) {
 // first Kafka answer already asks it to wait.
 func oneBudgetPerFrontend(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
 	must(t, c, "quota", "set", "--client-id", "both-paths", "--produce-bytes-per-sec", "20000")
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		resp, err := http.Get(c.FrontendURL() + "/v1/cluster")
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestReassignAndDecommissionUnderLoad: on four storage nodes, under an
@@ -113,7 +114,7 @@ func TestReassignAndDecommissionUnderLoad(t *testing.T) {
 // partition (topic describe lists what each node reports).
 func waitReplicaGone(t *testing.T, c *localcluster.Cluster, topic string, partition, node int32) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		var d describedTopicJSON
 		if err := json.Unmarshal([]byte(must(t, c, "topic", "describe", topic, "-o", "json")), &d); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
@@ -50,7 +51,7 @@ func TestClusterOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := cluster.NewClientTLS(c.MetadataURLs(), app)
-	eventually(t, 60*time.Second, func() error {
+	testkit.Eventually(t, 60*time.Second, func() error {
 		tp, err := meta.DescribeTopic(ctx, "secure")
 		if err != nil {
 			return err
@@ -230,7 +231,7 @@ func TestCertificateAuthorization(t *testing.T) {
 	ccfg := client.DefaultConsumerConfig()
 	ccfg.Metadata, ccfg.Offsets, ccfg.TLS = c.MetadataURLs(), c.OffsetsURLs(), alice
 	ccfg.Group, ccfg.Topics, ccfg.AutoOffsetReset = "alice-readers", []string{"mine"}, client.OffsetResetEarliest
-	eventually(t, 30*time.Second, func() error { // every service learns the ACL from its metadata watch
+	testkit.Eventually(t, 30*time.Second, func() error { // every service learns the ACL from its metadata watch
 		return consumeAll(ctx, ccfg, 200)
 	})
 	ccfg.Group, ccfg.Topics = "alice-snooping", []string{"theirs"}

@@ -397,18 +397,6 @@ func (w testLogWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // tps builds TPs of topic "t".
 func tps(ps ...int32) []groups.TP {
 	out := make([]groups.TP, len(ps))

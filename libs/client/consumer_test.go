@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // These tests run a real Consumer (its group goroutine and fetchers, over
@@ -172,7 +173,7 @@ func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 	}
 	c := startConsumer(t, cfg)
 	pollN(t, c, 6)
-	waitFor(t, "the assignment reported owned", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the assignment reported owned", func() bool {
 		owned, _ := fc.coord.ownedBy("m1")
 		return slices.Equal(owned, tps(0, 1))
 	})
@@ -185,7 +186,7 @@ func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 	if !slices.Equal(ev.revoked[0], tps(1)) || !slices.Equal(c.Assignment(), tps(0)) {
 		t.Fatalf("revoked %v, assignment %v", ev.revoked, c.Assignment())
 	}
-	waitFor(t, "release reported at the new epoch", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "release reported at the new epoch", func() bool {
 		owned, _ := fc.coord.ownedBy("m1")
 		return slices.Equal(owned, tps(0))
 	})
@@ -413,17 +414,17 @@ func TestConsumerHandOffContinuesFromTheRevokedPosition(t *testing.T) {
 	evA.hook(&cfgA)
 	a := startConsumer(t, cfgA)
 	pollN(t, a, 10)
-	waitFor(t, "m1 to report its partitions", func() bool { o, _ := fc.coord.ownedBy("m1"); return len(o) == 2 })
+	testkit.WaitFor(t, 10*time.Second, "m1 to report its partitions", func() bool { o, _ := fc.coord.ownedBy("m1"); return len(o) == 2 })
 
 	fc.coord.set(func(c *fakeCoordinator) { c.initial = nil })
 	b := startConsumer(t, fc.config())
-	waitFor(t, "m2 to join", func() bool { return b.MemberID() == "m2" })
+	testkit.WaitFor(t, 10*time.Second, "m2 to join", func() bool { return b.MemberID() == "m2" })
 
 	// The coordinator moves t-1: revoke from m1, wait for the release, then
 	// assign to m2 (what a KIP-848 coordinator does).
 	fc.coord.setAssignment("m1", tps(0)...)
 	pollUntil(t, a, "revocation", func([]ConsumerRecord) bool { _, r, _ := evA.counts(); return r > 0 })
-	waitFor(t, "m1 to release t-1", func() bool { o, _ := fc.coord.ownedBy("m1"); return slices.Equal(o, tps(0)) })
+	testkit.WaitFor(t, 10*time.Second, "m1 to release t-1", func() bool { o, _ := fc.coord.ownedBy("m1"); return slices.Equal(o, tps(0)) })
 	fc.coord.setAssignment("m2", tps(1)...)
 	fc.storage.append(1, 3)
 	got := pollN(t, b, 3)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
@@ -42,17 +44,6 @@ func shellCluster(t *testing.T, script string) (*Cluster, *Proc) {
 	return c, p
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestSupervisorRestartsAProcessKilledFromOutside: a kill -9 from outside is
 // reported with the exit status and the log's last lines, and the process is
 // started again while the supervisor runs.
@@ -65,11 +56,11 @@ func TestSupervisorRestartsAProcessKilledFromOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := p.Pid()
-	waitUntil(t, "the log line", func() bool { b, _ := os.ReadFile(p.LogPath); return strings.Contains(string(b), "ready to work") })
+	testkit.WaitFor(t, 20*time.Second, "the log line", func() bool { b, _ := os.ReadFile(p.LogPath); return strings.Contains(string(b), "ready to work") })
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "a restart", func() bool { pid := p.Pid(); return pid != 0 && pid != first })
+	testkit.WaitFor(t, 20*time.Second, "a restart", func() bool { pid := p.Pid(); return pid != 0 && pid != first })
 	report := out.String()
 	for _, want := range []string{"worker exited on its own", "signal: killed", "ready to work", "restarting worker in 1s"} {
 		if !strings.Contains(report, want) {
@@ -131,7 +122,7 @@ func TestSupervisorReportsExitStatus(t *testing.T) {
 	if err := c.launch(p); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "two exits", func() bool { return strings.Count(out.String(), "exited on its own") >= 2 })
+	testkit.WaitFor(t, 20*time.Second, "two exits", func() bool { return strings.Count(out.String(), "exited on its own") >= 2 })
 	sup.Close()
 	report := out.String()
 	for _, want := range []string{"exit status 3", "giving up", "restarting worker in 1s", "restarting worker in 2s"} {

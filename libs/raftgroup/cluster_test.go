@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // member is one node of an in-process cluster with the HTTP server that
@@ -116,7 +118,7 @@ func startCluster(t *testing.T, size int) []*member {
 func waitLeader(t *testing.T, ms []*member) *member {
 	t.Helper()
 	var leader *member
-	waitFor(t, "a leader", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a leader", func() bool {
 		for _, m := range ms {
 			if m.node.IsLeader() {
 				leader = m
@@ -138,7 +140,7 @@ func TestForwardToLeader(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, "the follower to learn the leader", func() bool { id, _ := follower.node.Leader(); return id == leader.node.ID() })
+	testkit.WaitFor(t, 20*time.Second, "the follower to learn the leader", func() bool { id, _ := follower.node.Leader(); return id == leader.node.ID() })
 	if _, addr := follower.node.Leader(); addr != leader.node.HTTPAddr() {
 		t.Fatalf("follower's leader address = %q; want %q", addr, leader.node.HTTPAddr())
 	}
@@ -152,7 +154,7 @@ func TestForwardToLeader(t *testing.T) {
 		t.Fatalf("leader's answer = %+v (%v); want an index and forwarded_by %q", ans, err, follower.node.ID())
 	}
 	for _, m := range ms {
-		waitFor(t, "member "+m.node.ID()+" to apply k=v", func() bool { v, _ := m.fsm.get("k"); return v == "v" })
+		testkit.WaitFor(t, 20*time.Second, "member "+m.node.ID()+" to apply k=v", func() bool { v, _ := m.fsm.get("k"); return v == "v" })
 	}
 	// The leader's status comes back verbatim, errors included.
 	if status, _, _, err := follower.node.Forward(context.Background(), http.MethodPost, ApplyPath, []byte("garbage")); err != nil || status != http.StatusBadRequest {
@@ -172,7 +174,7 @@ func TestSickLeaderHandsOver(t *testing.T) {
 	if err := leader.node.Ready(); !errors.Is(err, errSick) {
 		t.Fatalf("Ready of a sick member = %v; want its health check's error", err)
 	}
-	waitFor(t, "another member to lead", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "another member to lead", func() bool {
 		for _, m := range ms {
 			if m != leader && m.node.IsLeader() {
 				return true
@@ -180,5 +182,5 @@ func TestSickLeaderHandsOver(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, "the sick member to step down", func() bool { return !leader.node.IsLeader() })
+	testkit.WaitFor(t, 20*time.Second, "the sick member to step down", func() bool { return !leader.node.IsLeader() })
 }

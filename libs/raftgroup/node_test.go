@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func testConfig(dir string) Config {
@@ -32,18 +34,6 @@ func testConfig(dir string) Config {
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // startNode starts a single voter on f and waits until it leads.
 func startNode(t *testing.T, cfg Config, f *memFSM, opts ...Option) *Node {
 	t.Helper()
@@ -54,7 +44,7 @@ func startNode(t *testing.T, cfg Config, f *memFSM, opts ...Option) *Node {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the single voter to lead", n.IsLeader)
+	testkit.WaitFor(t, 20*time.Second, "the single voter to lead", n.IsLeader)
 	return n
 }
 
@@ -112,7 +102,7 @@ func TestRestartFromLogAndSnapshot(t *testing.T) {
 			f2 := newMemFSM()
 			n2 := startNode(t, cfg, f2)
 			defer n2.Stop()
-			waitFor(t, "the restarted FSM to replay the log", func() bool { _, applied := f2.get("b"); return applied >= last })
+			testkit.WaitFor(t, 20*time.Second, "the restarted FSM to replay the log", func() bool { _, applied := f2.get("b"); return applied >= last })
 			if b, _ := f2.get("b"); b != "2" {
 				t.Fatalf("after restart b = %q; want 2 from the log", b)
 			}

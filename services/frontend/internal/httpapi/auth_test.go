@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func tokenSHA(token string) string {
@@ -34,7 +36,7 @@ func TestAuthAndACLs(t *testing.T) {
 			{Name: "nobody", TokenSHA256: tokenSHA("nobody-token")}}
 		s.ACLs = []cluster.ACL{{Principal: "alice", Topic: "orders", Operation: cluster.OpProduce}, {Principal: "alice", Topic: "orders", Operation: cluster.OpConsume}}
 	})
-	waitFor(t, "the principals in the frontend's metadata", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the principals in the frontend's metadata", func() bool {
 		s := e.srv.cache.Snapshot()
 		return s != nil && len(s.Principals) == 3
 	})

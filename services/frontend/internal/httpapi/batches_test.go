@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // sdkBatch builds a batch as the SDK does; pid < 0 leaves it non-idempotent.
@@ -154,7 +156,7 @@ func TestProduceBatchesFollowLeader(t *testing.T) {
 		}
 		return protocol.NotLeaderOrFollower.Err("moved")
 	})
-	waitFor(t, "topic in the cache", func() bool { _, ok := e.cache.Route("moving"); return ok })
+	testkit.WaitFor(t, 5*time.Second, "topic in the cache", func() bool { _, ok := e.cache.Route("moving"); return ok })
 	_, br := e.produceBatches(t, "moving",
 		frontendapi.PartitionBatch{Partition: 0, Batch: sdkBatch(t, -1, 0, "1")},
 		frontendapi.PartitionBatch{Partition: 0, Batch: sdkBatch(t, -1, 0, "2")},

@@ -222,17 +222,6 @@ type offsets struct {
 	} `json:"offsets"`
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 type (
 	produceConfig = produce.Config
 	produceResult = produce.Result

@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func TestFetchThroughTheFrontend(t *testing.T) {
@@ -96,7 +97,7 @@ func TestStopEndsFetchLongPolls(t *testing.T) {
 	go func() {
 		done <- e.do(t, http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0&max_wait_ms=30000", "", nil)
 	}()
-	waitFor(t, "the long-poll on the node", func() bool { return e.nodes[0].Fetches("t", 0) > 0 })
+	testkit.WaitFor(t, 5*time.Second, "the long-poll on the node", func() bool { return e.nodes[0].Fetches("t", 0) > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.srv.Stop(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // holdPartition makes node's produce requests wait until the returned
@@ -39,7 +40,7 @@ func holdOneProduce(t *testing.T, e *env, body string) (<-chan reply, func()) {
 	first := make(chan reply, 1)
 	go func() { first <- e.produceJSON(t, "t", "", body) }()
 	m := e.producer.Metrics()
-	waitFor(t, "a produce request in flight", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
+	testkit.WaitFor(t, 5*time.Second, "a produce request in flight", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(len(body)) })
 	return first, release
 }
 
@@ -72,7 +73,7 @@ func TestProduceThrottledWhenInFlightBytesFull(t *testing.T) {
 	if a := e.nodes[0].Appended("t", 0); len(a) != 1 {
 		t.Fatalf("%d batches appended, want only the admitted request's", len(a))
 	}
-	waitFor(t, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
 	if r := e.produceJSON(t, "t", "", body); r.status != http.StatusOK {
 		t.Fatalf("after the burst: %d %s", r.status, r.body)
 	}
@@ -147,7 +148,7 @@ func TestConnectionsPerIPLimit(t *testing.T) {
 		t.Fatalf("second connection: %d %q; want 429", status, body)
 	}
 	first.Close()
-	waitFor(t, "room for a new connection", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "room for a new connection", func() bool {
 		c, err := net.Dial("tcp", e.srv.Addr())
 		if err != nil {
 			return false
@@ -185,7 +186,7 @@ func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
 	}
 	waiting := []net.Conn{dial(), dial()}
 	m := e.producer.Metrics()
-	waitFor(t, "both bodies admitted before they were sent", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(2*len(body)) })
+	testkit.WaitFor(t, 5*time.Second, "both bodies admitted before they were sent", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(2*len(body)) })
 	third := dial()
 	if _, err := third.Write([]byte(body[sent:])); err != nil {
 		t.Fatal(err)
@@ -201,7 +202,7 @@ func TestBodiesAreAdmittedBeforeTheyAreRead(t *testing.T) {
 			t.Fatalf("admitted request: %d %s", status, text)
 		}
 	}
-	waitFor(t, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the budget back to empty", func() bool { return testutil.ToFloat64(m.InFlightBytes) == 0 })
 }
 
 // TestChunkedBodies: a chunked body (no Content-Length) is read up to

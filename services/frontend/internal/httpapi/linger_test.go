@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // recordsBody is a JSON produce body of the values, all for partition 0.
@@ -166,7 +167,7 @@ func TestLingerZeroSendsOneBatchPerRequest(t *testing.T) {
 func TestLingerBatchFailureAnswersEveryRequestInIt(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 1, produce: func(c *produceConfig) { c.Linger = 5 * time.Millisecond }})
 	e.md.AddTopic("t", 1)
-	waitFor(t, "topic in the cache", func() bool { _, ok := e.cache.Route("t"); return ok })
+	testkit.WaitFor(t, 5*time.Second, "topic in the cache", func() bool { _, ok := e.cache.Route("t"); return ok })
 	// The first batch is held on the leader and then accepted; every later
 	// one is refused for good.
 	held, hold := make(chan struct{}), make(chan struct{})
@@ -203,7 +204,7 @@ func TestLingerBatchFailureAnswersEveryRequestInIt(t *testing.T) {
 		wg.Go(func() { answers[i] = e.produceJSON(t, "t", "", bodies[i]) })
 	}
 	m := e.producer.Metrics()
-	waitFor(t, "every request admitted", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(inFlight) })
+	testkit.WaitFor(t, 5*time.Second, "every request admitted", func() bool { return testutil.ToFloat64(m.InFlightBytes) == float64(inFlight) })
 	close(hold)
 	wg.Wait()
 	if r := <-first; r.status != http.StatusOK {
@@ -298,5 +299,5 @@ func TestLingerTimeoutAnswers504PerRecord(t *testing.T) {
 	if r := e.produceJSON(t, "t", "", recordsBody("after")); r.status != http.StatusOK {
 		t.Fatalf("after the timeout: %d %s", r.status, r.body)
 	}
-	waitFor(t, "the budget back to empty", func() bool { return testutil.ToFloat64(e.producer.Metrics().InFlightBytes) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the budget back to empty", func() bool { return testutil.ToFloat64(e.producer.Metrics().InFlightBytes) == 0 })
 }

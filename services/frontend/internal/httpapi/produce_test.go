@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sluicemq/sluice/libs/partitioner"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func TestProduceJSONEndToEnd(t *testing.T) {
@@ -135,7 +137,7 @@ func TestProduceRetriesOnNotLeader(t *testing.T) {
 		}
 		return protocol.NotLeaderOrFollower.Err("partition %d moved", req.Partition)
 	})
-	waitFor(t, "topic in the cache", func() bool { _, ok := e.cache.Route("moving"); return ok })
+	testkit.WaitFor(t, 5*time.Second, "topic in the cache", func() bool { _, ok := e.cache.Route("moving"); return ok })
 	r := e.produceJSON(t, "moving", "", `{"records":[{"value":"1"},{"value":"2"},{"value":"3"}]}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.status, r.body)

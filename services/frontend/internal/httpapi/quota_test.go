@@ -5,11 +5,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestQuotas: a client id over its produce or fetch quota gets 429
@@ -22,7 +24,7 @@ func TestQuotas(t *testing.T) {
 	e.md.Update(func(s *cluster.Snapshot) {
 		s.Quotas = []cluster.Quota{{ClientID: "tiny", ProduceBytesPerSec: 1000, FetchBytesPerSec: 100}}
 	})
-	waitFor(t, "the quota in the frontend's metadata", func() bool { return e.srv.cache.Quota("tiny").ProduceBytesPerSec == 1000 })
+	testkit.WaitFor(t, 5*time.Second, "the quota in the frontend's metadata", func() bool { return e.srv.cache.Quota("tiny").ProduceBytesPerSec == 1000 })
 	body := []byte(`{"records":[{"value":"` + strings.Repeat("x", 3000) + `"}]}`)
 	produceAs := func(client string) reply {
 		return e.do(t, http.MethodPost, "/v1/topics/t/records", "application/json", body, "X-Client-Id", client)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestAdminThroughClusterClient points libs/cluster's Client at the frontend:
@@ -62,7 +63,7 @@ func TestAdminThroughClusterClient(t *testing.T) {
 	if err := c.DeleteTopic(ctx, "events"); protocol.CodeOf(err) != protocol.UnknownTopicOrPartition {
 		t.Fatalf("second delete: %v", err)
 	}
-	waitFor(t, "deletion in the cache", func() bool { _, ok := e.cache.Route("events"); return !ok })
+	testkit.WaitFor(t, 5*time.Second, "deletion in the cache", func() bool { _, ok := e.cache.Route("events"); return !ok })
 	if r := e.produceJSON(t, "events", "", `{"records":[{"value":"a"}]}`); r.status != http.StatusNotFound {
 		t.Fatalf("produce after delete: %d %s", r.status, r.body)
 	}
@@ -124,7 +125,7 @@ func TestAdminMetadataDown(t *testing.T) {
 func TestClusterWatchFromCache(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 1})
 	c := cluster.NewClient([]string{e.srv.Addr()})
-	waitFor(t, "cache ready", func() bool { return e.cache.Ready() == nil })
+	testkit.WaitFor(t, 5*time.Second, "cache ready", func() bool { return e.cache.Ready() == nil })
 	ctx := context.Background()
 	v := e.cache.Version()
 	s, err := c.Watch(ctx, 0, time.Minute)
@@ -161,7 +162,7 @@ func TestClusterWatchFromCache(t *testing.T) {
 
 func TestStopEndsLongPolls(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 1})
-	waitFor(t, "cache ready", func() bool { return e.cache.Ready() == nil })
+	testkit.WaitFor(t, 5*time.Second, "cache ready", func() bool { return e.cache.Ready() == nil })
 	c := cluster.NewClient([]string{e.srv.Addr()})
 	done := make(chan error, 1)
 	go func() {

@@ -8,20 +8,9 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func testConfig() Config {
 	c := DefaultConfig()
@@ -50,7 +39,7 @@ func TestCacheFollowsWatch(t *testing.T) {
 		t.Fatalf("ready before any snapshot: %v", err)
 	}
 	c.Start()
-	waitFor(t, "first snapshot", func() bool { return c.Ready() == nil })
+	testkit.WaitFor(t, 5*time.Second, "first snapshot", func() bool { return c.Ready() == nil })
 
 	r, ok := c.Route("orders")
 	if !ok || r.Partitions() != 3 {
@@ -62,7 +51,7 @@ func TestCacheFollowsWatch(t *testing.T) {
 	}
 
 	md.SetLeader("orders", 2, 1)
-	waitFor(t, "leader change", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "leader change", func() bool {
 		r, _ := c.Route("orders")
 		return r.Leader(2) == "10.0.0.1:9000"
 	})
@@ -116,7 +105,7 @@ func TestCacheWaitNewer(t *testing.T) {
 	defer md.Close()
 	c := newTestCache(t, md)
 	c.Start()
-	waitFor(t, "first snapshot", func() bool { return c.Ready() == nil })
+	testkit.WaitFor(t, 5*time.Second, "first snapshot", func() bool { return c.Ready() == nil })
 	v := c.Version()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -151,7 +140,7 @@ func TestCacheSurvivesMetadataOutage(t *testing.T) {
 		t.Fatal("refresh worked against a down service")
 	}
 	md.SetDown(false)
-	waitFor(t, "recovery", func() bool { return c.Ready() == nil })
+	testkit.WaitFor(t, 5*time.Second, "recovery", func() bool { return c.Ready() == nil })
 	c.Stop()
 	if _, err := c.Refresh(context.Background()); !errors.Is(err, ErrStopped) {
 		t.Fatalf("refresh after stop: %v", err)

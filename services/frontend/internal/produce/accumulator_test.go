@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // gateSender passes requests on to inner, holding those that hold picks (by
@@ -86,17 +87,6 @@ func queued(p *Producer, k laneKey) int {
 	return n
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // values returns explicit-partition records with the given values.
 func values(part int32, vs ...string) []Input {
 	out := make([]Input, len(vs))
@@ -165,7 +155,7 @@ func TestLingerSharesABatchAcrossRequests(t *testing.T) {
 			got[i] = res
 		})
 	}
-	waitUntil(t, "every request in the open batch", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 2*n })
+	testkit.WaitFor(t, 5*time.Second, "every request in the open batch", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 2*n })
 	close(gate.release)
 	wg.Wait()
 	if res := <-first; res[0].Err != nil || res[0].Offset != 0 {
@@ -325,7 +315,7 @@ func TestLingerRecordsStillQueuedWhenTimeRunsOutAreNotSent(t *testing.T) {
 	if r := <-first; r[0].Err != nil {
 		t.Fatalf("held request: %+v", r)
 	}
-	waitUntil(t, "the lane to empty", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == -1 })
+	testkit.WaitFor(t, 5*time.Second, "the lane to empty", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == -1 })
 	if len(snd.log) != 1 || string(snd.log[0].recs[0].Value) != "held" {
 		t.Fatalf("sent %+v, want only the held batch", snd.log)
 	}
@@ -345,7 +335,7 @@ func TestLingerTimeoutIsPerRequestInASharedBatch(t *testing.T) {
 		res, _ := p.Produce(context.Background(), "t", protocol.AcksAll, values(0, "long"))
 		long <- res
 	}()
-	waitUntil(t, "the first record in the lane", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the first record in the lane", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	res, err := p.Produce(ctx, "t", protocol.AcksAll, values(0, "short"))
@@ -372,7 +362,7 @@ func TestLingerCloseSendsWithoutWaiting(t *testing.T) {
 	p := lingerProducer(t, meta, snd, func(c *Config) { c.Linger = 5 * time.Second })
 	done := make(chan []Result, 1)
 	go func() { res, _ := p.Produce(context.Background(), "t", protocol.AcksAll, values(0, "a")); done <- res }()
-	waitUntil(t, "the record in the lane", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the record in the lane", func() bool { return queued(p, laneKey{"t", 0, protocol.AcksAll}) == 1 })
 	start := time.Now()
 	p.Close()
 	if r := <-done; r[0].Err != nil || time.Since(start) > 2*time.Second {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func wantCode(t *testing.T, err error, code protocol.Code) {
@@ -244,7 +245,7 @@ func TestWatch(t *testing.T) {
 		s, err := c.Watch(ctx, snap.Version, 30*time.Second)
 		done <- answer{s, err}
 	}()
-	waitFor(t, 5*time.Second, "the watch to be waiting", func() bool { return m.srv.Waiting() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the watch to be waiting", func() bool { return m.srv.Waiting() == 1 })
 	if _, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "events", Partitions: 2, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestStopEndsLongPoll(t *testing.T) {
 		_, err := c.Watch(context.Background(), snap.Version, 60*time.Second)
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "the server to hold the watch", func() bool { return m.srv.Waiting() == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the server to hold the watch", func() bool { return m.srv.Waiting() == 1 })
 	start := time.Now()
 	m.stop(t)
 	select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func partOf(_ *cluster.Partition, err error) error { return err }
@@ -118,7 +119,7 @@ func TestQuotaRoute(t *testing.T) {
 // kept.
 func TestPrincipalNames(t *testing.T) {
 	ms := startCluster(t, 1, clusterOpts{})
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	testkit.WaitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
 	c := client(leader(ms))
 	ctx := context.Background()
 	hash := strings.Repeat("ab", 32)

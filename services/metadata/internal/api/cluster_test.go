@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -78,7 +79,7 @@ func TestThreeMembers(t *testing.T) {
 	if err != nil || protocol.CodeOf(res.Err) != protocol.FencedLeaderEpoch {
 		t.Fatalf("stale forwarded UpdatePartition = %+v, %v; want a FENCED_LEADER_EPOCH rejection", res, err)
 	}
-	waitFor(t, 10*time.Second, "the ISR change on every member", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the ISR change on every member", func() bool {
 		for _, m := range ms {
 			if tp, ok := m.fsm.Topic("orders"); !ok || tp.Partitions[0].PartitionEpoch != 1 {
 				return false
@@ -95,9 +96,9 @@ func TestThreeMembers(t *testing.T) {
 			rest = append(rest, m)
 		}
 	}
-	waitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
+	testkit.WaitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
 	rc := client(rest...)
-	waitFor(t, 20*time.Second, "a write after the failover", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a write after the failover", func() bool {
 		_, err := rc.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "after", Partitions: 2, ReplicationFactor: 2})
 		if protocol.CodeOf(err) == protocol.NotController || (err != nil && protocol.CodeOf(err) == protocol.UnknownServerError) {
 			return false // election or relay in progress; retry
@@ -114,7 +115,7 @@ func TestThreeMembers(t *testing.T) {
 // waitVisible waits until every running member's FSM holds the topic.
 func waitVisible(t *testing.T, ms []*member, topic string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "topic "+topic+" on every member", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "topic "+topic+" on every member", func() bool {
 		for _, m := range ms {
 			if m.stopped {
 				continue

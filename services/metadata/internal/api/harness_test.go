@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
@@ -87,7 +88,7 @@ func startCluster(t *testing.T, n int, o clusterOpts) []*member {
 	for i := range n {
 		members[i] = startMember(t, string(rune('1'+i)), t.TempDir(), peers, raftLns[i], httpLns[i], o, log)
 	}
-	waitFor(t, 20*time.Second, "every member ready with an active controller", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every member ready with an active controller", func() bool {
 		active := 0
 		for _, m := range members {
 			if m.node.Ready() != nil {
@@ -159,18 +160,6 @@ func listen(t *testing.T) net.Listener {
 	return ln
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // leader returns the running member whose controller is active.
 func leader(ms []*member) *member {
 	for _, m := range ms {
@@ -184,7 +173,7 @@ func leader(ms []*member) *member {
 // follower waits for a leader and returns another running member.
 func follower(t *testing.T, ms []*member) *member {
 	t.Helper()
-	waitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
+	testkit.WaitFor(t, 10*time.Second, "a leader", func() bool { return leader(ms) != nil })
 	l := leader(ms)
 	for _, m := range ms {
 		if m != l && !m.stopped {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -83,7 +84,7 @@ func TestProducerIDsInAThreeMemberGroup(t *testing.T) {
 		t.Fatalf("ids %v; want %d..%d with no gap under one leader", got.seen, fsm.FirstProducerID, fsm.FirstProducerID+9)
 	}
 	reserved := fsm.FirstProducerID + 4*block // ten ids: four blocks
-	waitFor(t, 10*time.Second, "the reservations on every member", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the reservations on every member", func() bool {
 		for _, m := range ms {
 			if m.fsm.NextProducerID() != reserved {
 				return false
@@ -120,10 +121,10 @@ func TestProducerIDsInAThreeMemberGroup(t *testing.T) {
 	// Lose the leader: the new one starts above every block reserved.
 	before := lead.fsm.NextProducerID()
 	lead.stop(t)
-	waitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
+	testkit.WaitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
 	rc := client(rest...)
 	var after cluster.InitProducerIDResponse
-	waitFor(t, 20*time.Second, "a producer id from the new leader", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a producer id from the new leader", func() bool {
 		after, err = rc.InitProducerID(ctx)
 		switch protocol.CodeOf(err) {
 		case protocol.NotController, protocol.RequestTimedOut, protocol.UnknownServerError:
@@ -186,7 +187,7 @@ func restart(t *testing.T, m *member, o clusterOpts) *member {
 	m.stop(t)
 	listenOn := func(addr string) net.Listener {
 		var ln net.Listener
-		waitFor(t, 10*time.Second, "listening again on "+addr, func() bool {
+		testkit.WaitFor(t, 10*time.Second, "listening again on "+addr, func() bool {
 			var err error
 			ln, err = net.Listen("tcp", addr)
 			return err == nil
@@ -194,7 +195,7 @@ func restart(t *testing.T, m *member, o clusterOpts) *member {
 		return ln
 	}
 	n := startMember(t, m.id, m.dataDir, nil, listenOn(m.raft), listenOn(m.http), o, testLogger())
-	waitFor(t, 20*time.Second, "the restarted member ready with an active controller", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the restarted member ready with an active controller", func() bool {
 		return n.node.Ready() == nil && n.ctrl.Active()
 	})
 	return n

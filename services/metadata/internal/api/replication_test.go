@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -121,7 +122,7 @@ func nodeOf(t *testing.T, c *cluster.Client, id int32) cluster.Node {
 func waitDead(t *testing.T, c *cluster.Client, id int32) cluster.Node {
 	t.Helper()
 	var n cluster.Node
-	waitFor(t, 15*time.Second, "node to be fenced", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "node to be fenced", func() bool {
 		n = nodeOf(t, c, id)
 		return !n.Alive
 	})
@@ -310,13 +311,13 @@ func TestNodeExpiryFencesAndElects(t *testing.T) {
 
 	checkElected(t, c, orders, victims)
 	// "clean": the last ISR member is kept, the partition is offline.
-	waitFor(t, 10*time.Second, "clean-0 offline", func() bool { return partitionOf(t, c, "clean", 0).Leader == -1 })
+	testkit.WaitFor(t, 10*time.Second, "clean-0 offline", func() bool { return partitionOf(t, c, "clean", 0).Leader == -1 })
 	if p := partitionOf(t, c, "clean", 0); !slices.Equal(p.ISR, clean.ISR) || p.LeaderEpoch != clean.LeaderEpoch+1 || p.PartitionEpoch != clean.PartitionEpoch+1 {
 		t.Fatalf("clean-0 = %+v; want ISR %v kept, leader epoch %d", p, clean.ISR, clean.LeaderEpoch+1)
 	}
 	// "dirty" allows unclean election: a live replica outside the ISR leads
 	// alone.
-	waitFor(t, 10*time.Second, "unclean election of dirty-0", func() bool { return partitionOf(t, c, "dirty", 0).Leader != dirty.Leader })
+	testkit.WaitFor(t, 10*time.Second, "unclean election of dirty-0", func() bool { return partitionOf(t, c, "dirty", 0).Leader != dirty.Leader })
 	survivor := without(dirty.Replicas, victims...)[0]
 	if p := partitionOf(t, c, "dirty", 0); p.Leader != survivor || !slices.Equal(p.ISR, []int32{survivor}) || p.LeaderEpoch != dirty.LeaderEpoch+1 {
 		t.Fatalf("dirty-0 = %+v; want %d leading alone", p, survivor)
@@ -327,7 +328,7 @@ func TestNodeExpiryFencesAndElects(t *testing.T) {
 	for _, v := range victims {
 		epochs[v] = registerOne(t, c, b, v)
 	}
-	waitFor(t, 10*time.Second, "clean-0 back online", func() bool { return partitionOf(t, c, "clean", 0).Leader == clean.Leader })
+	testkit.WaitFor(t, 10*time.Second, "clean-0 back online", func() bool { return partitionOf(t, c, "clean", 0).Leader == clean.Leader })
 	if p := partitionOf(t, c, "clean", 0); p.LeaderEpoch != clean.LeaderEpoch+2 || !slices.Equal(p.ISR, clean.ISR) {
 		t.Fatalf("clean-0 after its leader returned = %+v", p)
 	}
@@ -349,7 +350,7 @@ func TestNodeExpiryFencesAndElects(t *testing.T) {
 // leader epoch +1; the dead leave every ISR; one change per partition.
 func checkElected(t *testing.T, c *cluster.Client, before *cluster.Topic, victims []int32) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "elections in "+before.Name, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "elections in "+before.Name, func() bool {
 		for _, p := range mustDescribe(t, c, before.Name).Partitions {
 			if slices.Contains(victims, p.Leader) || len(without(p.ISR, victims...)) != len(p.ISR) {
 				return false
@@ -432,7 +433,7 @@ func TestControlledShutdownThroughTheAPI(t *testing.T) {
 	// it as the last ISR member.
 	b.drop(x)
 	waitDead(t, c, x)
-	waitFor(t, 10*time.Second, "solo-0 offline", func() bool { return partitionOf(t, c, "solo", 0).Leader == -1 })
+	testkit.WaitFor(t, 10*time.Second, "solo-0 offline", func() bool { return partitionOf(t, c, "solo", 0).Leader == -1 })
 	if p := partitionOf(t, c, "solo", 0); !slices.Equal(p.ISR, []int32{x}) {
 		t.Fatalf("solo-0 = %+v; want ISR [%d] kept", p, x)
 	}
@@ -451,7 +452,7 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	pref, next := tp.Partitions[0].Replicas[0], tp.Partitions[0].Replicas[1]
 
 	b.drop(pref)
-	waitFor(t, 15*time.Second, "leadership to leave the dead preferred replica", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "leadership to leave the dead preferred replica", func() bool {
 		return partitionOf(t, c, "orders", 0).Leader == next
 	})
 	epochs[pref] = registerOne(t, c, b, pref)
@@ -465,7 +466,7 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the preferred leader back", func() bool { return partitionOf(t, c, "orders", 0).Leader == pref })
+	testkit.WaitFor(t, 10*time.Second, "the preferred leader back", func() bool { return partitionOf(t, c, "orders", 0).Leader == pref })
 	if p := partitionOf(t, c, "orders", 0); p.LeaderEpoch != 2 || !slices.Equal(p.ISR, np.ISR) || p.PartitionEpoch != np.PartitionEpoch+1 {
 		t.Fatalf("after the preferred leader election: %+v; want leader epoch 2, ISR %v", p, np.ISR)
 	}
@@ -513,7 +514,7 @@ func TestThreeMembersKeepReplicationState(t *testing.T) {
 	y := without([]int32{1, 2, 3, 4}, x)[0]
 	b.drop(y)
 	waitDead(t, fc, y)
-	waitFor(t, 10*time.Second, "node "+string(rune('0'+y))+" out of every ISR", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "node "+string(rune('0'+y))+" out of every ISR", func() bool {
 		for _, p := range mustDescribe(t, fc, "orders").Partitions {
 			if slices.Contains(p.ISR, y) || p.Leader == x {
 				return false
@@ -524,7 +525,7 @@ func TestThreeMembersKeepReplicationState(t *testing.T) {
 
 	// A raft snapshot holds exactly the state.
 	var want fsm.View
-	waitFor(t, 10*time.Second, "a snapshot of a quiet state", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a snapshot of a quiet state", func() bool {
 		want = lead.fsm.View()
 		if err := lead.node.Snapshot(ctx); err != nil {
 			t.Fatalf("snapshot: %v", err)
@@ -540,9 +541,9 @@ func TestThreeMembersKeepReplicationState(t *testing.T) {
 
 	// Lose the leader.
 	lead.stop(t)
-	waitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
+	testkit.WaitFor(t, 20*time.Second, "a new leader", func() bool { return leader(rest) != nil })
 	rc := client(rest...)
-	waitFor(t, 20*time.Second, "the new leader to answer", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the new leader to answer", func() bool {
 		err := rc.Heartbeat(ctx, cluster.HeartbeatRequest{ID: y, Epoch: epochs[y]})
 		if protocol.CodeOf(err) == protocol.NotController {
 			return false

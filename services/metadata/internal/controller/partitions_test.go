@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -216,7 +217,7 @@ func TestPreferredLeaderTimer(t *testing.T) {
 	c.Start()
 	defer c.Stop()
 	c.SetLeader(true)
-	waitUntil(t, "the controller to activate", c.Active)
+	testkit.WaitFor(t, 5*time.Second, "the controller to activate", c.Active)
 	ctx := context.Background()
 	for id := int32(1); id <= 2; id++ {
 		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: "n:1"}); err != nil {
@@ -231,7 +232,7 @@ func TestPreferredLeaderTimer(t *testing.T) {
 		Topic: "t", Leader: 2, ISR: []int32{1, 2}}}); err != nil || res.Err != nil {
 		t.Fatal(err, res.Err)
 	}
-	waitUntil(t, "the preferred leader back", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the preferred leader back", func() bool {
 		p := partitionOf(t, f, "t", 0)
 		return p.Leader == 1 && p.LeaderEpoch == 2
 	})
@@ -244,18 +245,6 @@ func TestAlterPartitionNeedsLeadership(t *testing.T) {
 	}
 	if _, err := c.ControlledShutdown(context.Background(), cluster.ShutdownRequest{ID: 1, Epoch: 1}); !errors.Is(err, ErrNotActive) {
 		t.Fatalf("ControlledShutdown before leadership = %v; want ErrNotActive", err)
-	}
-}
-
-// waitUntil polls cond with a deadline.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -79,17 +80,6 @@ func topicSnap(version uint64, names ...string) *cluster.Snapshot {
 	return s
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestMembershipRegistersAppliesAndReregisters(t *testing.T) {
 	dir := t.TempDir()
 	// A partition directory of topic "old" exists on disk from an earlier run.
@@ -112,7 +102,7 @@ func TestMembershipRegistersAppliesAndReregisters(t *testing.T) {
 	}
 	m.Start()
 	defer m.Stop()
-	waitFor(t, "ready", func() bool { return m.Ready() == nil })
+	testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return m.Ready() == nil })
 
 	// The first snapshot was a linearizable read: both partitions are open,
 	// and the lagging member's older watch answer (no topics) deleted nothing.
@@ -133,7 +123,7 @@ func TestMembershipRegistersAppliesAndReregisters(t *testing.T) {
 	fake.mu.Lock()
 	fake.watch = topicSnap(9, "live")
 	fake.mu.Unlock()
-	waitFor(t, "deleted topic removed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "deleted topic removed", func() bool {
 		_, err := mgr.Get("old", 0)
 		_, statErr := os.Stat(filepath.Join(dir, "old-0"))
 		return err != nil && os.IsNotExist(statErr)
@@ -144,12 +134,12 @@ func TestMembershipRegistersAppliesAndReregisters(t *testing.T) {
 	fake.fenceNext = true
 	before := fake.registers
 	fake.mu.Unlock()
-	waitFor(t, "re-registration", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "re-registration", func() bool {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
 		return fake.registers > before
 	})
-	waitFor(t, "new epoch", func() bool { return m.Epoch() >= 20 })
+	testkit.WaitFor(t, 10*time.Second, "new epoch", func() bool { return m.Epoch() >= 20 })
 }
 
 func TestApplyFailureKeepsTheNodeNotReady(t *testing.T) {
@@ -171,12 +161,12 @@ func TestApplyFailureKeepsTheNodeNotReady(t *testing.T) {
 		cluster.NewClient([]string{srv.URL}), mgr, log)
 	m.Start()
 	defer m.Stop()
-	waitFor(t, "a failed apply", func() bool { err := m.Ready(); return err != nil && strings.Contains(err.Error(), "applying") })
+	testkit.WaitFor(t, 10*time.Second, "a failed apply", func() bool { err := m.Ready(); return err != nil && strings.Contains(err.Error(), "applying") })
 	// The obstacle goes away: the retry opens the partition and the node is ready.
 	if err := os.Remove(filepath.Join(dir, "t-0")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ready after the retry", func() bool { return m.Ready() == nil })
+	testkit.WaitFor(t, 10*time.Second, "ready after the retry", func() bool { return m.Ready() == nil })
 	if _, err := mgr.Get("t", 0); err != nil {
 		t.Fatal(err)
 	}
