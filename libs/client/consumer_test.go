@@ -91,9 +91,10 @@ func seq(from, to int64) []int64 {
 
 func TestConsumerStartsAtCommittedOrResetCommitsAndLeaves(t *testing.T) {
 	fc := newFakeCluster(t, 2)
-	fc.storage.append(0, 10)
-	fc.storage.append(1, 5)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0, 1); c.committed[tps(0)[0]] = 4 })
+	fc.append(0, 10)
+	fc.append(1, 5)
+	fc.coord.SetInitial(tps(0, 1)...)
+	fc.coord.SetCommitted(tps(0)[0], 4, "")
 	cfg := fc.config()
 	var ev events
 	ev.hook(&cfg)
@@ -125,21 +126,21 @@ func TestConsumerStartsAtCommittedOrResetCommitsAndLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p, want := range []int64{10, 5} {
-		if off, _ := fc.coord.committedOffset(tps(int32(p))[0]); off != want {
-			t.Errorf("committed t-%d = %d, want %d", p, off, want)
+		if cm, _ := fc.coord.Committed(tps(int32(p))[0]); cm.Offset != want {
+			t.Errorf("committed t-%d = %d, want %d", p, cm.Offset, want)
 		}
 	}
-	commits := fc.coord.commitCount()
+	commits := fc.coord.Commits()
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := fc.coord.commitCount(); n != commits {
+	if n := fc.coord.Commits(); n != commits {
 		t.Errorf("Close committed unchanged positions again (%d commits, was %d)", n, commits)
 	}
 	if _, r, _ := ev.counts(); r != 1 || !slices.Equal(ev.revoked[0], tps(0, 1)) {
 		t.Errorf("OnRevoked calls %v", ev.revoked)
 	}
-	hbs := fc.coord.heartbeatLog()
+	hbs := fc.coord.Heartbeats()
 	if last := hbs[len(hbs)-1]; last.MemberEpoch != groups.LeaveEpoch || last.MemberID != "m1" {
 		t.Errorf("last heartbeat %+v, want a leave of m1", last)
 	}
@@ -153,9 +154,9 @@ func TestConsumerStartsAtCommittedOrResetCommitsAndLeaves(t *testing.T) {
 
 func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 	fc := newFakeCluster(t, 2)
-	fc.storage.append(0, 3)
-	fc.storage.append(1, 3)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0, 1) })
+	fc.append(0, 3)
+	fc.append(1, 3)
+	fc.coord.SetInitial(tps(0, 1)...)
 	cfg := fc.config()
 	var ev events
 	ev.hook(&cfg)
@@ -164,21 +165,21 @@ func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 		ev.mu.Lock()
 		ev.revoked = append(ev.revoked, ts)
 		ev.mu.Unlock()
-		if off, ok := fc.coord.committedOffset(tps(1)[0]); !ok || off != 3 {
+		if cm, ok := fc.coord.Committed(tps(1)[0]); !ok || cm.Offset != 3 {
 			problems = append(problems, "t-1 not committed before OnRevoked")
 		}
-		if owned, _ := fc.coord.ownedBy("m1"); !slices.Contains(owned, tps(1)[0]) {
+		if owned, _ := fc.coord.OwnedBy("m1"); !slices.Contains(owned, tps(1)[0]) {
 			problems = append(problems, "t-1 reported released before OnRevoked: "+tpList(owned))
 		}
 	}
 	c := startConsumer(t, cfg)
 	pollN(t, c, 6)
 	testkit.WaitFor(t, 10*time.Second, "the assignment reported owned", func() bool {
-		owned, _ := fc.coord.ownedBy("m1")
+		owned, _ := fc.coord.OwnedBy("m1")
 		return slices.Equal(owned, tps(0, 1))
 	})
 
-	fc.coord.setAssignment("m1", tps(0)...)
+	fc.coord.SetAssignment("m1", tps(0)...)
 	pollUntil(t, c, "revocation", func([]ConsumerRecord) bool { _, r, _ := ev.counts(); return r > 0 })
 	if len(problems) > 0 {
 		t.Error(problems)
@@ -187,11 +188,11 @@ func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 		t.Fatalf("revoked %v, assignment %v", ev.revoked, c.Assignment())
 	}
 	testkit.WaitFor(t, 10*time.Second, "release reported at the new epoch", func() bool {
-		owned, _ := fc.coord.ownedBy("m1")
+		owned, _ := fc.coord.OwnedBy("m1")
 		return slices.Equal(owned, tps(0))
 	})
-	fc.storage.append(1, 5)
-	fc.storage.append(0, 2)
+	fc.append(1, 5)
+	fc.append(0, 2)
 	got := pollN(t, c, 2)
 	got = append(got, pollUntil(t, c, "a quiet moment", func() func([]ConsumerRecord) bool {
 		deadline := time.Now().Add(100 * time.Millisecond)
@@ -207,9 +208,9 @@ func TestConsumerRevokesAfterCommittingAndReportsRelease(t *testing.T) {
 
 func TestConsumerLosesPartitionsWhenFencedAndRejoins(t *testing.T) {
 	fc := newFakeCluster(t, 2)
-	fc.storage.append(0, 3)
-	fc.storage.append(1, 3)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0, 1) })
+	fc.append(0, 3)
+	fc.append(1, 3)
+	fc.coord.SetInitial(tps(0, 1)...)
 	cfg := fc.config()
 	var ev events
 	ev.hook(&cfg)
@@ -218,13 +219,13 @@ func TestConsumerLosesPartitionsWhenFencedAndRejoins(t *testing.T) {
 		ev.mu.Lock()
 		ev.lost = append(ev.lost, ts)
 		ev.mu.Unlock()
-		joinsAtLoss = countJoins(fc.coord.heartbeatLog())
+		joinsAtLoss = countJoins(fc.coord.Heartbeats())
 	}
 	c := startConsumer(t, cfg)
 	pollN(t, c, 6)
-	commits := fc.coord.commitCount()
+	commits := fc.coord.Commits()
 
-	fc.coord.set(func(c *fakeCoordinator) { c.fence["m1"] = true })
+	fc.coord.Fence("m1")
 	got := pollUntil(t, c, "loss", func([]ConsumerRecord) bool { _, _, l := ev.counts(); return l > 0 })
 	if !slices.Equal(ev.lost[0], tps(0, 1)) || len(ev.revoked) != 0 {
 		t.Errorf("lost %v revoked %v", ev.lost, ev.revoked)
@@ -232,13 +233,13 @@ func TestConsumerLosesPartitionsWhenFencedAndRejoins(t *testing.T) {
 	if joinsAtLoss != 1 {
 		t.Errorf("%d joins before OnLost returned, want 1 (rejoin only after release)", joinsAtLoss)
 	}
-	if n := fc.coord.commitCount(); n != commits {
+	if n := fc.coord.Commits(); n != commits {
 		t.Errorf("a lost partition was committed (%d commits, was %d)", n, commits)
 	}
 	// The rejoin: a fresh member (a new id, epoch 0) reporting nothing owned.
 	got = append(got, pollUntil(t, c, "reassignment", func([]ConsumerRecord) bool { a, _, _ := ev.counts(); return a >= 2 })...)
 	var joins []groups.HeartbeatRequest
-	for _, hb := range fc.coord.heartbeatLog() {
+	for _, hb := range fc.coord.Heartbeats() {
 		if hb.MemberEpoch == groups.JoinEpoch {
 			joins = append(joins, hb)
 		}
@@ -273,7 +274,7 @@ func countJoins(hbs []groups.HeartbeatRequest) int {
 
 func TestConsumerLosesPartitionsWhenSessionExpiresLocally(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0) })
+	fc.coord.SetInitial(tps(0)...)
 	cfg := fc.config()
 	cfg.SessionTimeout = 600 * time.Millisecond
 	var ev events
@@ -282,7 +283,7 @@ func TestConsumerLosesPartitionsWhenSessionExpiresLocally(t *testing.T) {
 	pollUntil(t, c, "assignment", func([]ConsumerRecord) bool { a, _, _ := ev.counts(); return a > 0 })
 
 	start := time.Now()
-	fc.coord.set(func(c *fakeCoordinator) { c.failWith = protocol.NotCoordinator })
+	fc.coord.FailHeartbeats(protocol.NotCoordinator)
 	pollUntil(t, c, "loss", func([]ConsumerRecord) bool { _, _, l := ev.counts(); return l > 0 })
 	if el := time.Since(start); el < 400*time.Millisecond || el > 3*time.Second {
 		t.Errorf("lost after %v with a 600ms session", el)
@@ -293,7 +294,7 @@ func TestConsumerLosesPartitionsWhenSessionExpiresLocally(t *testing.T) {
 	if err := c.Commit(context.Background()); err != nil {
 		t.Errorf("Commit with nothing owned: %v", err)
 	}
-	fc.coord.set(func(c *fakeCoordinator) { c.failWith = protocol.None })
+	fc.coord.FailHeartbeats(protocol.None)
 	pollUntil(t, c, "rejoin", func([]ConsumerRecord) bool { a, _, _ := ev.counts(); return a >= 2 })
 }
 
@@ -307,16 +308,15 @@ func TestConsumerResetsOutOfRangeCommit(t *testing.T) {
 	} {
 		t.Run(tc.reset, func(t *testing.T) {
 			fc := newFakeCluster(t, 1)
-			fc.storage.append(0, 10)
-			fc.storage.mu.Lock()
-			fc.storage.logStart[0] = 2
-			fc.storage.mu.Unlock()
-			fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0); c.committed[tps(0)[0]] = 100 })
+			fc.append(0, 10)
+			fc.storage.SetLogStart("t", 0, 2)
+			fc.coord.SetInitial(tps(0)...)
+			fc.coord.SetCommitted(tps(0)[0], 100, "")
 			cfg := fc.config()
 			cfg.AutoOffsetReset = tc.reset
 			c := startConsumer(t, cfg)
 			got := pollUntil(t, c, "the reset", func([]ConsumerRecord) bool { p, ok := c.Position(tps(0)[0]); return ok && p < 100 })
-			fc.storage.append(0, 2)
+			fc.append(0, 2)
 			got = append(got, pollUntil(t, c, "records", func(more []ConsumerRecord) bool { return len(got)+len(more) >= len(tc.want) })...)
 			if o := offsetsOf(got, 0); !slices.Equal(o, tc.want) {
 				t.Errorf("offsets %v, want %v", o, tc.want)
@@ -327,8 +327,8 @@ func TestConsumerResetsOutOfRangeCommit(t *testing.T) {
 
 func TestConsumerSeekAndMaxPollRecords(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	fc.storage.append(0, 10)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0) })
+	fc.append(0, 10)
+	fc.coord.SetInitial(tps(0)...)
 	cfg := fc.config()
 	cfg.MaxPollRecords = 3
 	c := startConsumer(t, cfg)
@@ -355,8 +355,8 @@ func TestConsumerSeekAndMaxPollRecords(t *testing.T) {
 
 func TestConsumerAutoCommitsWhilePollWaits(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	fc.storage.append(0, 5)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0) })
+	fc.append(0, 5)
+	fc.coord.SetInitial(tps(0)...)
 	cfg := fc.config()
 	cfg.AutoCommitInterval = 50 * time.Millisecond
 	c := startConsumer(t, cfg)
@@ -366,18 +366,18 @@ func TestConsumerAutoCommitsWhilePollWaits(t *testing.T) {
 	if _, err := c.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Poll with nothing to read: %v", err)
 	}
-	if off, _ := fc.coord.committedOffset(tps(0)[0]); off != 5 {
-		t.Errorf("auto-committed offset %d, want 5", off)
+	if cm, _ := fc.coord.Committed(tps(0)[0]); cm.Offset != 5 {
+		t.Errorf("auto-committed offset %d, want 5", cm.Offset)
 	}
 }
 
 func TestConsumerCommitReportsUnknownMember(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	fc.storage.append(0, 1)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0) })
+	fc.append(0, 1)
+	fc.coord.SetInitial(tps(0)...)
 	c := startConsumer(t, fc.config())
 	pollN(t, c, 1)
-	fc.coord.set(func(c *fakeCoordinator) { delete(c.members, "m1") })
+	fc.coord.Remove("m1")
 	err := c.Commit(context.Background())
 	if protocol.CodeOf(err) != protocol.UnknownMemberID {
 		t.Errorf("Commit by a removed member: %v", err)
@@ -406,27 +406,27 @@ func TestConsumerCloseInterruptsPoll(t *testing.T) {
 
 func TestConsumerHandOffContinuesFromTheRevokedPosition(t *testing.T) {
 	fc := newFakeCluster(t, 2)
-	fc.storage.append(0, 5)
-	fc.storage.append(1, 5)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0, 1) })
+	fc.append(0, 5)
+	fc.append(1, 5)
+	fc.coord.SetInitial(tps(0, 1)...)
 	var evA events
 	cfgA := fc.config()
 	evA.hook(&cfgA)
 	a := startConsumer(t, cfgA)
 	pollN(t, a, 10)
-	testkit.WaitFor(t, 10*time.Second, "m1 to report its partitions", func() bool { o, _ := fc.coord.ownedBy("m1"); return len(o) == 2 })
+	testkit.WaitFor(t, 10*time.Second, "m1 to report its partitions", func() bool { o, _ := fc.coord.OwnedBy("m1"); return len(o) == 2 })
 
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = nil })
+	fc.coord.SetInitial()
 	b := startConsumer(t, fc.config())
 	testkit.WaitFor(t, 10*time.Second, "m2 to join", func() bool { return b.MemberID() == "m2" })
 
 	// The coordinator moves t-1: revoke from m1, wait for the release, then
 	// assign to m2 (what a KIP-848 coordinator does).
-	fc.coord.setAssignment("m1", tps(0)...)
+	fc.coord.SetAssignment("m1", tps(0)...)
 	pollUntil(t, a, "revocation", func([]ConsumerRecord) bool { _, r, _ := evA.counts(); return r > 0 })
-	testkit.WaitFor(t, 10*time.Second, "m1 to release t-1", func() bool { o, _ := fc.coord.ownedBy("m1"); return slices.Equal(o, tps(0)) })
-	fc.coord.setAssignment("m2", tps(1)...)
-	fc.storage.append(1, 3)
+	testkit.WaitFor(t, 10*time.Second, "m1 to release t-1", func() bool { o, _ := fc.coord.OwnedBy("m1"); return slices.Equal(o, tps(0)) })
+	fc.coord.SetAssignment("m2", tps(1)...)
+	fc.append(1, 3)
 	got := pollN(t, b, 3)
 	if o := offsetsOf(got, 1); !slices.Equal(o, seq(5, 8)) {
 		t.Errorf("m2 read t-1 offsets %v, want 5..7 (from m1's commit on revocation)", o)
@@ -438,8 +438,9 @@ func TestConsumerHandOffContinuesFromTheRevokedPosition(t *testing.T) {
 
 func TestConsumerPollReportsARefusedJoin(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	fc.storage.append(0, 2)
-	fc.coord.set(func(c *fakeCoordinator) { c.initial = tps(0); c.failWith = protocol.InvalidRequest })
+	fc.append(0, 2)
+	fc.coord.SetInitial(tps(0)...)
+	fc.coord.FailHeartbeats(protocol.InvalidRequest)
 	c := startConsumer(t, fc.config())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -451,7 +452,7 @@ func TestConsumerPollReportsARefusedJoin(t *testing.T) {
 		t.Fatalf("Poll while the join is refused: %v", err)
 	}
 	// The consumer keeps trying: once the coordinator accepts, Poll works.
-	fc.coord.set(func(c *fakeCoordinator) { c.failWith = protocol.None })
+	fc.coord.FailHeartbeats(protocol.None)
 	var got []ConsumerRecord
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < 2 && time.Now().Before(deadline) {
@@ -474,14 +475,12 @@ func TestConsumerPollReportsARefusedJoin(t *testing.T) {
 func TestCommittedOffsetOfAnEarlierTopicIsIgnored(t *testing.T) {
 	fc := newFakeCluster(t, 3)
 	for p := int32(0); p < 3; p++ {
-		fc.storage.append(p, 10)
+		fc.append(p, 10)
 	}
-	fc.coord.set(func(c *fakeCoordinator) {
-		c.initial = tps(0, 1, 2)
-		c.committed[tps(0)[0]], c.topicIDs[tps(0)[0]] = 7, "t-incarnation-1"
-		c.committed[tps(1)[0]], c.topicIDs[tps(1)[0]] = 4, fakeTopicID
-		c.committed[tps(2)[0]] = 6 // committed before incarnations were recorded
-	})
+	fc.coord.SetInitial(tps(0, 1, 2)...)
+	fc.coord.SetCommitted(tps(0)[0], 7, "t-incarnation-1")
+	fc.coord.SetCommitted(tps(1)[0], 4, fakeTopicID)
+	fc.coord.SetCommitted(tps(2)[0], 6, "")
 	c := startConsumer(t, fc.config())
 	got := pollN(t, c, 10+6+4)
 	for p, from := range []int64{0, 4, 6} {
@@ -493,8 +492,8 @@ func TestCommittedOffsetOfAnEarlierTopicIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := int32(0); p < 3; p++ {
-		if id := fc.coord.committedTopicID(tps(p)[0]); id != fakeTopicID {
-			t.Errorf("t-%d committed for topic incarnation %q, want %q", p, id, fakeTopicID)
+		if cm, _ := fc.coord.Committed(tps(p)[0]); cm.TopicID != fakeTopicID {
+			t.Errorf("t-%d committed for topic incarnation %q, want %q", p, cm.TopicID, fakeTopicID)
 		}
 	}
 	if err := c.Close(context.Background()); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,11 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
-	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
 )
 
@@ -43,15 +43,13 @@ func TestWiring(t *testing.T) {
 	md := fakecluster.NewMetadata(cluster.Node{ID: 1, Addr: st.Addr()})
 	defer md.Close()
 	md.AddTopic("t", 1)
-	offsets := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"groups":[],"path":"`+r.URL.Path+`"}`)
-	}))
+	offsets := fakecluster.NewOffsets("")
 	defer offsets.Close()
+	offsets.Describe(groups.Description{Group: "readers", State: groups.StateEmpty})
 
 	c, err := config.Parse([]string{
 		"-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-metadata", md.URL(),
-		"-offsets", offsets.URL, "-log-level", "error", "-id", "fe-test",
+		"-offsets", offsets.URL(), "-log-level", "error", "-id", "fe-test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +81,7 @@ func TestWiring(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(b) != `{"offsets":[{"partition":0,"offset":0}]}` {
 		t.Fatalf("produce: %d %s", resp.StatusCode, b)
 	}
-	useRoutes(t, "http://"+srv.Addr())
+	useRoutes(t, "http://"+srv.Addr(), offsets)
 	_, metrics := get(t, "http://"+admin.Addr()+"/metrics")
 	for _, m := range []string{
 		`sluice_frontend_produce_requests_total{status="200"} 2`,
@@ -103,7 +101,7 @@ func TestWiring(t *testing.T) {
 
 // useRoutes goes through the routes beyond the record produce: a batches
 // body, a fetch, the groups relay, a producer id and the console.
-func useRoutes(t *testing.T, base string) {
+func useRoutes(t *testing.T, base string, offsets *fakecluster.Offsets) {
 	t.Helper()
 	batch := record.NewBuilder(record.CodecNone)
 	batch.Append(record.Record{Timestamp: 1, Value: []byte("from the sdk")})
@@ -119,8 +117,11 @@ func useRoutes(t *testing.T, base string) {
 	if code != http.StatusOK || !strings.Contains(got, `"value":"hello"`) || !strings.Contains(got, `"value":"from the sdk"`) || !strings.Contains(got, `"next_offset":2`) {
 		t.Fatalf("fetch: %d %s", code, got)
 	}
-	if code, got := get(t, base+"/v1/groups"); code != http.StatusOK || got != `{"groups":[],"path":"/v1/groups"}` {
+	if code, got := get(t, base+"/v1/groups"); code != http.StatusOK || !strings.Contains(got, `"group":"readers"`) {
 		t.Fatalf("groups: %d %s", code, got)
+	}
+	if r, _ := offsets.LastRequest(); r == nil || r.URL.Path != "/v1/groups" {
+		t.Fatalf("the offsets service got %v", r)
 	}
 	if code, got := post(t, base+"/v1/producers", "application/json", []byte(`{}`)); code != http.StatusOK || !strings.Contains(got, `"producer_id"`) {
 		t.Fatalf("producers: %d %s", code, got)

@@ -119,14 +119,14 @@ func TestTopicPage(t *testing.T) {
 // (in order, with committed offset, log end, lag, owner) and members.
 func TestGroupPages(t *testing.T) {
 	e := newEnv(t, 1)
-	e.offsets.set(groups.Description{Group: "readers", State: groups.StateStable, GroupEpoch: 3, Assignor: groups.AssignorSticky,
+	e.offsets.Describe(groups.Description{Group: "readers", State: groups.StateStable, GroupEpoch: 3, Assignor: groups.AssignorSticky,
 		Members: []groups.MemberDescription{{MemberID: "m-1", ClientID: "app", MemberEpoch: 3, Topics: []string{"orders"},
 			Assignment: []groups.TopicPartitions{{Topic: "orders", Partitions: []int32{1, 0}}}}},
 		Partitions: []groups.PartitionLag{
 			{Topic: "orders", Partition: 1, Owner: "m-1", Committed: 5, LogStart: 0, LogEnd: 9, Lag: 4},
 			{Topic: "orders", Partition: 0, Owner: "m-1", Committed: 7, LogStart: 0, LogEnd: 10, Lag: 3},
 		}, TotalLag: 7})
-	e.offsets.set(groups.Description{Group: "idle", State: groups.StateEmpty, Members: []groups.MemberDescription{},
+	e.offsets.Describe(groups.Description{Group: "idle", State: groups.StateEmpty, Members: []groups.MemberDescription{},
 		Partitions: []groups.PartitionLag{{Topic: "audit", Partition: 0, Committed: 2, LogStart: -1, LogEnd: -1, Lag: -1, Error: "LEADER_NOT_AVAILABLE"}}})
 
 	list := e.get(t, "/console/groups")
@@ -241,7 +241,8 @@ func TestStorageNodeDown(t *testing.T) {
 func TestOffsetsDown(t *testing.T) {
 	e := newEnv(t, 1)
 	for _, hang := range []bool{false, true} {
-		e.offsets.setDown(!hang, hang)
+		e.offsets.SetDown(!hang)
+		e.offsets.SetHang(hang)
 		for _, path := range []string{"/console/groups", "/console/groups/readers"} {
 			start := time.Now()
 			p := e.get(t, path)

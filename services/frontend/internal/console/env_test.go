@@ -2,12 +2,10 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +18,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 )
 
@@ -32,7 +30,7 @@ type env struct {
 	md      *fakecluster.Metadata
 	nodes   []*fakecluster.Storage
 	cache   *metacache.Cache
-	offsets *fakeOffsets
+	offsets *fakecluster.Offsets
 	url     string
 }
 
@@ -62,12 +60,13 @@ func newEnv(t *testing.T, storageNodes int) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.cache.Stop)
-	e.offsets = newFakeOffsets(t)
+	e.offsets = fakecluster.NewOffsets("")
+	t.Cleanup(e.offsets.Close)
 	pool := storageclient.NewPool("console-test")
 	t.Cleanup(func() { _ = pool.Close() })
 	cfg := DefaultConfig()
 	cfg.LookupTimeout = testLookupTimeout
-	c, err := New(cfg, Sources{Metadata: e.cache, Replicas: pool, Groups: groups.NewClient([]string{e.offsets.srv.URL})}, nil)
+	c, err := New(cfg, Sources{Metadata: e.cache, Replicas: pool, Groups: groups.NewClient([]string{e.offsets.URL()})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,74 +170,6 @@ func (p answer) mustContain(t *testing.T, fragments ...string) {
 			t.Fatalf("answer (%d) lacks %q:\n%s", p.status, f, p.body)
 		}
 	}
-}
-
-// fakeOffsets is an offsets replica serving GET /v1/groups and
-// /v1/groups/{group} from descriptions the test sets; it can be made to
-// fail or to hang until the request is abandoned.
-type fakeOffsets struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	groups map[string]groups.Description // guarded by mu
-	down   bool                          // answer 503; guarded by mu
-	hang   bool                          // never answer; guarded by mu
-}
-
-func newFakeOffsets(t *testing.T) *fakeOffsets {
-	o := &fakeOffsets{groups: map[string]groups.Description{}}
-	o.srv = httptest.NewServer(http.HandlerFunc(o.serve))
-	t.Cleanup(func() {
-		o.srv.CloseClientConnections()
-		o.srv.Close()
-	})
-	return o
-}
-
-func (o *fakeOffsets) set(d groups.Description) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.groups[d.Group] = d
-}
-
-func (o *fakeOffsets) setDown(down, hang bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.down, o.hang = down, hang
-}
-
-func (o *fakeOffsets) serve(w http.ResponseWriter, r *http.Request) {
-	o.mu.Lock()
-	down, hang := o.down, o.hang
-	o.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	switch {
-	case hang:
-		<-r.Context().Done()
-		return
-	case down:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{ErrorCode: int16(protocol.LeaderNotAvailable), Error: "the offsets group has no leader"})
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	name, one := strings.CutPrefix(r.URL.Path, "/v1/groups/")
-	if !one {
-		var l groups.ListResponse
-		for _, d := range o.groups {
-			l.Groups = append(l.Groups, groups.Listing{Group: d.Group, State: d.State, Members: len(d.Members)})
-		}
-		_ = json.NewEncoder(w).Encode(l)
-		return
-	}
-	d, ok := o.groups[name]
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{ErrorCode: int16(protocol.GroupIDNotFound), Error: "no group " + name})
-		return
-	}
-	_ = json.NewEncoder(w).Encode(d)
 }
 
 // silentNode is a storage node that accepts connections and never answers.

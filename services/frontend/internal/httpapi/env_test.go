@@ -9,14 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
@@ -30,7 +29,7 @@ type env struct {
 	nodes    []*fakecluster.Storage
 	cache    *metacache.Cache
 	producer *produce.Producer
-	offsets  *fakeOffsets
+	offsets  *fakecluster.Offsets
 	srv      *Server
 	url      string
 }
@@ -39,46 +38,6 @@ type envOptions struct {
 	nodes   int
 	http    func(*Config)
 	produce func(*produce.Config)
-}
-
-// fakeOffsets is an offsets replica that records the last request it got
-// and answers with the status and body set by the test.
-type fakeOffsets struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	got    *http.Request // guarded by mu
-	body   string        // of got; guarded by mu
-	status int           // guarded by mu
-	answer string        // guarded by mu
-}
-
-func newFakeOffsets(t *testing.T) *fakeOffsets {
-	o := &fakeOffsets{status: http.StatusOK, answer: `{"groups":[]}`}
-	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		o.mu.Lock()
-		o.got, o.body = r, string(b)
-		status, answer := o.status, o.answer
-		o.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, answer)
-	}))
-	t.Cleanup(o.srv.Close)
-	return o
-}
-
-func (o *fakeOffsets) set(status int, answer string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.status, o.answer = status, answer
-}
-
-func (o *fakeOffsets) last() (*http.Request, string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.got, o.body
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -138,10 +97,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.offsets = newFakeOffsets(t)
+	e.offsets = fakecluster.NewOffsets("")
+	t.Cleanup(e.offsets.Close)
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close() // a replica that is down: the relay fails over
-	relay := forward.New("offsets", []string{down.URL, e.offsets.srv.URL}, protocol.NotCoordinator)
+	relay := forward.New("offsets", []string{down.URL, e.offsets.URL()}, protocol.NotCoordinator)
 	d := Deps{Producer: e.producer, Fetcher: fetcher, Admin: client, Offsets: relay, Cache: e.cache}
 	if e.srv, err = New(hcfg, d, nil); err != nil {
 		t.Fatal(err)

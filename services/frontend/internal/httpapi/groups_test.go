@@ -16,26 +16,26 @@ import (
 
 func TestGroupsForwardedVerbatim(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 1})
-	e.offsets.set(http.StatusConflict, `{"error_code":68,"error":"group g.1 has members"}`)
+	e.offsets.SetAnswer(http.StatusConflict, `{"error_code":68,"error":"group g.1 has members"}`)
 	r := e.do(t, http.MethodPost, "/v1/groups/g.1/reset-offsets?topic=a%20b", "application/json", []byte(`{"to":"earliest"}`), "X-Request-Id", "grp-1")
 	if r.status != http.StatusConflict || string(r.body) != `{"error_code":68,"error":"group g.1 has members"}` || r.header.Get("X-Request-Id") != "grp-1" {
 		t.Fatalf("answer %d %v %s", r.status, r.header, r.body)
 	}
-	got, body := e.offsets.last()
+	got, body := e.offsets.LastRequest()
 	if got.Method != http.MethodPost || got.RequestURI != "/v1/groups/g.1/reset-offsets?topic=a%20b" || body != `{"to":"earliest"}` ||
 		got.Header.Get("Content-Type") != "application/json" || got.Header.Get("X-Request-Id") != "grp-1" {
 		t.Fatalf("offsets got %s %s %q %v", got.Method, got.RequestURI, body, got.Header)
 	}
 	// The SDK's groups client works against the frontend.
-	e.offsets.set(http.StatusOK, `{"groups":[{"group":"g.1","state":"stable","members":2}]}`)
+	e.offsets.SetAnswer(http.StatusOK, `{"groups":[{"group":"g.1","state":"stable","members":2}]}`)
 	ls, err := groups.NewClient([]string{e.srv.Addr()}).List(context.Background())
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("list through the frontend: %+v %v", ls, err)
 	}
-	if got, _ := e.offsets.last(); got.Method != http.MethodGet || got.RequestURI != "/v1/groups" {
+	if got, _ := e.offsets.LastRequest(); got.Method != http.MethodGet || got.RequestURI != "/v1/groups" {
 		t.Fatalf("offsets got %s %s", got.Method, got.RequestURI)
 	}
-	e.offsets.srv.Close()
+	e.offsets.Close()
 	r = e.do(t, http.MethodDelete, "/v1/groups/g.1", "", nil)
 	if eb := r.errBody(t); r.status != http.StatusServiceUnavailable || eb.ErrorCode != int16(protocol.NetworkException) {
 		t.Fatalf("offsets down: %d %s", r.status, r.body)

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/services/frontend/internal/fakecluster"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 )
 
 // fakeIDs hands out producer ids 100, 101, ... unless down.

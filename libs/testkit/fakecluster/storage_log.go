@@ -53,6 +53,37 @@ func (s *Storage) SetLogStart(topic string, partition int32, start int64) {
 	s.logLocked(topic, partition).start = start
 }
 
+// LogEnd returns a partition's log end offset.
+func (s *Storage) LogEnd(topic string, partition int32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logLocked(topic, partition).end
+}
+
+// Append writes recs to a partition's log as one batch, as an accepted
+// produce would, and returns its base offset; the records' own offsets are
+// ignored.
+func (s *Storage) Append(topic string, partition int32, recs ...record.Record) (int64, error) {
+	b := record.NewBuilder(record.CodecNone)
+	for _, r := range recs {
+		b.Append(r)
+	}
+	batch, err := b.Build()
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logLocked(topic, partition)
+	base := l.end
+	record.SetBaseOffset(batch, base)
+	l.batches = append(l.batches, batch)
+	l.end += int64(len(recs))
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return base, nil
+}
+
 // produce appends the request's batches. lose reports that the answer must
 // be lost (the connection closed instead).
 func (s *Storage) produce(dec *protocol.Decoder) (resp protocol.ProduceResponse, lose bool, err error) {

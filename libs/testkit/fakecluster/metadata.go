@@ -24,6 +24,12 @@ type Metadata struct {
 	snapshots int              // GET /v1/cluster answered without since; guarded by mu
 	down      bool             // answer 503 to everything; guarded by mu
 	producers int64            // producer ids handed out; guarded by mu
+
+	lagging     *cluster.Snapshot // served to watches when set (a member behind); guarded by mu
+	consistents int               // linearizable reads answered; guarded by mu
+	epoch       int64             // the last registration epoch handed out; guarded by mu
+	registers   int               // registrations; guarded by mu
+	fenceNext   bool              // answer the next heartbeat STALE_BROKER_EPOCH; guarded by mu
 }
 
 // NewMetadata starts a fake metadata service with the given storage nodes.
@@ -87,11 +93,45 @@ func (m *Metadata) SetDown(down bool) {
 	m.down = down
 }
 
-// Snapshots returns how many plain GET /v1/cluster requests were answered.
+// Snapshots returns how many GET /v1/cluster requests without since (plain
+// or linearizable) were answered.
 func (m *Metadata) Snapshots() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.snapshots
+}
+
+// SetLagging makes watches and plain reads of the cluster answer s, as a
+// member behind the leader would (after a short pause, in place of the long
+// poll), while linearizable reads (?consistent=true) answer the current
+// model; nil ends it. Registered nodes are in both.
+func (m *Metadata) SetLagging(s *cluster.Snapshot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lagging = s
+}
+
+// ConsistentReads returns how many linearizable reads of the cluster were
+// answered.
+func (m *Metadata) ConsistentReads() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.consistents
+}
+
+// Registrations returns how many storage node registrations were answered.
+func (m *Metadata) Registrations() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.registers
+}
+
+// FenceNextHeartbeat answers the next node heartbeat STALE_BROKER_EPOCH, as
+// metadata does to a node it fenced.
+func (m *Metadata) FenceNextHeartbeat() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fenceNext = true
 }
 
 // Version returns the current version.
@@ -138,6 +178,18 @@ func (m *Metadata) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"topics": s.Topics})
 	case r.URL.Path == "/v1/topics" && r.Method == http.MethodPost:
 		m.create(w, r)
+	case r.URL.Path == "/v1/nodes/register" && r.Method == http.MethodPost:
+		m.register(w, r)
+	case r.URL.Path == "/v1/nodes/heartbeat" && r.Method == http.MethodPost:
+		m.mu.Lock()
+		fenced := m.fenceNext
+		m.fenceNext = false
+		m.mu.Unlock()
+		if fenced {
+			writeErr(w, http.StatusConflict, protocol.StaleBrokerEpoch, "fenced: register again")
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
 	case r.URL.Path == "/v1/producers" && r.Method == http.MethodPost:
 		m.mu.Lock()
 		m.producers++
@@ -151,8 +203,57 @@ func (m *Metadata) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// register gives a storage node a new epoch (10 more than the last) and
+// lists it alive.
+func (m *Metadata) register(w http.ResponseWriter, r *http.Request) {
+	var req cluster.RegisterRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, protocol.InvalidRequest, err.Error())
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.registers++
+	m.epoch += 10
+	node := cluster.Node{ID: req.ID, Addr: req.Addr, Epoch: m.epoch, Alive: true}
+	nodes := m.snap.Nodes[:0]
+	for _, n := range m.snap.Nodes {
+		if n.ID != req.ID {
+			nodes = append(nodes, n)
+		}
+	}
+	m.snap.Nodes = append(nodes, node)
+	m.bumpLocked()
+	writeJSON(w, http.StatusOK, cluster.RegisterResponse{Epoch: m.epoch})
+}
+
+// laggingPause stands for the long poll of a member behind the leader.
+const laggingPause = 20 * time.Millisecond
+
 func (m *Metadata) cluster(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if q.Get("consistent") == "true" {
+		m.mu.Lock()
+		m.consistents++
+		m.snapshots++
+		s := m.currentLocked()
+		m.mu.Unlock()
+		writeJSON(w, http.StatusOK, s)
+		return
+	}
+	m.mu.Lock()
+	lagging := m.lagging != nil
+	var behind cluster.Snapshot
+	if lagging {
+		behind = *m.lagging
+		behind.Nodes = m.currentLocked().Nodes
+	}
+	m.mu.Unlock()
+	if lagging {
+		time.Sleep(laggingPause)
+		writeJSON(w, http.StatusOK, behind)
+		return
+	}
 	if !q.Has("since") {
 		m.mu.Lock()
 		m.snapshots++
