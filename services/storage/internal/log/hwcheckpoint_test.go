@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -39,34 +40,36 @@ func TestHighWatermarkSetAndReopen(t *testing.T) {
 	wantHW(t, l, 9)
 }
 
+// TestHighWatermarkCheckpointIsPeriodic runs on synctest's clock: the
+// flusher's tick is the only thing that moves the checkpoint between
+// SetHighWatermark and Close, and it does so within one interval.
 func TestHighWatermarkCheckpointIsPeriodic(t *testing.T) {
-	dir := t.TempDir()
-	l := openLog(t, dir, testConfig())
-	for range 10 {
-		appendEpochs(t, l, 1)
-	}
-	// SetHighWatermark runs per fetch: it must not write a file each time.
-	must(t, l.WaitFlushed(context.Background(), l.EndOffset())) // the start-up pass is done
-	before := l.Fsyncs()
-	for hw := range l.EndOffset() + 1 {
-		l.SetHighWatermark(hw)
-	}
-	if n := l.Fsyncs() - before; n > 3 {
-		t.Fatalf("%d fsyncs for %d SetHighWatermark calls", n, l.EndOffset()+1)
-	}
-	// The flusher writes it within a tick or so, without Close.
-	want := []byte("30\n")
-	deadline := time.Now().Add(10 * hwCheckpointInterval)
-	for {
-		b, err := os.ReadFile(hwFile(dir))
-		if err == nil && string(b) == string(want) {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		l := openLog(t, dir, testConfig())
+		for range 10 {
+			appendEpochs(t, l, 1)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint %q (%v) after %v, want %q", b, err, 10*hwCheckpointInterval, want)
+		// SetHighWatermark runs per fetch: it must not write a file each time.
+		must(t, l.WaitFlushed(context.Background(), l.EndOffset())) // the start-up pass is done
+		before := l.Fsyncs()
+		for hw := range l.EndOffset() + 1 {
+			l.SetHighWatermark(hw)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if n := l.Fsyncs() - before; n > 3 {
+			t.Fatalf("%d fsyncs for %d SetHighWatermark calls", n, l.EndOffset()+1)
+		}
+		synctest.Wait()
+		if b, _ := os.ReadFile(hwFile(dir)); string(b) == "30\n" {
+			t.Fatal("the checkpoint was written before the flusher's tick")
+		}
+		// The flusher writes it at its next tick, without Close.
+		time.Sleep(hwCheckpointInterval)
+		synctest.Wait()
+		if b, err := os.ReadFile(hwFile(dir)); err != nil || string(b) != "30\n" {
+			t.Fatalf("checkpoint %q (%v) one interval later, want 30", b, err)
+		}
+	})
 }
 
 func TestHighWatermarkAfterTruncation(t *testing.T) {
