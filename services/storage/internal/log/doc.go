@@ -28,6 +28,7 @@
 //	                           recovery rebuilds from the batch headers if lost
 //	high-watermark-checkpoint  the last checkpointed high watermark
 //	                           (hwcheckpoint.go); it may lag
+//	cleaner-offset-checkpoint  the cleaner's first dirty offset ("Compaction")
 //	log-start-offset-checkpoint  the log start offset after a client deleted
 //	                           records inside the first segment
 //	                           (startoffset.go); written durably before the
@@ -48,7 +49,10 @@
 //     magic, CRC-32C) before writing any byte; Read returns whole batches; a
 //     torn or corrupt tail found on start-up is cut at the last valid batch.
 //   - Only the last segment (the active one) is written. Older segments change
-//     only by deletion (retention) or truncation (TruncateTo).
+//     only by deletion (retention), truncation (TruncateTo), or a cleaning
+//     pass's swap (Clean, "Compaction" below), which replaces a closed
+//     segment below the high watermark by one holding a subset of its
+//     records at the same offsets, with the same base and end offsets.
 //   - The log start offset is at or above the first segment's base and at
 //     or below the high watermark once raised by RaiseStartOffset; reads
 //     below it are out of range, and retention deletes the segments wholly
@@ -63,6 +67,63 @@
 //     epoch and sequence against that state under the append lock, and
 //     answers a retry of one of a producer's last five batches with its
 //     original offsets instead of appending it again.
+//
+// # Compaction
+//
+// Clean (clean.go, cleanwrite.go, cleansegment.go, cleanrecover.go) is one
+// pass of Kafka's log cleaner (cleanup.policy=compact). The cleanable range
+// is the closed segments wholly below the high watermark, up to the first
+// one whose largest timestamp is within MinCompactionLag of the pass's Now.
+// The dirty part starts at the first dirty offset, kept in
+//
+//	cleaner-offset-checkpoint  every record below this offset has been
+//	                           through a pass; written durably after a
+//	                           pass (missing: 0; TruncateTo below it makes
+//	                           the next pass start from its cut)
+//
+// A pass maps each key of the dirty segments (a 16-byte SHA-256 prefix) to
+// its latest offset, whole segments at a time while their offset spans fit in
+// MaxMapEntries (about 48 bytes of memory an entry); then it rewrites every
+// cleanable segment up to the last mapped one: a keyed record goes when a
+// later one of its key is mapped, and a tombstone (null value) that is the
+// latest of its key goes once its record timestamp (log-append time for such
+// batches) is at or before Now-DeleteRetention: the tombstone clock is the
+// record's own timestamp, not Kafka's delete horizon, so a producer
+// timestamp far in the past shortens a tombstone's life. Keyless records and
+// control batches stay. A batch keeps its header fields (base offset, last
+// offset delta, timestamps, producer id, epoch, base sequence, leader epoch,
+// attributes) with a new length, record count and CRC; a compressed batch is
+// kept whole while any of its records stays (no recompression). A batch left
+// without records is dropped, except the last batch of its segment (so a
+// segment keeps its end offset and segments still follow one another) and
+// the newest batch of an idempotent producer (so the producer state rebuilt
+// from headers keeps it); those stay as empty batches. A Read at a removed
+// offset returns the next batch.
+//
+// Each rewritten segment is written to %020d.log.cleaned with its
+// .index.cleaned and .timeindex.cleaned (rebuilt with the same index
+// rules), fsynced, renamed to .swap, and the directory fsynced, segment by
+// segment, oldest first. Then, under appendMu and only if every rewritten
+// segment is still listed, closed and of the size read (else
+// ErrCleanAborted, the files removed), each .swap file is renamed over its
+// final name (oldest segment first; rename replaces atomically, so no
+// segment file is ever missing), the list is swapped under mu, the
+// directory fsynced and the checkpoint written. Readers holding an old
+// segment keep its (unlinked) file until they release it. On Open, a
+// .cleaned file is removed (the pass is redone later) and a .swap file
+// replaces its final name, unless the segment's .log is gone (retention or
+// truncation deleted it), when it is removed. Because segments reach .swap
+// oldest first, a crash leaves the swaps of a prefix of them, and a
+// tombstone is never removed while an older value of its key survives.
+//
+// Failures: a corrupt batch in the range stops the pass with a
+// *CorruptError and changes nothing; a failed create, write, fsync or
+// rename of the .cleaned/.swap files or of their directory fsync aborts the
+// pass (ErrCleanAborted) and leaves the log usable (it never served those
+// files); a failed rename of a .swap file over a segment, or the directory
+// fsync after the swap, fails the log (the files no longer match what it
+// serves); a failed cleaner checkpoint is only reported (a stale one only
+// makes the next pass redo work).
 //
 // # Durability
 //
@@ -125,7 +186,9 @@
 //
 // # Concurrency
 //
-// Lock order: Log.appendMu, then Log.ckptMu, then Log.mu, then segment.idxMu.
+// Lock order: Log.cleanMu, then Log.appendMu, then Log.ckptMu, then Log.mu,
+// then segment.idxMu. cleanMu serializes cleaning passes, which read and
+// write their files holding no other lock.
 // ckptMu only serializes the checkpoint files' writes (and the list of
 // producer snapshot files); the leader-epoch cache and the producer state are
 // guarded by mu (written with appendMu also held), and the high watermark is

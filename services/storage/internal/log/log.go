@@ -3,6 +3,7 @@ package log
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,11 @@ type Log struct {
 	epochBuf []EpochEntry   // guarded by appendMu: cache entries one append starts
 	pending  []pendingBatch // guarded by appendMu: idempotent batches of one append
 
+	// cleanMu serializes cleaning passes (clean.go); it is taken before
+	// appendMu.
+	cleanMu   sync.Mutex
+	cleanedTo atomic.Int64 // written with cleanMu held (or by Open): the first dirty offset
+
 	// ckptMu serializes writes of the checkpoint files (EpochCheckpointFile,
 	// HighWatermarkFile) and Close's closing of dirF. It is taken after
 	// appendMu and before mu, and held across those files' fsyncs.
@@ -53,6 +59,7 @@ type Log struct {
 	unsynced  []*segment    // mu; rolled (or recovered) segments awaiting fsync, each with a reference
 	dirDirty  bool          // mu; files created or removed since the last directory fsync
 	truncGen  uint64        // mu; bumped by TruncateTo so an overlapping flush does not advance flushed
+	cleanCut  int64         // mu; lowest offset TruncateTo cut to since a cleaning pass last planned (MaxInt64: none)
 	flushedCh chan struct{} // mu; closed and replaced after each flush pass
 	// epochs is the leader-epoch cache (epochs.go), oldest first. It is
 	// copy-on-write: a change replaces the slice, so a holder of either lock
@@ -99,7 +106,7 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{fence: -1,
+	l := &Log{fence: -1, cleanCut: math.MaxInt64,
 		dir:       dir,
 		logger:    logger.With(slog.String("log", dir)),
 		dirF:      dirF,
@@ -122,6 +129,7 @@ func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	l.recoverStartOffset()
 	l.recoverEpochs()
 	l.recoverHighWatermark()
+	l.recoverCleanerCheckpoint()
 	if err := l.recoverProducers(); err != nil {
 		for _, s := range l.segs {
 			s.release()

@@ -46,6 +46,9 @@ const recoveryChunk = 1 << 20
 
 // recover loads the directory into l.segs. It runs before the Log is shared.
 func (l *Log) recover() error {
+	if err := l.recoverCleanLeftovers(); err != nil {
+		return err
+	}
 	bases, err := l.listSegments()
 	if err != nil {
 		return err
@@ -127,7 +130,7 @@ func (l *Log) listSegments() ([]int64, error) {
 		switch {
 		case name == PartitionMetadataFile:
 			// Owned by the replica manager (the topic id); not part of the log.
-		case name == EpochCheckpointFile || name == HighWatermarkFile:
+		case name == EpochCheckpointFile || name == HighWatermarkFile || name == CleanerCheckpointFile:
 			// Loaded after the segments (recoverEpochs, recoverHighWatermark).
 		case e.IsDir():
 			l.logger.Warn("unexpected directory in the log; ignored", slog.String("name", name))

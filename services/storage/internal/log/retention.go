@@ -178,6 +178,7 @@ func (l *Log) truncate(offset int64, check func() error, find func() (int, int64
 		l.snapPending = nil // it describes records that are gone
 	}
 	l.truncGen++
+	l.cleanCut = min(l.cleanCut, offset) // the cleaner's range must not keep a cut-off clean part
 	l.dirDirty = l.dirDirty || len(victims) > 0
 	l.notifyLocked()
 	l.mu.Unlock()

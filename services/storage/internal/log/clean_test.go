@@ -1,0 +1,317 @@
+package log
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+// TestCleanKeepsLatest: overwritten keys lose their old records, reads at
+// removed offsets land on the next batch, the indexes of the cleaned
+// segments pass recovery's checks, and the checkpoint survives a reopen.
+func TestCleanKeepsLatest(t *testing.T) {
+	dir := t.TempDir()
+	m := newCleanModel(t, 1, dir, testConfig())
+	for range 200 {
+		m.appendBatch()
+	}
+	m.l.SetHighWatermark(m.l.EndOffset())
+	before := m.l.Producers()
+	st, err := m.clean(CleanOptions{DeleteRetention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RecordsRemoved == 0 || st.SegmentsCleaned == 0 || st.BytesWritten >= st.BytesRead {
+		t.Fatalf("stats %+v: expected records removed", st)
+	}
+	m.check(m.l, protectedFrom(m.l))
+	sameProducers(t, m.l.Producers(), before)
+	checkIndexFiles(t, m.l)
+	if got := m.l.FirstDirtyOffset(); got != st.FirstDirty {
+		t.Fatalf("first dirty %d, stats say %d", got, st.FirstDirty)
+	}
+	if err := m.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.l = openLog(t, dir, testConfig())
+	if m.l.RecoveryCut() {
+		t.Fatal("recovery cut the cleaned log")
+	}
+	m.check(m.l, protectedFrom(m.l))
+	sameProducers(t, m.l.Producers(), before)
+	checkIndexFiles(t, m.l)
+	if got := m.l.FirstDirtyOffset(); got != st.FirstDirty {
+		t.Fatalf("reopened first dirty %d, want %d", got, st.FirstDirty)
+	}
+	// A second pass over a clean log removes nothing more.
+	st2, err := m.clean(CleanOptions{DeleteRetention: time.Hour})
+	if err != nil || st2.RecordsRemoved != 0 {
+		t.Fatalf("second pass: %+v, %v", st2, err)
+	}
+}
+
+// TestCleanModel is the model-based property test: random streams, segment
+// sizes, high watermarks, budgets, retentions and passes interleaved with
+// appends; after every pass the log matches the model, nothing at or above
+// the active segment or high watermark changed, and the producer state is
+// the same, also after a reopen.
+func TestCleanModel(t *testing.T) {
+	iterations := 200
+	if testing.Short() {
+		iterations = 30
+	}
+	var removed, dropped int64
+	for seed := range uint64(iterations) {
+		dir := t.TempDir()
+		cfg := testConfig()
+		m := newCleanModel(t, seed, dir, cfg)
+		cfg.SegmentBytes = int64(300 + m.rng.IntN(3000))
+		cfg.IndexIntervalBytes = m.rng.IntN(600)
+		if err := m.l.SetConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+		var protected int64
+		for round := range 4 {
+			for range 10 + m.rng.IntN(60) {
+				m.appendBatch()
+			}
+			start, end := m.l.StartOffset(), m.l.EndOffset()
+			m.l.SetHighWatermark(start + m.rng.Int64N(end-start+1))
+			opts := CleanOptions{
+				DeleteRetention: time.Duration(m.rng.IntN(3)) * 20 * time.Second,
+				MaxMapEntries:   10 + m.rng.IntN(400),
+			}
+			if m.rng.IntN(4) == 0 {
+				opts.MinCompactionLag = time.Duration(m.rng.IntN(30)) * time.Second
+			}
+			protected = protectedFrom(m.l)
+			before := m.l.Producers()
+			st, err := m.clean(opts)
+			if err != nil && !errors.Is(err, ErrCleanBudget) {
+				t.Fatalf("seed %d round %d: Clean: %v", seed, round, err)
+			}
+			removed += st.RecordsRemoved
+			dropped += st.BatchesRemoved
+			m.check(m.l, protected)
+			sameProducers(t, m.l.Producers(), before)
+		}
+		before := m.l.Producers()
+		if err := m.l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m.l = openLog(t, dir, cfg)
+		if m.l.RecoveryCut() {
+			t.Fatalf("seed %d: recovery cut the cleaned log", seed)
+		}
+		m.check(m.l, protected)
+		sameProducers(t, m.l.Producers(), before)
+		checkIndexFiles(t, m.l)
+		_ = m.l.Close()
+	}
+	if removed == 0 || dropped == 0 {
+		t.Fatalf("the passes removed %d records and %d batches: the test cleans nothing", removed, dropped)
+	}
+}
+
+// checkIndexFiles checks that the index files of every closed segment on
+// disk pass recovery's checks as they are (no rebuild needed).
+func checkIndexFiles(t *testing.T, l *Log) {
+	t.Helper()
+	l.mu.RLock()
+	segs := slices.Clone(l.segs[:len(l.segs)-1])
+	l.mu.RUnlock()
+	sc := newScanner(nil, 0, make([]byte, 4096))
+	for _, s := range segs {
+		c, err := openSegment(osFS{}, l.dir, s.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.readIndexes(c); err != nil {
+			t.Fatalf("segment %d: %v", s.base, err)
+		}
+		next, err := l.checkTail(c, sc)
+		if err != nil || next != s.next {
+			t.Fatalf("segment %d: index check: next %d (want %d), %v", s.base, next, s.next, err)
+		}
+		c.release()
+	}
+}
+
+// TestCleanTombstones: a tombstone stays while younger than DeleteRetention
+// (by its record timestamp) and goes after, with every older value of its
+// key.
+func TestCleanTombstones(t *testing.T) {
+	clock := newClock()
+	cfg := testConfig()
+	cfg.Now = clock.Now
+	l := openLog(t, t.TempDir(), cfg)
+	now := clock.Now().UnixMilli()
+	appendKV(t, l, now, "a", "1")
+	appendKV(t, l, now, "a", "")  // tombstone
+	appendKV(t, l, now, "b", "2") // rolls nothing: force a roll with big batches
+	for range 40 {
+		appendKV(t, l, now, "c", string(make([]byte, 200)))
+	}
+	l.SetHighWatermark(l.EndOffset())
+	if _, err := l.Clean(CleanOptions{Now: clock.Now(), DeleteRetention: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, l, 0)
+	if recs[0].Offset != 1 || recs[0].Value != nil {
+		t.Fatalf("first record %+v, want the tombstone at 1", recs[0])
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := l.Clean(CleanOptions{Now: clock.Now(), DeleteRetention: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	recs = readRecords(t, l, 0)
+	if recs[0].Offset != 2 || string(recs[0].Key) != "b" {
+		t.Fatalf("first record %+v, want b at 2", recs[0])
+	}
+}
+
+func appendKV(t testing.TB, l *Log, ts int64, key, value string) {
+	t.Helper()
+	b := record.NewBuilder(record.CodecNone)
+	rec := record.Record{Timestamp: ts, Key: []byte(key)}
+	if value != "" {
+		rec.Value = []byte(value)
+	}
+	b.Append(rec)
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, append([]byte(nil), out...))
+}
+
+// TestCleanCorruptBatch: a corrupt batch in the cleanable range stops the
+// pass with a CorruptError naming the segment and position; no file changes.
+func TestCleanCorruptBatch(t *testing.T) {
+	dir := t.TempDir()
+	m := newCleanModel(t, 7, dir, testConfig())
+	for range 100 {
+		m.appendBatch()
+	}
+	m.l.SetHighWatermark(m.l.EndOffset())
+	m.l.mu.RLock()
+	victim := m.l.segs[1]
+	m.l.mu.RUnlock()
+	f, err := os.OpenFile(victim.path(logSuffix), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xee}, 80); err != nil { // inside the first batch's records
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	before := dirState(t, dir)
+	_, err = m.clean(CleanOptions{})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrCorruptData) || ce.Segment != victim.base || ce.Pos != 0 {
+		t.Fatalf("Clean: %v, want a CorruptError at segment %d position 0", err, victim.base)
+	}
+	if after := dirState(t, dir); after != before {
+		t.Fatalf("files changed:\n%s\n%s", before, after)
+	}
+}
+
+// dirState lists the directory's names and sizes (checkpoints aside).
+func dirState(t testing.TB, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ""
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s += e.Name() + " " + string(rune('0'+info.Size()%10)) + "\n"
+	}
+	return s
+}
+
+// TestCleanProducerStateFromHeaders: after a pass, a producer state rebuilt
+// from the batch headers alone (no snapshot) still has every producer's
+// epoch and newest batch, which the pass kept (empty if need be).
+func TestCleanProducerStateFromHeaders(t *testing.T) {
+	dir := t.TempDir()
+	m := newCleanModel(t, 11, dir, testConfig())
+	for range 200 {
+		m.appendBatch()
+	}
+	m.l.SetHighWatermark(m.l.EndOffset())
+	before := m.l.Producers()
+	if len(before) == 0 {
+		t.Fatal("no idempotent producers in the stream")
+	}
+	if _, err := m.clean(CleanOptions{DeleteRetention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*"+snapshotSuffix))
+	for _, s := range snaps {
+		if err := os.Remove(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := openLog(t, dir, testConfig())
+	after := l.Producers()
+	for pid, e := range before {
+		a, ok := after[pid]
+		if !ok || a.Epoch != e.Epoch || a.Batches[len(a.Batches)-1] != e.Batches[len(e.Batches)-1] {
+			t.Fatalf("producer %d rebuilt as %+v, was %+v", pid, a, e)
+		}
+	}
+}
+
+// TestCleanConcurrent runs passes while appends and reads go on (run with
+// -race): readers always see the model, appends are never refused.
+func TestCleanConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	m := newCleanModel(t, 5, dir, testConfig())
+	for range 100 {
+		m.appendBatch()
+	}
+	l := m.l
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := tryReadRecords(l, l.StartOffset()); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	for range 20 {
+		for range 10 {
+			m.appendBatch() // the model is only touched here
+		}
+		l.SetHighWatermark(l.EndOffset() - 5)
+		if _, err := m.clean(CleanOptions{DeleteRetention: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-errc; err != nil {
+		t.Fatalf("concurrent read: %v", err)
+	}
+	m.check(l, protectedFrom(l))
+}
