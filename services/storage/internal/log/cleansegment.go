@@ -112,7 +112,7 @@ func (c *cleaner) writeSegment(i int, st *CleanStats) (*cleanedSegment, error) {
 // CRC), an empty batch, or nothing (dropped). last says b ends its segment.
 func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool, st *CleanStats) ([]byte, bool, error) {
 	c.recs = c.recs[:0]
-	if err := c.records(b, h, func(r recView) { c.recs = append(c.recs, r) }); err != nil {
+	if err := c.records(b, h, func(r record.RawRecord) { c.recs = append(c.recs, r) }); err != nil {
 		return dst, false, err
 	}
 	kept := 0
@@ -141,7 +141,7 @@ func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool, st *Cl
 	dst = append(dst, b[:record.HeaderSize]...)
 	for _, r := range c.recs {
 		if c.keep(r) {
-			dst = append(dst, r.raw...)
+			dst = append(dst, r.Bytes...)
 		}
 	}
 	st.RecordsRemoved += int64(len(c.recs) - kept)
@@ -150,14 +150,14 @@ func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool, st *Cl
 
 // keep decides one record: the latest of its key stays, unless it is a
 // tombstone past DeleteRetention; keyless records stay.
-func (c *cleaner) keep(r recView) bool {
-	if r.key == nil {
+func (c *cleaner) keep(r record.RawRecord) bool {
+	if r.Key == nil {
 		return true
 	}
-	if m, ok := c.offsets[hashKey(r.key)]; ok && r.off < m {
+	if m, ok := c.offsets[hashKey(r.Key)]; ok && r.Offset < m {
 		return false
 	}
-	return !r.tomb || r.ts > c.tombBefore
+	return !r.NullValue || r.Timestamp > c.tombBefore
 }
 
 // sealBatch sets the length, record count and CRC of the batch at

@@ -2,7 +2,6 @@ package log
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -33,23 +32,13 @@ type cleaner struct {
 	offsets    map[[16]byte]int64 // key hash -> latest offset in the mapped range
 	sc         *batchScanner      // reads the old segments
 	it         *record.Iterator   // decodes compressed batches
-	recs       []recView          // the records of the current batch
+	recs       []record.RawRecord // the records of the current batch (Bytes nil for a compressed one)
 	idx        indexBuilder       // the new segment's indexes
 	out        []byte             // output not yet written
 	copyBuf    []byte             // unchanged prefix copy
 	hook       func(string) error // CleanOptions.Hook
 	interval   int                // Config.IndexIntervalBytes
 	fsys       FileSystem         // the log's
-}
-
-// recView is one record of a batch as the cleaner sees it. raw is its whole
-// encoding (length prefix included) for an uncompressed batch, nil otherwise.
-type recView struct {
-	off  int64
-	ts   int64
-	key  []byte
-	tomb bool
-	raw  []byte
 }
 
 func newCleaner(l *Log, opts CleanOptions, plan *cleanPlan) *cleaner {
@@ -94,9 +83,9 @@ func (c *cleaner) buildMap(st *CleanStats) (int, error) {
 			break
 		}
 		err := c.scan(i, st, func(_ int64, h record.Header, b []byte) error {
-			return c.records(b, &h, func(r recView) {
-				if r.key != nil && r.off >= p.firstDirty {
-					c.offsets[hashKey(r.key)] = r.off
+			return c.records(b, &h, func(r record.RawRecord) {
+				if r.Key != nil && r.Offset >= p.firstDirty {
+					c.offsets[hashKey(r.Key)] = r.Offset
 				}
 			})
 		})
@@ -136,7 +125,7 @@ func (c *cleaner) scan(i int, st *CleanStats, fn func(pos int64, h record.Header
 
 // records calls fn for each record of the batch b (none for a control
 // batch), checking the encoding as the reader would.
-func (c *cleaner) records(b []byte, h *record.Header, fn func(recView)) error {
+func (c *cleaner) records(b []byte, h *record.Header, fn func(record.RawRecord)) error {
 	if h.IsControl() {
 		return nil
 	}
@@ -144,7 +133,7 @@ func (c *cleaner) records(b []byte, h *record.Header, fn func(recView)) error {
 		c.it.Reset(b)
 		for c.it.Next() {
 			r := c.it.Record()
-			fn(recView{off: r.Offset, ts: r.Timestamp, key: r.Key, tomb: r.Value == nil})
+			fn(record.RawRecord{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, NullValue: r.Value == nil})
 		}
 		if err := c.it.Err(); err != nil {
 			return err
@@ -154,79 +143,5 @@ func (c *cleaner) records(b []byte, h *record.Header, fn func(recView)) error {
 		}
 		return nil
 	}
-	return rawRecords(b, h, fn)
-}
-
-// rawRecords walks the records section of an uncompressed batch (the layout
-// is in libs/record/record.go) up to each value, keeping each record's bytes.
-func rawRecords(b []byte, h *record.Header, fn func(recView)) error {
-	p, prev := record.HeaderSize, int64(-1)
-	for i := int32(0); i < h.RecordCount; i++ {
-		length, n := binary.Varint(b[p:])
-		if n <= 0 || length < 1 || length > int64(len(b)-p-n) {
-			return fmt.Errorf("%w: record %d: bad length", record.ErrCorrupt, i)
-		}
-		r := fieldReader{b: b[p+n : p+n+int(length)], q: 1} // after the attributes
-		tsDelta, offDelta := r.varint(), r.varint()
-		key, null := r.bytes()
-		_, tomb := r.bytes()
-		if r.bad {
-			return fmt.Errorf("%w: record %d: bad field", record.ErrCorrupt, i)
-		}
-		if offDelta <= prev || offDelta > int64(h.LastOffsetDelta) {
-			return fmt.Errorf("%w: record %d: offset delta %d after %d", record.ErrCorrupt, i, offDelta, prev)
-		}
-		prev = offDelta
-		if null {
-			key = nil
-		}
-		ts := h.BaseTimestamp + tsDelta
-		if h.LogAppendTime() {
-			ts = h.MaxTimestamp
-		}
-		fn(recView{off: h.BaseOffset + offDelta, ts: ts, key: key, tomb: tomb, raw: b[p : p+n+int(length)]})
-		p += n + int(length)
-	}
-	if p != len(b) {
-		return fmt.Errorf("%w: %d bytes after the last record", record.ErrCorrupt, len(b)-p)
-	}
-	return nil
-}
-
-// fieldReader reads a record body's varints and byte fields; bad is set by
-// the first malformed one, after which every read returns zero values.
-type fieldReader struct {
-	b   []byte
-	q   int
-	bad bool
-}
-
-func (r *fieldReader) varint() int64 {
-	if r.bad {
-		return 0
-	}
-	v, m := binary.Varint(r.b[r.q:])
-	if m <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.q += m
-	return v
-}
-
-// bytes reads a nullable byte field: its bytes, and whether it is null.
-func (r *fieldReader) bytes() ([]byte, bool) {
-	n := r.varint()
-	switch {
-	case r.bad:
-		return nil, false
-	case n == -1:
-		return nil, true
-	case n < -1 || n > int64(len(r.b)-r.q):
-		r.bad = true
-		return nil, false
-	}
-	v := r.b[r.q : r.q+int(n)]
-	r.q += int(n)
-	return v, false
+	return record.EachRaw(b, h, fn)
 }
