@@ -58,6 +58,16 @@ func (p Params) Get(name string) string {
 	return ""
 }
 
+// Plain adapts a handler that needs none of the path's names.
+func Plain(h fasthttp.RequestHandler) func(*fasthttp.RequestCtx, Params) {
+	return func(ctx *fasthttp.RequestCtx, _ Params) { h(ctx) }
+}
+
+// Named adapts a handler of the path's one named segment name.
+func Named(name string, h func(*fasthttp.RequestCtx, string)) func(*fasthttp.RequestCtx, Params) {
+	return func(ctx *fasthttp.RequestCtx, p Params) { h(ctx, p.Get(name)) }
+}
+
 // Router is a service's route table.
 type Router struct{ routes []Route }
 

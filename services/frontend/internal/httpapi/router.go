@@ -78,12 +78,6 @@ var (
 
 // newRoutes is the frontend API's route table.
 func (s *Server) newRoutes() *service.Router {
-	plain := func(h fasthttp.RequestHandler) func(*fasthttp.RequestCtx, service.Params) {
-		return func(ctx *fasthttp.RequestCtx, _ service.Params) { h(ctx) }
-	}
-	topic := func(h func(*fasthttp.RequestCtx, string)) func(*fasthttp.RequestCtx, service.Params) {
-		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic")) }
-	}
 	partition := func(h func(*fasthttp.RequestCtx, string, string)) func(*fasthttp.RequestCtx, service.Params) {
 		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic"), p.Get("partition")) }
 	}
@@ -103,13 +97,13 @@ func (s *Server) newRoutes() *service.Router {
 		get, post, put, patch, del = fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodPatch, fasthttp.MethodDelete
 	)
 	routes := []service.Route{
-		{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: plain(s.getCluster)},
-		{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: plain(s.listTopics)},
-		{Method: post, Pattern: "/v1/topics", Need: needAdmin, Handle: plain(s.createTopic)},
-		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: topic(s.describeTopic)},
-		{Method: del, Pattern: "/v1/topics/{topic}", Need: needAdmin, Handle: topic(s.deleteTopic)},
-		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: topic(s.alterTopicConfig)},
-		{Method: post, Pattern: "/v1/topics/{topic}/partitions", Need: needAdmin, Handle: topic(s.addPartitions)},
+		{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: service.Plain(s.getCluster)},
+		{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
+		{Method: post, Pattern: "/v1/topics", Need: needAdmin, Handle: service.Plain(s.createTopic)},
+		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
+		{Method: del, Pattern: "/v1/topics/{topic}", Need: needAdmin, Handle: service.Named("topic", s.deleteTopic)},
+		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
+		{Method: post, Pattern: "/v1/topics/{topic}/partitions", Need: needAdmin, Handle: service.Named("topic", s.addPartitions)},
 		{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.reassignPartition)},
 		{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.cancelReassignment)},
 		{Method: post, Pattern: "/v1/topics/{topic}" + suffixRecords, NeedOf: onTopic(cluster.OpProduce),
@@ -117,8 +111,8 @@ func (s *Server) newRoutes() *service.Router {
 		{Method: get, Pattern: "/v1/topics/{topic}/partitions/{partition}" + suffixRecords, NeedOf: onTopic(cluster.OpConsume), Handle: partition(s.fetchRecords)},
 		{Method: post, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(true)},
 		{Method: del, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(false)},
-		{Method: put, Pattern: "/v1/quotas", Need: needAdmin, Handle: plain(s.setQuota)},
-		{Method: post, Pattern: "/v1/producers", Need: cluster.Need{Op: cluster.OpProduce}, Handle: plain(s.initProducerID)},
+		{Method: put, Pattern: "/v1/quotas", Need: needAdmin, Handle: service.Plain(s.setQuota)},
+		{Method: post, Pattern: "/v1/producers", Need: cluster.Need{Op: cluster.OpProduce}, Handle: service.Plain(s.initProducerID)},
 		// Every method: the offsets service answers for its routes.
 		{Pattern: pathGroups, NeedOf: groupsNeed, Handle: forward},
 		{Pattern: pathGroups + "/{rest...}", NeedOf: groupsNeed, Handle: forward},

@@ -30,12 +30,6 @@ var (
 // newRoutes is the metadata API's route table. Changes run on the Raft
 // leader; reads are answered by any member from its own state.
 func (s *Server) newRoutes() *service.Router {
-	plain := func(h fasthttp.RequestHandler) func(*fasthttp.RequestCtx, service.Params) {
-		return func(ctx *fasthttp.RequestCtx, _ service.Params) { h(ctx) }
-	}
-	topic := func(h func(*fasthttp.RequestCtx, string)) func(*fasthttp.RequestCtx, service.Params) {
-		return func(ctx *fasthttp.RequestCtx, p service.Params) { h(ctx, p.Get("topic")) }
-	}
 	reassignment := func(h func(*fasthttp.RequestCtx, string, int32)) func(*fasthttp.RequestCtx, service.Params) {
 		return func(ctx *fasthttp.RequestCtx, p service.Params) {
 			id, err := strconv.ParseInt(p.Get("partition"), 10, 32)
@@ -60,33 +54,33 @@ func (s *Server) newRoutes() *service.Router {
 		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 	)
 	return service.NewRouter(
-		service.Route{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: plain(s.getCluster)},
-		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: needAdmin, Handle: plain(s.setClusterConfig)},
-		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: plain(s.listTopics)},
-		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, Need: needAdmin, Handle: plain(s.createTopic)},
-		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: topic(s.describeTopic)},
-		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, Need: needAdmin, Handle: topic(s.deleteTopic)},
-		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, Need: needAdmin, Handle: topic(s.alterTopicConfig)},
-		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, Need: needAdmin, Handle: topic(s.addPartitions)},
+		service.Route{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: service.Plain(s.getCluster)},
+		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: needAdmin, Handle: service.Plain(s.setClusterConfig)},
+		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
+		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, Need: needAdmin, Handle: service.Plain(s.createTopic)},
+		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
+		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.deleteTopic)},
+		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
+		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.addPartitions)},
 		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
 			Handle: reassignment(s.reassignPartition)},
 		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
 			Handle: reassignment(s.cancelReassignment)},
 		service.Route{Method: post, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(true)},
 		service.Route{Method: del, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(false)},
-		service.Route{Method: post, Pattern: "/v1/nodes/register", Leader: true, Need: needService, Handle: plain(s.register)},
-		service.Route{Method: post, Pattern: "/v1/nodes/heartbeat", Leader: true, Need: needService, Handle: plain(s.heartbeat)},
-		service.Route{Method: post, Pattern: "/v1/nodes/shutdown", Leader: true, Need: needService, Handle: plain(s.shutdown)},
-		service.Route{Method: post, Pattern: "/v1/frontends/register", Leader: true, Need: needService, Handle: plain(s.registerFrontend)},
-		service.Route{Method: post, Pattern: "/v1/frontends/heartbeat", Leader: true, Need: needService, Handle: plain(s.frontendHeartbeat)},
-		service.Route{Method: put, Pattern: "/v1/principals", Leader: true, Need: needAdmin, Handle: plain(s.setPrincipal)},
-		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: needAdmin, Handle: plain(s.setACL)},
-		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: needAdmin, Handle: plain(s.setQuota)},
-		service.Route{Method: post, Pattern: "/v1/producers", Leader: true, Need: cluster.Need{Op: cluster.OpProduce}, Handle: plain(s.initProducerID)},
-		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: plain(s.resignLeadership)},
-		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: plain(s.alterPartition)},
+		service.Route{Method: post, Pattern: "/v1/nodes/register", Leader: true, Need: needService, Handle: service.Plain(s.register)},
+		service.Route{Method: post, Pattern: "/v1/nodes/heartbeat", Leader: true, Need: needService, Handle: service.Plain(s.heartbeat)},
+		service.Route{Method: post, Pattern: "/v1/nodes/shutdown", Leader: true, Need: needService, Handle: service.Plain(s.shutdown)},
+		service.Route{Method: post, Pattern: "/v1/frontends/register", Leader: true, Need: needService, Handle: service.Plain(s.registerFrontend)},
+		service.Route{Method: post, Pattern: "/v1/frontends/heartbeat", Leader: true, Need: needService, Handle: service.Plain(s.frontendHeartbeat)},
+		service.Route{Method: put, Pattern: "/v1/principals", Leader: true, Need: needAdmin, Handle: service.Plain(s.setPrincipal)},
+		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: needAdmin, Handle: service.Plain(s.setACL)},
+		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: needAdmin, Handle: service.Plain(s.setQuota)},
+		service.Route{Method: post, Pattern: "/v1/producers", Leader: true, Need: cluster.Need{Op: cluster.OpProduce}, Handle: service.Plain(s.initProducerID)},
+		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: service.Plain(s.resignLeadership)},
+		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: service.Plain(s.alterPartition)},
 		// A follower's proposal relayed to the leader: applyForwarded
 		// refuses it when this member is no longer the leader.
-		service.Route{Method: post, Pattern: raftnode.ApplyPath, Need: needService, Handle: plain(s.applyForwarded)},
+		service.Route{Method: post, Pattern: raftnode.ApplyPath, Need: needService, Handle: service.Plain(s.applyForwarded)},
 	)
 }
