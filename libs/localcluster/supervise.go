@@ -37,20 +37,34 @@ type Supervisor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the restart timers
 
-	mu       sync.Mutex // guards closed and the maps
-	closed   bool
-	held     map[*Proc]bool
-	failures map[*Proc]int // exits in a row that came before BackoffReset
-	restarts map[*Proc]int
-	last     map[*Proc]string // how each process last ended on its own
+	mu     sync.Mutex // guards closed and procs
+	closed bool
+	procs  map[*Proc]*procState
+}
+
+// procState is what the supervisor keeps of one process.
+type procState struct {
+	held     bool   // stopped by Kill or Stop: down until Start
+	failures int    // exits in a row that came before BackoffReset
+	restarts int    // restarts after exits on its own
+	last     string // how it last ended on its own
+}
+
+// stateLocked returns p's state, creating it; mu must be held.
+func (s *Supervisor) stateLocked(p *Proc) *procState {
+	st := s.procs[p]
+	if st == nil {
+		st = &procState{}
+		s.procs[p] = st
+	}
+	return st
 }
 
 // Supervise starts watching the cluster's processes; out receives the
 // reports. Close stops the watching (before the cluster is stopped).
 func (c *Cluster) Supervise(out io.Writer) *Supervisor {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Supervisor{c: c, out: out, ctx: ctx, cancel: cancel, held: map[*Proc]bool{},
-		failures: map[*Proc]int{}, restarts: map[*Proc]int{}, last: map[*Proc]string{}}
+	s := &Supervisor{c: c, out: out, ctx: ctx, cancel: cancel, procs: map[*Proc]*procState{}}
 	c.exitMu.Lock()
 	c.onExit = s.exited
 	c.exitMu.Unlock()
@@ -78,13 +92,14 @@ func (s *Supervisor) exited(e Exit) {
 		s.mu.Unlock()
 		return
 	}
+	ps := s.stateLocked(p)
 	if e.Ran >= BackoffReset {
-		s.failures[p] = 0
+		ps.failures = 0
 	}
-	s.failures[p]++
-	delay := backoff(s.failures[p])
-	s.last[p] = e.Status
-	held := s.held[p]
+	ps.failures++
+	delay := backoff(ps.failures)
+	ps.last = e.Status
+	held := ps.held
 	if !held {
 		s.wg.Add(1) // under mu, so before Close waits
 	}
@@ -114,9 +129,9 @@ func (s *Supervisor) exited(e Exit) {
 		case <-time.After(delay):
 		}
 		s.mu.Lock()
-		held := s.held[p]
+		held := ps.held
 		if !held {
-			s.restarts[p]++
+			ps.restarts++
 		}
 		s.mu.Unlock()
 		if held || p.Running() {
@@ -154,7 +169,7 @@ func (s *Supervisor) Stop(p *Proc) { s.down(p, false) }
 
 func (s *Supervisor) down(p *Proc, kill bool) {
 	s.mu.Lock()
-	s.held[p] = true // a pending restart is dropped too
+	s.stateLocked(p).held = true // a pending restart is dropped too
 	s.mu.Unlock()
 	s.c.StopProc(p, kill)
 }
@@ -163,8 +178,8 @@ func (s *Supervisor) down(p *Proc, kill bool) {
 // waits until it is ready.
 func (s *Supervisor) Start(ctx context.Context, p *Proc) error {
 	s.mu.Lock()
-	s.held[p] = false
-	s.failures[p] = 0
+	ps := s.stateLocked(p)
+	ps.held, ps.failures = false, 0
 	s.mu.Unlock()
 	if p.Running() {
 		return fmt.Errorf("%s is already running", p.Name)
@@ -201,11 +216,12 @@ func (s *Supervisor) Status() []ProcStatus {
 	defer s.mu.Unlock()
 	out := make([]ProcStatus, 0, len(s.c.Procs))
 	for _, p := range s.c.Procs {
-		st := ProcStatus{Name: p.Name, Pid: p.Pid(), Restarts: s.restarts[p], LastExit: s.last[p], Log: p.LogPath}
+		ps := s.stateLocked(p)
+		st := ProcStatus{Name: p.Name, Pid: p.Pid(), Restarts: ps.restarts, LastExit: ps.last, Log: p.LogPath}
 		switch {
 		case st.Pid != 0:
 			st.State = StateRunning
-		case s.held[p]:
+		case ps.held:
 			st.State = StateStopped
 		default:
 			st.State = StateRestarting
