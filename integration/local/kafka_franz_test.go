@@ -102,8 +102,8 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 	if !ok || len(v.Partitions) != 3 || v.ReplicationFactor != 3 || v.Config["retention.ms"] != "3600000" {
 		t.Fatalf("sluicectl after CreateTopics: %+v", v)
 	}
-	if bad, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "adm-compact"); err != nil || !errors.Is(bad["adm-compact"].Err, kerr.InvalidConfig) {
-		t.Fatalf("CreateTopics with cleanup.policy=compact: %v %+v, want INVALID_CONFIG", err, bad)
+	if bad, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compacted")}, "adm-compact"); err != nil || !errors.Is(bad["adm-compact"].Err, kerr.InvalidConfig) {
+		t.Fatalf("CreateTopics with cleanup.policy=compacted: %v %+v, want INVALID_CONFIG", err, bad)
 	}
 	waitLeaders(t, ctx, c, "adm", 3)
 	rcs, err := adm.DescribeTopicConfigs(ctx, "adm")

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,20 @@ const (
 	ConfigFlushPolicy       = "flush.policy"
 	ConfigUncleanElection   = "unclean.leader.election"
 	ConfigMaxMessageBytes   = "max.message.bytes"
+
+	ConfigCleanupPolicy          = "cleanup.policy"
+	ConfigMinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
+	ConfigMinCompactionLagMs     = "min.compaction.lag.ms"
+	ConfigMaxCompactionLagMs     = "max.compaction.lag.ms"
+	ConfigDeleteRetentionMs      = "delete.retention.ms"
+)
+
+// Cleanup policies (cleanup.policy, Kafka's values): delete drops whole
+// segments past retention; compact keeps the latest record of every key;
+// both may be set ("compact,delete").
+const (
+	CleanupDelete  = "delete"
+	CleanupCompact = "compact"
 )
 
 // Flush policies.
@@ -38,6 +53,33 @@ type TopicConfig struct {
 	FlushPolicy       string
 	UncleanElection   bool
 	MaxMessageBytes   int64
+
+	// Compact: cleanup.policy holds compact (the cleaner keeps each key's
+	// latest record). Delete: it holds delete (retention deletes whole
+	// segments). At least one is set.
+	Compact, Delete bool
+	// MinCleanableDirtyRatio: the share of a compacted log's closed bytes
+	// that must be dirty (not yet cleaned) before the cleaner runs on it.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs: a record stays uncleaned at least this long
+	// after its timestamp. MaxCompactionLagMs: a dirty record is cleaned
+	// within about this long whatever the dirty ratio.
+	MinCompactionLagMs, MaxCompactionLagMs int64
+	// DeleteRetentionMs: how long a tombstone stays readable after its
+	// timestamp before the cleaner removes it.
+	DeleteRetentionMs int64
+}
+
+// CleanupPolicy is the cleanup.policy value of c: "delete", "compact" or
+// "compact,delete".
+func (c TopicConfig) CleanupPolicy() string {
+	switch {
+	case c.Compact && c.Delete:
+		return CleanupCompact + "," + CleanupDelete
+	case c.Compact:
+		return CleanupCompact
+	}
+	return CleanupDelete
 }
 
 // DefaultTopicConfig returns Kafka's defaults, with fsync durability.
@@ -50,6 +92,11 @@ func DefaultTopicConfig() TopicConfig {
 		MinInsyncReplicas: 1,
 		FlushPolicy:       FlushFsync,
 		MaxMessageBytes:   1048588,
+
+		Delete:                 true,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLagMs:     math.MaxInt64,
+		DeleteRetentionMs:      24 * time.Hour.Milliseconds(),
 	}
 }
 
@@ -87,6 +134,16 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 			c.UncleanElection, err = strconv.ParseBool(v)
 		case ConfigMaxMessageBytes:
 			c.MaxMessageBytes, err = parseInt(v, 1)
+		case ConfigCleanupPolicy:
+			c.Compact, c.Delete, err = parseCleanupPolicy(v)
+		case ConfigMinCleanableDirtyRatio:
+			c.MinCleanableDirtyRatio, err = parseRatio(v)
+		case ConfigMinCompactionLagMs:
+			c.MinCompactionLagMs, err = parseInt(v, 0)
+		case ConfigMaxCompactionLagMs:
+			c.MaxCompactionLagMs, err = parseInt(v, 1)
+		case ConfigDeleteRetentionMs:
+			c.DeleteRetentionMs, err = parseInt(v, 0)
 		default:
 			return c, fmt.Errorf("unknown topic config %q", k)
 		}
@@ -97,10 +154,40 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 	if c.SegmentBytes > 1<<31-1 {
 		return c, fmt.Errorf("topic config %s=%d: must be below 2 GiB (positions are 32-bit)", ConfigSegmentBytes, c.SegmentBytes)
 	}
+	if c.MaxCompactionLagMs < c.MinCompactionLagMs {
+		return c, fmt.Errorf("topic config %s=%d is below %s=%d", ConfigMaxCompactionLagMs, c.MaxCompactionLagMs, ConfigMinCompactionLagMs, c.MinCompactionLagMs)
+	}
 	if replicationFactor > 0 && c.MinInsyncReplicas > replicationFactor {
 		return c, fmt.Errorf("topic config %s=%d is larger than the replication factor %d", ConfigMinInsyncReplicas, c.MinInsyncReplicas, replicationFactor)
 	}
 	return c, nil
+}
+
+// parseCleanupPolicy reads cleanup.policy: a comma-separated list of
+// delete and compact, in any order, at least one.
+func parseCleanupPolicy(v string) (compact, del bool, err error) {
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case CleanupCompact:
+			compact = true
+		case CleanupDelete:
+			del = true
+		default:
+			return false, false, fmt.Errorf("must be %q, %q or %q", CleanupDelete, CleanupCompact, CleanupCompact+","+CleanupDelete)
+		}
+	}
+	return compact, del, nil
+}
+
+func parseRatio(v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(r) {
+		return 0, fmt.Errorf("not a number")
+	}
+	if r < 0 || r > 1 {
+		return 0, fmt.Errorf("must be between 0 and 1")
+	}
+	return r, nil
 }
 
 func parseInt(v string, min int64) (int64, error) {

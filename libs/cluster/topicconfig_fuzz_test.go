@@ -12,6 +12,8 @@ func FuzzParseTopicConfig(f *testing.F) {
 	f.Add("flush.policy=replication\nunclean.leader.election.enable=true\nmax.message.bytes=100", 1)
 	f.Add("segment.bytes=99999999999\nretention.bytes=-2", 2)
 	f.Add("nope=1\n=\nmin.insync.replicas= 4 ", 3)
+	f.Add("cleanup.policy=compact,delete\nmin.cleanable.dirty.ratio=0.1\nmin.compaction.lag.ms=5\nmax.compaction.lag.ms=4", 3)
+	f.Add("cleanup.policy=compact\ndelete.retention.ms=0\nmin.cleanable.dirty.ratio=NaN", 1)
 	f.Fuzz(func(t *testing.T, text string, rf int) {
 		kv := map[string]string{}
 		for _, line := range strings.Split(text, "\n") {
@@ -36,6 +38,12 @@ func FuzzParseTopicConfig(f *testing.F) {
 			t.Fatalf("min.insync.replicas %d with replication factor %d", c.MinInsyncReplicas, rf)
 		case c.FlushPolicy != FlushFsync && c.FlushPolicy != FlushReplication:
 			t.Fatalf("flush policy %q", c.FlushPolicy)
+		case !c.Compact && !c.Delete:
+			t.Fatal("no cleanup policy")
+		case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+			t.Fatalf("min.cleanable.dirty.ratio %v", c.MinCleanableDirtyRatio)
+		case c.MinCompactionLagMs < 0 || c.MaxCompactionLagMs < c.MinCompactionLagMs || c.DeleteRetentionMs < 0:
+			t.Fatalf("compaction lags %d..%d ms, delete retention %d ms", c.MinCompactionLagMs, c.MaxCompactionLagMs, c.DeleteRetentionMs)
 		}
 	})
 }

@@ -169,20 +169,37 @@ func TestMetadataAutoCreate(t *testing.T) {
 // TestTopicConfigMapping checks Kafka's config names against Sluice's.
 func TestTopicConfigMapping(t *testing.T) {
 	s := func(v string) *string { return &v }
-	got, err := toTopicConfig(map[string]*string{"unclean.leader.election.enable": s("true"), "retention.ms": s("5"), "cleanup.policy": s("delete")})
-	if err != nil || got[cluster.ConfigUncleanElection] != "true" || got["retention.ms"] != "5" || len(got) != 2 {
+	got, err := toTopicConfig(map[string]*string{"unclean.leader.election.enable": s("true"), "retention.ms": s("5"), "cleanup.policy": s("compact,delete"),
+		"compression.type": s("producer"), "min.cleanable.dirty.ratio": s("0.1")})
+	if err != nil || got[cluster.ConfigUncleanElection] != "true" || got["retention.ms"] != "5" || got[cluster.ConfigCleanupPolicy] != "compact,delete" ||
+		got[cluster.ConfigMinCleanableDirtyRatio] != "0.1" || len(got) != 4 {
 		t.Fatalf("mapped %v, %v", got, err)
 	}
-	for _, bad := range []map[string]*string{{"cleanup.policy": s("compact")}, {"compression.type": s("zstd")}, {"no.such": s("1")}, {"retention.ms": nil}} {
+	for _, bad := range []map[string]*string{{"message.timestamp.type": s("LogAppendTime")}, {"compression.type": s("zstd")}, {"no.such": s("1")}, {"retention.ms": nil}} {
 		if _, err := toTopicConfig(bad); protocol.CodeOf(err) != protocol.InvalidConfig {
 			t.Errorf("%v: %v, want INVALID_CONFIG", bad, err)
 		}
 	}
 	topic := testModel().Topics[1]
-	entries := describeTopicConfig(&topic, []string{"retention.ms", "segment.bytes"}, true, true)
-	if len(entries) != 2 || *entries[0].Value != "1000" || entries[0].Source != kmsg.ConfigSourceDynamicTopicConfig ||
-		entries[1].Source != kmsg.ConfigSourceDefaultConfig || !entries[1].IsDefault || entries[1].Documentation == nil {
+	entries := describeTopicConfig(&topic, []string{"retention.ms", "segment.bytes", "cleanup.policy", "delete.retention.ms"}, true, true)
+	if len(entries) != 4 {
 		t.Fatalf("described %+v", entries)
+	}
+	byName := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, e := range entries {
+		byName[e.Name] = e
+	}
+	if e := byName["retention.ms"]; *e.Value != "1000" || e.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("retention.ms %+v", e)
+	}
+	if e := byName["segment.bytes"]; e.Source != kmsg.ConfigSourceDefaultConfig || !e.IsDefault || e.Documentation == nil {
+		t.Fatalf("segment.bytes %+v", e)
+	}
+	if e := byName["cleanup.policy"]; *e.Value != "delete" || e.ReadOnly || e.ConfigType != kmsg.ConfigTypeList {
+		t.Fatalf("cleanup.policy %+v", e)
+	}
+	if e := byName["delete.retention.ms"]; *e.Value != "86400000" || !e.IsDefault {
+		t.Fatalf("delete.retention.ms %+v", e)
 	}
 }
 
@@ -207,7 +224,7 @@ func TestAlterConfigsReplacesOrChanges(t *testing.T) {
 		nil, []string{"retention.ms", "cleanup.policy"}, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if req := a.altered["orders"]; len(req.Set) != 0 || !slices.Equal(req.Delete, []string{"retention.ms"}) {
+	if req := a.altered["orders"]; len(req.Set) != 0 || !slices.Equal(req.Delete, []string{"retention.ms", "cleanup.policy"}) {
 		t.Fatalf("IncrementalAlterConfigs sent %+v", req)
 	}
 	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeBroker, "1",

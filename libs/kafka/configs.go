@@ -27,11 +27,15 @@ type topicConfig struct {
 }
 
 var topicConfigs = []topicConfig{
-	{kafka: "cleanup.policy", typ: kmsg.ConfigTypeList, fixed: "delete", doc: "only delete: segments past retention are deleted (compaction is not available)"},
+	{kafka: "cleanup.policy", key: cluster.ConfigCleanupPolicy, typ: kmsg.ConfigTypeList, doc: "delete: segments past retention are deleted; compact: the latest record of every key is kept; or both"},
 	{kafka: "compression.type", typ: kmsg.ConfigTypeString, fixed: "producer", doc: "producer: batches keep the codec the producer chose"},
+	{kafka: "delete.retention.ms", key: cluster.ConfigDeleteRetentionMs, typ: kmsg.ConfigTypeLong, doc: "how long a tombstone stays readable after its timestamp on a compacted topic"},
 	{kafka: "flush.policy", key: cluster.ConfigFlushPolicy, typ: kmsg.ConfigTypeString, doc: "fsync: acks=all after fsync on the in-sync replicas; replication: after they hold it in page cache"},
 	{kafka: "max.message.bytes", key: cluster.ConfigMaxMessageBytes, typ: kmsg.ConfigTypeInt, doc: "largest record batch accepted"},
+	{kafka: "max.compaction.lag.ms", key: cluster.ConfigMaxCompactionLagMs, typ: kmsg.ConfigTypeLong, doc: "a dirty record is cleaned within about this long whatever the dirty ratio"},
 	{kafka: "message.timestamp.type", typ: kmsg.ConfigTypeString, fixed: "CreateTime", doc: "CreateTime: records keep the producer's timestamps"},
+	{kafka: "min.cleanable.dirty.ratio", key: cluster.ConfigMinCleanableDirtyRatio, typ: kmsg.ConfigTypeDouble, doc: "share of a compacted log's closed bytes that must be dirty before it is cleaned"},
+	{kafka: "min.compaction.lag.ms", key: cluster.ConfigMinCompactionLagMs, typ: kmsg.ConfigTypeLong, doc: "a record stays uncleaned at least this long after its timestamp"},
 	{kafka: "min.insync.replicas", key: cluster.ConfigMinInsyncReplicas, typ: kmsg.ConfigTypeInt, doc: "in-sync replicas an acks=all produce needs"},
 	{kafka: "retention.bytes", key: cluster.ConfigRetentionBytes, typ: kmsg.ConfigTypeLong, doc: "size per partition past which old segments are deleted (-1: none)"},
 	{kafka: "retention.ms", key: cluster.ConfigRetentionMs, typ: kmsg.ConfigTypeLong, doc: "age past which segments are deleted (-1: never)"},
@@ -63,6 +67,12 @@ func topicDefaults() map[string]string {
 		cluster.ConfigFlushPolicy:       d.FlushPolicy,
 		cluster.ConfigUncleanElection:   strconv.FormatBool(d.UncleanElection),
 		cluster.ConfigMaxMessageBytes:   strconv.FormatInt(d.MaxMessageBytes, 10),
+
+		cluster.ConfigCleanupPolicy:          d.CleanupPolicy(),
+		cluster.ConfigMinCleanableDirtyRatio: strconv.FormatFloat(d.MinCleanableDirtyRatio, 'g', -1, 64),
+		cluster.ConfigMinCompactionLagMs:     strconv.FormatInt(d.MinCompactionLagMs, 10),
+		cluster.ConfigMaxCompactionLagMs:     strconv.FormatInt(d.MaxCompactionLagMs, 10),
+		cluster.ConfigDeleteRetentionMs:      strconv.FormatInt(d.DeleteRetentionMs, 10),
 	}
 }
 

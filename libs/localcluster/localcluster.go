@@ -298,6 +298,10 @@ func (c *Cluster) add(name, bin, admin string, args ...string) {
 // Ports are the cluster's listen ports.
 func (c *Cluster) Ports() Ports { return c.cfg.Ports }
 
+// DataDir returns the absolute directory holding every process's data
+// directory (storage-1, metadata-1, ...) and the logs.
+func (c *Cluster) DataDir() string { return c.cfg.DataDir }
+
 // FrontendURL is the first frontend's base URL.
 func (c *Cluster) FrontendURL() string { return c.scheme() + addr(c.cfg.Ports.FrontendHTTP) }
 

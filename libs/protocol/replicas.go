@@ -30,6 +30,12 @@ type ReplicaInfo struct {
 	// when the node did not report it (a node from before the field, which
 	// sends eight fields).
 	SizeBytes int64
+	// CleanableBytes is the size of a compacted replica's closed segments
+	// not yet cleaned, and FirstDirtyOffset the offset below which every
+	// record has been through a cleaning pass; both -1 for a replica that
+	// is not compacted or a node from before the fields.
+	CleanableBytes   int64
+	FirstDirtyOffset int64
 }
 
 // DescribeReplicasResponse lists the node's replicas, ordered by topic and
@@ -53,16 +59,17 @@ func (r *DescribeReplicasRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 }
 
 // EncodeMsgpack implements Body: [[topic, partition, leader, epoch, start,
-// end, hw, flushed, size], ...] in a one-field array. Decoders from before
-// the size field skip it.
+// end, hw, flushed, size, cleanable, first dirty], ...] in a one-field
+// array. Decoders from before the last three fields skip them.
 func (r *DescribeReplicasResponse) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := firstErr(e.EncodeArrayLen(1), e.EncodeArrayLen(len(r.Replicas))); err != nil {
 		return err
 	}
 	for _, x := range r.Replicas {
-		if err := firstErr(e.EncodeArrayLen(9), e.EncodeString(x.Topic), e.EncodeInt(int64(x.Partition)), e.EncodeBool(x.Leader),
+		if err := firstErr(e.EncodeArrayLen(11), e.EncodeString(x.Topic), e.EncodeInt(int64(x.Partition)), e.EncodeBool(x.Leader),
 			e.EncodeInt(int64(x.LeaderEpoch)), e.EncodeInt(x.LogStartOffset), e.EncodeInt(x.LogEndOffset),
-			e.EncodeInt(x.HighWatermark), e.EncodeInt(x.FlushedOffset), e.EncodeInt(x.SizeBytes)); err != nil {
+			e.EncodeInt(x.HighWatermark), e.EncodeInt(x.FlushedOffset), e.EncodeInt(x.SizeBytes),
+			e.EncodeInt(x.CleanableBytes), e.EncodeInt(x.FirstDirtyOffset)); err != nil {
 			return err
 		}
 	}
@@ -91,9 +98,10 @@ func (r *DescribeReplicasResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	return f.end("describe replicas response")
 }
 
-// decodeReplicaInfo reads one replica; the size is optional (-1 when absent).
+// decodeReplicaInfo reads one replica; the size and the cleaner's fields
+// are optional (-1 when absent).
 func decodeReplicaInfo(d *msgpack.Decoder) (ReplicaInfo, error) {
-	x := ReplicaInfo{SizeBytes: -1}
+	x := ReplicaInfo{SizeBytes: -1, CleanableBytes: -1, FirstDirtyOffset: -1}
 	f := fields{d: d}
 	if f.begin(8) {
 		x.Topic = f.str()
@@ -108,6 +116,12 @@ func decodeReplicaInfo(d *msgpack.Decoder) (ReplicaInfo, error) {
 		x.FlushedOffset = f.int()
 		if f.optional() {
 			x.SizeBytes = f.int()
+		}
+		if f.optional() {
+			x.CleanableBytes = f.int()
+		}
+		if f.optional() {
+			x.FirstDirtyOffset = f.int()
 		}
 	}
 	return x, f.end("replica")
