@@ -26,19 +26,19 @@ const (
 	swapSuffix    = ".swap"
 )
 
-// DefaultMaxMapEntries is CleanOptions.MaxMapEntries when zero: about 48 MiB
-// of key map (see CleanOptions.MaxMapEntries).
-const DefaultMaxMapEntries = 1 << 20
+// DefaultMapBytes is CleanOptions.MapBytes when zero: 128 MiB of key map,
+// 4.19 million keys (Kafka's log.cleaner.dedupe.buffer.size).
+const DefaultMapBytes = 128 << 20
 
 // Errors of a cleaning pass.
 var (
 	// ErrCleanAborted: the pass stopped before changing the log, because a
 	// file step failed, the segments it read were truncated or deleted
-	// meanwhile, or the hook asked; the log is unchanged and usable, and a
-	// later pass redoes the work.
+	// meanwhile, or the hook or the throttle asked; the log is unchanged
+	// and usable, and a later pass redoes the work.
 	ErrCleanAborted = errors.New("log: cleaning pass aborted")
-	// ErrCleanBudget: the first dirty segment has more offsets than the key
-	// map may hold (CleanOptions.MaxMapEntries).
+	// ErrCleanBudget: the first dirty segment spans more offsets than the
+	// key map may hold keys (CleanOptions.MapBytes).
 	ErrCleanBudget = errors.New("log: dirty segment too large for the cleaner's key map")
 )
 
@@ -54,12 +54,20 @@ type CleanOptions struct {
 	// MinCompactionLag: a segment whose largest timestamp is after
 	// Now-MinCompactionLag is not cleaned, nor any segment after it.
 	MinCompactionLag time.Duration
-	// MaxMapEntries bounds the key map (key hash -> latest offset): a pass
-	// maps whole dirty segments while the offsets they span fit, so the
-	// map never holds more entries. An entry is a 16-byte key hash and an
-	// 8-byte offset, about 48 bytes with the Go map's overhead. 0 means
-	// DefaultMaxMapEntries.
-	MaxMapEntries int
+	// MapBytes is the key map's memory (key hash -> latest offset; Kafka's
+	// log.cleaner.dedupe.buffer.size): 24-byte slots, at most 3/4 of them
+	// taken, so MapBytes/32 keys. A pass maps whole dirty segments while
+	// the offsets they span fit in that many keys, and allocates only the
+	// slots those offsets need; the table is reused by the next pass. 0
+	// means DefaultMapBytes.
+	MapBytes int64
+	// Throttle, when not nil, is called with the size of each chunk the
+	// pass reads from the old segments (mapping included) and of each
+	// chunk it writes to the cleaned files, after the read or write; it
+	// may block to limit the pass's I/O rate. A non-nil error aborts the
+	// pass (ErrCleanAborted wrapping it), as a Hook error does. The sizes
+	// add up to CleanStats.BytesRead plus BytesWritten.
+	Throttle func(n int) error
 	// Hook, when not nil, is called after each file step with the step's
 	// name (cleanStep*); a non-nil error aborts the pass there as a failed
 	// step would. Tests use it to copy the directory at each step (a crash
@@ -77,8 +85,8 @@ const (
 
 // CleanStats describe a pass.
 type CleanStats struct {
-	BytesRead       int64         // segment bytes read (mapping and copying)
-	BytesWritten    int64         // bytes of the cleaned segments written
+	BytesRead       int64         // bytes read from the old segments (mapping and copying)
+	BytesWritten    int64         // bytes written to the cleaned segments' files (indexes included)
 	RecordsRemoved  int64         // records dropped
 	BatchesRemoved  int64         // batches dropped whole
 	SegmentsCleaned int           // segments replaced
@@ -109,10 +117,10 @@ func (p *cleanPlan) release() {
 // Clean runs one cleaning pass over the cleanable range: the closed segments
 // wholly below the high watermark, up to the first one younger than
 // opts.MinCompactionLag. It maps the keys of the dirty segments (from the
-// first dirty offset on, as many whole segments as opts.MaxMapEntries
-// allows), rewrites every cleanable segment up to the last mapped one that
-// loses a record, swaps the rewritten segments in, and saves the new first
-// dirty offset. Offsets never change; a Read at a removed offset returns the
+// first dirty offset on, as many whole segments as opts.MapBytes allows),
+// rewrites every cleanable segment up to the last mapped one that loses a
+// record, swaps the rewritten segments in, and saves the new first dirty
+// offset. Offsets never change; a Read at a removed offset returns the
 // next batch.
 //
 // Clean reads and writes files without the log's locks; it takes appendMu
@@ -124,8 +132,8 @@ func (l *Log) Clean(opts CleanOptions) (CleanStats, error) {
 	begin := time.Now()
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
-	if opts.MaxMapEntries <= 0 {
-		opts.MaxMapEntries = DefaultMaxMapEntries
+	if opts.MapBytes <= 0 {
+		opts.MapBytes = DefaultMapBytes
 	}
 	plan, err := l.planClean(opts)
 	if err != nil {
@@ -133,14 +141,15 @@ func (l *Log) Clean(opts CleanOptions) (CleanStats, error) {
 	}
 	defer plan.release()
 	st := CleanStats{FirstDirty: plan.firstDirty}
-	c := newCleaner(l, opts, plan)
-	covered, err := c.buildMap(&st) // the pass covers plan.segs[:covered]
+	c := newCleaner(l, opts, plan, &st)
+	defer c.release()
+	covered, err := c.buildMap() // the pass covers plan.segs[:covered]
 	if err != nil || covered == 0 {
 		st.Duration = time.Since(begin)
 		return st, err
 	}
 	dirtyEnd := max(plan.nexts[covered-1], plan.firstDirty)
-	outs, err := c.writeAll(covered, &st)
+	outs, err := c.writeAll(covered)
 	if err == nil {
 		err = l.swapCleaned(outs, opts)
 	}

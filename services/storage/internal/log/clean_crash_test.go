@@ -66,7 +66,7 @@ func TestCleanCrashAtEachStep(t *testing.T) {
 	protected := protectedFrom(m.l)
 	var crashes []string
 	var steps []string
-	opts := CleanOptions{DeleteRetention: 30 * time.Second, MaxMapEntries: 300, Hook: func(step string) error {
+	opts := CleanOptions{DeleteRetention: 30 * time.Second, MapBytes: mapBytesFor(300), Hook: func(step string) error {
 		crashes = append(crashes, copyDir(t, dir))
 		steps = append(steps, step)
 		return nil
@@ -123,7 +123,7 @@ func TestCleanFileFaults(t *testing.T) {
 			// The pass's own clean-up fails too: recovery must cope.
 			fsys.Add(faultfs.Rule{Op: faultfs.Remove, Name: "*" + cleanedSuffix})
 			fsys.Add(faultfs.Rule{Op: faultfs.Remove, Name: "*" + swapSuffix})
-			opts := CleanOptions{DeleteRetention: 30 * time.Second, MaxMapEntries: 300}
+			opts := CleanOptions{DeleteRetention: 30 * time.Second, MapBytes: mapBytesFor(300)}
 			_, err := m.clean(opts)
 			injected := fsys.Injected() > 0
 			if injected && err == nil {

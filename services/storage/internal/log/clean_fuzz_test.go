@@ -82,7 +82,7 @@ func FuzzClean(f *testing.F) {
 		defer l.Close()
 		l.SetHighWatermark(l.EndOffset())
 		before, rerr := tryReadRecords(l, l.StartOffset())
-		_, cerr := l.Clean(CleanOptions{Now: m.clock.Now(), DeleteRetention: 1000 * time.Hour, MaxMapEntries: 50 + int(seed)})
+		_, cerr := l.Clean(CleanOptions{Now: m.clock.Now(), DeleteRetention: 1000 * time.Hour, MapBytes: mapBytesFor(50 + int64(seed))})
 		if rerr != nil || errors.Is(cerr, ErrCleanBudget) {
 			return
 		}

@@ -247,3 +247,9 @@ func sameProducers(t testing.TB, got, want map[int64]ProducerEntry) {
 		t.Fatalf("producer state changed:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// mapBytesFor is the smallest CleanOptions.MapBytes whose map holds keys
+// keys (offsets of a pass's span).
+func mapBytesFor(keys int64) int64 {
+	return mapSlotsFor(keys) * mapSlotBytes
+}

@@ -85,7 +85,7 @@ func TestCleanModel(t *testing.T) {
 			m.l.SetHighWatermark(start + m.rng.Int64N(end-start+1))
 			opts := CleanOptions{
 				DeleteRetention: time.Duration(m.rng.IntN(3)) * 20 * time.Second,
-				MaxMapEntries:   10 + m.rng.IntN(400),
+				MapBytes:        mapBytesFor(10 + m.rng.Int64N(400)),
 			}
 			if m.rng.IntN(4) == 0 {
 				opts.MinCompactionLag = time.Duration(m.rng.IntN(30)) * time.Second
@@ -321,4 +321,106 @@ func TestCleanConcurrent(t *testing.T) {
 		t.Fatalf("concurrent read: %v", err)
 	}
 	m.check(l, protectedFrom(l))
+}
+
+// TestCleanMapBudget: a pass maps whole dirty segments while their offset
+// spans fit in MapBytes, allocates the slots that span needs (not the whole
+// budget), and refuses with ErrCleanBudget when the first dirty segment
+// alone does not fit; later passes finish the log.
+func TestCleanMapBudget(t *testing.T) {
+	m := newCleanModel(t, 3, t.TempDir(), testConfig())
+	for range 150 {
+		m.appendBatch()
+	}
+	m.l.SetHighWatermark(m.l.EndOffset())
+	m.l.mu.RLock()
+	base := m.l.segs[0].base
+	first := m.l.segs[0].next - base
+	two := m.l.segs[1].next - base
+	m.l.mu.RUnlock()
+
+	if _, err := m.clean(CleanOptions{MapBytes: mapBytesFor(first - 1)}); !errors.Is(err, ErrCleanBudget) {
+		t.Fatalf("a budget below the first segment: %v, want ErrCleanBudget", err)
+	}
+	m.check(m.l, m.l.EndOffset())
+
+	// A budget for two and a half segments maps two, in a map of their size.
+	budget := mapBytesFor(two + first/2)
+	plan, err := m.l.planClean(CleanOptions{Now: m.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st CleanStats
+	c := newCleaner(m.l, CleanOptions{MapBytes: budget}, plan, &st)
+	n, err := c.buildMap()
+	if err != nil || n != 2 || int64(len(c.offsets.slots)) != mapSlotsFor(two) {
+		t.Fatalf("buildMap: %d segments, %d slots, %v; want 2, %d", n, len(c.offsets.slots), err, mapSlotsFor(two))
+	}
+	c.release()
+	plan.release()
+
+	st2, err := m.clean(CleanOptions{MapBytes: budget})
+	if err != nil || st2.FirstDirty != base+two {
+		t.Fatalf("pass: %+v, %v; want first dirty %d", st2, err, two)
+	}
+	for m.l.FirstDirtyOffset() < protectedFrom(m.l) {
+		if _, err := m.clean(CleanOptions{MapBytes: budget}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.check(m.l, protectedFrom(m.l))
+}
+
+// TestCleanThrottle: the throttle sees every byte the pass reads and
+// writes (the stats' BytesRead plus BytesWritten); a throttle error at its
+// first, middle or last call aborts the pass with ErrCleanAborted wrapping
+// it, the files unchanged, and a later pass succeeds.
+func TestCleanThrottle(t *testing.T) {
+	setup := func(t *testing.T) (*cleanModel, string) {
+		dir := t.TempDir()
+		m := newCleanModel(t, 9, dir, testConfig())
+		for range 200 {
+			m.appendBatch()
+		}
+		m.l.SetHighWatermark(m.l.EndOffset())
+		return m, dir
+	}
+	m, _ := setup(t)
+	var calls int
+	var total int64
+	st, err := m.clean(CleanOptions{DeleteRetention: time.Hour, Throttle: func(n int) error {
+		calls++
+		total += int64(n)
+		return nil
+	}})
+	if err != nil || st.SegmentsCleaned == 0 || total != st.BytesRead+st.BytesWritten {
+		t.Fatalf("pass: %+v, %v; the throttle saw %d bytes", st, err, total)
+	}
+	m.check(m.l, protectedFrom(m.l))
+
+	errSlow := errors.New("too fast")
+	for _, failAt := range []int{1, calls / 2, calls} {
+		t.Run(fmt.Sprint(failAt), func(t *testing.T) {
+			m, dir := setup(t)
+			before := dirState(t, dir)
+			n := 0
+			st, err := m.clean(CleanOptions{DeleteRetention: time.Hour, Throttle: func(int) error {
+				if n++; n == failAt {
+					return errSlow
+				}
+				return nil
+			}})
+			if !errors.Is(err, ErrCleanAborted) || !errors.Is(err, errSlow) {
+				t.Fatalf("Clean with a failing throttle: %+v, %v", st, err)
+			}
+			if after := dirState(t, dir); after != before {
+				t.Fatalf("files changed:\n%s\n%s", before, after)
+			}
+			m.check(m.l, m.l.EndOffset())
+			if st, err := m.clean(CleanOptions{DeleteRetention: time.Hour}); err != nil || st.SegmentsCleaned == 0 {
+				t.Fatalf("next pass: %+v, %v", st, err)
+			}
+			m.check(m.l, protectedFrom(m.l))
+		})
+	}
 }

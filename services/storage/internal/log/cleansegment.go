@@ -43,10 +43,10 @@ func (o *cleanedSegment) discard(fsys FileSystem) {
 // are left alone. Each segment is durable as .swap before the next is
 // started, so a crash leaves the swaps of a prefix of the rewritten
 // segments (package doc, "Compaction").
-func (c *cleaner) writeAll(n int, st *CleanStats) ([]*cleanedSegment, error) {
+func (c *cleaner) writeAll(n int) ([]*cleanedSegment, error) {
 	var outs []*cleanedSegment
 	for i := range n {
-		o, err := c.writeSegment(i, st)
+		o, err := c.writeSegment(i)
 		if o != nil {
 			outs = append(outs, o)
 		}
@@ -63,17 +63,17 @@ func (c *cleaner) writeAll(n int, st *CleanStats) ([]*cleanedSegment, error) {
 // writeSegment filters segment i into a new .cleaned segment, or returns
 // nil when no batch changes. The file is created at the first change, with
 // the unchanged bytes before it copied over.
-func (c *cleaner) writeSegment(i int, st *CleanStats) (*cleanedSegment, error) {
+func (c *cleaner) writeSegment(i int) (*cleanedSegment, error) {
 	old, size := c.plan.segs[i], c.plan.sizes[i]
 	var o *cleanedSegment
 	var written int64 // bytes of the new segment, written or in c.out
 	c.idx.reset(c.interval, nil, nil)
 	c.out = c.out[:0]
-	err := c.scan(i, st, func(pos int64, h record.Header, b []byte) error {
+	err := c.scan(i, func(pos int64, h record.Header, b []byte) error {
 		before := len(c.out)
 		var err error
 		var dropped bool
-		c.out, dropped, err = c.filterBatch(c.out, b, &h, pos+int64(h.Size()) == size, st)
+		c.out, dropped, err = c.filterBatch(c.out, b, &h, pos+int64(h.Size()) == size)
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func (c *cleaner) writeSegment(i int, st *CleanStats) (*cleanedSegment, error) {
 		err = c.flushOut(o, true)
 	}
 	if err == nil && o != nil {
-		err = c.finishCleaned(o, written, st)
+		err = c.finishCleaned(o, written)
 	}
 	if err != nil && !errors.As(err, new(*CorruptError)) && !errors.Is(err, ErrCleanAborted) {
 		err = fmt.Errorf("%w: segment %d: %w", ErrCleanAborted, old.base, err)
@@ -110,54 +110,49 @@ func (c *cleaner) writeSegment(i int, st *CleanStats) (*cleanedSegment, error) {
 // filterBatch appends to dst what the batch b becomes: b itself, a copy
 // without its removed records (same header fields, new length, count and
 // CRC), an empty batch, or nothing (dropped). last says b ends its segment.
-func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool, st *CleanStats) ([]byte, bool, error) {
-	c.recs = c.recs[:0]
-	if err := c.records(b, h, func(r record.RawRecord) { c.recs = append(c.recs, r) }); err != nil {
+// Each record is decoded and looked up once.
+func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool) ([]byte, bool, error) {
+	c.recs, c.kept = 0, c.kept[:0]
+	if err := c.records(b, h, c.keepFn); err != nil {
 		return dst, false, err
 	}
-	kept := 0
-	for _, r := range c.recs {
-		if c.keep(r) {
-			kept++
-		}
-	}
+	kept := len(c.kept)
 	switch {
-	case h.IsControl() || (kept > 0 && (kept == len(c.recs) || h.Compression() != record.CodecNone)):
+	case h.IsControl() || (kept > 0 && (kept == c.recs || h.Compression() != record.CodecNone)):
 		// Unchanged, or compressed: a compressed batch is kept whole while
 		// any of its records stays (rewriting it would mean recompressing).
 		return append(dst, b...), false, nil
 	case kept == 0:
-		st.RecordsRemoved += int64(len(c.recs))
+		c.st.RecordsRemoved += int64(c.recs)
 		// The last batch of a segment stays so the segment keeps its end
 		// offset (segments follow one another); a producer's last batch
 		// stays so the producer state rebuilt from headers keeps it.
 		if last || (idempotent(h) && c.plan.lastOfPID[h.ProducerID] == h.LastOffset()) {
 			return sealBatch(append(dst, b[:record.HeaderSize]...), len(dst), 0), false, nil
 		}
-		st.BatchesRemoved++
+		c.st.BatchesRemoved++
 		return dst, true, nil
 	}
 	start := len(dst)
 	dst = append(dst, b[:record.HeaderSize]...)
-	for _, r := range c.recs {
-		if c.keep(r) {
-			dst = append(dst, r.Bytes...)
-		}
+	for _, r := range c.kept {
+		dst = append(dst, r...)
 	}
-	st.RecordsRemoved += int64(len(c.recs) - kept)
+	c.st.RecordsRemoved += int64(c.recs - kept)
 	return sealBatch(dst, start, kept), false, nil
 }
 
-// keep decides one record: the latest of its key stays, unless it is a
-// tombstone past DeleteRetention; keyless records stay.
-func (c *cleaner) keep(r record.RawRecord) bool {
-	if r.Key == nil {
-		return true
+// keepRecord counts a record of the current batch and notes its bytes if
+// it stays: the latest of its key stays, unless it is a tombstone past
+// DeleteRetention; keyless records stay.
+func (c *cleaner) keepRecord(r record.RawRecord) {
+	c.recs++
+	if r.Key != nil {
+		if m, ok := c.offsets.get(hashKey(r.Key)); (ok && r.Offset < m) || (r.NullValue && r.Timestamp <= c.tombBefore) {
+			return
+		}
 	}
-	if m, ok := c.offsets[hashKey(r.Key)]; ok && r.Offset < m {
-		return false
-	}
-	return !r.NullValue || r.Timestamp > c.tombBefore
+	c.kept = append(c.kept, r.Bytes)
 }
 
 // sealBatch sets the length, record count and CRC of the batch at
@@ -188,8 +183,14 @@ func (c *cleaner) createCleaned(old *segment, oldSize, prefix int64) (*cleanedSe
 		if _, err := old.log.ReadAt(c.copyBuf[:n], pos); err != nil {
 			return o, fmt.Errorf("read segment %d: %w", old.base, err)
 		}
+		if err := c.didRead(n); err != nil {
+			return o, err
+		}
 		if _, err := c.fsys.WriteAt(f, c.copyBuf[:n], pos); err != nil {
 			return o, fmt.Errorf("write cleaned segment: %w", err)
+		}
+		if err := c.didWrite(n); err != nil {
+			return o, err
 		}
 		pos += int64(n)
 	}
@@ -207,13 +208,14 @@ func (c *cleaner) flushOut(o *cleanedSegment, final bool) error {
 		return fmt.Errorf("write cleaned segment: %w", err)
 	}
 	o.seg.size += int64(len(c.out))
+	n := len(c.out)
 	c.out = c.out[:0]
-	return nil
+	return c.didWrite(n)
 }
 
 // finishCleaned writes the new segment's indexes, fsyncs its files and
 // fills in the segment.
-func (c *cleaner) finishCleaned(o *cleanedSegment, size int64, st *CleanStats) error {
+func (c *cleaner) finishCleaned(o *cleanedSegment, size int64) error {
 	if size != o.seg.size {
 		return fmt.Errorf("cleaned segment %d: wrote %d bytes, expected %d", o.old.base, o.seg.size, size)
 	}
@@ -228,6 +230,9 @@ func (c *cleaner) finishCleaned(o *cleanedSegment, size int64, st *CleanStats) e
 		if err := writeSynced(c.fsys, o.old.path(f.suffix+cleanedSuffix), f.data); err != nil {
 			return err
 		}
+		if err := c.didWrite(len(f.data)); err != nil {
+			return err
+		}
 	}
 	if err := c.fsys.Sync(o.seg.log); err != nil {
 		return fmt.Errorf("fsync cleaned segment: %w", err)
@@ -237,7 +242,6 @@ func (c *cleaner) finishCleaned(o *cleanedSegment, size int64, st *CleanStats) e
 	s.index, s.times = append([]indexEntry(nil), idx...), append([]timeEntry(nil), times...)
 	s.next, s.modMs = c.plan.nexts[c.plan.indexOf(o.old)], c.plan.modMs[c.plan.indexOf(o.old)]
 	s.verified.Store(size)
-	st.BytesWritten += size
 	if c.hook != nil {
 		return c.hook(CleanStepWritten)
 	}

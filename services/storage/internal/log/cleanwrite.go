@@ -1,7 +1,6 @@
 package log
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -27,78 +26,130 @@ const cleanChunk = 1 << 20
 type cleaner struct {
 	l          *Log
 	plan       *cleanPlan
-	maxEntries int
-	tombBefore int64              // ms: a latest tombstone at or before this goes
-	offsets    map[[16]byte]int64 // key hash -> latest offset in the mapped range
-	sc         *batchScanner      // reads the old segments
-	it         *record.Iterator   // decodes compressed batches
-	recs       []record.RawRecord // the records of the current batch (Bytes nil for a compressed one)
-	idx        indexBuilder       // the new segment's indexes
-	out        []byte             // output not yet written
-	copyBuf    []byte             // unchanged prefix copy
-	hook       func(string) error // CleanOptions.Hook
-	interval   int                // Config.IndexIntervalBytes
-	fsys       FileSystem         // the log's
+	st         *CleanStats
+	mapBytes   int64                  // CleanOptions.MapBytes
+	tombBefore int64                  // ms: a latest tombstone at or before this goes
+	offsets    *offsetMap             // key hash -> latest offset in the mapped range
+	sc         *batchScanner          // reads the old segments
+	it         *record.Iterator       // decodes compressed batches
+	mapFn      func(record.RawRecord) // c.mapRecord, bound once
+	mapErr     error                  // the first failed insert of mapRecord
+	keepFn     func(record.RawRecord) // c.keepRecord, bound once
+	recs       int                    // records of the current batch
+	kept       [][]byte               // the kept records of the current batch (nil for a compressed one)
+	idx        indexBuilder           // the new segment's indexes
+	out        []byte                 // output not yet written
+	copyBuf    []byte                 // unchanged prefix copy
+	hook       func(string) error     // CleanOptions.Hook
+	throttle   func(int) error        // CleanOptions.Throttle
+	interval   int                    // Config.IndexIntervalBytes
+	fsys       FileSystem             // the log's
 }
 
-func newCleaner(l *Log, opts CleanOptions, plan *cleanPlan) *cleaner {
+func newCleaner(l *Log, opts CleanOptions, plan *cleanPlan, st *CleanStats) *cleaner {
 	l.mu.RLock()
 	interval := l.cfg.IndexIntervalBytes
 	l.mu.RUnlock()
-	return &cleaner{
-		l: l, plan: plan, maxEntries: opts.MaxMapEntries,
+	c := &cleaner{
+		l: l, plan: plan, st: st, mapBytes: opts.MapBytes,
 		tombBefore: opts.Now.Add(-opts.DeleteRetention).UnixMilli(),
-		offsets:    map[[16]byte]int64{},
+		offsets:    &offsetMap{},
 		sc:         newScanner(nil, 0, make([]byte, cleanChunk)),
 		it:         record.NewIterator(nil),
 		hook:       opts.Hook,
+		throttle:   opts.Throttle,
 		interval:   interval,
 		fsys:       l.fs,
 	}
+	c.sc.onRead = c.didRead
+	c.mapFn, c.keepFn = c.mapRecord, c.keepRecord
+	return c
 }
 
-func hashKey(k []byte) [16]byte {
-	sum := sha256.Sum256(k)
-	return [16]byte(sum[:16])
+// release gives the pass's key map back for the next pass.
+func (c *cleaner) release() {
+	c.offsets.release()
+	c.offsets = nil
+}
+
+// didRead accounts for n bytes read from an old segment, and throttles.
+func (c *cleaner) didRead(n int) error {
+	c.st.BytesRead += int64(n)
+	return c.throttled(n)
+}
+
+// didWrite accounts for n bytes written to a cleaned file, and throttles.
+func (c *cleaner) didWrite(n int) error {
+	c.st.BytesWritten += int64(n)
+	return c.throttled(n)
+}
+
+func (c *cleaner) throttled(n int) error {
+	if c.throttle == nil {
+		return nil
+	}
+	if err := c.throttle(n); err != nil {
+		return fmt.Errorf("%w: throttle: %w", ErrCleanAborted, err)
+	}
+	return nil
 }
 
 // buildMap maps the keys of the dirty segments, whole segments from the one
-// holding the first dirty offset while their offsets fit in the budget. It
-// returns how many of the plan's segments the pass covers: the clean ones
-// and the mapped ones (a pass with nothing dirty still rewrites the clean
-// ones, where tombstones may have expired).
-func (c *cleaner) buildMap(st *CleanStats) (int, error) {
+// holding the first dirty offset while the offsets they span fit in the
+// map's capacity (a key takes at least one offset, so the map cannot fill).
+// It returns how many of the plan's segments the pass covers: the clean
+// ones and the mapped ones (a pass with nothing dirty still rewrites the
+// clean ones, where tombstones may have expired). The map gets the slots the
+// mapped span needs, not the whole budget.
+func (c *cleaner) buildMap() (int, error) {
 	p := c.plan
-	n, mapped := 0, false
+	capacity := mapCapacity(c.mapBytes)
+	n, from, span := 0, -1, int64(0)
 	for i := range p.segs {
 		if p.nexts[i] <= p.firstDirty {
 			n = i + 1 // clean already: rewritten too (older values, expired tombstones)
 			continue
 		}
-		span := p.nexts[i] - max(p.segs[i].base, p.firstDirty)
-		if int64(len(c.offsets))+span > int64(c.maxEntries) {
-			if !mapped {
-				return 0, fmt.Errorf("%w: segment %d spans %d offsets, the map holds %d", ErrCleanBudget, p.segs[i].base, span, c.maxEntries)
+		s := p.nexts[i] - max(p.segs[i].base, p.firstDirty)
+		if span+s > capacity {
+			if from < 0 {
+				return 0, fmt.Errorf("%w: segment %d spans %d offsets, %d bytes of map hold %d", ErrCleanBudget, p.segs[i].base, s, c.mapBytes, capacity)
 			}
 			break
 		}
-		err := c.scan(i, st, func(_ int64, h record.Header, b []byte) error {
-			return c.records(b, &h, func(r record.RawRecord) {
-				if r.Key != nil && r.Offset >= p.firstDirty {
-					c.offsets[hashKey(r.Key)] = r.Offset
-				}
-			})
+		if from < 0 {
+			from = i
+		}
+		span += s
+		n = i + 1
+	}
+	if from < 0 {
+		return n, nil
+	}
+	c.offsets = newOffsetMap(int(mapSlotsFor(span)))
+	for i := from; i < n; i++ {
+		err := c.scan(i, func(_ int64, h record.Header, b []byte) error {
+			return c.records(b, &h, c.mapFn)
 		})
+		if err == nil {
+			err = c.mapErr
+		}
 		if err != nil {
 			return 0, err
 		}
-		n, mapped = i+1, true
 	}
 	return n, nil
 }
 
+// mapRecord puts a keyed record of the dirty range in the map.
+func (c *cleaner) mapRecord(r record.RawRecord) {
+	if r.Key != nil && r.Offset >= c.plan.firstDirty && c.mapErr == nil {
+		c.mapErr = c.offsets.put(hashKey(r.Key), r.Offset)
+	}
+}
+
 // scan validates and visits every batch of the plan's segment i.
-func (c *cleaner) scan(i int, st *CleanStats, fn func(pos int64, h record.Header, b []byte) error) error {
+func (c *cleaner) scan(i int, fn func(pos int64, h record.Header, b []byte) error) error {
 	s, size := c.plan.segs[i], c.plan.sizes[i]
 	c.sc.reset(s.log, size)
 	next := s.base
@@ -116,7 +167,6 @@ func (c *cleaner) scan(i int, st *CleanStats, fn func(pos int64, h record.Header
 			}
 			return fmt.Errorf("clean: segment %d at position %d: %w", s.base, pos, err)
 		}
-		st.BytesRead += int64(h.Size())
 		pos += int64(h.Size())
 		next = h.LastOffset() + 1
 	}

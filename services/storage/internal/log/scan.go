@@ -19,6 +19,10 @@ type batchScanner struct {
 	buf    []byte
 	bufOff int64 // file position of buf[0]
 	bufLen int   // valid bytes in buf
+	// onRead, when not nil, is called after each read from f with its
+	// size; its error fails the read (the cleaner's accounting and
+	// throttle).
+	onRead func(n int) error
 }
 
 // errZeroTail marks a run of zero bytes where a batch should start: space the
@@ -59,6 +63,12 @@ func (s *batchScanner) fill(pos int64, n int) ([]byte, error) {
 		return nil, fmt.Errorf("read segment at %d: %w", pos, err)
 	}
 	s.bufOff, s.bufLen = pos, got
+	if s.onRead != nil {
+		if err := s.onRead(got); err != nil {
+			s.bufLen = 0
+			return nil, err
+		}
+	}
 	return s.buf[:n], nil
 }
 
