@@ -171,7 +171,9 @@ func produceBlock(t *testing.T, c *localcluster.Cluster, acked []string, what st
 	return acked
 }
 
-func firstDiff(a, b []string) int {
+// firstDiff is the first index where a and b differ (the shorter one's
+// length when one is a prefix of the other).
+func firstDiff[T comparable](a, b []T) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
 			return i

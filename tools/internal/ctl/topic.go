@@ -134,16 +134,19 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 	}
 	fmt.Fprintln(env.Stdout)
 	w = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tNODE\tROLE\tIN-SYNC\tLOG-START\tLOG-END\tHIGH-WATERMARK\tLAG")
+	fmt.Fprintln(w, "PARTITION\tNODE\tROLE\tIN-SYNC\tLOG-START\tLOG-END\tHIGH-WATERMARK\tLAG\tCLEANABLE-BYTES\tFIRST-DIRTY")
 	for _, r := range replicas {
-		role, lag := "follower", "-"
+		role, lag, cleanable, dirty := "follower", "-", "-", "-"
 		if r.Leader {
 			role = "leader"
 		}
 		if r.Lag >= 0 {
 			lag = fmt.Sprint(r.Lag)
 		}
-		fmt.Fprintf(w, "%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\n", r.Partition, r.Node, role, r.InSync, r.LogStartOffset, r.LogEndOffset, r.HighWatermark, lag)
+		if r.CleanableBytes >= 0 {
+			cleanable, dirty = fmt.Sprint(r.CleanableBytes), fmt.Sprint(r.FirstDirtyOffset)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Partition, r.Node, role, r.InSync, r.LogStartOffset, r.LogEndOffset, r.HighWatermark, lag, cleanable, dirty)
 	}
 	return w.Flush()
 }
@@ -263,6 +266,11 @@ type replicaState struct {
 	// Lag is the leader's log end minus this replica's (0 for the leader,
 	// -1 when the leader did not answer).
 	Lag int64 `json:"lag"`
+	// CleanableBytes and FirstDirtyOffset describe a compacted replica's
+	// cleaner: the bytes of closed segments not yet cleaned and the offset
+	// below which every record was cleaned (-1 when not compacted).
+	CleanableBytes   int64 `json:"cleanable_bytes"`
+	FirstDirtyOffset int64 `json:"first_dirty_offset"`
 }
 
 // replicaStates asks every node of snap holding a replica of t for its
@@ -305,7 +313,8 @@ func replicaStates(ctx context.Context, snap *cluster.Snapshot, pool *storagecli
 				lag = max(leader.LogEndOffset-r.LogEndOffset, 0)
 			}
 			out = append(out, replicaState{Partition: p.ID, Node: id, Leader: id == p.Leader, InSync: slices.Contains(p.ISR, id),
-				LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, HighWatermark: r.HighWatermark, Lag: lag})
+				LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, HighWatermark: r.HighWatermark, Lag: lag,
+				CleanableBytes: r.CleanableBytes, FirstDirtyOffset: r.FirstDirtyOffset})
 		}
 	}
 	return out

@@ -50,7 +50,9 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 // AppendReplica appends batches fetched from the leader as a follower: the
 // offsets and leader epochs already stamped are kept. The first batch must
 // start at the log end offset and offsets must increase from batch to batch
-// (ErrOffsetMismatch otherwise). Each batch whose leader epoch is greater than
+// (ErrOffsetMismatch otherwise); on a compacted log (Config.Compact) the first
+// batch may start above the log end offset, since the leader's cleaner may
+// have removed the offsets between. Each batch whose leader epoch is greater than
 // the latest in the leader-epoch cache (and every earlier batch's) starts a
 // cache entry at its base offset, made durable before the batches are
 // written; a batch with a lower epoch adds nothing. Idempotent producers'
@@ -69,8 +71,10 @@ type batchSummary struct {
 }
 
 // validateBatches checks every batch of an append without touching the log.
-func validateBatches(b []byte, maxBatch int, replica bool) (batchSummary, error) {
+// keys (a leader append to a compacted log) refuses records without a key.
+func validateBatches(b []byte, maxBatch int, replica, keys bool) (batchSummary, error) {
 	sum := batchSummary{maxTs: -1}
+	var it *record.Iterator // decompresses for the key check
 	if len(b) == 0 {
 		return sum, fmt.Errorf("%w: no batch to append", record.ErrShortBatch)
 	}
@@ -90,6 +94,11 @@ func validateBatches(b []byte, maxBatch int, replica bool) (batchSummary, error)
 		}
 		if !replica {
 			if err := checkProducerFields(&h); err != nil {
+				return sum, fmt.Errorf("batch %d: %w", sum.batches, err)
+			}
+		}
+		if keys && !h.IsControl() {
+			if err := checkKeys(b[pos:pos+h.Size()], &h, &it); err != nil {
 				return sum, fmt.Errorf("batch %d: %w", sum.batches, err)
 			}
 		}
@@ -114,11 +123,11 @@ func validateBatches(b []byte, maxBatch int, replica bool) (batchSummary, error)
 
 func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	l.mu.RLock()
-	maxBatch := l.cfg.MaxBatchBytes
+	maxBatch, compact := l.cfg.MaxBatchBytes, l.cfg.Compact
 	l.mu.RUnlock()
 	// CRC-32C runs before taking the append lock, so appenders validate in
 	// parallel.
-	sum, err := validateBatches(b, maxBatch, replica)
+	sum, err := validateBatches(b, maxBatch, replica, compact && !replica)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -137,7 +146,7 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 	now := cfg.now()
 	base, last := l.end, l.end+sum.offsets-1
 	if replica {
-		if sum.first != l.end {
+		if sum.first < l.end || sum.first > l.end && !cfg.Compact {
 			return AppendInfo{}, fmt.Errorf("%w: first batch at offset %d, log end offset is %d", ErrOffsetMismatch, sum.first, l.end)
 		}
 		last = sum.last

@@ -24,6 +24,12 @@ type Config struct {
 	// RetentionBytes: the oldest non-active segments are deleted while the log
 	// would stay at or above this size without them; -1 means unlimited.
 	RetentionBytes int64
+	// Compact: the log is compacted (cleanup.policy holds compact). Leader
+	// appends refuse a record without a key (ErrKeylessRecord); follower
+	// appends may skip offsets, which the leader's cleaner removed; the
+	// node's cleaner runs Clean on it. Retention applies only if
+	// RetentionMs or RetentionBytes says so (compact alone sets both -1).
+	Compact bool
 	// IndexIntervalBytes: bytes between sparse offset-index entries; 0 indexes
 	// every batch.
 	IndexIntervalBytes int

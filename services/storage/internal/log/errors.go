@@ -17,6 +17,9 @@ var (
 	// ErrOffsetMismatch: AppendReplica got batches that do not start at the log
 	// end offset or whose offsets do not increase.
 	ErrOffsetMismatch = errors.New("log: batch offsets do not follow the log end offset")
+	// ErrKeylessRecord: a leader append to a compacted log (Config.Compact)
+	// holds a record without a key (Kafka's INVALID_RECORD).
+	ErrKeylessRecord = errors.New("log: record without a key on a compacted log")
 	// ErrNotBatchBoundary: TruncateTo was asked to cut inside a batch.
 	ErrNotBatchBoundary = errors.New("log: offset is inside a batch")
 	// ErrFailed: a write or fsync failed; the log refuses appends and flush

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/storage/internal/kafkaapi"
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/membership"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
@@ -43,7 +44,13 @@ type Config struct {
 	// ScrubRate is the read rate (bytes per second) of the scrubber, which
 	// validates the data found on disk at start; 0 turns it off.
 	ScrubRate int64
-	Server    server.Config
+	// Cleaner is the log cleaner of compacted topics.
+	Cleaner replica.CleanerConfig
+	// CleanerPause, for tests only, makes every cleaning pass stop at that
+	// step (seglog.CleanStep*) and wait until the node stops, so a test can
+	// kill the node in the middle of a pass.
+	CleanerPause string
+	Server       server.Config
 	// Kafka is the node's Kafka listener, which serves fetches of the
 	// partitions it leads to Kafka clients (-kafka-addr "" turns it off).
 	Kafka kafkaapi.Config
@@ -80,6 +87,10 @@ func Parse(args []string) ([]fx.Option, error) {
 	c.Server.Authz.Register(fs)
 	fs.Int64(&c.MinFreeBytes, "min-free-bytes", 128<<20, "free space kept on the data directory's file system: appends that would use it are refused (KAFKA_STORAGE_ERROR, disk full) until space returns")
 	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
+	fs.Duration(&c.Cleaner.Every, "cleaner-backoff", 15*time.Second, "interval between the log cleaner's rounds over compacted partitions (Kafka's log.cleaner.backoff.ms)")
+	fs.Int64(&c.Cleaner.IOBytesPerSec, "cleaner-io-bytes-per-sec", 0, "bytes per second the log cleaner may read and write together; 0: no limit (Kafka's log.cleaner.io.max.bytes.per.second)")
+	fs.Int64(&c.Cleaner.MapBytes, "cleaner-dedupe-buffer-bytes", 128<<20, "memory of the log cleaner's key map (Kafka's log.cleaner.dedupe.buffer.size)")
+	fs.String(&c.CleanerPause, "test-cleaner-pause", "", "tests only: every cleaning pass stops at this step (written, swap-ready, swapped, checkpoint) until the node stops")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	c.Kafka.Listener.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +154,20 @@ func (c Config) validate() error {
 	}
 	if c.ScrubRate < 0 {
 		return fmt.Errorf("flag -scrub-bytes-per-sec: %d is negative (0 turns the scrubber off)", c.ScrubRate)
+	}
+	if c.Cleaner.Every <= 0 {
+		return fmt.Errorf("flag -cleaner-backoff: must be positive")
+	}
+	if c.Cleaner.IOBytesPerSec < 0 {
+		return fmt.Errorf("flag -cleaner-io-bytes-per-sec: %d is negative (0: no limit)", c.Cleaner.IOBytesPerSec)
+	}
+	if c.Cleaner.MapBytes < 1<<20 {
+		return fmt.Errorf("flag -cleaner-dedupe-buffer-bytes: %d is below 1 MiB", c.Cleaner.MapBytes)
+	}
+	switch c.CleanerPause {
+	case "", seglog.CleanStepWritten, seglog.CleanStepSwapReady, seglog.CleanStepSwapped, seglog.CleanStepCheckpoint:
+	default:
+		return fmt.Errorf("flag -test-cleaner-pause: %q is not a step (written, swap-ready, swapped, checkpoint)", c.CleanerPause)
 	}
 	if c.ReplicaMaxLag < 100*time.Millisecond {
 		return fmt.Errorf("flag -replica-lag-time-max: must be at least 100ms")
@@ -284,13 +309,27 @@ func newMember(lc fx.Lifecycle, mc membership.Config, cl clients, m *replica.Man
 	return mem
 }
 
-func startRetention(lc fx.Lifecycle, c Config, m *replica.Manager, _ *membership.Member) {
+// startRetention runs retention and the log cleaner, each in its own
+// goroutine, until the node stops.
+func startRetention(lc fx.Lifecycle, c Config, m *replica.Manager, log *slog.Logger, _ *membership.Member) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	cc := c.Cleaner
+	if pause := c.CleanerPause; pause != "" {
+		cc.Hook = func(step string) error {
+			if step != pause {
+				return nil
+			}
+			log.Warn("cleaner paused for a test", "step", step)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			wg.Add(1)
+			wg.Add(2)
 			go func() { defer wg.Done(); m.RetentionLoop(ctx, c.RetentionCheck) }()
+			go func() { defer wg.Done(); m.CleanerLoop(ctx, cc) }()
 			return nil
 		},
 		OnStop: func(context.Context) error { cancel(); wg.Wait(); return nil },

@@ -35,6 +35,7 @@ type Manager struct {
 
 	droppedFsyncs    atomic.Int64 // fsyncs of deleted replicas' logs, so Fsyncs never goes back
 	retentionDeleted atomic.Int64 // segments retention deleted
+	cleaner          cleanerStats // the log cleaner's counters (cleaner.go)
 
 	space        *seglog.SpaceGuard               // free-space reserve of dir's file system; nil: none
 	quotas       quota.Table                      // client quotas of the last snapshot applied

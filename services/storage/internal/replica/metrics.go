@@ -2,6 +2,7 @@ package replica
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,11 +17,21 @@ var (
 	descHW        = prometheus.NewDesc("sluice_storage_high_watermark", "Offset below which records are committed, as this node knows it.", labels, nil)
 	descLeader    = prometheus.NewDesc("sluice_storage_partition_leader", "1 when this node leads the partition, 0 when it follows.", labels, nil)
 	descRetention = prometheus.NewDesc("sluice_storage_retention_deleted_segments_total", "Segments retention deleted on this node.", nil, nil)
+
+	descDirtyRatio = prometheus.NewDesc("sluice_storage_cleaner_dirty_ratio", "Share of a compacted partition's closed bytes not yet cleaned.", labels, nil)
+	descCleanable  = prometheus.NewDesc("sluice_storage_cleaner_cleanable_bytes", "Bytes of a compacted partition's closed segments not yet cleaned.", labels, nil)
+	descCleanerLag = prometheus.NewDesc("sluice_storage_cleaner_lag_offsets", "Offsets of a compacted partition between its first dirty offset and its high watermark.", labels, nil)
+	descPasses     = prometheus.NewDesc("sluice_storage_cleaner_passes_total", "Cleaning passes completed on this node.", nil, nil)
+	descFailures   = prometheus.NewDesc("sluice_storage_cleaner_failures_total", "Cleaning passes that failed or aborted on this node.", nil, nil)
+	descCleanRead  = prometheus.NewDesc("sluice_storage_cleaner_read_bytes_total", "Segment bytes the cleaner read.", nil, nil)
+	descCleanWrite = prometheus.NewDesc("sluice_storage_cleaner_written_bytes_total", "Bytes of cleaned segments the cleaner wrote.", nil, nil)
+	descCleanRecs  = prometheus.NewDesc("sluice_storage_cleaner_removed_records_total", "Records the cleaner removed.", nil, nil)
 )
 
 // Collector exports the node's logs, read at scrape time: per partition its
 // segments, size, start and end offsets, high watermark and role, and the
-// segments retention deleted.
+// segments retention deleted; for compacted partitions the cleaner's dirty
+// ratio, cleanable bytes and lag, and the cleaner's counters.
 type Collector struct{ m *Manager }
 
 // NewCollector returns the collector of m's logs.
@@ -28,7 +39,8 @@ func NewCollector(m *Manager) *Collector { return &Collector{m: m} }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSegments, descSize, descStart, descEnd, descHW, descLeader, descRetention} {
+	for _, d := range []*prometheus.Desc{descSegments, descSize, descStart, descEnd, descHW, descLeader, descRetention,
+		descDirtyRatio, descCleanable, descCleanerLag, descPasses, descFailures, descCleanRead, descCleanWrite, descCleanRecs} {
 		ch <- d
 	}
 }
@@ -50,6 +62,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descEnd, float64(r.Log.EndOffset()))
 		gauge(descHW, float64(r.HighWatermark()))
 		gauge(descLeader, leader)
+		if r.State().Config.Compact {
+			closed, dirty, _ := r.Log.DirtyBytes()
+			ratio := 0.0
+			if closed > 0 {
+				ratio = float64(dirty) / float64(closed)
+			}
+			gauge(descDirtyRatio, ratio)
+			gauge(descCleanable, float64(dirty))
+			gauge(descCleanerLag, float64(max(r.HighWatermark()-r.Log.FirstDirtyOffset(), 0)))
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(descRetention, prometheus.CounterValue, float64(c.m.retentionDeleted.Load()))
+	counter := func(d *prometheus.Desc, v *atomic.Int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v.Load()))
+	}
+	counter(descRetention, &c.m.retentionDeleted)
+	cs := &c.m.cleaner
+	counter(descPasses, &cs.passes)
+	counter(descFailures, &cs.failures)
+	counter(descCleanRead, &cs.bytesRead)
+	counter(descCleanWrite, &cs.bytesWritten)
+	counter(descCleanRecs, &cs.recordsRemoved)
 }

@@ -205,6 +205,10 @@ func LogConfig(tc cluster.TopicConfig) seglog.Config {
 	c.SegmentMs = tc.SegmentMs
 	c.RetentionMs = tc.RetentionMs
 	c.RetentionBytes = tc.RetentionBytes
+	c.Compact = tc.Compact
+	if !tc.Delete { // compact alone: the cleaner, not retention, bounds the log
+		c.RetentionMs, c.RetentionBytes = -1, -1
+	}
 	if tc.MaxMessageBytes > 0 && tc.MaxMessageBytes < int64(c.MaxBatchBytes) {
 		c.MaxBatchBytes = int(tc.MaxMessageBytes)
 	}

@@ -36,7 +36,7 @@ func CodeFor(err error) protocol.Code {
 		return protocol.DuplicateSequenceNumber
 	case errors.Is(err, seglog.ErrMixedDuplicates):
 		return protocol.InvalidRequest
-	case errors.Is(err, seglog.ErrInvalidProducerBatch):
+	case errors.Is(err, seglog.ErrInvalidProducerBatch), errors.Is(err, seglog.ErrKeylessRecord):
 		return protocol.InvalidRecord
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.RequestTimedOut

@@ -299,10 +299,15 @@ func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder
 			continue
 		}
 		st := r.State()
+		cleanable, firstDirty := int64(-1), int64(-1)
+		if st.Config.Compact {
+			_, cleanable, _ = r.Log.DirtyBytes()
+			firstDirty = r.Log.FirstDirtyOffset()
+		}
 		resp.Replicas = append(resp.Replicas, protocol.ReplicaInfo{Topic: r.Key.Topic, Partition: r.Key.Partition,
 			Leader: st.Leader == c.s.mgr.Self(), LeaderEpoch: st.LeaderEpoch, LogStartOffset: r.Log.StartOffset(),
 			LogEndOffset: r.Log.EndOffset(), HighWatermark: st.HighWatermark, FlushedOffset: r.Log.FlushedOffset(),
-			SizeBytes: r.Log.Size()})
+			SizeBytes: r.Log.Size(), CleanableBytes: cleanable, FirstDirtyOffset: firstDirty})
 	}
 	sort.Slice(resp.Replicas, func(i, j int) bool {
 		a, b := resp.Replicas[i], resp.Replicas[j]

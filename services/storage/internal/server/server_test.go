@@ -323,8 +323,8 @@ func TestDescribeReplicas(t *testing.T) {
 	}
 	got := describe("t")
 	want := []protocol.ReplicaInfo{
-		{Topic: "t", Partition: 0, Leader: true, LogEndOffset: 0, HighWatermark: 0, FlushedOffset: 0, SizeBytes: 0},
-		{Topic: "t", Partition: 1, Leader: true, LogEndOffset: 10, HighWatermark: 10, FlushedOffset: 10, SizeBytes: int64(len(b))},
+		{Topic: "t", Partition: 0, Leader: true, LogEndOffset: 0, HighWatermark: 0, FlushedOffset: 0, SizeBytes: 0, CleanableBytes: -1, FirstDirtyOffset: -1},
+		{Topic: "t", Partition: 1, Leader: true, LogEndOffset: 10, HighWatermark: 10, FlushedOffset: 10, SizeBytes: int64(len(b)), CleanableBytes: -1, FirstDirtyOffset: -1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("replicas of t:\n%+v\nwant\n%+v", got, want)

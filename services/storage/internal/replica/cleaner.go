@@ -1,0 +1,162 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
+)
+
+// The node's log cleaner (Kafka's LogCleaner with one thread): one
+// goroutine that, every CleanerConfig.Every, rolls the quiet active segments
+// of compacted replicas whose segment.ms passed and then cleans, dirtiest
+// first, every compacted replica due for it: its dirty ratio is at least
+// min.cleanable.dirty.ratio, or its oldest dirty record is older than
+// max.compaction.lag.ms. Leaders and followers clean their own logs
+// independently with the same rule (docs/architecture.md, "Compaction").
+
+// CleanerConfig configures the node's cleaner.
+type CleanerConfig struct {
+	// Every is the interval between rounds over the compacted replicas.
+	Every time.Duration
+	// IOBytesPerSec bounds the bytes the cleaner reads and writes per
+	// second, summed (Kafka's log.cleaner.io.max.bytes.per.second); 0 is no
+	// bound.
+	IOBytesPerSec int64
+	// MapBytes is the key map's memory budget of one pass
+	// (log.cleaner.dedupe.buffer.size); 0 is the log package's default.
+	MapBytes int64
+	// Hook is seglog.CleanOptions.Hook of every pass (tests pause passes
+	// with it); nil: none.
+	Hook func(step string) error
+}
+
+// cleanerStats are the node's cleaner counters.
+type cleanerStats struct {
+	passes, failures, bytesRead, bytesWritten, recordsRemoved, rolls atomic.Int64
+}
+
+// due reports whether r should be cleaned now, and its dirty ratio.
+func cleanDue(r *Replica, now time.Time) (bool, float64) {
+	cfg := r.State().Config
+	if !cfg.Compact {
+		return false, 0
+	}
+	closed, dirty, oldest := r.Log.DirtyBytes()
+	if dirty == 0 {
+		return false, 0
+	}
+	ratio := float64(dirty) / float64(closed)
+	overdue := cfg.MaxCompactionLagMs < math.MaxInt64 && oldest >= 0 && now.UnixMilli()-oldest > cfg.MaxCompactionLagMs
+	return ratio >= cfg.MinCleanableDirtyRatio || overdue, ratio
+}
+
+// RunCleaner runs one round of the cleaner: roll the due active segments of
+// compacted replicas, then clean each replica due for it, dirtiest first.
+// throttle, when not nil, paces the passes' I/O.
+func (m *Manager) RunCleaner(ctx context.Context, now time.Time, cfg CleanerConfig, throttle func(int) error) {
+	type due struct {
+		r     *Replica
+		ratio float64
+	}
+	var todo []due
+	for _, r := range m.Replicas() {
+		if !r.State().Config.Compact {
+			continue
+		}
+		if rolled, err := r.Log.RollIfDue(now); err != nil {
+			m.log.Warn("cleaner: rolling a quiet segment failed", "partition", r.Key.String(), "err", err)
+		} else if rolled {
+			m.cleaner.rolls.Add(1)
+		}
+		if ok, ratio := cleanDue(r, now); ok {
+			todo = append(todo, due{r, ratio})
+		}
+	}
+	slices.SortFunc(todo, func(a, b due) int {
+		switch {
+		case a.ratio > b.ratio:
+			return -1
+		case a.ratio < b.ratio:
+			return 1
+		}
+		return 0
+	})
+	for _, d := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		m.cleanOne(d.r, now, cfg, throttle)
+	}
+}
+
+// cleanOne runs one pass on r. A failure is logged and counted and the
+// replica keeps serving: corrupt data goes to the repair from the leader,
+// a failed log to ReportFailed; an aborted pass is redone next round.
+func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttle func(int) error) {
+	tc := r.State().Config
+	st, err := r.Log.Clean(seglog.CleanOptions{
+		Now:              now,
+		DeleteRetention:  time.Duration(tc.DeleteRetentionMs) * time.Millisecond,
+		MinCompactionLag: time.Duration(tc.MinCompactionLagMs) * time.Millisecond,
+		MapBytes:         cfg.MapBytes,
+		Throttle:         throttle,
+		Hook:             cfg.Hook,
+	})
+	m.cleaner.bytesRead.Add(st.BytesRead)
+	m.cleaner.bytesWritten.Add(st.BytesWritten)
+	m.cleaner.recordsRemoved.Add(st.RecordsRemoved)
+	if err != nil {
+		m.cleaner.failures.Add(1)
+		m.log.Error("cleaning pass failed; the partition keeps serving", "partition", r.Key.String(), "err", err)
+		switch {
+		case errors.As(err, new(*seglog.CorruptError)):
+			m.ReportCorrupt(r, err)
+		case errors.Is(err, seglog.ErrFailed):
+			m.ReportFailed(r, err)
+		}
+		return
+	}
+	m.cleaner.passes.Add(1)
+	if st.SegmentsCleaned > 0 {
+		m.log.Info("cleaned partition", "partition", r.Key.String(), "segments", st.SegmentsCleaned,
+			"records_removed", st.RecordsRemoved, "bytes_read", st.BytesRead, "bytes_written", st.BytesWritten,
+			"first_dirty", st.FirstDirty, "took", st.Duration)
+	}
+}
+
+// CleanerLoop runs RunCleaner every cfg.Every until ctx ends.
+func (m *Manager) CleanerLoop(ctx context.Context, cfg CleanerConfig) {
+	var throttle func(int) error
+	if cfg.IOBytesPerSec > 0 {
+		// A burst of a second's budget (at least one read chunk) lets
+		// WaitN take any single chunk.
+		lim := rate.NewLimiter(rate.Limit(cfg.IOBytesPerSec), int(max(cfg.IOBytesPerSec, 4<<20)))
+		throttle = func(n int) error {
+			for n > 0 {
+				step := min(n, lim.Burst())
+				if err := lim.WaitN(ctx, step); err != nil {
+					return err
+				}
+				n -= step
+			}
+			return nil
+		}
+	}
+	t := time.NewTicker(cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.RunCleaner(ctx, now, cfg, throttle)
+		}
+	}
+}

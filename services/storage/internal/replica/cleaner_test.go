@@ -1,0 +1,141 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/libs/record"
+)
+
+func keyedBatch(t *testing.T, ts int64, key, value string) []byte {
+	t.Helper()
+	b := record.NewBuilder(record.CodecNone)
+	b.Append(record.Record{Timestamp: ts, Key: []byte(key), Value: []byte(value)})
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), out...)
+}
+
+// cleanerFixture is a node leading a compacted topic "c" and a delete-only
+// topic "d", each holding 400 updates of 10 keys in 4 KiB segments.
+func cleanerFixture(t *testing.T, compactConfig map[string]string) (*Manager, *Replica, *Replica) {
+	t.Helper()
+	m, err := NewManager(t.TempDir(), 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	c, d := topic("c", []int32{1}), topic("d", []int32{1})
+	c.Config["cleanup.policy"] = "compact"
+	for k, v := range compactConfig {
+		c.Config[k] = v
+	}
+	if err := m.Apply(snap(1, c, d), true); err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := m.Get("c", 0)
+	rd, _ := m.Get("d", 0)
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	for _, r := range []*Replica{rc, rd} {
+		for i := range 400 {
+			if _, err := r.Log.Append(keyedBatch(t, old, fmt.Sprintf("k%d", i%10), fmt.Sprintf("value-%03d-%060d", i, i)), r.State().LeaderEpoch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Log.SetHighWatermark(r.Log.EndOffset())
+	}
+	return m, rc, rd
+}
+
+// TestCleanerCleansCompactedReplicas: a round cleans the compacted replica
+// whose dirty ratio reached min.cleanable.dirty.ratio, leaves the
+// delete-only one alone, paces its I/O through the throttle and counts
+// the pass and its bytes in the metrics.
+func TestCleanerCleansCompactedReplicas(t *testing.T) {
+	m, rc, rd := cleanerFixture(t, map[string]string{"min.cleanable.dirty.ratio": "0.5"})
+	if cfg := rc.Log.Config(); !cfg.Compact || cfg.RetentionMs != -1 || cfg.RetentionBytes != -1 {
+		t.Fatalf("compact-only log config %+v: want Compact and no retention", cfg)
+	}
+	sizeC, sizeD := rc.Log.Size(), rd.Log.Size()
+	throttled := 0
+	m.RunCleaner(context.Background(), time.Now(), CleanerConfig{}, func(n int) error { throttled += n; return nil })
+	if _, dirty, _ := rc.Log.DirtyBytes(); dirty != 0 || rc.Log.Size() >= sizeC/2 {
+		t.Fatalf("compacted replica after a round: %d dirty bytes, size %d (was %d)", dirty, rc.Log.Size(), sizeC)
+	}
+	if rd.Log.Size() != sizeD || rd.Log.FirstDirtyOffset() != 0 {
+		t.Fatalf("delete-only replica changed: size %d (was %d), first dirty %d", rd.Log.Size(), sizeD, rd.Log.FirstDirtyOffset())
+	}
+	read, written := m.cleaner.bytesRead.Load(), m.cleaner.bytesWritten.Load()
+	if m.cleaner.passes.Load() != 1 || read == 0 || written == 0 || int64(throttled) != read+written {
+		t.Fatalf("passes %d, read %d, written %d, throttled %d", m.cleaner.passes.Load(), read, written, throttled)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(m))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string][]float64{}
+	for _, f := range families {
+		for _, mm := range f.GetMetric() {
+			series[f.GetName()] = append(series[f.GetName()], mm.GetGauge().GetValue()+mm.GetCounter().GetValue())
+		}
+	}
+	if v := series["sluice_storage_cleaner_dirty_ratio"]; len(v) != 1 || v[0] != 0 {
+		t.Fatalf("dirty-ratio series %v, want one (the compacted partition) at 0", v)
+	}
+	if v := series["sluice_storage_cleaner_passes_total"]; len(v) != 1 || v[0] != 1 {
+		t.Fatalf("passes metric %v", v)
+	}
+	if v := series["sluice_storage_cleaner_read_bytes_total"]; len(v) != 1 || v[0] != float64(read) {
+		t.Fatalf("read-bytes metric %v, want %d", v, read)
+	}
+	// Nothing dirty: the next round passes nothing.
+	m.RunCleaner(context.Background(), time.Now(), CleanerConfig{}, nil)
+	if m.cleaner.passes.Load() != 1 {
+		t.Fatalf("a round with nothing dirty ran a pass")
+	}
+}
+
+// TestCleanerWaitsForDirtyRatioOrMaxLag: below min.cleanable.dirty.ratio
+// nothing is cleaned, unless the oldest dirty record is older than
+// max.compaction.lag.ms.
+func TestCleanerWaitsForDirtyRatioOrMaxLag(t *testing.T) {
+	m, rc, _ := cleanerFixture(t, map[string]string{"min.cleanable.dirty.ratio": "0.99"})
+	m.RunCleaner(context.Background(), time.Now(), CleanerConfig{}, nil)
+	first := rc.Log.FirstDirtyOffset()
+	// New updates: most of the closed bytes, but below 0.99.
+	for i := range 200 {
+		if _, err := rc.Log.Append(keyedBatch(t, time.Now().Add(-time.Minute).UnixMilli(), fmt.Sprintf("k%d", i%10), fmt.Sprintf("new-%060d", i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.Log.SetHighWatermark(rc.Log.EndOffset())
+	closed, dirty, _ := rc.Log.DirtyBytes()
+	if dirty == 0 || float64(dirty)/float64(closed) >= 0.99 {
+		t.Fatalf("fixture: %d of %d bytes dirty", dirty, closed)
+	}
+	m.RunCleaner(context.Background(), time.Now(), CleanerConfig{}, nil)
+	if rc.Log.FirstDirtyOffset() != first {
+		t.Fatalf("cleaned below min.cleanable.dirty.ratio: first dirty %d, was %d", rc.Log.FirstDirtyOffset(), first)
+	}
+	c := topic("c", []int32{1})
+	c.Config["cleanup.policy"], c.Config["max.compaction.lag.ms"] = "compact", "1000"
+	c.Config["min.cleanable.dirty.ratio"] = "0.99"
+	d := topic("d", []int32{1})
+	if err := m.Apply(snap(2, c, d), true); err != nil {
+		t.Fatal(err)
+	}
+	m.RunCleaner(context.Background(), time.Now(), CleanerConfig{}, nil)
+	if rc.Log.FirstDirtyOffset() <= first {
+		t.Fatalf("an overdue dirty record was not cleaned: first dirty %d", rc.Log.FirstDirtyOffset())
+	}
+}
