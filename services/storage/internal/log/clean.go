@@ -57,9 +57,10 @@ type CleanOptions struct {
 	// MapBytes is the key map's memory (key hash -> latest offset; Kafka's
 	// log.cleaner.dedupe.buffer.size): 24-byte slots, at most 3/4 of them
 	// taken, so MapBytes/32 keys. A pass maps whole dirty segments while
-	// the offsets they span fit in that many keys, and allocates only the
-	// slots those offsets need; the table is reused by the next pass. 0
-	// means DefaultMapBytes.
+	// the offsets they span fit in that many keys, and allocates the slots
+	// those offsets need rounded up to MapBytes halved a whole number of
+	// times; the table is reused by the next pass. 0 means
+	// DefaultMapBytes.
 	MapBytes int64
 	// Throttle, when not nil, is called with the size of each chunk the
 	// pass reads from the old segments (mapping included) and of each

@@ -99,8 +99,8 @@ func (c *cleaner) throttled(n int) error {
 // map's capacity (a key takes at least one offset, so the map cannot fill).
 // It returns how many of the plan's segments the pass covers: the clean
 // ones and the mapped ones (a pass with nothing dirty still rewrites the
-// clean ones, where tombstones may have expired). The map gets the slots the
-// mapped span needs, not the whole budget.
+// clean ones, where tombstones may have expired). The map gets about the
+// slots the mapped span needs (mapTableSlots), not the whole budget.
 func (c *cleaner) buildMap() (int, error) {
 	p := c.plan
 	capacity := mapCapacity(c.mapBytes)
@@ -126,7 +126,7 @@ func (c *cleaner) buildMap() (int, error) {
 	if from < 0 {
 		return n, nil
 	}
-	c.offsets = newOffsetMap(int(mapSlotsFor(span)))
+	c.offsets = newOffsetMap(int(mapTableSlots(c.mapBytes, span)))
 	for i := from; i < n; i++ {
 		err := c.scan(i, func(_ int64, h record.Header, b []byte) error {
 			return c.records(b, &h, c.mapFn)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"sync"
+	"weak"
 )
 
 // offsetMap is a cleaning pass's key map: the 128-bit hash of each key of
@@ -58,17 +59,40 @@ func mapSlotsFor(keys int64) int64 {
 	return (keys*mapLoadDen + mapLoadNum - 1) / mapLoadNum
 }
 
-// offsetMaps keeps the table of a finished pass for the next one, of any
-// log: passes on one log are serialized and Kafka likewise gives each
-// cleaner thread one buffer, where a table per Log would pin MapBytes per
-// partition. The pool drops it after two garbage collections without a
-// pass.
-var offsetMaps sync.Pool // *offsetMap
+// mapTableSlots is the size of the table a pass mapping keys keys gets
+// under budget: the budget's slots halved as often as keys still fit. A
+// table a pass outgrows is garbage until the next collection, so sizes
+// step by powers of two: a growing table leaves at most half its new size
+// behind, and a pass needing more than half the budget gets all of it,
+// which every later pass reuses (peak heap: the budget, not twice it).
+func mapTableSlots(budget, keys int64) int64 {
+	n, need := budget/mapSlotBytes, mapSlotsFor(keys)
+	for n/2 >= need && n/2 > 0 {
+		n /= 2
+	}
+	return n
+}
 
-// newOffsetMap returns an empty map of n slots, reusing the pooled table
+// spareMap keeps a weak reference to the table of the last finished pass,
+// of any log, for the next one: passes on one log are serialized, and
+// Kafka likewise gives each cleaner thread one buffer, where a table per
+// Log would pin MapBytes per partition. Back-to-back passes reuse it; once
+// a collection finds it unused it is freed, so an idle cleaner holds no
+// table, and a new one is never allocated while a dropped one is still
+// held. (A sync.Pool lost it whenever the next pass ran on another P,
+// doubling the peak heap.)
+var spareMap struct {
+	sync.Mutex
+	p weak.Pointer[offsetMap]
+}
+
+// newOffsetMap returns an empty map of n slots, reusing the spare table
 // when it is large enough.
 func newOffsetMap(n int) *offsetMap {
-	m, _ := offsetMaps.Get().(*offsetMap)
+	spareMap.Lock()
+	m := spareMap.p.Value()
+	spareMap.p = weak.Pointer[offsetMap]{}
+	spareMap.Unlock()
 	if m == nil || cap(m.slots) < n {
 		m = &offsetMap{slots: make([]mapSlot, n)}
 	} else {
@@ -79,11 +103,14 @@ func newOffsetMap(n int) *offsetMap {
 	return m
 }
 
-// release gives the table back for a later pass; m must not be used after.
+// release keeps the table for a later pass; m must not be used after.
 func (m *offsetMap) release() {
-	if cap(m.slots) > 0 {
-		offsetMaps.Put(m)
+	if cap(m.slots) == 0 {
+		return
 	}
+	spareMap.Lock()
+	spareMap.p = weak.Make(m)
+	spareMap.Unlock()
 }
 
 // start is the slot where the probe for h begins.

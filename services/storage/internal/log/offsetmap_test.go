@@ -105,6 +105,15 @@ func TestOffsetMapSizing(t *testing.T) {
 			t.Fatalf("the capacity of %d bytes needs more than that", n*mapSlotBytes)
 		}
 	}
+	for _, n := range []int64{1, 100, 3000, 1 << 20, 2 << 20, 4194303} {
+		slots := mapTableSlots(DefaultMapBytes, n)
+		if slots < mapSlotsFor(n) || (slots < DefaultMapBytes/mapSlotBytes && slots >= 2*mapSlotsFor(n)) {
+			t.Fatalf("a table for %d keys has %d slots", n, slots)
+		}
+	}
+	if got := mapTableSlots(DefaultMapBytes, 3<<20); got != DefaultMapBytes/mapSlotBytes {
+		t.Fatalf("a table for over half the budget has %d slots, not the budget's", got)
+	}
 	if got := mapCapacity(DefaultMapBytes); got != 4194303 {
 		t.Fatalf("default capacity %d", got)
 	}
