@@ -213,6 +213,23 @@ func SetLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
 }
 
+// SealBatch finishes a batch rewritten with fewer records (a header copied
+// from the original, then the records section): it sets the batch length to
+// len(b), the record count to count and the CRC-32C. The last offset delta
+// and the timestamps are the original's, so the offsets the batch spans do
+// not change. An empty batch (count 0, no records section) gets no
+// compression codec, as Kafka writes the empty batches its cleaner keeps:
+// clients would otherwise try to decompress nothing.
+func SealBatch(b []byte, count int) {
+	if count == 0 {
+		attrs := binary.BigEndian.Uint16(b[offAttributes:])
+		binary.BigEndian.PutUint16(b[offAttributes:], attrs&^uint16(attrCompressionMask))
+	}
+	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-LogOverhead))
+	binary.BigEndian.PutUint32(b[offRecordCount:], uint32(count))
+	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+}
+
 // Codec is a compression codec.
 type Codec int8
 

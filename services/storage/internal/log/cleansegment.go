@@ -1,10 +1,8 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 
 	"github.com/sluicemq/sluice/libs/record"
@@ -77,7 +75,7 @@ func (c *cleaner) writeSegment(i int) (*cleanedSegment, error) {
 		if err != nil {
 			return err
 		}
-		changed := dropped || len(c.out)-before != len(b)
+		changed := dropped || c.rewrote
 		if o == nil && changed {
 			// First change: start the new file with the bytes before it.
 			if o, err = c.createCleaned(old, size, pos); err != nil {
@@ -109,37 +107,56 @@ func (c *cleaner) writeSegment(i int) (*cleanedSegment, error) {
 
 // filterBatch appends to dst what the batch b becomes: b itself, a copy
 // without its removed records (same header fields, new length, count and
-// CRC), an empty batch, or nothing (dropped). last says b ends its segment.
+// CRC; a compressed one compressed again with its codec), an empty batch,
+// or nothing (dropped), and sets c.rewrote unless it is b itself. last says
+// b ends its segment.
 // Each record is decoded and looked up once.
 func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool) ([]byte, bool, error) {
-	c.recs, c.kept = 0, c.kept[:0]
+	c.recs, c.kept, c.rewrote = 0, c.kept[:0], false
 	if err := c.records(b, h, c.keepFn); err != nil {
 		return dst, false, err
 	}
 	kept := len(c.kept)
 	switch {
-	case h.IsControl() || (kept > 0 && (kept == c.recs || h.Compression() != record.CodecNone)):
-		// Unchanged, or compressed: a compressed batch is kept whole while
-		// any of its records stays (rewriting it would mean recompressing).
-		return append(dst, b...), false, nil
+	case h.IsControl() || kept == c.recs:
+		return append(dst, b...), false, nil // unchanged
 	case kept == 0:
 		c.st.RecordsRemoved += int64(c.recs)
+		c.rewrote = true
 		// The last batch of a segment stays so the segment keeps its end
 		// offset (segments follow one another); a producer's last batch
 		// stays so the producer state rebuilt from headers keeps it.
 		if last || (idempotent(h) && c.plan.lastOfPID[h.ProducerID] == h.LastOffset()) {
-			return sealBatch(append(dst, b[:record.HeaderSize]...), len(dst), 0), false, nil
+			start := len(dst)
+			dst = append(dst, b[:record.HeaderSize]...)
+			record.SealBatch(dst[start:], 0)
+			return dst, false, nil
 		}
 		c.st.BatchesRemoved++
 		return dst, true, nil
 	}
+	c.rewrote = true
 	start := len(dst)
 	dst = append(dst, b[:record.HeaderSize]...)
-	for _, r := range c.kept {
-		dst = append(dst, r...)
+	if codec := h.Compression(); codec != record.CodecNone {
+		// Compressed: the kept records are compressed again with the
+		// batch's codec, as Kafka's cleaner does.
+		c.joined = c.joined[:0]
+		for _, r := range c.kept {
+			c.joined = append(c.joined, r...)
+		}
+		var err error
+		if dst, err = record.CompressSection(codec, dst, c.joined); err != nil {
+			return dst[:start], false, fmt.Errorf("compress a cleaned %v batch at offset %d: %w", codec, h.BaseOffset, err)
+		}
+	} else {
+		for _, r := range c.kept {
+			dst = append(dst, r...)
+		}
 	}
+	record.SealBatch(dst[start:], kept)
 	c.st.RecordsRemoved += int64(c.recs - kept)
-	return sealBatch(dst, start, kept), false, nil
+	return dst, false, nil
 }
 
 // keepRecord counts a record of the current batch and notes its bytes if
@@ -153,16 +170,6 @@ func (c *cleaner) keepRecord(r record.RawRecord) {
 		}
 	}
 	c.kept = append(c.kept, r.Bytes)
-}
-
-// sealBatch sets the length, record count and CRC of the batch at
-// dst[start:], whose header was copied and records appended.
-func sealBatch(dst []byte, start, count int) []byte {
-	b := dst[start:]
-	binary.BigEndian.PutUint32(b[batchLengthAt:], uint32(len(b)-record.LogOverhead))
-	binary.BigEndian.PutUint32(b[recordCountAt:], uint32(count))
-	binary.BigEndian.PutUint32(b[crcAt:], crc32.Checksum(b[crcFrom:], crcTable))
-	return dst
 }
 
 // createCleaned creates the .cleaned segment file for old and copies its

@@ -3,21 +3,9 @@ package log
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/sluicemq/sluice/libs/record"
 )
-
-// Byte positions of the RecordBatch v2 header fields a rewrite changes
-// (libs/record keeps its layout private; these are Kafka's format).
-const (
-	batchLengthAt = 8
-	crcAt         = 17
-	crcFrom       = 21 // the CRC covers the attributes onwards
-	recordCountAt = 57
-)
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // cleanChunk is the read and write buffer size of a pass.
 const cleanChunk = 1 << 20
@@ -31,12 +19,14 @@ type cleaner struct {
 	tombBefore int64                  // ms: a latest tombstone at or before this goes
 	offsets    *offsetMap             // key hash -> latest offset in the mapped range
 	sc         *batchScanner          // reads the old segments
-	it         *record.Iterator       // decodes compressed batches
+	section    []byte                 // a compressed batch's records, decompressed
+	joined     []byte                 // the kept records of a compressed batch, to compress again
 	mapFn      func(record.RawRecord) // c.mapRecord, bound once
 	mapErr     error                  // the first failed insert of mapRecord
 	keepFn     func(record.RawRecord) // c.keepRecord, bound once
 	recs       int                    // records of the current batch
-	kept       [][]byte               // the kept records of the current batch (nil for a compressed one)
+	kept       [][]byte               // the kept records of the current batch (aliasing it, or section)
+	rewrote    bool                   // filterBatch changed the current batch
 	idx        indexBuilder           // the new segment's indexes
 	out        []byte                 // output not yet written
 	copyBuf    []byte                 // unchanged prefix copy
@@ -55,7 +45,6 @@ func newCleaner(l *Log, opts CleanOptions, plan *cleanPlan, st *CleanStats) *cle
 		tombBefore: opts.Now.Add(-opts.DeleteRetention).UnixMilli(),
 		offsets:    &offsetMap{},
 		sc:         newScanner(nil, 0, make([]byte, cleanChunk)),
-		it:         record.NewIterator(nil),
 		hook:       opts.Hook,
 		throttle:   opts.Throttle,
 		interval:   interval,
@@ -174,24 +163,18 @@ func (c *cleaner) scan(i int, fn func(pos int64, h record.Header, b []byte) erro
 }
 
 // records calls fn for each record of the batch b (none for a control
-// batch), checking the encoding as the reader would.
+// batch), decompressing a compressed one into c.section, checking the
+// encoding as the reader would.
 func (c *cleaner) records(b []byte, h *record.Header, fn func(record.RawRecord)) error {
 	if h.IsControl() {
 		return nil
 	}
-	if h.Compression() != record.CodecNone {
-		c.it.Reset(b)
-		for c.it.Next() {
-			r := c.it.Record()
-			fn(record.RawRecord{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, NullValue: r.Value == nil})
-		}
-		if err := c.it.Err(); err != nil {
-			return err
-		}
-		if c.it.Consumed() != len(b) {
-			return fmt.Errorf("%w: batch not decoded whole", record.ErrCorrupt)
-		}
-		return nil
+	section, err := record.Section(c.section, b, h, record.DefaultMaxDecompressedSize)
+	if err != nil {
+		return err
 	}
-	return record.EachRaw(b, h, fn)
+	if h.Compression() != record.CodecNone {
+		c.section = section
+	}
+	return record.EachRawSection(section, h, fn)
 }

@@ -175,3 +175,53 @@ func TestDirtyBytes(t *testing.T) {
 		t.Fatalf("after a pass: closed %d (was %d) dirty %d oldest %d", closed2, closed, dirty2, oldest2)
 	}
 }
+
+// TestCleanRewritesCompressedBatches: a compressed batch that loses some of
+// its records is compressed again with its codec, keeping the others at
+// their offsets and timestamps, so a superseded value or a deleted key in
+// it stops being readable.
+func TestCleanRewritesCompressedBatches(t *testing.T) {
+	for _, codec := range []record.Codec{record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd} {
+		clock := newClock()
+		cfg := testConfig()
+		cfg.Compact, cfg.Now = true, clock.Now
+		l := openLog(t, t.TempDir(), cfg)
+		old := clock.Now().Add(-time.Hour).UnixMilli()
+		b := record.NewBuilder(codec)
+		for i, k := range []string{"a", "b", "c", "d"} {
+			b.Append(record.Record{Timestamp: old + int64(i), Key: []byte(k), Value: []byte(k + "1")})
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, bytes.Clone(out))                  // offsets 0-3
+		appendKV(t, l, old+10, "a", "a2")                   // 4: supersedes a1
+		appendKV(t, l, old+11, "c", "")                     // 5: deletes c (expired)
+		mustAppend(t, l, keyedBatch(t, codec, []byte("e"))) // 6, so the segment below can close
+		if _, err := l.RollIfDue(clock.Now().Add(8 * 24 * time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		l.SetHighWatermark(l.EndOffset())
+		if _, err := l.Clean(CleanOptions{Now: clock.Now(), DeleteRetention: time.Minute}); err != nil {
+			t.Fatalf("%v: %v", codec, err)
+		}
+		got := map[int64]string{}
+		for _, r := range readRecords(t, l, 0) {
+			got[r.Offset] = string(r.Key) + "=" + string(r.Value)
+		}
+		want := map[int64]string{1: "b=b1", 3: "d=d1", 4: "a=a2", 6: "e=v"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%v: after cleaning %v, want %v", codec, got, want)
+		}
+		s, err := l.Read(0, 1<<20, l.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := sliceBatches(t, s)
+		s.Release()
+		if hs[0].Compression() != codec || hs[0].RecordCount != 2 || hs[0].BaseOffset != 0 || hs[0].LastOffsetDelta != 3 {
+			t.Fatalf("%v: the rewritten batch is %+v", codec, hs[0])
+		}
+	}
+}

@@ -99,8 +99,9 @@
 // timestamp far in the past shortens a tombstone's life. Keyless records and
 // control batches stay. A batch keeps its header fields (base offset, last
 // offset delta, timestamps, producer id, epoch, base sequence, leader epoch,
-// attributes) with a new length, record count and CRC; a compressed batch is
-// kept whole while any of its records stays (no recompression). A batch left
+// attributes) with a new length, record count and CRC; a compressed batch
+// has its kept records compressed again with its codec, as Kafka's cleaner
+// does. A batch left
 // without records is dropped, except the last batch of its segment (so a
 // segment keeps its end offset and segments still follow one another) and
 // the newest batch of an idempotent producer (so the producer state rebuilt
