@@ -241,7 +241,7 @@ func compactionRefusesKeyless(t *testing.T, ctx context.Context, c *localcluster
 		t.Fatalf("franz-go keyless produce: %v, want INVALID_RECORD", err)
 	}
 	// And a keyed record goes through.
-	if _, err := p.Produce(ctx, client.ProducerRecord{Topic: topic, Partition: 0, Key: []byte("key-0000"), Value: []byte("key-0000:-1")}); err != nil {
+	if _, err := p.Produce(ctx, client.ProducerRecord{Topic: topic, Partition: -1, Key: []byte("key-0000"), Value: []byte("key-0000:-1")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -282,6 +282,9 @@ func readReplicaFiles(t *testing.T, c *localcluster.Cluster, node int32, topic s
 		for it.Next() {
 			r := it.Record()
 			out = append(out, newKeyed(r.Offset, r.Key, r.Value))
+		}
+		if it.Err() != nil {
+			t.Fatalf("%s: %v after %d of %d bytes", name, it.Err(), it.Consumed(), len(b))
 		}
 	}
 	return out

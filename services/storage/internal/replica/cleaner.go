@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,9 +18,17 @@ import (
 // goroutine that, every CleanerConfig.Every, rolls the quiet active segments
 // of compacted replicas whose segment.ms passed and then cleans, dirtiest
 // first, every compacted replica due for it: its dirty ratio is at least
-// min.cleanable.dirty.ratio, or its oldest dirty record is older than
-// max.compaction.lag.ms. Leaders and followers clean their own logs
-// independently with the same rule (docs/architecture.md, "Compaction").
+// min.cleanable.dirty.ratio, its oldest dirty record is older than
+// max.compaction.lag.ms, or its follow-up pass is due. Leaders and
+// followers clean their own logs independently with the same rule
+// (docs/architecture.md, "Compaction").
+//
+// The follow-up pass removes tombstones. A pass keeps the tombstones
+// younger than delete.retention.ms; with no new writes no dirty bytes would
+// bring another pass, and they would stay. So delete.retention.ms after the
+// last pass that cleaned dirty records (or after the node first sees the
+// replica, for the tombstones a restart forgot) one more pass runs: every
+// tombstone that pass's predecessors covered has expired by then.
 
 // CleanerConfig configures the node's cleaner.
 type CleanerConfig struct {
@@ -37,17 +46,18 @@ type CleanerConfig struct {
 	Hook func(step string) error
 }
 
-// cleanerStats are the node's cleaner counters.
+// cleanerStats are the node's cleaner counters and its follow-up passes.
 type cleanerStats struct {
 	passes, failures, bytesRead, bytesWritten, recordsRemoved, rolls atomic.Int64
+
+	mu       sync.Mutex
+	followUp map[*Replica]time.Time // when the replica's follow-up pass is due (zero: none)
 }
 
-// due reports whether r should be cleaned now, and its dirty ratio.
+// cleanDue reports whether r's dirty records should be cleaned now, and its
+// dirty ratio.
 func cleanDue(r *Replica, now time.Time) (bool, float64) {
 	cfg := r.State().Config
-	if !cfg.Compact {
-		return false, 0
-	}
 	closed, dirty, oldest := r.Log.DirtyBytes()
 	if dirty == 0 {
 		return false, 0
@@ -57,6 +67,42 @@ func cleanDue(r *Replica, now time.Time) (bool, float64) {
 	return ratio >= cfg.MinCleanableDirtyRatio || overdue, ratio
 }
 
+// followUpDue reports whether r's follow-up pass is due, first scheduling
+// one a delete retention from now for a replica seen for the first time.
+func (s *cleanerStats) followUpDue(r *Replica, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, seen := s.followUp[r]
+	if !seen {
+		s.followUp[r] = now.Add(time.Duration(r.State().Config.DeleteRetentionMs) * time.Millisecond)
+		return false
+	}
+	return !at.IsZero() && !now.Before(at)
+}
+
+// passed records a pass on r: one that cleaned dirty records schedules a
+// follow-up a delete retention later; the follow-up itself schedules none.
+func (s *cleanerStats) passed(r *Replica, now time.Time, dirty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dirty {
+		s.followUp[r] = now.Add(time.Duration(r.State().Config.DeleteRetentionMs) * time.Millisecond)
+	} else {
+		s.followUp[r] = time.Time{}
+	}
+}
+
+// forgetGone drops the follow-ups of replicas no longer open.
+func (s *cleanerStats) forgetGone(open map[*Replica]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.followUp {
+		if !open[r] {
+			delete(s.followUp, r)
+		}
+	}
+}
+
 // RunCleaner runs one round of the cleaner: roll the due active segments of
 // compacted replicas, then clean each replica due for it, dirtiest first.
 // throttle, when not nil, paces the passes' I/O.
@@ -64,21 +110,27 @@ func (m *Manager) RunCleaner(ctx context.Context, now time.Time, cfg CleanerConf
 	type due struct {
 		r     *Replica
 		ratio float64
+		dirty bool // due for its dirty records, not as a follow-up
 	}
 	var todo []due
+	open := map[*Replica]bool{}
 	for _, r := range m.Replicas() {
 		if !r.State().Config.Compact {
 			continue
 		}
+		open[r] = true
 		if rolled, err := r.Log.RollIfDue(now); err != nil {
 			m.log.Warn("cleaner: rolling a quiet segment failed", "partition", r.Key.String(), "err", err)
 		} else if rolled {
 			m.cleaner.rolls.Add(1)
 		}
 		if ok, ratio := cleanDue(r, now); ok {
-			todo = append(todo, due{r, ratio})
+			todo = append(todo, due{r, ratio, true})
+		} else if m.cleaner.followUpDue(r, now) {
+			todo = append(todo, due{r, ratio, false})
 		}
 	}
+	m.cleaner.forgetGone(open)
 	slices.SortFunc(todo, func(a, b due) int {
 		switch {
 		case a.ratio > b.ratio:
@@ -92,14 +144,17 @@ func (m *Manager) RunCleaner(ctx context.Context, now time.Time, cfg CleanerConf
 		if ctx.Err() != nil {
 			return
 		}
-		m.cleanOne(d.r, now, cfg, throttle)
+		if m.cleanOne(d.r, now, cfg, throttle) {
+			m.cleaner.passed(d.r, now, d.dirty)
+		}
 	}
 }
 
-// cleanOne runs one pass on r. A failure is logged and counted and the
-// replica keeps serving: corrupt data goes to the repair from the leader,
-// a failed log to ReportFailed; an aborted pass is redone next round.
-func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttle func(int) error) {
+// cleanOne runs one pass on r and reports whether it completed. A failure
+// is logged and counted and the replica keeps serving: corrupt data goes to
+// the repair from the leader, a failed log to ReportFailed; an aborted pass
+// is redone next round.
+func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttle func(int) error) bool {
 	tc := r.State().Config
 	st, err := r.Log.Clean(seglog.CleanOptions{
 		Now:              now,
@@ -121,7 +176,7 @@ func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttl
 		case errors.Is(err, seglog.ErrFailed):
 			m.ReportFailed(r, err)
 		}
-		return
+		return false
 	}
 	m.cleaner.passes.Add(1)
 	if st.SegmentsCleaned > 0 {
@@ -129,6 +184,7 @@ func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttl
 			"records_removed", st.RecordsRemoved, "bytes_read", st.BytesRead, "bytes_written", st.BytesWritten,
 			"first_dirty", st.FirstDirty, "took", st.Duration)
 	}
+	return true
 }
 
 // CleanerLoop runs RunCleaner every cfg.Every until ctx ends.

@@ -139,3 +139,78 @@ func TestCleanerWaitsForDirtyRatioOrMaxLag(t *testing.T) {
 		t.Fatalf("an overdue dirty record was not cleaned: first dirty %d", rc.Log.FirstDirtyOffset())
 	}
 }
+
+// keysIn reads a log from its start and returns each key's latest record:
+// its value, or "" for a tombstone.
+func keysIn(t *testing.T, r *Replica) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for off := r.Log.StartOffset(); off < r.Log.EndOffset(); {
+		s, err := r.Log.Read(off, 1<<20, r.Log.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.ReadAll()
+		s.Release()
+		if err != nil || len(b) == 0 {
+			t.Fatalf("read at %d: %d bytes, %v", off, len(b), err)
+		}
+		it := record.NewIterator(b)
+		it.SetStartOffset(off)
+		for it.Next() {
+			out[string(it.Record().Key)] = string(it.Record().Value)
+		}
+		if it.Err() != nil {
+			t.Fatal(it.Err())
+		}
+		off = it.NextOffset()
+	}
+	return out
+}
+
+// TestCleanerFollowUpRemovesTombstones: the pass that cleans a tombstone's
+// segment keeps it (younger than delete.retention.ms); with nothing new
+// written, the follow-up pass a delete retention later removes it, and no
+// pass runs after that.
+func TestCleanerFollowUpRemovesTombstones(t *testing.T) {
+	m, rc, _ := cleanerFixture(t, map[string]string{"min.cleanable.dirty.ratio": "0.01", "segment.ms": "1000", "delete.retention.ms": "60000"})
+	t0 := time.Now()
+	for i := range 5 {
+		b := record.NewBuilder(record.CodecNone)
+		b.Append(record.Record{Timestamp: t0.UnixMilli(), Key: []byte(fmt.Sprintf("k%d", i))}) // a tombstone
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rc.Log.Append(append([]byte(nil), out...), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.Log.SetHighWatermark(rc.Log.EndOffset())
+	round := func(at time.Duration) { m.RunCleaner(context.Background(), t0.Add(at), CleanerConfig{}, nil) }
+	round(2 * time.Second) // rolls the tombstones' segment and cleans it
+	passes := m.cleaner.passes.Load()
+	if _, dirty, _ := rc.Log.DirtyBytes(); dirty != 0 || passes == 0 {
+		t.Fatalf("after the first round: %d dirty bytes, %d passes", dirty, passes)
+	}
+	keys := keysIn(t, rc)
+	if v, ok := keys["k0"]; !ok || v != "" || len(keys) != 10 {
+		t.Fatalf("young tombstones: %v", keys)
+	}
+	round(30 * time.Second)
+	if m.cleaner.passes.Load() != passes {
+		t.Fatal("a pass ran with nothing dirty before the follow-up was due")
+	}
+	round(63 * time.Second)
+	if m.cleaner.passes.Load() != passes+1 {
+		t.Fatalf("the follow-up pass did not run: %d passes", m.cleaner.passes.Load())
+	}
+	keys = keysIn(t, rc)
+	if _, ok := keys["k0"]; ok || len(keys) != 5 {
+		t.Fatalf("expired tombstones kept: %v", keys)
+	}
+	round(300 * time.Second)
+	if m.cleaner.passes.Load() != passes+1 {
+		t.Fatal("a second follow-up pass ran")
+	}
+}

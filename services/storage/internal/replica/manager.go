@@ -50,7 +50,9 @@ func NewManager(dir string, self int32, log *slog.Logger) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	return &Manager{dir: dir, self: self, log: log, replicas: map[Key]*Replica{}}, nil
+	m := &Manager{dir: dir, self: self, log: log, replicas: map[Key]*Replica{}}
+	m.cleaner.followUp = map[*Replica]time.Time{}
+	return m, nil
 }
 
 // DataDir returns the directory holding the partition directories.
