@@ -167,6 +167,12 @@ func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttl
 	m.cleaner.bytesRead.Add(st.BytesRead)
 	m.cleaner.bytesWritten.Add(st.BytesWritten)
 	m.cleaner.recordsRemoved.Add(st.RecordsRemoved)
+	if err != nil && m.gone(r) {
+		// Deleted or moved away during the pass: its log closed and its
+		// directory went; nothing failed.
+		m.log.Info("cleaning pass stopped: the replica left this node", "partition", r.Key.String(), "err", err)
+		return false
+	}
 	if err != nil {
 		m.cleaner.failures.Add(1)
 		m.log.Error("cleaning pass failed; the partition keeps serving", "partition", r.Key.String(), "err", err)
@@ -185,6 +191,12 @@ func (m *Manager) cleanOne(r *Replica, now time.Time, cfg CleanerConfig, throttl
 			"first_dirty", st.FirstDirty, "took", st.Duration)
 	}
 	return true
+}
+
+// gone reports whether r is no longer the open replica of its partition.
+func (m *Manager) gone(r *Replica) bool {
+	cur, err := m.Get(r.Key.Topic, r.Key.Partition)
+	return err != nil || cur != r
 }
 
 // CleanerLoop runs RunCleaner every cfg.Every until ctx ends.

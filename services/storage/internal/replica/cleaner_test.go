@@ -214,3 +214,19 @@ func TestCleanerFollowUpRemovesTombstones(t *testing.T) {
 		t.Fatal("a second follow-up pass ran")
 	}
 }
+
+// TestCleanerPassOnDeletedReplica: a pass whose replica is deleted under it
+// (its topic deleted) is not counted as a failure.
+func TestCleanerPassOnDeletedReplica(t *testing.T) {
+	m, rc, _ := cleanerFixture(t, nil)
+	d := topic("d", []int32{1})
+	if err := m.Apply(snap(2, d), true); err != nil { // topic c deleted: its log closes
+		t.Fatal(err)
+	}
+	if m.cleanOne(rc, time.Now(), CleanerConfig{}, nil) {
+		t.Fatal("a pass on a closed log completed")
+	}
+	if n := m.cleaner.failures.Load(); n != 0 {
+		t.Fatalf("%d failures counted for a deleted replica", n)
+	}
+}
