@@ -10,21 +10,31 @@ import (
 	"github.com/sluicemq/sluice/libs/record"
 )
 
+// cleanBenchSegments are the segment sizes the cleaner benchmarks run with:
+// small segments show the per-segment file costs (three new files, their
+// fsyncs and renames), larger ones the per-byte cost.
+var cleanBenchSegments = []int64{1 << 20, 16 << 20}
+
 // cleanBenchDir writes a template log once: 8 MiB of 100-byte values over
-// 2,000 keys in 1 MiB segments, every segment closed and below the high
-// watermark. It returns the directory and the cleanable segment bytes.
-func cleanBenchDir(b *testing.B) (string, int64) {
+// 2,000 keys (64 MiB with segments above 1 MiB) in segments of segBytes,
+// every segment closed and below the high watermark. It returns the
+// directory and the cleanable segment bytes.
+func cleanBenchDir(b *testing.B, segBytes int64) (string, int64) {
 	b.Helper()
 	dir := b.TempDir()
 	cfg := DefaultConfig()
-	cfg.SegmentBytes = 1 << 20
+	cfg.SegmentBytes = segBytes
+	total := int64(8 << 20)
+	if segBytes > 1<<20 {
+		total = 64 << 20
+	}
 	l, err := Open(dir, cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	bld := record.NewBuilder(record.CodecNone)
 	value := make([]byte, 100)
-	for i := 0; l.Size() < 8<<20; i++ {
+	for i := 0; l.Size() < total; i++ {
 		bld.Reset()
 		for j := range 10 {
 			bld.Append(record.Record{Timestamp: 1, Key: fmt.Appendf(nil, "key-%d", (i*10+j)%2000), Value: value})
@@ -57,7 +67,13 @@ func cleanBenchDir(b *testing.B) (string, int64) {
 // iteration; MB/s is segment bytes read. Compare with
 // BenchmarkSequentialCopy.
 func BenchmarkClean(b *testing.B) {
-	tmpl, size := cleanBenchDir(b)
+	for _, seg := range cleanBenchSegments {
+		b.Run(fmt.Sprintf("segment=%dMiB", seg>>20), func(b *testing.B) { benchmarkClean(b, seg) })
+	}
+}
+
+func benchmarkClean(b *testing.B, segBytes int64) {
+	tmpl, size := cleanBenchDir(b, segBytes)
 	b.SetBytes(size)
 	b.ResetTimer()
 	for range b.N {
@@ -82,7 +98,13 @@ func BenchmarkClean(b *testing.B) {
 // BenchmarkSequentialCopy reads the same segment files and writes them raw
 // to new files in 1 MiB chunks, fsyncing each: the I/O floor of a pass.
 func BenchmarkSequentialCopy(b *testing.B) {
-	tmpl, size := cleanBenchDir(b)
+	for _, seg := range cleanBenchSegments {
+		b.Run(fmt.Sprintf("segment=%dMiB", seg>>20), func(b *testing.B) { benchmarkSequentialCopy(b, seg) })
+	}
+}
+
+func benchmarkSequentialCopy(b *testing.B, segBytes int64) {
+	tmpl, size := cleanBenchDir(b, segBytes)
 	names, _ := filepath.Glob(filepath.Join(tmpl, "*"+logSuffix))
 	names = names[:len(names)-1] // not the active segment
 	buf := make([]byte, cleanChunk)

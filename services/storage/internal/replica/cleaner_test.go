@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/record"
 )
 
@@ -228,5 +229,26 @@ func TestCleanerPassOnDeletedReplica(t *testing.T) {
 	}
 	if n := m.cleaner.failures.Load(); n != 0 {
 		t.Fatalf("%d failures counted for a deleted replica", n)
+	}
+}
+
+// TestLogConfigCleanupPolicy: delete keeps retention, compact turns it off
+// and compacts, compact,delete does both.
+func TestLogConfigCleanupPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy             string
+		compact, retention bool
+	}{{"delete", false, true}, {"compact", true, false}, {"compact,delete", true, true}} {
+		cfg, err := cluster.ParseTopicConfig(map[string]string{"cleanup.policy": tc.policy, "retention.ms": "1000", "retention.bytes": "4096"}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := LogConfig(cfg)
+		if lc.Compact != tc.compact || (lc.RetentionMs == 1000 && lc.RetentionBytes == 4096) != tc.retention {
+			t.Errorf("%s: log config compact %v, retention %d ms / %d bytes", tc.policy, lc.Compact, lc.RetentionMs, lc.RetentionBytes)
+		}
+		if !tc.retention && (lc.RetentionMs != -1 || lc.RetentionBytes != -1) {
+			t.Errorf("%s: retention %d ms / %d bytes, want none", tc.policy, lc.RetentionMs, lc.RetentionBytes)
+		}
 	}
 }
