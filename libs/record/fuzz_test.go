@@ -104,7 +104,45 @@ func FuzzRecords(f *testing.F) {
 		batch := rawBatch(Codec(codec%8), n, max(n-1, 0), section)
 		checkIteration(t, batch, 0)
 		checkIteration(t, batch, 1)
+		checkRawAgrees(t, batch)
 	})
+}
+
+// checkRawAgrees checks Section and EachRawSection against the Iterator on
+// one batch: both accept it or both refuse it, and they see the same
+// records.
+func checkRawAgrees(t *testing.T, batch []byte) {
+	t.Helper()
+	h, err := Validate(batch)
+	if err != nil {
+		return
+	}
+	it := NewIterator(batch)
+	var want []Record
+	for it.Next() {
+		want = append(want, *it.Record())
+	}
+	itOK := it.Err() == nil && it.Consumed() == len(batch)
+	var got []RawRecord
+	section, err := Section(nil, batch, &h, DefaultMaxDecompressedSize)
+	if err == nil {
+		err = EachRawSection(section, &h, func(r RawRecord) { got = append(got, r) })
+	}
+	if (err == nil) != itOK {
+		t.Fatalf("EachRawSection error %v, Iterator error %v (consumed %d of %d)", err, it.Err(), it.Consumed(), len(batch))
+	}
+	if err != nil {
+		return
+	}
+	if len(got) != len(want) {
+		t.Fatalf("EachRawSection saw %d records, the Iterator %d", len(got), len(want))
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.Offset != w.Offset || r.Timestamp != w.Timestamp || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) || r.NullValue != (w.Value == nil) {
+			t.Fatalf("record %d: raw %+v, Iterator %+v", i, r, w)
+		}
+	}
 }
 
 func FuzzValidate(f *testing.F) {

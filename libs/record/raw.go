@@ -26,25 +26,104 @@ func EachRaw(b []byte, h *Header, fn func(RawRecord)) error {
 // (what follows the header, decompressed: see Section), in order, checking
 // each as the Iterator does. Errors wrap ErrCorrupt.
 func EachRawSection(section []byte, h *Header, fn func(RawRecord)) error {
-	d := recordDecoder{h: h, prevDelta: -1, start: h.BaseOffset}
+	prevDelta := int32(-1)
 	p := 0
 	for range h.RecordCount {
 		if p > len(section) {
 			return corruptf("%d records in %d bytes", h.RecordCount, len(section))
 		}
-		d.recs, d.hdrs = d.recs[:0], d.hdrs[:0]
-		n, err := d.decode(section[p:])
+		r, n, err := rawRecord(section[p:], h, &prevDelta)
 		if err != nil {
 			return err
 		}
-		r := &d.recs[0]
-		fn(RawRecord{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, NullValue: r.Value == nil, Bytes: section[p : p+n]})
+		r.Bytes = section[p : p+n]
+		fn(r)
 		p += n
 	}
 	if p != len(section) {
 		return corruptf("%d bytes after the last record", len(section)-p)
 	}
 	return nil
+}
+
+// rawRecord decodes the record at the start of b as recordDecoder.decode
+// does, with the same checks, but keeps only what RawRecord holds and
+// allocates nothing (header keys are checked, not copied). It returns the
+// record and its encoded size; *prevDelta is the previous record's offset
+// delta (-1 before the first).
+func rawRecord(b []byte, h *Header, prevDelta *int32) (RawRecord, int, error) {
+	length, n := readVarint(b)
+	if n <= 0 {
+		return RawRecord{}, 0, badVarint("record length", n)
+	}
+	if length < 1 || int(length) > len(b)-n {
+		return RawRecord{}, 0, corruptf("record length %d with %d bytes left", length, len(b)-n)
+	}
+	body := b[n : n+int(length)]
+	p := 1 // attributes: unused by Kafka, ignored
+	tsDelta, m := readVarlong(body[p:])
+	if m <= 0 {
+		return RawRecord{}, 0, badVarint("timestamp delta", m)
+	}
+	p += m
+	offDelta, m := readVarint(body[p:])
+	if m <= 0 {
+		return RawRecord{}, 0, badVarint("offset delta", m)
+	}
+	p += m
+	if offDelta <= *prevDelta || offDelta > h.LastOffsetDelta {
+		return RawRecord{}, 0, corruptf("offset delta %d after %d, last offset delta %d", offDelta, *prevDelta, h.LastOffsetDelta)
+	}
+	*prevDelta = offDelta
+	key, p, err := readBytesField(body, p, "key")
+	if err != nil {
+		return RawRecord{}, 0, err
+	}
+	value, p, err := readBytesField(body, p, "value")
+	if err != nil {
+		return RawRecord{}, 0, err
+	}
+	if p, err = skipHeaders(body, p); err != nil {
+		return RawRecord{}, 0, err
+	}
+	if p != len(body) {
+		return RawRecord{}, 0, corruptf("record length %d but fields end at %d", len(body), p)
+	}
+	ts := h.BaseTimestamp + tsDelta
+	if h.LogAppendTime() {
+		ts = h.MaxTimestamp
+	}
+	return RawRecord{Offset: h.BaseOffset + int64(offDelta), Timestamp: ts, Key: key, NullValue: value == nil}, n + len(body), nil
+}
+
+// skipHeaders checks a record's header count and headers from body[p:] as
+// recordDecoder.readHeaders does, without decoding them, and returns the
+// position after them.
+func skipHeaders(body []byte, p int) (int, error) {
+	count, m := readVarint(body[p:])
+	if m <= 0 {
+		return p, badVarint("header count", m)
+	}
+	p += m
+	if count < 0 || int(count) > (len(body)-p)/2 {
+		return p, corruptf("header count %d with %d bytes left", count, len(body)-p)
+	}
+	for i := range int(count) {
+		klen, m := readVarint(body[p:])
+		if m <= 0 {
+			return p, badVarint("header key length", m)
+		}
+		p += m
+		if klen < 0 || int(klen) > len(body)-p {
+			return p, corruptf("header %d key length %d with %d bytes left", i, klen, len(body)-p)
+		}
+		p += int(klen)
+		var err error
+		if _, p, err = readBytesField(body, p, "header value"); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // Section returns the records section of batch b (h is its parsed header):

@@ -141,6 +141,8 @@ func (c *cleaner) mapRecord(r record.RawRecord) {
 func (c *cleaner) scan(i int, fn func(pos int64, h record.Header, b []byte) error) error {
 	s, size := c.plan.segs[i], c.plan.sizes[i]
 	c.sc.reset(s.log, size)
+	verified := s.verified.Load()
+	c.sc.trusted = verified // validated already: mapping checked them, or a read
 	next := s.base
 	for pos := int64(0); pos < size; {
 		h, b, err := c.sc.batch(pos)
@@ -158,6 +160,12 @@ func (c *cleaner) scan(i int, fn func(pos int64, h record.Header, b []byte) erro
 		}
 		pos += int64(h.Size())
 		next = h.LastOffset() + 1
+	}
+	// Every batch passed its checks: a later scan (the rewrite after the
+	// mapping) and reads need not check them again. The swap only moves
+	// the watermark if nothing (a truncation) moved it meanwhile.
+	if verified < size {
+		s.verified.CompareAndSwap(verified, size)
 	}
 	return nil
 }

@@ -23,6 +23,10 @@ type batchScanner struct {
 	// size; its error fails the read (the cleaner's accounting and
 	// throttle).
 	onRead func(n int) error
+	// trusted: batches ending at or below this position passed their
+	// checks already in this process (segment.verified); batch skips
+	// their CRC. reset clears it.
+	trusted int64
 }
 
 // errZeroTail marks a run of zero bytes where a batch should start: space the
@@ -35,7 +39,7 @@ func newScanner(f *os.File, limit int64, buf []byte) *batchScanner {
 
 // reset points the scanner at another file or limit, keeping its buffer.
 func (s *batchScanner) reset(f *os.File, limit int64) {
-	s.f, s.limit, s.bufOff, s.bufLen = f, limit, 0, 0
+	s.f, s.limit, s.bufOff, s.bufLen, s.trusted = f, limit, 0, 0, 0
 }
 
 // fill returns the n bytes at pos, reading a chunk if they are not buffered.
@@ -98,7 +102,8 @@ func (s *batchScanner) header(pos int64) (record.Header, error) {
 	return h, nil
 }
 
-// batch reads and validates (length, magic, CRC-32C) the whole batch at pos.
+// batch reads and validates (length, magic, CRC-32C) the whole batch at pos;
+// below trusted it checks the header only.
 func (s *batchScanner) batch(pos int64) (record.Header, []byte, error) {
 	h, err := s.header(pos)
 	if err != nil {
@@ -107,6 +112,9 @@ func (s *batchScanner) batch(pos int64) (record.Header, []byte, error) {
 	b, err := s.fill(pos, h.Size())
 	if err != nil {
 		return h, nil, err
+	}
+	if pos+int64(h.Size()) <= s.trusted {
+		return h, b, nil // checked before: the header parse is enough
 	}
 	h, err = record.Validate(b)
 	return h, b, err
