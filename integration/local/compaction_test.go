@@ -92,13 +92,14 @@ func (m *compactionModel) check(recs []keyedRecord, keysOf func(string) bool) er
 // 1,000 keys (a tenth of the keys deleted last) produced by franz-go's
 // idempotent producer while the cleaners run, then read from 0 with the
 // SDK, HTTP and franz-go: every key's latest value, no deleted key, the
-// same records at the same offsets on all three replicas' disks; again
+// same records at the same offsets on all three replicas' disks; a replica
+// reassigned onto a fourth node copies the cleaned log, gaps and all; again
 // after the leaders are killed. Keyless records are refused on every path.
 func TestCompactionEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c := startCluster(t, 3, "-cleaner-backoff", "300ms")
+	c := startCluster(t, 4, "-cleaner-backoff", "300ms")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const topic, partitions, keys, updates = "state", 3, 1000, 200_000
@@ -193,6 +194,58 @@ func TestCompactionEndToEnd(t *testing.T) {
 		}
 	}
 	readAll("cleaned")
+
+	// sluicectl shows each replica's cleaner state: nothing left to clean.
+	out := must(t, c, "topic", "describe", topic, "-o", "json")
+	var described struct {
+		Replicas []struct {
+			Partition        int32 `json:"partition"`
+			Node             int32 `json:"node"`
+			LogEndOffset     int64 `json:"log_end_offset"`
+			CleanableBytes   int64 `json:"cleanable_bytes"`
+			FirstDirtyOffset int64 `json:"first_dirty_offset"`
+		} `json:"replicas"`
+	}
+	if err := json.Unmarshal([]byte(out), &described); err != nil || len(described.Replicas) != partitions*3 {
+		t.Fatalf("topic describe -o json: %v: %s", err, out)
+	}
+	for _, r := range described.Replicas {
+		if r.CleanableBytes != 0 || r.FirstDirtyOffset <= 0 || r.FirstDirtyOffset > r.LogEndOffset {
+			t.Fatalf("partition %d on node %d: cleanable %d bytes, first dirty %d, log end %d", r.Partition, r.Node, r.CleanableBytes, r.FirstDirtyOffset, r.LogEndOffset)
+		}
+	}
+
+	// Reassign partition 1's follower slot to the node without a replica:
+	// the new replica fetches the cleaned log from the leader across its
+	// gaps and holds the same records at the same offsets.
+	p1 := tp.Partitions[1]
+	spare := int32(0)
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(p1.Replicas, id) {
+			spare = id
+		}
+	}
+	target := slices.Clone(p1.Replicas)
+	for i, id := range target {
+		if id != p1.Leader {
+			target[i] = spare
+			break
+		}
+	}
+	out = must(t, c, "partition", "reassign", topic+"/1", "--replicas", ids32(target), "--timeout", "2m")
+	if !strings.Contains(out, "done: replicas "+ids32(target)) {
+		t.Fatalf("partition reassign said:\n%s", out)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if got := readReplicaFiles(t, c, spare, topic, 1); !slices.Equal(got, replicas[1]) {
+			return fmt.Errorf("node %d holds %d records of %s-1, the others %d: %s", spare, len(got), topic, len(replicas[1]), recordDiff(got, replicas[1]))
+		}
+		return nil
+	})
+	if snap, err = cluster.NewClient(c.MetadataURLs()).Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ = snap.Topic(topic)
 
 	// Kill the node leading partition 0 and read everything again from the
 	// new leaders.

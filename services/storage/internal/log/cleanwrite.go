@@ -73,7 +73,15 @@ func (c *cleaner) didWrite(n int) error {
 	return c.throttled(n)
 }
 
+// throttled paces the pass, and stops it once the log is closed (its
+// topic deleted, say): the rest of the pass would be wasted I/O.
 func (c *cleaner) throttled(n int) error {
+	c.l.mu.RLock()
+	closed := c.l.closed
+	c.l.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrCleanAborted, ErrClosed)
+	}
 	if c.throttle == nil {
 		return nil
 	}

@@ -225,3 +225,29 @@ func TestCleanRewritesCompressedBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanStopsWhenLogCloses: a pass whose log is closed under it (its
+// topic deleted) stops at its next chunk instead of reading on.
+func TestCleanStopsWhenLogCloses(t *testing.T) {
+	clock := newClock()
+	cfg := testConfig()
+	cfg.Compact, cfg.Now = true, clock.Now
+	l := openLog(t, t.TempDir(), cfg)
+	old := clock.Now().Add(-time.Hour).UnixMilli()
+	for i := range 2000 {
+		appendKV(t, l, old, fmt.Sprintf("k%d", i%50), fmt.Sprintf("value-%d", i))
+	}
+	l.SetHighWatermark(l.EndOffset())
+	chunks := 0
+	st, err := l.Clean(CleanOptions{Now: clock.Now(), Throttle: func(int) error {
+		if chunks++; chunks == 1 {
+			if err := l.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	}})
+	if !errors.Is(err, ErrCleanAborted) || !errors.Is(err, ErrClosed) || chunks > 2 {
+		t.Fatalf("pass on a closed log: %v after %d chunks (%+v)", err, chunks, st)
+	}
+}
