@@ -90,6 +90,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Duration(&c.Cleaner.Every, "cleaner-backoff", 15*time.Second, "interval between the log cleaner's rounds over compacted partitions (Kafka's log.cleaner.backoff.ms)")
 	fs.Int64(&c.Cleaner.IOBytesPerSec, "cleaner-io-bytes-per-sec", 0, "bytes per second the log cleaner may read and write together; 0: no limit (Kafka's log.cleaner.io.max.bytes.per.second)")
 	fs.Int64(&c.Cleaner.MapBytes, "cleaner-dedupe-buffer-bytes", 128<<20, "memory of the log cleaner's key map (Kafka's log.cleaner.dedupe.buffer.size)")
+	fs.Int(&c.Cleaner.Nice, "cleaner-nice", 10, "nice value (0-19) of the log cleaner's thread: appends and fetches get the CPU first when it is short, and cleaning falls behind instead; 0 keeps the process's")
 	fs.String(&c.CleanerPause, "test-cleaner-pause", "", "tests only: every cleaning pass stops at this step (written, swap-ready, swapped, checkpoint) until the node stops")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	c.Kafka.Listener.Register(fs)
@@ -160,6 +161,9 @@ func (c Config) validate() error {
 	}
 	if c.Cleaner.IOBytesPerSec < 0 {
 		return fmt.Errorf("flag -cleaner-io-bytes-per-sec: %d is negative (0: no limit)", c.Cleaner.IOBytesPerSec)
+	}
+	if c.Cleaner.Nice < 0 || c.Cleaner.Nice > 19 {
+		return fmt.Errorf("flag -cleaner-nice: %d is not between 0 and 19", c.Cleaner.Nice)
 	}
 	if c.Cleaner.MapBytes < 1<<20 {
 		return fmt.Errorf("flag -cleaner-dedupe-buffer-bytes: %d is below 1 MiB", c.Cleaner.MapBytes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,11 @@ type CleanerConfig struct {
 	// MapBytes is the key map's memory budget of one pass
 	// (log.cleaner.dedupe.buffer.size); 0 is the log package's default.
 	MapBytes int64
+	// Nice is the OS scheduling priority (nice value, 1-19) of the thread
+	// the cleaner runs on, so that appends and fetches get the CPU first
+	// when it is short and the cleaner falls behind instead; 0 leaves it
+	// at the process's.
+	Nice int
 	// Hook is seglog.CleanOptions.Hook of every pass (tests pause passes
 	// with it); nil: none.
 	Hook func(step string) error
@@ -199,8 +205,17 @@ func (m *Manager) gone(r *Replica) bool {
 	return err != nil || cur != r
 }
 
-// CleanerLoop runs RunCleaner every cfg.Every until ctx ends.
+// CleanerLoop runs RunCleaner every cfg.Every until ctx ends, on a thread
+// of its own at cfg.Nice.
 func (m *Manager) CleanerLoop(ctx context.Context, cfg CleanerConfig) {
+	if cfg.Nice > 0 {
+		// Never unlocked: the thread ends with the goroutine, taking its
+		// priority with it, instead of going back to the runtime's pool.
+		runtime.LockOSThread()
+		if err := lowerThreadPriority(cfg.Nice); err != nil {
+			m.log.Warn("cleaner: its thread keeps the process's priority", "nice", cfg.Nice, "err", err)
+		}
+	}
 	var throttle func(int) error
 	if cfg.IOBytesPerSec > 0 {
 		// A burst of a second's budget (at least one read chunk) lets

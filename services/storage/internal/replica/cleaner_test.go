@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -250,5 +251,38 @@ func TestLogConfigCleanupPolicy(t *testing.T) {
 		if !tc.retention && (lc.RetentionMs != -1 || lc.RetentionBytes != -1) {
 			t.Errorf("%s: retention %d ms / %d bytes, want none", tc.policy, lc.RetentionMs, lc.RetentionBytes)
 		}
+	}
+}
+
+// TestLowerThreadPriority: the cleaner's thread gets the nice value asked
+// for, and only that thread does.
+func TestLowerThreadPriority(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("thread priorities are set on Linux only")
+	}
+	before, err := threadNice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := lowerThreadPriority(before + 5); err != nil {
+			done <- err
+			return
+		}
+		got, err := threadNice()
+		if err == nil && got != before+5 {
+			err = fmt.Errorf("thread nice %d after setting %d", got, before+5)
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if now, _ := threadNice(); now != before {
+		t.Fatalf("another thread's nice changed to %d (was %d)", now, before)
 	}
 }
