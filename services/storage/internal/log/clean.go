@@ -52,7 +52,8 @@ type CleanOptions struct {
 	// Now-DeleteRetention and that is the latest record of its key.
 	DeleteRetention time.Duration
 	// MinCompactionLag: a segment whose largest timestamp is after
-	// Now-MinCompactionLag is not cleaned, nor any segment after it.
+	// Now-MinCompactionLag is not cleaned, nor any segment after it; 0
+	// cleans regardless of timestamps (Kafka's min.compaction.lag.ms=0).
 	MinCompactionLag time.Duration
 	// MapBytes is the key map's memory (key hash -> latest offset; Kafka's
 	// log.cleaner.dedupe.buffer.size): 24-byte slots, at most 3/4 of them
@@ -185,7 +186,9 @@ func (l *Log) planClean(opts CleanOptions) (*cleanPlan, error) {
 	lagMs := opts.Now.Add(-opts.MinCompactionLag).UnixMilli()
 	p := &cleanPlan{firstDirty: max(min(l.cleanedTo.Load(), l.cleanCut), l.segs[0].base), lastOfPID: map[int64]int64{}, gen: l.truncGen}
 	for _, s := range l.segs[:len(l.segs)-1] {
-		if s.next > hw || s.largestTimestamp() > lagMs {
+		// With no lag asked for, timestamps do not matter: a producer
+		// clock ahead of the node's must not hold cleaning back.
+		if s.next > hw || opts.MinCompactionLag > 0 && s.largestTimestamp() > lagMs {
 			break
 		}
 		s.acquire()

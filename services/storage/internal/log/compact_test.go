@@ -251,3 +251,24 @@ func TestCleanStopsWhenLogCloses(t *testing.T) {
 		t.Fatalf("pass on a closed log: %v after %d chunks (%+v)", err, chunks, st)
 	}
 }
+
+// TestCleanIgnoresFutureTimestampsWithoutLag: records stamped ahead of the
+// node's clock are cleaned when no min.compaction.lag.ms is set, and held
+// back when one is.
+func TestCleanIgnoresFutureTimestampsWithoutLag(t *testing.T) {
+	clock := newClock()
+	cfg := testConfig()
+	cfg.Compact, cfg.Now = true, clock.Now
+	l := openLog(t, t.TempDir(), cfg)
+	future := clock.Now().Add(time.Hour).UnixMilli()
+	for i := range 300 {
+		appendKV(t, l, future, fmt.Sprintf("k%d", i%7), string(bytes.Repeat([]byte("z"), 50)))
+	}
+	l.SetHighWatermark(l.EndOffset())
+	if st, err := l.Clean(CleanOptions{Now: clock.Now(), MinCompactionLag: time.Minute}); err != nil || st.SegmentsCleaned != 0 {
+		t.Fatalf("with a lag, records from the future were cleaned: %+v %v", st, err)
+	}
+	if st, err := l.Clean(CleanOptions{Now: clock.Now()}); err != nil || st.SegmentsCleaned == 0 {
+		t.Fatalf("without a lag, records from the future were not cleaned: %+v %v", st, err)
+	}
+}
