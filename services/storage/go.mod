@@ -7,6 +7,7 @@ require (
 	github.com/sluicemq/sluice/libs v0.0.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.uber.org/fx v1.24.0
+	golang.org/x/time v0.16.0
 )
 
 require (
@@ -28,7 +29,6 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
