@@ -192,6 +192,9 @@ func TestCleanerFollowUpRemovesTombstones(t *testing.T) {
 	round := func(at time.Duration) { m.RunCleaner(context.Background(), t0.Add(at), CleanerConfig{}, nil) }
 	round(2 * time.Second) // rolls the tombstones' segment and cleans it
 	passes := m.cleaner.passes.Load()
+	if m.cleaner.rolls.Load() != 1 {
+		t.Fatalf("%d quiet segments rolled, want the tombstones' one", m.cleaner.rolls.Load())
+	}
 	if _, dirty, _ := rc.Log.DirtyBytes(); dirty != 0 || passes == 0 {
 		t.Fatalf("after the first round: %d dirty bytes, %d passes", dirty, passes)
 	}

@@ -26,6 +26,7 @@ var (
 	descCleanRead  = prometheus.NewDesc("sluice_storage_cleaner_read_bytes_total", "Segment bytes the cleaner read.", nil, nil)
 	descCleanWrite = prometheus.NewDesc("sluice_storage_cleaner_written_bytes_total", "Bytes of cleaned segments the cleaner wrote.", nil, nil)
 	descCleanRecs  = prometheus.NewDesc("sluice_storage_cleaner_removed_records_total", "Records the cleaner removed.", nil, nil)
+	descCleanRolls = prometheus.NewDesc("sluice_storage_cleaner_rolled_segments_total", "Quiet active segments of compacted partitions the cleaner rolled at segment.ms.", nil, nil)
 )
 
 // Collector exports the node's logs, read at scrape time: per partition its
@@ -40,7 +41,7 @@ func NewCollector(m *Manager) *Collector { return &Collector{m: m} }
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSegments, descSize, descStart, descEnd, descHW, descLeader, descRetention,
-		descDirtyRatio, descCleanable, descCleanerLag, descPasses, descFailures, descCleanRead, descCleanWrite, descCleanRecs} {
+		descDirtyRatio, descCleanable, descCleanerLag, descPasses, descFailures, descCleanRead, descCleanWrite, descCleanRecs, descCleanRolls} {
 		ch <- d
 	}
 }
@@ -83,4 +84,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCleanRead, &cs.bytesRead)
 	counter(descCleanWrite, &cs.bytesWritten)
 	counter(descCleanRecs, &cs.recordsRemoved)
+	counter(descCleanRolls, &cs.rolls)
 }
