@@ -26,8 +26,9 @@ const (
 	swapSuffix    = ".swap"
 )
 
-// DefaultMapBytes is CleanOptions.MapBytes when zero: 128 MiB of key map,
-// 4.19 million keys (Kafka's log.cleaner.dedupe.buffer.size).
+// DefaultMapBytes is CleanOptions.MapBytes when zero: 128 MiB for a pass,
+// 120 MiB of it key map holding 3.93 million keys (Kafka's
+// log.cleaner.dedupe.buffer.size).
 const DefaultMapBytes = 128 << 20
 
 // Errors of a cleaning pass.
@@ -55,12 +56,14 @@ type CleanOptions struct {
 	// Now-MinCompactionLag is not cleaned, nor any segment after it; 0
 	// cleans regardless of timestamps (Kafka's min.compaction.lag.ms=0).
 	MinCompactionLag time.Duration
-	// MapBytes is the key map's memory (key hash -> latest offset; Kafka's
-	// log.cleaner.dedupe.buffer.size): 24-byte slots, at most 3/4 of them
-	// taken, so MapBytes/32 keys. A pass maps whole dirty segments while
-	// the offsets they span fit in that many keys, and allocates the slots
-	// those offsets need rounded up to MapBytes halved a whole number of
-	// times; the table is reused by the next pass. 0 means
+	// MapBytes is the pass's memory budget (Kafka's
+	// log.cleaner.dedupe.buffer.size): the key map (key hash -> latest
+	// offset) gets all of it but cleanReserve (8 MiB) for the pass's
+	// buffers. The map's 24-byte slots are at most 3/4 taken, so it holds
+	// (MapBytes-8 MiB)/32 keys. A pass maps whole dirty segments while the
+	// offsets they span fit in that many keys, and allocates the slots
+	// those offsets need rounded up to the map's share halved a whole
+	// number of times; the table is reused by the next pass. 0 means
 	// DefaultMapBytes.
 	MapBytes int64
 	// Throttle, when not nil, is called with the size of each chunk the

@@ -249,7 +249,11 @@ func sameProducers(t testing.TB, got, want map[int64]ProducerEntry) {
 }
 
 // mapBytesFor is the smallest CleanOptions.MapBytes whose map holds keys
-// keys (offsets of a pass's span).
+// keys (offsets of a pass's span): the inverse of mapBudget.
 func mapBytesFor(keys int64) int64 {
-	return mapSlotsFor(keys) * mapSlotBytes
+	table := mapSlotsFor(keys) * mapSlotBytes
+	if table >= 3*cleanReserve {
+		return table + cleanReserve
+	}
+	return table * 4 / 3 // exact: a slot is 24 bytes
 }

@@ -182,9 +182,6 @@ func (c *cleaner) createCleaned(old *segment, oldSize, prefix int64) (*cleanedSe
 	seg := &segment{base: old.base, dir: old.dir, fs: c.fsys, log: f}
 	seg.refs.Store(1)
 	o := &cleanedSegment{old: old, oldSize: oldSize, seg: seg, stage: cleanedSuffix}
-	if cap(c.copyBuf) == 0 {
-		c.copyBuf = make([]byte, cleanChunk)
-	}
 	for pos := int64(0); pos < prefix; {
 		n := int(min(int64(len(c.copyBuf)), prefix-pos))
 		if _, err := old.log.ReadAt(c.copyBuf[:n], pos); err != nil {
@@ -229,15 +226,16 @@ func (c *cleaner) finishCleaned(o *cleanedSegment, size int64) error {
 	idx, times := c.idx.index, c.idx.times
 	for _, f := range []struct {
 		suffix string
-		data   []byte
+		encode func([]byte) []byte
 	}{
-		{indexSuffix, appendIndexBytes(nil, idx)},
-		{timeIndexSuffix, appendTimeBytes(nil, times)},
+		{indexSuffix, func(b []byte) []byte { return appendIndexBytes(b, idx) }},
+		{timeIndexSuffix, func(b []byte) []byte { return appendTimeBytes(b, times) }},
 	} {
-		if err := writeSynced(c.fsys, o.old.path(f.suffix+cleanedSuffix), f.data); err != nil {
+		c.indexBytes = f.encode(c.indexBytes[:0])
+		if err := writeSynced(c.fsys, o.old.path(f.suffix+cleanedSuffix), c.indexBytes); err != nil {
 			return err
 		}
-		if err := c.didWrite(len(f.data)); err != nil {
+		if err := c.didWrite(len(c.indexBytes)); err != nil {
 			return err
 		}
 	}

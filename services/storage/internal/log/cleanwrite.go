@@ -3,6 +3,8 @@ package log
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"weak"
 
 	"github.com/sluicemq/sluice/libs/record"
 )
@@ -21,6 +23,8 @@ type cleaner struct {
 	sc         *batchScanner          // reads the old segments
 	section    []byte                 // a compressed batch's records, decompressed
 	joined     []byte                 // the kept records of a compressed batch, to compress again
+	indexBytes []byte                 // a cleaned segment's index file, encoded
+	bufs       *cleanBufs             // where the buffers go back to (release)
 	mapFn      func(record.RawRecord) // c.mapRecord, bound once
 	mapErr     error                  // the first failed insert of mapRecord
 	keepFn     func(record.RawRecord) // c.keepRecord, bound once
@@ -36,29 +40,82 @@ type cleaner struct {
 	fsys       FileSystem             // the log's
 }
 
+// cleanReserve is the part of CleanOptions.MapBytes a pass keeps for its
+// other memory: the read chunk, the copy buffer, the output of a segment
+// and the new segment's index entries (a few MiB), so that the whole pass,
+// not only its key map, stays within MapBytes.
+const cleanReserve = 8 << 20
+
+// mapBudget is the key map's share of a pass's memory budget: all but
+// cleanReserve, or three quarters of a budget under four reserves.
+func mapBudget(budget int64) int64 {
+	if budget < 4*cleanReserve {
+		return budget * 3 / 4
+	}
+	return budget - cleanReserve
+}
+
+// cleanBufs are a pass's buffers. Like the key map they are kept for the
+// next pass (spareBufs), so that back-to-back passes make no garbage of
+// them: with a large live heap (the map) the collector runs rarely, and
+// that garbage would sit on top of the budget.
+type cleanBufs struct {
+	scan, copy, out, section, joined, indexBytes []byte
+	index                                        []indexEntry
+	times                                        []timeEntry
+}
+
+var spareBufs struct {
+	sync.Mutex
+	p weak.Pointer[cleanBufs]
+}
+
+// takeBufs returns the spare buffers, or new ones.
+func takeBufs() *cleanBufs {
+	spareBufs.Lock()
+	b := spareBufs.p.Value()
+	spareBufs.p = weak.Pointer[cleanBufs]{}
+	spareBufs.Unlock()
+	if b == nil {
+		b = &cleanBufs{scan: make([]byte, cleanChunk), copy: make([]byte, cleanChunk)}
+	}
+	return b
+}
+
 func newCleaner(l *Log, opts CleanOptions, plan *cleanPlan, st *CleanStats) *cleaner {
 	l.mu.RLock()
 	interval := l.cfg.IndexIntervalBytes
 	l.mu.RUnlock()
+	b := takeBufs()
 	c := &cleaner{
-		l: l, plan: plan, st: st, mapBytes: opts.MapBytes,
+		l: l, plan: plan, st: st, mapBytes: mapBudget(opts.MapBytes),
 		tombBefore: opts.Now.Add(-opts.DeleteRetention).UnixMilli(),
 		offsets:    &offsetMap{},
-		sc:         newScanner(nil, 0, make([]byte, cleanChunk)),
-		hook:       opts.Hook,
-		throttle:   opts.Throttle,
-		interval:   interval,
-		fsys:       l.fs,
+		sc:         newScanner(nil, 0, b.scan),
+		copyBuf:    b.copy, out: b.out[:0], section: b.section, joined: b.joined, indexBytes: b.indexBytes,
+		hook:     opts.Hook,
+		throttle: opts.Throttle,
+		interval: interval,
+		fsys:     l.fs,
+		bufs:     b,
 	}
+	c.idx.index, c.idx.times = b.index[:0], b.times[:0]
 	c.sc.onRead = c.didRead
 	c.mapFn, c.keepFn = c.mapRecord, c.keepRecord
 	return c
 }
 
-// release gives the pass's key map back for the next pass.
+// release gives the pass's key map and buffers back for the next pass.
 func (c *cleaner) release() {
 	c.offsets.release()
 	c.offsets = nil
+	b := c.bufs
+	b.scan, b.copy, b.out, b.section, b.joined, b.indexBytes = c.sc.buf, c.copyBuf, c.out[:0], c.section, c.joined, c.indexBytes
+	b.index, b.times = c.idx.index[:0], c.idx.times[:0]
+	c.bufs = nil
+	spareBufs.Lock()
+	spareBufs.p = weak.Make(b)
+	spareBufs.Unlock()
 }
 
 // didRead accounts for n bytes read from an old segment, and throttles.

@@ -136,9 +136,11 @@
 //
 // Cost (docs/performance.md, "Log compaction"): a pass reads each dirty
 // segment twice (to map, then to rewrite), decodes each record twice and
-// creates three files per rewritten segment; its heap is the table plus
-// buffers and decoding garbage (10 million 16-byte keys in four passes:
-// 152.6 MiB at peak with the 128 MiB default, TestCleanMemoryFigure).
+// creates three files per rewritten segment. Its memory is MapBytes: the
+// key table gets all but cleanReserve, which the pass's buffers use; table
+// and buffers are kept for the next pass, so passes make little garbage
+// (10 million 16-byte keys in four passes: 127.6 MiB at peak with the
+// 128 MiB default, TestCleanMemoryFigure).
 //
 // # Durability
 //

@@ -92,7 +92,7 @@ func TestOffsetMapSizing(t *testing.T) {
 		if got := slots * mapLoadNum / mapLoadDen; got < n {
 			t.Fatalf("%d slots hold %d keys, want %d", slots, got, n)
 		}
-		if got := mapCapacity(mapBytesFor(n)); got < n {
+		if got := mapCapacity(mapBudget(mapBytesFor(n))); got < n {
 			t.Fatalf("mapBytesFor(%d) holds %d keys", n, got)
 		}
 		if mapSlotsFor(mapCapacity(int64(n)*mapSlotBytes))*mapSlotBytes > n*mapSlotBytes {
