@@ -183,9 +183,10 @@ func TestCompactionEndToEnd(t *testing.T) {
 		for _, p := range tp.Partitions {
 			want := replicas[p.ID]
 			for name, read := range map[string]func() []keyedRecord{
-				"SDK":      func() []keyedRecord { return readSDK(t, ctx, c, topic, p.ID) },
-				"HTTP":     func() []keyedRecord { return readHTTP(t, c, topic, p.ID) },
-				"franz-go": func() []keyedRecord { return readFranz(t, ctx, c, topic, p.ID, len(want)) },
+				"SDK":       func() []keyedRecord { return readSDK(t, ctx, c, topic, p.ID) },
+				"HTTP":      func() []keyedRecord { return readHTTP(t, c, topic, p.ID) },
+				"franz-go":  func() []keyedRecord { return readFranz(t, ctx, c, topic, p.ID, len(want)) },
+				"sluicectl": func() []keyedRecord { return readCtl(t, c, topic, p.ID) },
 			} {
 				if got := read(); !slices.Equal(got, want) {
 					t.Fatalf("%s: partition %d read with %s: %d records, the replicas hold %d: %v", stage, p.ID, name, len(got), len(want), recordDiff(got, want))
@@ -430,6 +431,25 @@ func readFranz(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic
 	defer cancelMore()
 	poll(more)
 	return out
+}
+
+// readCtl reads a partition from 0 with sluicectl consume: offset, key and
+// value of each record (the test's keys and values hold no spaces).
+func readCtl(t *testing.T, c *localcluster.Cluster, topic string, partition int32) []keyedRecord {
+	t.Helper()
+	out := must(t, c, "consume", topic, "--partition", fmt.Sprint(partition), "--from-beginning", "--exit-at-end", "--format", `%o %k %s\n`)
+	var recs []keyedRecord
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var r keyedRecord
+		if _, err := fmt.Sscanf(line, "%d %s %s", &r.Offset, &r.Key, &r.Value); err != nil {
+			t.Fatalf("sluicectl consume line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }
 
 // recordDiff says where two reads of a partition part.
