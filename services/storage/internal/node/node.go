@@ -88,7 +88,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.Int64(&c.MinFreeBytes, "min-free-bytes", 128<<20, "free space kept on the data directory's file system: appends that would use it are refused (KAFKA_STORAGE_ERROR, disk full) until space returns")
 	fs.Int64(&c.ScrubRate, "scrub-bytes-per-sec", 16<<20, "read rate of the scrubber that validates the logs found on disk at start (corrupt data is cut and fetched again); 0 turns it off")
 	fs.Duration(&c.Cleaner.Every, "cleaner-backoff", 15*time.Second, "interval between the log cleaner's rounds over compacted partitions (Kafka's log.cleaner.backoff.ms)")
-	fs.Int64(&c.Cleaner.IOBytesPerSec, "cleaner-io-bytes-per-sec", 0, "bytes per second the log cleaner may read and write together; 0: no limit (Kafka's log.cleaner.io.max.bytes.per.second)")
+	fs.Int64(&c.Cleaner.IOBytesPerSec, "cleaner-io-bytes-per-sec", 16<<20, "bytes per second the log cleaner may read and write together, so that compaction never takes more from producers; 0: no limit (Kafka's log.cleaner.io.max.bytes.per.second, unlimited there)")
 	fs.Int64(&c.Cleaner.MapBytes, "cleaner-dedupe-buffer-bytes", 128<<20, "memory of the log cleaner's key map (Kafka's log.cleaner.dedupe.buffer.size)")
 	fs.Int(&c.Cleaner.Nice, "cleaner-nice", 10, "nice value (0-19) of the log cleaner's thread: appends and fetches get the CPU first when it is short, and cleaning falls behind instead; 0 keeps the process's")
 	fs.String(&c.CleanerPause, "test-cleaner-pause", "", "tests only: every cleaning pass stops at this step (written, swap-ready, swapped, checkpoint) until the node stops")

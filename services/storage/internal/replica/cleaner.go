@@ -218,8 +218,8 @@ func (m *Manager) CleanerLoop(ctx context.Context, cfg CleanerConfig) {
 	}
 	var throttle func(int) error
 	if cfg.IOBytesPerSec > 0 {
-		// A burst of a second's budget (at least one read chunk) lets
-		// WaitN take any single chunk.
+		// A burst of a second's budget, and at least 4 MiB (a few read
+		// chunks); larger chunks are taken in bursts.
 		lim := rate.NewLimiter(rate.Limit(cfg.IOBytesPerSec), int(max(cfg.IOBytesPerSec, 4<<20)))
 		throttle = func(n int) error {
 			for n > 0 {
