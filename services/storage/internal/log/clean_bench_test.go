@@ -10,16 +10,24 @@ import (
 	"github.com/sluicemq/sluice/libs/record"
 )
 
-// cleanBenchSegments are the segment sizes the cleaner benchmarks run with:
-// small segments show the per-segment file costs (three new files, their
-// fsyncs and renames), larger ones the per-byte cost.
-var cleanBenchSegments = []int64{1 << 20, 16 << 20}
+// cleanBenchCases are the shapes the cleaner benchmarks run with: small
+// segments show the per-segment file costs (three new files, their fsyncs
+// and renames), larger ones the per-record cost, and 1 KiB values that
+// cost spread over more bytes.
+var cleanBenchCases = []struct {
+	segBytes  int64
+	valueSize int
+}{{1 << 20, 100}, {16 << 20, 100}, {16 << 20, 1024}}
 
-// cleanBenchDir writes a template log once: 8 MiB of 100-byte values over
-// 2,000 keys (64 MiB with segments above 1 MiB) in segments of segBytes,
-// every segment closed and below the high watermark. It returns the
-// directory and the cleanable segment bytes.
-func cleanBenchDir(b *testing.B, segBytes int64) (string, int64) {
+func cleanBenchName(segBytes int64, valueSize int) string {
+	return fmt.Sprintf("segment=%dMiB/value=%dB", segBytes>>20, valueSize)
+}
+
+// cleanBenchDir writes a template log once: 8 MiB of valueSize-byte values
+// over 2,000 keys (64 MiB with segments above 1 MiB) in segments of
+// segBytes, every segment closed and below the high watermark. It returns
+// the directory and the cleanable segment bytes.
+func cleanBenchDir(b *testing.B, segBytes int64, valueSize int) (string, int64) {
 	b.Helper()
 	dir := b.TempDir()
 	cfg := DefaultConfig()
@@ -33,7 +41,7 @@ func cleanBenchDir(b *testing.B, segBytes int64) (string, int64) {
 		b.Fatal(err)
 	}
 	bld := record.NewBuilder(record.CodecNone)
-	value := make([]byte, 100)
+	value := make([]byte, valueSize)
 	for i := 0; l.Size() < total; i++ {
 		bld.Reset()
 		for j := range 10 {
@@ -67,13 +75,13 @@ func cleanBenchDir(b *testing.B, segBytes int64) (string, int64) {
 // iteration; MB/s is segment bytes read. Compare with
 // BenchmarkSequentialCopy.
 func BenchmarkClean(b *testing.B) {
-	for _, seg := range cleanBenchSegments {
-		b.Run(fmt.Sprintf("segment=%dMiB", seg>>20), func(b *testing.B) { benchmarkClean(b, seg) })
+	for _, c := range cleanBenchCases {
+		b.Run(cleanBenchName(c.segBytes, c.valueSize), func(b *testing.B) { benchmarkClean(b, c.segBytes, c.valueSize) })
 	}
 }
 
-func benchmarkClean(b *testing.B, segBytes int64) {
-	tmpl, size := cleanBenchDir(b, segBytes)
+func benchmarkClean(b *testing.B, segBytes int64, valueSize int) {
+	tmpl, size := cleanBenchDir(b, segBytes, valueSize)
 	b.SetBytes(size)
 	b.ResetTimer()
 	for range b.N {
@@ -98,13 +106,13 @@ func benchmarkClean(b *testing.B, segBytes int64) {
 // BenchmarkSequentialCopy reads the same segment files and writes them raw
 // to new files in 1 MiB chunks, fsyncing each: the I/O floor of a pass.
 func BenchmarkSequentialCopy(b *testing.B) {
-	for _, seg := range cleanBenchSegments {
-		b.Run(fmt.Sprintf("segment=%dMiB", seg>>20), func(b *testing.B) { benchmarkSequentialCopy(b, seg) })
+	for _, c := range cleanBenchCases {
+		b.Run(cleanBenchName(c.segBytes, c.valueSize), func(b *testing.B) { benchmarkSequentialCopy(b, c.segBytes, c.valueSize) })
 	}
 }
 
-func benchmarkSequentialCopy(b *testing.B, segBytes int64) {
-	tmpl, size := cleanBenchDir(b, segBytes)
+func benchmarkSequentialCopy(b *testing.B, segBytes int64, valueSize int) {
+	tmpl, size := cleanBenchDir(b, segBytes, valueSize)
 	names, _ := filepath.Glob(filepath.Join(tmpl, "*"+logSuffix))
 	names = names[:len(names)-1] // not the active segment
 	buf := make([]byte, cleanChunk)
