@@ -139,7 +139,8 @@ func checkRawAgrees(t *testing.T, batch []byte) {
 	}
 	for i, r := range got {
 		w := want[i]
-		if r.Offset != w.Offset || r.Timestamp != w.Timestamp || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) || r.NullValue != (w.Value == nil) {
+		if r.Offset != w.Offset || r.Timestamp != w.Timestamp || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) || r.NullValue != (w.Value == nil) ||
+			!bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) {
 			t.Fatalf("record %d: raw %+v, Iterator %+v", i, r, w)
 		}
 	}

@@ -152,17 +152,9 @@ func TestCompatBuilderToKmsg(t *testing.T) {
 				kb.ProducerID != -1 || kb.ProducerEpoch != -1 || kb.FirstSequence != -1 || kb.PartitionLeaderEpoch != -1 {
 				t.Fatalf("kmsg sees header %+v (crc want %08x)", kb, wantCRC)
 			}
-			section := independentDecompress(t, c, kb.Records)
+			krs := readKmsgRecords(t, independentDecompress(t, c, kb.Records), len(recs))
 			for i, want := range recs {
-				length, n := binary.Varint(section)
-				if n <= 0 || int(length) > len(section)-n {
-					t.Fatalf("record %d: bad length prefix", i)
-				}
-				var kr kmsg.Record
-				if err := kr.ReadFrom(section[:n+int(length)]); err != nil {
-					t.Fatalf("record %d: kmsg: %v", i, err)
-				}
-				section = section[n+int(length):]
+				kr := krs[i]
 				got := Record{Timestamp: kb.FirstTimestamp + kr.TimestampDelta64, Key: kr.Key, Value: kr.Value}
 				for _, h := range kr.Headers {
 					got.Headers = append(got.Headers, RecordHeader{Key: h.Key, Value: h.Value})
@@ -173,9 +165,6 @@ func TestCompatBuilderToKmsg(t *testing.T) {
 				if d := sameRecord(got, want); d != "" {
 					t.Fatalf("record %d: %s", i, d)
 				}
-			}
-			if len(section) != 0 {
-				t.Fatalf("%d bytes after the records", len(section))
 			}
 		})
 	}
@@ -247,4 +236,25 @@ func TestLZ4FrameAsKafkaWritesIt(t *testing.T) {
 	if !bytes.Equal(out[len(out)-4:], []byte{0, 0, 0, 0}) {
 		t.Fatalf("frame ends % x, want the end mark and no content checksum", out[len(out)-8:])
 	}
+}
+
+// readKmsgRecords decodes the n records of an uncompressed records section
+// with kmsg, failing on bytes after them.
+func readKmsgRecords(t *testing.T, section []byte, n int) []kmsg.Record {
+	t.Helper()
+	out := make([]kmsg.Record, n)
+	for i := range out {
+		length, m := binary.Varint(section)
+		if m <= 0 || int(length) > len(section)-m {
+			t.Fatalf("record %d: bad length prefix", i)
+		}
+		if err := out[i].ReadFrom(section[:m+int(length)]); err != nil {
+			t.Fatalf("record %d: kmsg: %v", i, err)
+		}
+		section = section[m+int(length):]
+	}
+	if len(section) != 0 {
+		t.Fatalf("%d bytes after the records", len(section))
+	}
+	return out
 }

@@ -5,6 +5,7 @@ type RawRecord struct {
 	Offset    int64
 	Timestamp int64
 	Key       []byte // nil for a null key; aliases the batch
+	Value     []byte // nil for a null value; aliases the batch
 	NullValue bool   // the value is null: a tombstone on a compacted topic
 	// Bytes is the record's encoding, length prefix included (aliases the
 	// batch): it can be copied into a batch with the same base offset and
@@ -93,7 +94,7 @@ func rawRecord(b []byte, h *Header, prevDelta *int32) (RawRecord, int, error) {
 	if h.LogAppendTime() {
 		ts = h.MaxTimestamp
 	}
-	return RawRecord{Offset: h.BaseOffset + int64(offDelta), Timestamp: ts, Key: key, NullValue: value == nil}, n + len(body), nil
+	return RawRecord{Offset: h.BaseOffset + int64(offDelta), Timestamp: ts, Key: key, Value: value, NullValue: value == nil}, n + len(body), nil
 }
 
 // skipHeaders checks a record's header count and headers from body[p:] as
