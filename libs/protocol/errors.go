@@ -96,6 +96,11 @@ const (
 	UnsupportedEndpointType            Code = 115
 )
 
+// Transactions.
+const (
+	InvalidTxnState Code = 48
+)
+
 // Info describes one wire error code.
 type Info struct {
 	Code      Code
@@ -189,6 +194,8 @@ var table = map[Code]Info{
 	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, http.StatusNotFound, "no such resource"},
 	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, http.StatusNotFound, "no topic has this id"},
 	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, http.StatusBadRequest, "this endpoint type is not served"},
+
+	InvalidTxnState: {InvalidTxnState, "INVALID_TXN_STATE", false, http.StatusConflict, "the producer's transaction is not in a state that allows this"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

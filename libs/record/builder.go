@@ -44,6 +44,7 @@ type Builder struct {
 	producerID    int64
 	producerEpoch int16
 	baseSequence  int32
+	transactional bool
 
 	// buf holds HeaderSize reserved bytes followed by the uncompressed records.
 	buf []byte
@@ -71,7 +72,7 @@ func NewBuilder(codec Codec) *Builder {
 }
 
 // Reset drops the records appended so far, keeping the codec, producer
-// fields, leader epoch and the buffers. Bytes returned by an earlier Build
+// fields, transactional flag, leader epoch and the buffers. Bytes returned by an earlier Build
 // must not be used after Reset.
 func (b *Builder) Reset() {
 	if cap(b.buf) < HeaderSize {
@@ -100,6 +101,11 @@ func (b *Builder) SetLeaderEpoch(epoch int32) { b.leaderEpoch = epoch }
 func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {
 	b.producerID, b.producerEpoch, b.baseSequence = id, epoch, baseSequence
 }
+
+// SetTransactional marks the next batches as written inside a transaction
+// (the transactional attribute); a transactional producer sets it with its
+// producer fields.
+func (b *Builder) SetTransactional(on bool) { b.transactional = on }
 
 // Count returns the number of records appended since the last Reset.
 func (b *Builder) Count() int { return int(b.count) }
@@ -163,12 +169,16 @@ func (b *Builder) Build() ([]byte, error) {
 	if len(batch)-LogOverhead > MaxBatchSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(batch), MaxBatchSize+LogOverhead)
 	}
+	attrs := int16(b.codec)
+	if b.transactional {
+		attrs |= attrTransactional
+	}
 	putHeader(batch, &Header{
 		BaseOffset:      0,
 		BatchLength:     int32(len(batch) - LogOverhead),
 		LeaderEpoch:     b.leaderEpoch,
 		Magic:           Magic,
-		Attributes:      int16(b.codec),
+		Attributes:      attrs,
 		LastOffsetDelta: b.count - 1,
 		BaseTimestamp:   b.baseTimestamp,
 		MaxTimestamp:    b.maxTimestamp,

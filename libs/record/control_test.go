@@ -46,6 +46,13 @@ func TestMarkerRoundTrip(t *testing.T) {
 			t.Fatalf("Iterator yielded %d records, err %v", len(recs), it.Err())
 		}
 	}
+	bld := NewBuilder(CodecNone)
+	bld.SetProducer(42, 3, 0)
+	bld.SetTransactional(true)
+	bld.Append(Record{Key: []byte("k")})
+	if b, _ := bld.Build(); func() bool { h, _ := Validate(b); return !h.IsTransactional() || h.IsControl() }() {
+		t.Fatal("SetTransactional(true) did not set the transactional attribute alone")
+	}
 	if _, err := BuildMarker(1, 0, Marker{Type: 2}, 0); err == nil {
 		t.Fatal("BuildMarker accepted control type 2")
 	}

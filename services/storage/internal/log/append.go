@@ -44,7 +44,7 @@ type AppendInfo struct {
 // in the checkpoint file before the batches are written. A negative epoch
 // (record.NoLeaderEpoch, a log used without replication) is never cached.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
-	return l.append(batches, leaderEpoch, false)
+	return l.append(batches, leaderEpoch, originClient)
 }
 
 // AppendReplica appends batches fetched from the leader as a follower: the
@@ -58,7 +58,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 // written; a batch with a lower epoch adds nothing. Idempotent producers'
 // batches update the producer state without being checked: the leader did.
 func (l *Log) AppendReplica(batches []byte) (AppendInfo, error) {
-	return l.append(batches, 0, true)
+	return l.append(batches, 0, originReplica)
 }
 
 // batchSummary is what validation learned about an append.
@@ -71,8 +71,10 @@ type batchSummary struct {
 }
 
 // validateBatches checks every batch of an append without touching the log.
-// keys (a leader append to a compacted log) refuses records without a key.
-func validateBatches(b []byte, maxBatch int, replica, keys bool) (batchSummary, error) {
+// keys (a leader append to a compacted log) refuses records without a key;
+// control batches are refused unless controlOK (a follower's, or the
+// coordinator's markers).
+func validateBatches(b []byte, maxBatch int, replica, keys, controlOK bool) (batchSummary, error) {
 	sum := batchSummary{maxTs: -1}
 	var it *record.Iterator // decompresses for the key check
 	if len(b) == 0 {
@@ -91,6 +93,9 @@ func validateBatches(b []byte, maxBatch int, replica, keys bool) (batchSummary, 
 		}
 		if !replica && (h.RecordCount < 1 || h.LastOffsetDelta != h.RecordCount-1) {
 			return sum, fmt.Errorf("%w: batch %d has %d records and last offset delta %d", record.ErrCorrupt, sum.batches, h.RecordCount, h.LastOffsetDelta)
+		}
+		if h.IsControl() && !controlOK {
+			return sum, fmt.Errorf("%w: batch %d of producer %d", ErrControlBatch, sum.batches, h.ProducerID)
 		}
 		if !replica {
 			if err := checkProducerFields(&h); err != nil {
@@ -121,13 +126,25 @@ func validateBatches(b []byte, maxBatch int, replica, keys bool) (batchSummary, 
 	return sum, nil
 }
 
-func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
+// appendOrigin is who appends: a producer through the leader, the leader's
+// fetch as a follower, or the transaction coordinator through the leader
+// (AppendMarker).
+type appendOrigin uint8
+
+const (
+	originClient appendOrigin = iota
+	originReplica
+	originCoordinator
+)
+
+func (l *Log) append(b []byte, epoch int32, origin appendOrigin) (AppendInfo, error) {
+	replica := origin == originReplica
 	l.mu.RLock()
 	maxBatch, compact := l.cfg.MaxBatchBytes, l.cfg.Compact
 	l.mu.RUnlock()
 	// CRC-32C runs before taking the append lock, so appenders validate in
 	// parallel.
-	sum, err := validateBatches(b, maxBatch, replica, compact && !replica)
+	sum, err := validateBatches(b, maxBatch, replica, compact && !replica, origin != originClient)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -151,7 +168,12 @@ func (l *Log) append(b []byte, epoch int32, replica bool) (AppendInfo, error) {
 		}
 		last = sum.last
 	}
-	l.collectProducers(b, base, replica)
+	if err := l.collectProducers(b, base, replica); err != nil {
+		return AppendInfo{}, err
+	}
+	if err := l.checkTxns(origin); err != nil {
+		return AppendInfo{}, err
+	}
 	if !replica && len(l.pending) > 0 {
 		first, lastDup, dup, err := l.checkProducers(sum.batches)
 		if err != nil {

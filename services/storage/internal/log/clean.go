@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 // Log compaction (Kafka's cleanup.policy=compact): Clean rewrites the
@@ -108,7 +110,23 @@ type cleanPlan struct {
 	modMs      []int64 // its modification time
 	gen        uint64  // the log's truncGen
 	firstDirty int64
-	lastOfPID  map[int64]int64 // producer id -> last offset of its newest batch in the log
+	lastOfPID  map[int64]int64        // producer id -> last offset of its newest batch in the log
+	aborted    map[int64][]AbortedTxn // producer id -> its aborted transactions
+}
+
+// abortedBatch reports whether h is a batch of an aborted transaction: the
+// pass drops its records (no reader of committed data sees them, and one of
+// them must not hide an older committed value of its key).
+func (p *cleanPlan) abortedBatch(h *record.Header) bool {
+	if len(p.aborted) == 0 || !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, a := range p.aborted[h.ProducerID] {
+		if a.FirstOffset <= h.BaseOffset && h.BaseOffset < a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *cleanPlan) indexOf(s *segment) int { return slices.Index(p.segs, s) }
@@ -185,7 +203,9 @@ func (l *Log) planClean(opts CleanOptions) (*cleanPlan, error) {
 	if err := l.checkLocked(); err != nil {
 		return nil, err
 	}
-	hw := l.hw.Load()
+	// Not past the last stable offset: an open transaction's records may
+	// still be aborted.
+	hw := l.producers.txns.firstOpen(l.hw.Load())
 	lagMs := opts.Now.Add(-opts.MinCompactionLag).UnixMilli()
 	p := &cleanPlan{firstDirty: max(min(l.cleanedTo.Load(), l.cleanCut), l.segs[0].base), lastOfPID: map[int64]int64{}, gen: l.truncGen}
 	for _, s := range l.segs[:len(l.segs)-1] {
@@ -204,6 +224,12 @@ func (l *Log) planClean(opts CleanOptions) (*cleanPlan, error) {
 	l.cleanCut = math.MaxInt64
 	for pid, e := range l.producers.m {
 		p.lastOfPID[pid] = e.newest().LastOffset
+	}
+	for _, a := range l.producers.txns.aborted {
+		if p.aborted == nil {
+			p.aborted = map[int64][]AbortedTxn{}
+		}
+		p.aborted[a.ProducerID] = append(p.aborted[a.ProducerID], a)
 	}
 	return p, nil
 }

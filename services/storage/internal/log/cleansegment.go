@@ -113,7 +113,9 @@ func (c *cleaner) writeSegment(i int) (*cleanedSegment, error) {
 // Each record is decoded and looked up once.
 func (c *cleaner) filterBatch(dst, b []byte, h *record.Header, last bool) ([]byte, bool, error) {
 	c.recs, c.kept, c.rewrote = 0, c.kept[:0], false
-	if err := c.records(b, h, c.keepFn); err != nil {
+	if c.plan.abortedBatch(h) {
+		c.recs = int(h.RecordCount) // every record goes
+	} else if err := c.records(b, h, c.keepFn); err != nil {
 		return dst, false, err
 	}
 	kept := len(c.kept)

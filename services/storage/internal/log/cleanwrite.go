@@ -236,10 +236,10 @@ func (c *cleaner) scan(i int, fn func(pos int64, h record.Header, b []byte) erro
 }
 
 // records calls fn for each record of the batch b (none for a control
-// batch), decompressing a compressed one into c.section, checking the
+// batch or one of an aborted transaction), decompressing a compressed one into c.section, checking the
 // encoding as the reader would.
 func (c *cleaner) records(b []byte, h *record.Header, fn func(record.RawRecord)) error {
-	if h.IsControl() {
+	if h.IsControl() || c.plan.abortedBatch(h) {
 		return nil
 	}
 	section, err := record.Section(c.section, b, h, record.DefaultMaxDecompressedSize)

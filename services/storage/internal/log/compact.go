@@ -71,13 +71,13 @@ func (l *Log) RollIfDue(now time.Time) (bool, error) {
 }
 
 // DirtyBytes measures the cleanable range, the closed segments wholly below
-// the high watermark: closed is their size, dirty the size of those holding
+// the last stable offset: closed is their size, dirty the size of those holding
 // offsets at or above the first dirty offset (Kafka's dirty ratio is
 // dirty/closed). oldestDirtyMs is the timestamp of the first dirty
 // segment's first indexed batch (-1 when none), which max.compaction.lag.ms
 // is measured against.
 func (l *Log) DirtyBytes() (closed, dirty, oldestDirtyMs int64) {
-	hw, firstDirty := l.HighWatermark(), l.FirstDirtyOffset()
+	hw, firstDirty := l.LastStableOffset(), l.FirstDirtyOffset()
 	oldestDirtyMs = -1
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -68,11 +68,17 @@
 //     answers a retry of one of a producer's last five batches with its
 //     original offsets instead of appending it again.
 //
+// # Transactions
+//
+// txn.go: transactional batches, the markers (control batches) that end
+// them, the open and aborted transactions derived from both, and the last
+// stable offset that read_committed readers stop at.
+//
 // # Compaction
 //
 // Clean (clean.go, cleanwrite.go, cleansegment.go, cleanrecover.go) is one
 // pass of Kafka's log cleaner (cleanup.policy=compact). The cleanable range
-// is the closed segments wholly below the high watermark, up to the first
+// is the closed segments wholly below the last stable offset (txn.go), up to the first
 // one whose largest timestamp is within MinCompactionLag of the pass's Now.
 // The dirty part starts at the first dirty offset, kept in
 //
@@ -83,7 +89,7 @@
 //
 // A pass maps each key of the dirty segments to its latest offset in a
 // fixed-memory table (offsetmap.go, Kafka's SkimpyOffsetMap): 24-byte
-// slots of a 128-bit SipHash-2-4 of the key and an offset, linear probing
+// slots of a 128-bit hash of the key (two hash/maphash hashes) and an offset, linear probing
 // from the hash, at most 3/4 of the slots taken, so MapBytes (default 128
 // MiB) holds MapBytes/32 keys. It maps whole segments from the first dirty
 // offset while the offsets they span fit (every key takes an offset, so the
@@ -96,7 +102,8 @@
 // latest of its key goes once its record timestamp (log-append time for such
 // batches) is at or before Now-DeleteRetention: the tombstone clock is the
 // record's own timestamp, not Kafka's delete horizon, so a producer
-// timestamp far in the past shortens a tombstone's life. Keyless records and
+// timestamp far in the past shortens a tombstone's life. The records of an
+// aborted transaction are neither mapped nor kept. Keyless records and
 // control batches stay. A batch keeps its header fields (base offset, last
 // offset delta, timestamps, producer id, epoch, base sequence, leader epoch,
 // attributes) with a new length, record count and CRC; a compressed batch

@@ -65,6 +65,16 @@ var (
 	// ErrInvalidProducerBatch: a batch carries a producer id but a negative
 	// producer epoch or base sequence (Kafka's INVALID_RECORD).
 	ErrInvalidProducerBatch = errors.New("log: batch has a producer id without epoch or sequence")
+
+	// Transactions (txn.go).
+
+	// ErrControlBatch: a client's append holds a control batch; only the
+	// transaction coordinator writes them, through AppendMarker (Kafka's
+	// INVALID_RECORD).
+	ErrControlBatch = errors.New("log: control batches are written by the transaction coordinator only")
+	// ErrInvalidTxnState: a producer with an open transaction appended a
+	// batch outside it (Kafka's INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("log: batch outside the producer's open transaction")
 )
 
 // PartitionMetadataFile is the replica manager's record of the topic id in a

@@ -24,14 +24,15 @@ type Log struct {
 	// checkpoint's fsyncs are the exception: an append that starts a new epoch
 	// and TruncateTo write it under appendMu, since it must be durable before
 	// the next batch is written; that happens once per leader change.
-	appendMu sync.Mutex
-	fence    int32          // guarded by appendMu: leader appends below this epoch are refused (Fence)
-	space    *SpaceGuard    // guarded by appendMu: the free-space reserve (nil: none)
-	build    indexBuilder   // guarded by appendMu: new index entries of one append
-	idxBuf   []byte         // guarded by appendMu: their encoding
-	timeBuf  []byte         // guarded by appendMu
-	epochBuf []EpochEntry   // guarded by appendMu: cache entries one append starts
-	pending  []pendingBatch // guarded by appendMu: idempotent batches of one append
+	appendMu   sync.Mutex
+	fence      int32          // guarded by appendMu: leader appends below this epoch are refused (Fence)
+	space      *SpaceGuard    // guarded by appendMu: the free-space reserve (nil: none)
+	build      indexBuilder   // guarded by appendMu: new index entries of one append
+	idxBuf     []byte         // guarded by appendMu: their encoding
+	timeBuf    []byte         // guarded by appendMu
+	epochBuf   []EpochEntry   // guarded by appendMu: cache entries one append starts
+	pending    []pendingBatch // guarded by appendMu: idempotent batches of one append
+	pendingTxn []pendingTxn   // guarded by appendMu: transactional and control batches of one append
 
 	// cleanMu serializes cleaning passes (clean.go); it is taken before
 	// appendMu.

@@ -142,9 +142,11 @@ func (e *producerEntry) export() ProducerEntry {
 }
 
 // producerState maps producer ids to their entries. Entries are pointers so
-// the steady-state append updates them in place without a map write.
+// the steady-state append updates them in place without a map write. txns
+// is the transaction state derived from the same batches (txn.go).
 type producerState struct {
-	m map[int64]*producerEntry
+	m    map[int64]*producerEntry
+	txns txnState
 }
 
 func newProducerState() producerState { return producerState{m: map[int64]*producerEntry{}} }
@@ -160,16 +162,20 @@ func (s *producerState) apply(pid int64, epoch int16, b ProducerBatch) {
 }
 
 // applyHeader records the batch of a header read from the log, if it is an
-// idempotent producer's.
-func (s *producerState) applyHeader(h *record.Header) {
+// idempotent producer's, and its part in a transaction; m is the marker of
+// a control batch.
+func (s *producerState) applyHeader(h *record.Header, m *record.Marker) {
 	if idempotent(h) {
 		s.apply(h.ProducerID, h.ProducerEpoch, batchOf(h))
 	}
+	s.txns.apply(h, m)
 }
 
 // evictBelow forgets every producer whose newest batch ends below start (its
-// batches are all gone with the deleted segments). It returns how many.
+// batches are all gone with the deleted segments), and the aborted
+// transactions whose marker is below start. It returns how many producers.
 func (s *producerState) evictBelow(start int64) int {
+	s.txns.evictBelow(start)
 	n := 0
 	for pid, e := range s.m {
 		if e.newest().LastOffset < start {
@@ -242,6 +248,14 @@ func seqBefore(a, b int32) bool {
 	return d > 0 && d < space/2
 }
 
+// pendingTxn is a batch of the append in progress that may take part in a
+// transaction: its header (offsets as assigned) and, for a control batch,
+// its marker.
+type pendingTxn struct {
+	h record.Header
+	m *record.Marker
+}
+
 // pendingBatch is an idempotent batch of the append in progress.
 type pendingBatch struct {
 	pid   int64
@@ -251,10 +265,13 @@ type pendingBatch struct {
 }
 
 // collectProducers fills l.pending with the idempotent batches of an append
-// and their offsets: as leader assigned consecutively from base, as follower
-// the stamped ones. appendMu must be held.
-func (l *Log) collectProducers(b []byte, base int64, replica bool) {
-	out, off := l.pending[:0], base
+// and their offsets (as leader assigned consecutively from base, as follower
+// the stamped ones), and l.pendingTxn with its transactional and control
+// batches, reading the marker of each control batch. A control batch whose
+// record is not a marker is an error wrapping record.ErrCorrupt. appendMu
+// must be held.
+func (l *Log) collectProducers(b []byte, base int64, replica bool) error {
+	out, txns, off := l.pending[:0], l.pendingTxn[:0], base
 	for pos := 0; pos < len(b); {
 		h, err := record.ParseHeader(b[pos:])
 		if err != nil { // validated already; stamp reports a change
@@ -266,10 +283,18 @@ func (l *Log) collectProducers(b []byte, base int64, replica bool) {
 		if idempotent(&h) {
 			out = append(out, pendingBatch{pid: h.ProducerID, epoch: h.ProducerEpoch, b: batchOf(&h)})
 		}
+		if h.IsTransactional() || h.IsControl() || h.ProducerID >= 0 && len(l.producers.txns.open) > 0 {
+			m, err := markerOf(b[pos:pos+h.Size()], &h)
+			if err != nil {
+				return fmt.Errorf("batch at byte %d: %w", pos, err)
+			}
+			txns = append(txns, pendingTxn{h: h, m: m})
+		}
 		off = h.LastOffset() + 1
 		pos += h.Size()
 	}
-	l.pending = out
+	l.pending, l.pendingTxn = out, txns
+	return nil
 }
 
 // entryWith returns pid's entry as the earlier batches of the append leave
@@ -336,6 +361,9 @@ func (l *Log) commitProducersLocked() {
 		if p := &l.pending[i]; !p.dup {
 			l.producers.apply(p.pid, p.epoch, p.b)
 		}
+	}
+	for i := range l.pendingTxn {
+		l.producers.txns.apply(&l.pendingTxn[i].h, l.pendingTxn[i].m)
 	}
 }
 

@@ -43,7 +43,7 @@ import (
 //
 // File format, big endian:
 //
-//	version   uint16  1
+//	version   uint16  2
 //	crc       uint32  CRC-32C (Castagnoli) of every byte after this field
 //	offset    int64   the state covers the batches below it (= the file name)
 //	count     uint32  producers, in increasing producer id order
@@ -53,6 +53,13 @@ import (
 //	  batches      uint8   1..ProducerWindow, oldest first
 //	  batches times: first sequence int32, last sequence int32,
 //	                 first offset int64, last offset int64
+//	open      uint32  open transactions, in increasing producer id order
+//	open times: producer id int64, first offset int64
+//	aborted   uint32  aborted transactions, in marker order
+//	aborted times: producer id int64, first offset int64, marker offset int64
+//
+// Version 2 added the transaction lists (txn.go); a version 1 file, written
+// before the log knew transactions, is read as having none.
 
 // snapshotSuffix names producer snapshot files.
 const snapshotSuffix = ".snapshot"
@@ -67,10 +74,13 @@ const producerSnapshotsKept = 3
 const maxSnapshotBytes = 256 << 20
 
 const (
-	snapshotVersion    = 1
+	snapshotVersion    = 2
+	snapshotVersionV1  = 1
 	snapshotHeaderSize = 2 + 4 + 8 + 4
 	snapshotEntryFixed = 8 + 2 + 1
 	snapshotBatchSize  = 4 + 4 + 8 + 8
+	snapshotOpenSize   = 8 + 8
+	snapshotAbortSize  = 8 + 8 + 8
 )
 
 var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -92,6 +102,7 @@ func encodeProducers(s *producerState, offset int64) []byte {
 		pids = append(pids, pid)
 		size += snapshotEntryFixed + int(e.n)*snapshotBatchSize
 	}
+	size += 8 + len(s.txns.open)*snapshotOpenSize + len(s.txns.aborted)*snapshotAbortSize
 	slices.Sort(pids)
 	be := binary.BigEndian
 	b := make([]byte, 6, size)
@@ -111,6 +122,22 @@ func encodeProducers(s *producerState, offset int64) []byte {
 			b = be.AppendUint64(b, uint64(pb.LastOffset))
 		}
 	}
+	open := make([]int64, 0, len(s.txns.open))
+	for pid := range s.txns.open {
+		open = append(open, pid)
+	}
+	slices.Sort(open)
+	b = be.AppendUint32(b, uint32(len(open)))
+	for _, pid := range open {
+		b = be.AppendUint64(b, uint64(pid))
+		b = be.AppendUint64(b, uint64(s.txns.open[pid]))
+	}
+	b = be.AppendUint32(b, uint32(len(s.txns.aborted)))
+	for _, a := range s.txns.aborted {
+		b = be.AppendUint64(b, uint64(a.ProducerID))
+		b = be.AppendUint64(b, uint64(a.FirstOffset))
+		b = be.AppendUint64(b, uint64(a.LastOffset))
+	}
 	be.PutUint32(b[2:], crc32.Checksum(b[6:], snapshotCRC))
 	return b
 }
@@ -129,8 +156,9 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 	if len(b) < snapshotHeaderSize {
 		return bad("%d bytes, less than a header", len(b))
 	}
-	if v := be.Uint16(b); v != snapshotVersion {
-		return bad("version %d, want %d", v, snapshotVersion)
+	version := be.Uint16(b)
+	if version != snapshotVersion && version != snapshotVersionV1 {
+		return bad("version %d, want %d or %d", version, snapshotVersionV1, snapshotVersion)
 	}
 	if got, want := crc32.Checksum(b[6:], snapshotCRC), be.Uint32(b[2:]); got != want {
 		return bad("CRC-32C %08x, header says %08x", got, want)
@@ -176,10 +204,60 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 		s.m[pid] = e
 		prev = pid
 	}
+	if version >= 2 {
+		var err error
+		if rest, err = decodeTxns(&s.txns, rest, offset); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if len(rest) != 0 {
 		return bad("%d bytes after the last producer", len(rest))
 	}
 	return s, nil
+}
+
+// decodeTxns parses a version 2 snapshot's transaction lists into t and
+// returns the bytes after them.
+func decodeTxns(t *txnState, b []byte, offset int64) ([]byte, error) {
+	be := binary.BigEndian
+	if len(b) < 4 {
+		return nil, fmt.Errorf("open transactions truncated")
+	}
+	n := int(be.Uint32(b))
+	b = b[4:]
+	if n > len(b)/snapshotOpenSize {
+		return nil, fmt.Errorf("%d open transactions in %d bytes", n, len(b))
+	}
+	prev := int64(-1)
+	for range n {
+		pid, first := int64(be.Uint64(b)), int64(be.Uint64(b[8:]))
+		b = b[snapshotOpenSize:]
+		if pid <= prev || first < 0 || first >= offset {
+			return nil, fmt.Errorf("open transaction of producer %d from %d after producer %d, below %d", pid, first, prev, offset)
+		}
+		if t.open == nil {
+			t.open = make(map[int64]int64, n)
+		}
+		t.open[pid], prev = first, pid
+	}
+	if len(b) < 4 {
+		return nil, fmt.Errorf("aborted transactions truncated")
+	}
+	n = int(be.Uint32(b))
+	b = b[4:]
+	if n > len(b)/snapshotAbortSize {
+		return nil, fmt.Errorf("%d aborted transactions in %d bytes", n, len(b))
+	}
+	last := int64(-1)
+	for range n {
+		a := AbortedTxn{ProducerID: int64(be.Uint64(b)), FirstOffset: int64(be.Uint64(b[8:])), LastOffset: int64(be.Uint64(b[16:]))}
+		b = b[snapshotAbortSize:]
+		if a.ProducerID < 0 || a.FirstOffset < 0 || a.LastOffset <= a.FirstOffset || a.LastOffset <= last || a.LastOffset >= offset {
+			return nil, fmt.Errorf("aborted transaction %+v after marker %d, below %d", a, last, offset)
+		}
+		t.aborted, last = append(t.aborted, a), a.LastOffset
+	}
+	return b, nil
 }
 
 // snapshotPath names the snapshot covering the batches below offset.
@@ -317,7 +395,8 @@ func (l *Log) loadProducers(end int64) (producerState, error) {
 
 // scanProducers applies the headers of the batches in [from, to) to st,
 // starting each segment's walk at the offset index entry at or below from.
-// No record is decoded and no CRC computed. appendMu must be held (or the log
+// No record is decoded and no CRC computed, but for the one record of each
+// transaction marker. appendMu must be held (or the log
 // unshared) so the segment list is stable.
 func (l *Log) scanProducers(st *producerState, from, to int64) error {
 	if from >= to {
@@ -333,13 +412,27 @@ func (l *Log) scanProducers(st *producerState, from, to int64) error {
 			e := s.index[floorEntry(s.index, uint32(min(from-s.base, math.MaxUint32)))]
 			pos, next = int64(e.pos), s.base+int64(e.rel)
 		}
-		out := walk(sc, s, pos, next, math.MaxInt64, func(_ int64, h record.Header) error {
+		out := walk(sc, s, pos, next, math.MaxInt64, func(pos int64, h record.Header) error {
 			if h.BaseOffset >= to {
 				return errStopScan
 			}
-			if h.BaseOffset >= from {
-				st.applyHeader(&h)
+			if h.BaseOffset < from {
+				return nil
 			}
+			var m *record.Marker
+			if h.IsControl() && h.IsTransactional() {
+				b, err := sc.fill(pos, h.Size())
+				if err == nil {
+					h, err = record.Validate(b)
+				}
+				if err == nil {
+					m, err = markerOf(b, &h)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			st.applyHeader(&h, m)
 			return nil
 		})
 		if out.bad == nil || errors.Is(out.bad, errStopScan) {

@@ -36,8 +36,10 @@ func CodeFor(err error) protocol.Code {
 		return protocol.DuplicateSequenceNumber
 	case errors.Is(err, seglog.ErrMixedDuplicates):
 		return protocol.InvalidRequest
-	case errors.Is(err, seglog.ErrInvalidProducerBatch), errors.Is(err, seglog.ErrKeylessRecord):
+	case errors.Is(err, seglog.ErrInvalidProducerBatch), errors.Is(err, seglog.ErrKeylessRecord), errors.Is(err, seglog.ErrControlBatch):
 		return protocol.InvalidRecord
+	case errors.Is(err, seglog.ErrInvalidTxnState):
+		return protocol.InvalidTxnState
 	case errors.Is(err, context.DeadlineExceeded):
 		return protocol.RequestTimedOut
 	case errors.Is(err, protocol.ErrMalformedFrame):
