@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // A FetchResponse is written by FetchBody rather than kmsg, so that record
@@ -44,6 +46,8 @@ type FetchPartition struct {
 	LastStableOffset     int64
 	LogStartOffset       int64
 	PreferredReadReplica int32
+	// Aborted are the aborted transactions of a read_committed answer.
+	Aborted []protocol.AbortedTxn
 	// Records are the batches; nil is an empty records field.
 	Records Records
 	// Leader, when its ID is not -1, is the current leader a v12+ answer
@@ -119,8 +123,15 @@ func (f *FetchBody) Encode() {
 			if v >= 5 {
 				b = binary.BigEndian.AppendUint64(b, uint64(p.LogStartOffset))
 			}
-			if v >= 4 { // aborted transactions: an empty array (never null)
-				b = appendLen(b, 0, flex)
+			if v >= 4 { // aborted transactions: an array, empty rather than null
+				b = appendLen(b, len(p.Aborted), flex)
+				for _, a := range p.Aborted {
+					b = binary.BigEndian.AppendUint64(b, uint64(a.ProducerID))
+					b = binary.BigEndian.AppendUint64(b, uint64(a.FirstOffset))
+					if flex {
+						b = append(b, 0) // no tagged fields
+					}
+				}
 			}
 			if v >= 11 {
 				b = binary.BigEndian.AppendUint32(b, uint32(p.PreferredReadReplica))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // bufConn is a net.Conn writing into a buffer, for encoding tests.
@@ -39,7 +41,7 @@ func writeBody(t *testing.T, b Body) []byte {
 
 // TestFetchBodyMatchesKmsg checks the streamed FetchResponse against
 // kmsg's encoding at every version served, with records, empty and error
-// partitions, leader hints and node endpoints.
+// partitions, aborted transactions, leader hints and node endpoints.
 func TestFetchBodyMatchesKmsg(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for v := int16(4); v <= 16; v++ {
@@ -58,6 +60,13 @@ func TestFetchBodyMatchesKmsg(t *testing.T) {
 					fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = rng.Int64N(1e9), rng.Int64N(1e9), rng.Int64N(1e6)
 					kp.HighWatermark, kp.LastStableOffset, kp.LogStartOffset = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset
 					kp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+					for range rng.IntN(3) {
+						a := protocol.AbortedTxn{ProducerID: rng.Int64N(1e6), FirstOffset: rng.Int64N(1e9)}
+						fp.Aborted = append(fp.Aborted, a)
+						ka := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+						ka.ProducerID, ka.FirstOffset = a.ProducerID, a.FirstOffset
+						kp.AbortedTransactions = append(kp.AbortedTransactions, ka)
+					}
 					switch rng.IntN(4) {
 					case 0:
 						fp.ErrorCode, kp.ErrorCode = 6, 6

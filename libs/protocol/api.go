@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 // Acks values of a produce request, as in Kafka.
@@ -57,7 +59,21 @@ type FetchRequest struct {
 	// a record toward the high watermark only once every in-sync replica has
 	// flushed it.
 	FlushedOffset int64
+	// Isolation is ReadUncommitted (every record below the high watermark,
+	// the default) or ReadCommitted (below the last stable offset, with the
+	// aborted transactions of the range in the answer).
+	Isolation int8
 }
+
+// Fetch isolation levels (Kafka's).
+const (
+	ReadUncommitted int8 = 0
+	ReadCommitted   int8 = 1
+)
+
+// MaxAbortedTxns bounds the aborted transactions one fetch answer carries
+// (a decoder refuses more).
+const MaxAbortedTxns = 1 << 20
 
 // FetchResponse precedes the fetched batches, which form the payload.
 type FetchResponse struct {
@@ -68,7 +84,21 @@ type FetchResponse struct {
 	// because it is over its fetch quota (Kafka's throttle_time_ms); a
 	// throttled fetch carries no records.
 	ThrottleMs int32
+	// LastStableOffset is the partition's last stable offset: below it
+	// every transaction has ended (answers from nodes without
+	// transactions: the high watermark).
+	LastStableOffset int64
+	// Aborted are, for a ReadCommitted fetch, the aborted transactions with
+	// records in the answer, in the order their markers were written: a
+	// read_committed reader drops each producer's transactional records
+	// from FirstOffset until that producer's abort marker.
+	Aborted []AbortedTxn
 }
+
+// AbortedTxn is an aborted transaction in a fetch answer (Kafka's
+// FetchResponse AbortedTransactions entry); record.Iterator.SetAborted
+// takes them.
+type AbortedTxn = record.AbortedTxn
 
 // OffsetForLeaderEpochRequest asks a leader where the given epoch ends in its
 // log (Kafka's KIP-101): a follower that joins a new leader sends its latest
@@ -180,14 +210,15 @@ func (r *ProduceResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 
 // EncodeMsgpack implements Body.
 func (r *FetchRequest) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(9), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+	return firstErr(e.EncodeArrayLen(10), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
 		e.EncodeInt(r.Offset), e.EncodeInt(int64(r.MaxBytes)), e.EncodeInt(int64(r.MaxWaitMs)),
 		e.EncodeInt(int64(r.MinBytes)), e.EncodeInt(int64(r.ReplicaID)), e.EncodeInt(int64(r.CurrentLeaderEpoch)),
-		e.EncodeInt(r.FlushedOffset))
+		e.EncodeInt(r.FlushedOffset), e.EncodeInt(int64(r.Isolation)))
 }
 
-// DecodeMsgpack implements Body. The last two fields are optional (older
-// fetchers send seven): they then default to -1.
+// DecodeMsgpack implements Body. The last three fields are optional (older
+// fetchers send seven or nine): epoch and flushed offset then default to
+// -1, the isolation to ReadUncommitted.
 func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
 	r.CurrentLeaderEpoch, r.FlushedOffset = -1, -1
@@ -205,14 +236,27 @@ func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 		if f.optional() {
 			r.FlushedOffset = f.int()
 		}
+		if f.optional() {
+			r.Isolation = int8(f.int())
+			if r.Isolation != ReadUncommitted && r.Isolation != ReadCommitted {
+				f.err = fmt.Errorf("isolation level %d", r.Isolation)
+			}
+		}
 	}
 	return f.end("fetch request")
 }
 
 // EncodeMsgpack implements Body.
 func (r *FetchResponse) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(4), e.EncodeInt(r.HighWatermark), e.EncodeInt(r.LogStartOffset),
-		e.EncodeInt(r.LogEndOffset), e.EncodeInt(int64(r.ThrottleMs)))
+	err := firstErr(e.EncodeArrayLen(6), e.EncodeInt(r.HighWatermark), e.EncodeInt(r.LogStartOffset),
+		e.EncodeInt(r.LogEndOffset), e.EncodeInt(int64(r.ThrottleMs)), e.EncodeInt(r.LastStableOffset),
+		e.EncodeArrayLen(2*len(r.Aborted)))
+	for _, a := range r.Aborted {
+		if err == nil {
+			err = firstErr(e.EncodeInt(a.ProducerID), e.EncodeInt(a.FirstOffset))
+		}
+	}
+	return err
 }
 
 // DecodeMsgpack implements Body.
@@ -225,8 +269,42 @@ func (r *FetchResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 		if f.optional() { // absent in answers of nodes from before quotas
 			r.ThrottleMs = int32(f.int())
 		}
+		r.LastStableOffset = r.HighWatermark // and before transactions
+		if f.optional() {
+			r.LastStableOffset = f.int()
+		}
+		if f.optional() {
+			r.Aborted, f.err = decodeAborted(d)
+		}
 	}
 	return f.end("fetch response")
+}
+
+// decodeAborted reads a fetch answer's aborted transactions: a flat array
+// of producer id, first offset pairs.
+func decodeAborted(d *msgpack.Decoder) ([]AbortedTxn, error) {
+	n, err := d.DecodeArrayLen()
+	switch {
+	case err != nil:
+		return nil, err
+	case n <= 0:
+		return nil, nil
+	case n%2 != 0 || n/2 > MaxAbortedTxns:
+		return nil, fmt.Errorf("aborted transactions: %d fields", n)
+	}
+	out := make([]AbortedTxn, 0, min(n/2, 1024))
+	for range n / 2 {
+		pid, err := d.DecodeInt64()
+		if err != nil {
+			return nil, err
+		}
+		first, err := d.DecodeInt64()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, AbortedTxn{ProducerID: pid, FirstOffset: first})
+	}
+	return out, nil
 }
 
 // EncodeMsgpack implements Body.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -126,6 +127,50 @@ func TestFetchResponseThrottleIsOptional(t *testing.T) {
 		if err := d.Body(&got); err != nil || got.HighWatermark != 7 || got.ThrottleMs != tc.want {
 			t.Fatalf("%s: %+v, %v; want throttle %d", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestFetchTransactionFields: isolation, last stable offset and aborted
+// transactions round-trip; an answer without them (a node from before
+// transactions) reads as LSO = high watermark, none aborted; a request
+// without isolation reads as read_uncommitted, and an unknown level is
+// refused.
+func TestFetchTransactionFields(t *testing.T) {
+	roundTrip := func(body Body, out Body) error {
+		prefix, err := NewEncoder().Response(&ResponseHeader{CorrelationID: 1}, body, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewDecoder()
+		var h ResponseHeader
+		if err := d.Response(prefix[LengthSize:], &h); err != nil {
+			t.Fatal(err)
+		}
+		return d.Body(out)
+	}
+	want := FetchResponse{HighWatermark: 9, LastStableOffset: 4, Aborted: []AbortedTxn{{ProducerID: 7, FirstOffset: 1}, {ProducerID: 8, FirstOffset: 3}}}
+	var got FetchResponse
+	if err := roundTrip(&want, &got); err != nil || got.LastStableOffset != 4 || !slices.Equal(got.Aborted, want.Aborted) {
+		t.Fatalf("round trip %+v, %v", got, err)
+	}
+	got = FetchResponse{}
+	if err := roundTrip(oldFetchResponse{&FetchResponse{HighWatermark: 7}}, &got); err != nil || got.LastStableOffset != 7 || got.Aborted != nil {
+		t.Fatalf("old answer %+v, %v", got, err)
+	}
+	var req FetchRequest
+	if err := roundTrip(&FetchRequest{Topic: "t", Isolation: ReadCommitted}, &req); err != nil || req.Isolation != ReadCommitted {
+		t.Fatalf("request %+v, %v", req, err)
+	}
+	req = FetchRequest{}
+	if err := roundTrip(oldFetch{}, &req); err != nil || req.Isolation != ReadUncommitted {
+		t.Fatalf("old request %+v, %v", req, err)
+	}
+	if err := roundTrip(&FetchRequest{Topic: "t", Isolation: 2}, &req); err == nil {
+		t.Fatal("isolation level 2 accepted")
+	}
+	odd := FetchResponse{Aborted: []AbortedTxn{{ProducerID: 1, FirstOffset: 1}}}
+	if err := roundTrip(oddAborted{&odd}, &got); err == nil {
+		t.Fatal("an odd aborted array was accepted")
 	}
 }
 

@@ -6,8 +6,9 @@ import "github.com/vmihailenco/msgpack/v5"
 type extraField struct{ r *FetchResponse }
 
 func (x extraField) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(5), e.EncodeInt(x.r.HighWatermark), e.EncodeInt(x.r.LogStartOffset),
-		e.EncodeInt(x.r.LogEndOffset), e.EncodeInt(int64(x.r.ThrottleMs)), e.EncodeString("future"))
+	return firstErr(e.EncodeArrayLen(7), e.EncodeInt(x.r.HighWatermark), e.EncodeInt(x.r.LogStartOffset),
+		e.EncodeInt(x.r.LogEndOffset), e.EncodeInt(int64(x.r.ThrottleMs)), e.EncodeInt(x.r.LastStableOffset),
+		e.EncodeArrayLen(0), e.EncodeString("future"))
 }
 
 // oldFetchResponse encodes the three-field fetch response of nodes from
@@ -31,3 +32,14 @@ func (oldFetch) EncodeMsgpack(e *msgpack.Encoder) error {
 }
 
 func (oldFetch) DecodeMsgpack(*msgpack.Decoder) error { return nil }
+
+// oddAborted encodes a fetch response whose aborted array has an odd
+// number of fields.
+type oddAborted struct{ r *FetchResponse }
+
+func (x oddAborted) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(6), e.EncodeInt(x.r.HighWatermark), e.EncodeInt(x.r.LogStartOffset),
+		e.EncodeInt(x.r.LogEndOffset), e.EncodeInt(0), e.EncodeInt(0), e.EncodeArrayLen(1), e.EncodeInt(5))
+}
+
+func (x oddAborted) DecodeMsgpack(d *msgpack.Decoder) error { return x.r.DecodeMsgpack(d) }

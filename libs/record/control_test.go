@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -150,4 +151,73 @@ func FuzzMarker(f *testing.F) {
 			t.Fatalf("rebuilt marker %+v, %v; want %+v", m2, err, m)
 		}
 	})
+}
+
+// TestIteratorDropsAbortedTransactions: with the aborted transactions of a
+// fetch, the Iterator drops exactly their records: a producer's later
+// transaction after its abort marker, other producers' transactional
+// records and plain records stay.
+func TestIteratorDropsAbortedTransactions(t *testing.T) {
+	var data []byte
+	next := int64(0)
+	add := func(b []byte) int64 {
+		b = append([]byte(nil), b...)
+		SetBaseOffset(b, next)
+		h, _ := ParseHeader(b)
+		data = append(data, b...)
+		base := next
+		next = h.LastOffset() + 1
+		return base
+	}
+	txn := func(pid int64, seq int32, value string) []byte {
+		bld := NewBuilder(CodecNone)
+		bld.SetProducer(pid, 0, seq)
+		bld.SetTransactional(true)
+		bld.Append(Record{Value: []byte(value + "-0")})
+		bld.Append(Record{Value: []byte(value + "-1")})
+		b, err := bld.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	marker := func(pid int64, typ ControlType) []byte {
+		b, err := BuildMarker(pid, 0, Marker{Type: typ}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	add(txn(1, 0, "p1-committed"))
+	abortedFirst := add(txn(2, 0, "p2-aborted"))
+	add(mustBuild(t, Record{Value: []byte("plain")}))
+	add(txn(2, 2, "p2-aborted-too"))
+	add(marker(2, ControlAbort))
+	add(txn(2, 4, "p2-later"))
+	add(marker(1, ControlCommit))
+	add(marker(2, ControlCommit))
+
+	values := func(start int64, aborted []AbortedTxn) []string {
+		it := NewIterator(data)
+		it.SetStartOffset(start)
+		it.SetAborted(aborted)
+		var out []string
+		for it.Next() {
+			out = append(out, string(it.Record().Value))
+		}
+		if it.Err() != nil || it.NextOffset() != next {
+			t.Fatalf("err %v, next offset %d, want %d", it.Err(), it.NextOffset(), next)
+		}
+		return out
+	}
+	want := []string{"p1-committed-0", "p1-committed-1", "plain", "p2-later-0", "p2-later-1"}
+	if got := values(0, []AbortedTxn{{ProducerID: 2, FirstOffset: abortedFirst}}); !slices.Equal(got, want) {
+		t.Fatalf("read_committed read %q, want %q", got, want)
+	}
+	if got := values(abortedFirst+1, []AbortedTxn{{ProducerID: 2, FirstOffset: abortedFirst}}); !slices.Equal(got, want[2:]) {
+		t.Fatalf("read_committed from inside the aborted batch read %q, want %q", got, want[2:])
+	}
+	if got := values(0, nil); len(got) != 9 {
+		t.Fatalf("read_uncommitted read %d records, want 9: %q", len(got), got)
+	}
 }

@@ -1,9 +1,11 @@
 package record
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 )
 
 // Iterator walks the records of zero or more concatenated batches, as a
@@ -44,6 +46,8 @@ type Iterator struct {
 	partial         bool
 	err             error
 
+	aborted abortFilter // read_committed: the aborted transactions to drop
+
 	hdr  Header         // the batch of the records in recs
 	recs []Record       // decoded records of the current batch
 	idx  int            // index of the current record in recs
@@ -68,6 +72,7 @@ func (it *Iterator) Reset(data []byte) {
 	it.nextOffset = it.start
 	it.partial = false
 	it.err = nil
+	it.aborted = abortFilter{}
 	it.hdr = Header{}
 	it.recs = it.recs[:0]
 	it.idx = 0
@@ -81,6 +86,16 @@ func (it *Iterator) SetStartOffset(offset int64) {
 	if it.nextOffset < offset {
 		it.nextOffset = offset
 	}
+}
+
+// SetAborted makes the Iterator a read_committed reader's: it drops the
+// records of the aborted transactions a fetch answer listed with the
+// batches (each producer's transactional batches from its FirstOffset until
+// that producer's abort marker), as Kafka's consumers do. Call it after
+// NewIterator or Reset (which forgets the list), before the first Next.
+func (it *Iterator) SetAborted(aborted []AbortedTxn) {
+	it.aborted = abortFilter{pending: slices.Clone(aborted)}
+	slices.SortStableFunc(it.aborted.pending, func(a, b AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 }
 
 // SetMaxDecompressedSize caps the decompressed size of one batch's records
@@ -169,11 +184,12 @@ func (it *Iterator) readBatch() bool {
 		return it.fail(err)
 	}
 	h := &it.hdr
+	drop := it.aborted.drop(batch, h)
 	if h.LastOffset() >= it.start {
 		if got := crc32.Checksum(batch[offAttributes:], castagnoli); got != h.CRC {
 			return it.fail(fmt.Errorf("%w: CRC-32C %08x, header says %08x", ErrCorrupt, got, h.CRC))
 		}
-		if !h.IsControl() {
+		if !h.IsControl() && !drop {
 			if err := it.decodeRecords(h, batch[HeaderSize:]); err != nil {
 				it.recs = it.recs[:0]
 				return it.fail(err)
@@ -236,4 +252,42 @@ func (it *Iterator) decodeRecords(h *Header, raw []byte) error {
 // corruptf returns an error wrapping ErrCorrupt with a formatted reason.
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// AbortedTxn is an aborted transaction as a fetch answer lists it: its
+// producer and the offset of its first record.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+}
+
+// abortFilter is a read_committed reader's view of the aborted
+// transactions of a fetch: pending are those whose first batch is not
+// reached yet (by first offset), active the producers inside one.
+type abortFilter struct {
+	pending []AbortedTxn
+	active  map[int64]struct{}
+}
+
+// drop reports whether the batch b (header h) belongs to an aborted
+// transaction. An abort marker of an active producer ends its aborted
+// transaction.
+func (f *abortFilter) drop(b []byte, h *Header) bool {
+	for len(f.pending) > 0 && f.pending[0].FirstOffset <= h.LastOffset() {
+		if f.active == nil {
+			f.active = map[int64]struct{}{}
+		}
+		f.active[f.pending[0].ProducerID] = struct{}{}
+		f.pending = f.pending[1:]
+	}
+	if _, ok := f.active[h.ProducerID]; !ok || !h.IsTransactional() {
+		return false
+	}
+	if h.IsControl() {
+		if m, err := ParseMarker(b, h); err == nil && m.Type == ControlAbort {
+			delete(f.active, h.ProducerID)
+		}
+		return false
+	}
+	return true
 }

@@ -144,11 +144,12 @@ func codeOf(err error) int16 { return kafka.Code(server.CodeFor(err)) }
 
 // fetchPart is one partition of a fetch being served.
 type fetchPart struct {
-	r        *replica.Replica
-	topic    string
-	offset   int64
-	maxBytes int
-	out      *kafka.FetchPartition
+	r         *replica.Replica
+	topic     string
+	offset    int64
+	maxBytes  int
+	isolation int8
+	out       *kafka.FetchPartition
 }
 
 // fetch answers Fetch from the partitions' logs: it long-polls until
@@ -194,7 +195,8 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 					s.leaderHint(snap, name, out)
 					continue
 				}
-				parts = append(parts, &fetchPart{r: rep, topic: name, offset: rp.FetchOffset, maxBytes: int(rp.PartitionMaxBytes), out: out})
+				parts = append(parts, &fetchPart{r: rep, topic: name, offset: rp.FetchOffset, maxBytes: int(rp.PartitionMaxBytes),
+					isolation: r.IsolationLevel, out: out})
 			}
 		}
 	}
@@ -235,14 +237,15 @@ func (s *Service) poll(ctx context.Context, parts []*fetchPart, wait time.Durati
 }
 
 // read fills each partition's answer with what its log holds below the
-// high watermark, within the fetch's byte limits (the first partition with
+// high watermark (the last stable offset at read_committed, with the
+// aborted transactions of what it read), within the fetch's byte limits (the first partition with
 // records is sent whole, as Kafka does, so a consumer always progresses).
 func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 	got := 0
 	for _, p := range parts {
-		p.out.ErrorCode = 0
-		hw := p.r.HighWatermark()
-		p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = hw, hw, p.r.Log.StartOffset()
+		p.out.ErrorCode, p.out.Aborted = 0, nil
+		view := p.r.ConsumerView(p.isolation)
+		p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = view.HighWatermark, view.LastStableOffset, p.r.Log.StartOffset()
 		room := p.maxBytes
 		if got > 0 {
 			room = min(room, maxBytes-got)
@@ -250,7 +253,7 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 		if room <= 0 {
 			continue
 		}
-		sl, err := p.r.Log.Read(p.offset, room, hw)
+		sl, err := p.r.Log.Read(p.offset, room, view.Bound)
 		if err != nil {
 			if errors.Is(err, seglog.ErrCorruptData) {
 				s.mgr.ReportCorrupt(p.r, err) // none of it is sent; the replica is repaired
@@ -263,6 +266,7 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 			continue
 		}
 		got += int(sl.Size())
+		p.out.Aborted = view.Aborted(p.r.Log, p.offset, sl)
 		p.out.Records = &sliceRecords{sl: sl, topic: p.topic, metrics: s.metrics}
 	}
 	return got

@@ -31,7 +31,7 @@ func (s *Service) listOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 			} else if rep, code := s.leader(snap, rt.Topic, rp.Partition, epoch); code != 0 {
 				p.ErrorCode = code
-			} else if lr, err := rep.ListOffset(rp.Timestamp); err != nil {
+			} else if lr, err := rep.ListOffset(rp.Timestamp, r.IsolationLevel); err != nil {
 				p.ErrorCode = codeOf(err)
 			} else {
 				p.Offset, p.Timestamp, p.LeaderEpoch = lr.Offset, lr.Timestamp, lr.LeaderEpoch

@@ -19,7 +19,9 @@ type Slice struct {
 	f    *os.File
 	pos  int64
 	size int64
-	hold *sliceHold
+	// The segment as the read saw it: its size and end offset (NextOffset).
+	segSize, segNext int64
+	hold             *sliceHold
 }
 
 type sliceHold struct {
@@ -36,6 +38,27 @@ func (s Slice) Pos() int64 { return s.pos }
 
 // Size returns the slice's length in bytes; 0 for an empty read.
 func (s Slice) Size() int64 { return s.size }
+
+// NextOffset returns the base offset of the batch after the slice in its
+// segment, or the segment's end offset: one past the slice's last record,
+// or further where compaction left a gap after it. It reads that batch's
+// header (read_committed fetches want it; most reads do not). 0 for an
+// empty read.
+func (s Slice) NextOffset() (int64, error) {
+	end := s.pos + s.size
+	if s.size == 0 || end >= s.segSize {
+		return s.segNext, nil
+	}
+	var b [record.HeaderSize]byte
+	if _, err := s.f.ReadAt(b[:], end); err != nil {
+		return 0, fmt.Errorf("read the header after a slice: %w", err)
+	}
+	h, err := record.ParseHeader(b[:])
+	if err != nil {
+		return 0, fmt.Errorf("the batch after a slice: %w", err)
+	}
+	return h.BaseOffset, nil
+}
 
 // Release drops the slice's hold on its segment. Copies of one Slice share the
 // hold, so releasing any of them releases all; further calls do nothing.
@@ -183,7 +206,7 @@ func (v *segView) read(offset int64, maxBytes int, maxOffset int64) (Slice, erro
 	if err := v.verify(first, end); err != nil {
 		return Slice{}, err
 	}
-	return Slice{f: v.seg.log, pos: first, size: end - first, hold: &sliceHold{seg: v.seg}}, nil
+	return Slice{f: v.seg.log, pos: first, size: end - first, segSize: v.size, segNext: v.next, hold: &sliceHold{seg: v.seg}}, nil
 }
 
 var errNotFound = errors.New("no such batch")

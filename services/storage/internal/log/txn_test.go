@@ -328,3 +328,35 @@ func TestCleanDropsAbortedRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestSliceNextOffset: a read's next offset is the base offset of the batch
+// after it, or its segment's end offset.
+func TestSliceNextOffset(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := openLog(t, t.TempDir(), cfg)
+	var infos []AppendInfo
+	for range 5 {
+		infos = append(infos, mustAppend(t, l, nBatch(t, 3, 10, 1)))
+	}
+	for _, c := range []struct {
+		offset   int64
+		maxBytes int
+		want     int64
+	}{
+		{0, 1, infos[1].BaseOffset},             // one batch
+		{4, 1, infos[2].BaseOffset},             // inside the second batch
+		{0, 1 << 20, l.EndOffset()},             // the whole segment
+		{infos[4].BaseOffset, 1, l.EndOffset()}, // the last batch
+	} {
+		sl, err := l.Read(c.offset, c.maxBytes, l.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sl.NextOffset()
+		sl.Release()
+		if err != nil || got != c.want {
+			t.Errorf("read at %d of %d bytes: next offset %d, %v; want %d", c.offset, c.maxBytes, got, err, c.want)
+		}
+	}
+}

@@ -222,10 +222,11 @@ func (r *Replica) SetFollowerHighWatermark(leaderHW int64) {
 // high watermark (TimestampLatest), the record with the largest timestamp
 // (TimestampMax) or the first record at or after a timestamp, with the
 // leader epoch that wrote it. Records above the high watermark are not
-// visible: a look-up that finds only those answers -1.
-func (r *Replica) ListOffset(timestamp int64) (protocol.ListOffsetsResponse, error) {
+// visible: a look-up that finds only those answers -1. At read_committed
+// the last stable offset stands for the high watermark.
+func (r *Replica) ListOffset(timestamp int64, isolation int8) (protocol.ListOffsetsResponse, error) {
 	resp := protocol.ListOffsetsResponse{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
-	hw := r.HighWatermark()
+	hw := r.ConsumerView(isolation).Bound
 	switch timestamp {
 	case protocol.TimestampEarliest:
 		resp.Offset = r.Log.StartOffset()

@@ -183,21 +183,23 @@ func (c *conn) throttleFetch(h *protocol.RequestHeader, r *replica.Replica, hold
 		c.release()
 		return
 	}
-	body := &protocol.FetchResponse{HighWatermark: r.HighWatermark(), LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
-		ThrottleMs: int32(min((throttle - hold).Milliseconds(), math.MaxInt32))}
+	view := r.ConsumerView(protocol.ReadUncommitted)
+	body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
+		LastStableOffset: view.LastStableOffset, ThrottleMs: int32(min((throttle - hold).Milliseconds(), math.MaxInt32))}
 	c.respond(h, body, nil)
 }
 
 // pollFetch long-polls one fetch: followers read up to the log end, consumers
-// up to the high watermark; either wakes on appends and high-watermark moves.
+// up to the high watermark (read_committed ones: the last stable offset,
+// with the aborted transactions of what they read); either wakes on appends and high-watermark moves.
 // It returns the record bytes it answered with.
 func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, r *replica.Replica, follower bool, wait time.Duration) int64 {
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
 	for {
 		appended, moved := r.Log.Changed(), r.Changed()
-		hw := r.HighWatermark()
-		limit := hw
+		view := r.ConsumerView(req.Isolation)
+		limit := view.Bound
 		if follower {
 			limit = r.Log.EndOffset()
 		}
@@ -209,7 +211,8 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 		}
 		left := time.Until(deadline)
 		if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
-			body := &protocol.FetchResponse{HighWatermark: hw, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset()}
+			body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
+				LastStableOffset: view.LastStableOffset, Aborted: view.Aborted(r.Log, req.Offset, sl)}
 			size := sl.Size()
 			c.respondSlice(h, body, sl, req.Topic, readerLabel(follower))
 			return size
@@ -265,7 +268,7 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
-	resp, err := r.ListOffset(req.Timestamp)
+	resp, err := r.ListOffset(req.Timestamp, protocol.ReadUncommitted)
 	if err != nil {
 		c.respondErr(h, err)
 		return

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/services/storage/internal/replica"
+)
+
+// txnBatch builds a transactional producer's batch of n records valued
+// "<prefix>-i".
+func txnBatch(t testing.TB, pid int64, seq int32, n int, prefix string) []byte {
+	t.Helper()
+	b := record.NewBuilder(record.CodecNone)
+	b.SetProducer(pid, 0, seq)
+	b.SetTransactional(true)
+	for i := range n {
+		b.Append(record.Record{Value: []byte(prefix + "-" + itoa(i)), Timestamp: 1})
+	}
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), out...)
+}
+
+// markVisible appends a transaction marker to a replica's log as its
+// coordinator would, and makes it visible.
+func markVisible(t testing.TB, r *replica.Replica, pid int64, typ record.ControlType) {
+	t.Helper()
+	info, err := r.Log.AppendMarker(pid, 0, record.Marker{Type: typ}, r.State().LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Log.WaitFlushed(context.Background(), info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	r.Progressed()
+}
+
+func fetchAt(t testing.TB, c *storageclient.Conn, offset int64, isolation int8) (protocol.FetchResponse, []string) {
+	t.Helper()
+	var resp protocol.FetchResponse
+	res, err := c.Call(context.Background(), protocol.APIFetch, &protocol.FetchRequest{Topic: "t", Offset: offset, MaxBytes: 1 << 20,
+		MaxWaitMs: 0, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1, Isolation: isolation}, nil, &resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := record.NewIterator(res.Payload)
+	it.SetStartOffset(offset)
+	if isolation == protocol.ReadCommitted {
+		it.SetAborted(resp.Aborted)
+	}
+	var vals []string
+	for it.Next() {
+		vals = append(vals, string(it.Record().Value))
+	}
+	if it.Err() != nil {
+		t.Fatal(it.Err())
+	}
+	return resp, vals
+}
+
+// TestFetchReadCommitted: over the storage protocol, a read_committed fetch
+// stops at the last stable offset and lists the aborted transactions of
+// what it read, so the reader drops them; read_uncommitted sees every
+// record; both are told the LSO; ListOffsets(latest) stays the high
+// watermark; and the LSO moves on when the open transaction commits.
+func TestFetchReadCommitted(t *testing.T) {
+	s, mgr := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	r, err := mgr.Leader("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendVisible(t, r, txnBatch(t, 1, 0, 2, "committed")) // 0-1
+	appendVisible(t, r, txnBatch(t, 2, 0, 2, "aborted"))   // 2-3
+	markVisible(t, r, 1, record.ControlCommit)             // 4
+	markVisible(t, r, 2, record.ControlAbort)              // 5
+	appendVisible(t, r, batch(t, 1, "plain", 7, 1))        // 6
+	appendVisible(t, r, txnBatch(t, 3, 0, 2, "open"))      // 7-8
+	appendVisible(t, r, batch(t, 1, "after", 7, 1))        // 9
+	c := dial(t, s.Addr())
+
+	resp, vals := fetchAt(t, c, 0, protocol.ReadCommitted)
+	want := []string{"committed-0", "committed-1", "plain-0"}
+	if !slices.Equal(vals, want) || resp.LastStableOffset != 7 || resp.HighWatermark != 10 ||
+		!slices.Equal(resp.Aborted, []protocol.AbortedTxn{{ProducerID: 2, FirstOffset: 2}}) {
+		t.Fatalf("read_committed: %q, LSO %d, HW %d, aborted %v; want %q, LSO 7, HW 10, producer 2 from 2",
+			vals, resp.LastStableOffset, resp.HighWatermark, resp.Aborted, want)
+	}
+	if resp, vals := fetchAt(t, c, 6, protocol.ReadCommitted); !slices.Equal(vals, want[2:]) || len(resp.Aborted) != 0 {
+		t.Fatalf("read_committed from 6: %q, aborted %v", vals, resp.Aborted)
+	}
+	if resp, vals := fetchAt(t, c, 7, protocol.ReadCommitted); len(vals) != 0 || resp.LastStableOffset != 7 {
+		t.Fatalf("read_committed at the LSO: %q, LSO %d", vals, resp.LastStableOffset)
+	}
+	resp, vals = fetchAt(t, c, 0, protocol.ReadUncommitted)
+	if len(vals) != 8 || resp.LastStableOffset != 7 || resp.Aborted != nil {
+		t.Fatalf("read_uncommitted: %q, LSO %d, aborted %v", vals, resp.LastStableOffset, resp.Aborted)
+	}
+	waitHW(t, c, "t", 0, 10)
+
+	markVisible(t, r, 3, record.ControlCommit) // 10
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, vals = fetchAt(t, c, 6, protocol.ReadCommitted)
+		if resp.LastStableOffset == 11 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if want := []string{"plain-0", "open-0", "open-1", "after-0"}; !slices.Equal(vals, want) {
+		t.Fatalf("after the commit: %q (LSO %d), want %q", vals, resp.LastStableOffset, want)
+	}
+}
