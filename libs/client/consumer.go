@@ -102,6 +102,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	isolation, _ := ParseIsolation(cfg.IsolationLevel) // validated
 	bg, bgCancel := context.WithCancel(context.Background())
 	c := &Consumer{
 		cfg:            cfg,
@@ -109,7 +110,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		coord:          groups.NewClientTLS(cfg.Offsets, cfg.TLS),
 		meta:           NewMetadata(cluster.NewClientTLS(cfg.Metadata, cfg.TLS)),
 		pool:           storageclient.NewPoolTLS(cfg.ClientID, cfg.TLS),
-		rcfg:           ReaderConfig{MaxBytes: cfg.FetchMaxBytes, MaxWait: cfg.FetchMaxWait, ClientID: cfg.ClientID},
+		rcfg:           ReaderConfig{MaxBytes: cfg.FetchMaxBytes, MaxWait: cfg.FetchMaxWait, ClientID: cfg.ClientID, Isolation: isolation},
 		bg:             bg,
 		bgCancel:       bgCancel,
 		groupStop:      make(chan struct{}),

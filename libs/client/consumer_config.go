@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // Where a consumer starts a partition that has no committed offset, or whose
@@ -21,6 +22,29 @@ const (
 	OffsetResetEarliest = "earliest"
 	OffsetResetLatest   = "latest"
 )
+
+// What a consumer reads (ConsumerConfig.IsolationLevel, ReaderConfig),
+// under Kafka's isolation.level names.
+const (
+	// ReadUncommitted reads every record below the high watermark,
+	// transactional ones whatever became of their transaction.
+	ReadUncommitted = "read_uncommitted"
+	// ReadCommitted reads below the last stable offset (it waits at an open
+	// transaction) and never returns the records of an aborted one.
+	ReadCommitted = "read_committed"
+)
+
+// ParseIsolation returns the wire value of an isolation level name ("" is
+// read_uncommitted).
+func ParseIsolation(level string) (int8, error) {
+	switch level {
+	case "", ReadUncommitted:
+		return protocol.ReadUncommitted, nil
+	case ReadCommitted:
+		return protocol.ReadCommitted, nil
+	}
+	return 0, fmt.Errorf("%q is not %s or %s", level, ReadUncommitted, ReadCommitted)
+}
 
 // Errors of the Consumer.
 var (
@@ -54,6 +78,11 @@ type ConsumerConfig struct {
 	// offset for it, or when its offset is out of the partition's range:
 	// "earliest" or "latest" (default latest, as Kafka).
 	AutoOffsetReset string
+	// IsolationLevel is read_uncommitted (default, as Kafka) or
+	// read_committed: then the consumer stops at each partition's last
+	// stable offset, skips aborted transactions' records, and an "latest"
+	// AutoOffsetReset starts at the last stable offset.
+	IsolationLevel string
 	// AutoCommit commits the positions of owned partitions every
 	// AutoCommitInterval (default 5s) from inside Poll, before revoking a
 	// partition and on Close.
@@ -155,6 +184,9 @@ func (c ConsumerConfig) Validate() error {
 	case "", OffsetResetEarliest, OffsetResetLatest:
 	default:
 		add("AutoOffsetReset: %q is not earliest or latest", c.AutoOffsetReset)
+	}
+	if _, err := ParseIsolation(c.IsolationLevel); err != nil {
+		add("IsolationLevel: %v", err)
 	}
 	if c.AutoCommitInterval < 0 {
 		add("AutoCommitInterval: %v is negative", c.AutoCommitInterval)

@@ -37,6 +37,7 @@ func TestConsumerConfigValidate(t *testing.T) {
 		{"no topics", func(c *ConsumerConfig) { c.Topics = nil }, "Topics"},
 		{"bad topic", func(c *ConsumerConfig) { c.Topics = []string{"ok", "no spaces"} }, "Topics"},
 		{"bad reset", func(c *ConsumerConfig) { c.AutoOffsetReset = "smallest" }, "AutoOffsetReset"},
+		{"bad isolation", func(c *ConsumerConfig) { c.IsolationLevel = "read_committed " }, "IsolationLevel"},
 		{"negative interval", func(c *ConsumerConfig) { c.AutoCommitInterval = -time.Second }, "AutoCommitInterval"},
 		{"session too short", func(c *ConsumerConfig) { c.SessionTimeout = time.Millisecond }, "SessionTimeout"},
 		{"rebalance too long", func(c *ConsumerConfig) { c.RebalanceTimeout = 1000 * time.Hour }, "RebalanceTimeout"},

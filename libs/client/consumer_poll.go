@@ -268,7 +268,7 @@ func (c *Consumer) resetOffset(ctx context.Context, tp groups.TP) (int64, error)
 	if c.cfg.AutoOffsetReset == OffsetResetEarliest {
 		ts = protocol.TimestampEarliest
 	}
-	off, err := ListOffset(ctx, c.meta, c.pool, tp.Topic, tp.Partition, ts)
+	off, err := ListOffsetAt(ctx, c.meta, c.pool, tp.Topic, tp.Partition, ts, c.rcfg.Isolation)
 	if err != nil {
 		return 0, fmt.Errorf("%s offset of %s: %w", c.cfg.AutoOffsetReset, tp, err)
 	}

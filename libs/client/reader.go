@@ -90,6 +90,10 @@ type ReaderConfig struct {
 	MaxBytes int32         // per fetch (default 1 MiB)
 	MaxWait  time.Duration // long-poll wait (default 500ms)
 	ClientID string
+	// Isolation is protocol.ReadUncommitted (default) or
+	// protocol.ReadCommitted (stop at the last stable offset, drop aborted
+	// transactions' records).
+	Isolation int8
 }
 
 // PartitionReader reads one partition from an offset on. It is not safe for
@@ -103,6 +107,7 @@ type PartitionReader struct {
 	pool   *storageclient.Pool
 	offset int64
 	hw     int64
+	lso    int64
 	it     *record.Iterator
 	last   int // records the previous fetch returned: the next one's capacity
 	// throttledUntil is when the leader lets this client fetch again after a
@@ -118,7 +123,7 @@ func NewPartitionReader(meta *Metadata, pool *storageclient.Pool, topic string, 
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 500 * time.Millisecond
 	}
-	return &PartitionReader{Topic: topic, Partition: partition, cfg: cfg, meta: meta, pool: pool, offset: offset, hw: -1, it: record.NewIterator(nil)}
+	return &PartitionReader{Topic: topic, Partition: partition, cfg: cfg, meta: meta, pool: pool, offset: offset, hw: -1, lso: -1, it: record.NewIterator(nil)}
 }
 
 // Offset returns the next offset the reader will return.
@@ -127,11 +132,22 @@ func (r *PartitionReader) Offset() int64 { return r.offset }
 // HighWatermark returns the high watermark seen by the last fetch (-1 before).
 func (r *PartitionReader) HighWatermark() int64 { return r.hw }
 
+// LastStableOffset returns the last stable offset seen by the last fetch
+// (-1 before): where a read_committed reader waits.
+func (r *PartitionReader) LastStableOffset() int64 { return r.lso }
+
 // ListOffset asks the partition's leader for the earliest, latest or by-time offset.
 func ListOffset(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, ts int64) (int64, error) {
+	return ListOffsetAt(ctx, meta, pool, topic, partition, ts, protocol.ReadUncommitted)
+}
+
+// ListOffsetAt is ListOffset at an isolation level: at
+// protocol.ReadCommitted the latest offset is the last stable offset.
+func ListOffsetAt(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, ts int64, isolation int8) (int64, error) {
 	var resp protocol.ListOffsetsResponse
 	err := withLeader(ctx, meta, pool, topic, partition, func(c *storageclient.Conn) error {
-		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: ts, CurrentLeaderEpoch: -1}, nil, &resp)
+		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: ts,
+			CurrentLeaderEpoch: -1, Isolation: isolation}, nil, &resp)
 		return err
 	})
 	return resp.Offset, err
@@ -153,7 +169,8 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 	var res storageclient.Result
 	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
 		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
-			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1}
+			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1,
+			Isolation: r.cfg.Isolation}
 		var err error
 		res, err = c.Call(ctx, protocol.APIFetch, req, nil, &resp)
 		return err
@@ -162,12 +179,15 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 		return nil, err
 	}
 	defer res.Release() // records are copied out below
-	r.hw = resp.HighWatermark
+	r.hw, r.lso = resp.HighWatermark, resp.LastStableOffset
 	if resp.ThrottleMs > 0 {
 		r.throttledUntil = time.Now().Add(time.Duration(resp.ThrottleMs) * time.Millisecond)
 	}
 	r.it.Reset(res.Payload)
 	r.it.SetStartOffset(r.offset)
+	if r.cfg.Isolation == protocol.ReadCommitted {
+		r.it.SetAborted(resp.Aborted)
+	}
 	var out []record.Record
 	if r.last > 0 {
 		out = make([]record.Record, 0, r.last)

@@ -160,6 +160,9 @@ type ListOffsetsRequest struct {
 	// CurrentLeaderEpoch is the leader epoch the client believes current,
 	// or -1 to skip the check (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH).
 	CurrentLeaderEpoch int32
+	// Isolation: at ReadCommitted the latest offset is the last stable
+	// offset, and look-ups see nothing above it.
+	Isolation int8
 }
 
 // ListOffsetsResponse answers a ListOffsetsRequest; Offset is -1 when no record
@@ -237,10 +240,7 @@ func (r *FetchRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 			r.FlushedOffset = f.int()
 		}
 		if f.optional() {
-			r.Isolation = int8(f.int())
-			if r.Isolation != ReadUncommitted && r.Isolation != ReadCommitted {
-				f.err = fmt.Errorf("isolation level %d", r.Isolation)
-			}
+			r.Isolation = decodeIsolation(&f)
 		}
 	}
 	return f.end("fetch request")
@@ -280,6 +280,15 @@ func (r *FetchResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	return f.end("fetch response")
 }
 
+// decodeIsolation reads an isolation level field, refusing unknown levels.
+func decodeIsolation(f *fields) int8 {
+	v := f.int()
+	if f.err == nil && v != int64(ReadUncommitted) && v != int64(ReadCommitted) {
+		f.err = fmt.Errorf("isolation level %d", v)
+	}
+	return int8(v)
+}
+
 // decodeAborted reads a fetch answer's aborted transactions: a flat array
 // of producer id, first offset pairs.
 func decodeAborted(d *msgpack.Decoder) ([]AbortedTxn, error) {
@@ -309,12 +318,13 @@ func decodeAborted(d *msgpack.Decoder) ([]AbortedTxn, error) {
 
 // EncodeMsgpack implements Body.
 func (r *ListOffsetsRequest) EncodeMsgpack(e *msgpack.Encoder) error {
-	return firstErr(e.EncodeArrayLen(4), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
-		e.EncodeInt(r.Timestamp), e.EncodeInt(int64(r.CurrentLeaderEpoch)))
+	return firstErr(e.EncodeArrayLen(5), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)),
+		e.EncodeInt(r.Timestamp), e.EncodeInt(int64(r.CurrentLeaderEpoch)), e.EncodeInt(int64(r.Isolation)))
 }
 
-// DecodeMsgpack implements Body. The epoch is optional (older clients send
-// three fields): it then defaults to -1.
+// DecodeMsgpack implements Body. The epoch and isolation are optional
+// (older clients send three or four fields): they then default to -1 and
+// ReadUncommitted.
 func (r *ListOffsetsRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
 	r.CurrentLeaderEpoch = -1
@@ -324,6 +334,9 @@ func (r *ListOffsetsRequest) DecodeMsgpack(d *msgpack.Decoder) error {
 		r.Timestamp = f.int()
 		if f.optional() {
 			r.CurrentLeaderEpoch = int32(f.int())
+		}
+		if f.optional() {
+			r.Isolation = decodeIsolation(&f)
 		}
 	}
 	return f.end("list offsets request")

@@ -168,6 +168,13 @@ func TestFetchTransactionFields(t *testing.T) {
 	if err := roundTrip(&FetchRequest{Topic: "t", Isolation: 2}, &req); err == nil {
 		t.Fatal("isolation level 2 accepted")
 	}
+	var lreq ListOffsetsRequest
+	if err := roundTrip(&ListOffsetsRequest{Topic: "t", Isolation: ReadCommitted}, &lreq); err != nil || lreq.Isolation != ReadCommitted {
+		t.Fatalf("list offsets request %+v, %v", lreq, err)
+	}
+	if err := roundTrip(&ListOffsetsRequest{Topic: "t", Isolation: 3}, &lreq); err == nil {
+		t.Fatal("list offsets isolation level 3 accepted")
+	}
 	odd := FetchResponse{Aborted: []AbortedTxn{{ProducerID: 1, FirstOffset: 1}}}
 	if err := roundTrip(oddAborted{&odd}, &got); err == nil {
 		t.Fatal("an odd aborted array was accepted")

@@ -173,7 +173,7 @@ func (s *Storage) fetch(req *protocol.FetchRequest) (protocol.FetchResponse, []b
 	}
 	for {
 		l := s.logLocked(req.Topic, req.Partition)
-		resp := protocol.FetchResponse{HighWatermark: l.end, LogStartOffset: l.start, LogEndOffset: l.end}
+		resp := protocol.FetchResponse{HighWatermark: l.end, LastStableOffset: l.end, LogStartOffset: l.start, LogEndOffset: l.end}
 		if req.Offset < l.start || req.Offset > l.end {
 			s.mu.Unlock()
 			return resp, nil, protocol.OffsetOutOfRange.Err("offset %d, the log holds [%d, %d)", req.Offset, l.start, l.end)

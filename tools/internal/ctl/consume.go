@@ -22,6 +22,8 @@ type consumeOpts struct {
 	maxMessages   int
 	exitAtEnd     bool
 	group         string
+	isolation     string
+	isolationCode int8
 	format        *formatter
 }
 
@@ -42,6 +44,7 @@ func consume(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&o.maxMessages, "max-messages", 0, "stop after this many records (0: no limit)")
 	fs.BoolVar(&o.exitAtEnd, "exit-at-end", false, "stop once every partition's end is reached")
 	fs.StringVar(&o.group, "group", "", "consume as a member of this consumer group")
+	fs.StringVar(&o.isolation, "isolation", client.ReadUncommitted, "read_uncommitted (every record) or read_committed (stop at open transactions, skip aborted ones)")
 	format := fs.String("format", `%s\n`, "output format with kcat placeholders")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -49,6 +52,9 @@ func consume(ctx context.Context, env Env, args []string) error {
 	}
 	if err := exactly(pos, 1, "a topic name"); err != nil {
 		return err
+	}
+	if o.isolationCode, err = client.ParseIsolation(o.isolation); err != nil {
+		return fmt.Errorf("%w: --isolation: %v", errUsage, err)
 	}
 	if o.fromBeginning && o.offset >= 0 {
 		return fmt.Errorf("%w: --from-beginning and --offset exclude each other", errUsage)
@@ -103,11 +109,12 @@ func runConsume(ctx context.Context, env Env, o consumeOpts, meta *client.Metada
 		if err != nil {
 			return err
 		}
-		r := client.NewPartitionReader(meta, pool, topic, p, start, client.ReaderConfig{ClientID: "sluicectl", MaxWait: 300 * time.Millisecond})
+		r := client.NewPartitionReader(meta, pool, topic, p, start, client.ReaderConfig{ClientID: "sluicectl", MaxWait: 300 * time.Millisecond,
+			Isolation: o.isolationCode})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			readPartition(ctx, r, out)
+			readPartition(ctx, r, o.isolationCode == protocol.ReadCommitted, out)
 		}()
 	}
 	w := bufio.NewWriterSize(env.Stdout, 64<<10)
@@ -157,7 +164,7 @@ func startOffset(ctx context.Context, o consumeOpts, meta *client.Metadata, pool
 	if o.fromBeginning {
 		ts = protocol.TimestampEarliest
 	}
-	off, err := client.ListOffset(ctx, meta, pool, topic, p, ts)
+	off, err := client.ListOffsetAt(ctx, meta, pool, topic, p, ts, o.isolationCode)
 	if err != nil {
 		return 0, fmt.Errorf("consume %s-%d: start offset: %w", topic, p, err)
 	}
@@ -165,14 +172,19 @@ func startOffset(ctx context.Context, o consumeOpts, meta *client.Metadata, pool
 }
 
 // readPartition fetches until ctx ends, reporting records and whether the
-// partition's end (its high watermark) was reached.
-func readPartition(ctx context.Context, r *client.PartitionReader, out chan<- fetched) {
+// partition's end (its high watermark; at read_committed its last stable
+// offset) was reached.
+func readPartition(ctx context.Context, r *client.PartitionReader, committed bool, out chan<- fetched) {
 	for ctx.Err() == nil {
 		recs, err := r.Fetch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		f := fetched{partition: r.Partition, recs: recs, err: err, atEnd: err == nil && r.Offset() >= r.HighWatermark()}
+		end := r.HighWatermark()
+		if committed {
+			end = r.LastStableOffset()
+		}
+		f := fetched{partition: r.Partition, recs: recs, err: err, atEnd: err == nil && r.Offset() >= end}
 		select {
 		case out <- f:
 		case <-ctx.Done():

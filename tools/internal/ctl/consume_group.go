@@ -35,6 +35,7 @@ func consumeGroup(ctx context.Context, env Env, o consumeOpts, topic string) err
 	cfg := client.DefaultConsumerConfig()
 	cfg.Metadata, cfg.Offsets = addrs(env.Metadata), addrs(env.Offsets)
 	cfg.Group, cfg.Topics, cfg.ClientID = o.group, []string{topic}, "sluicectl"
+	cfg.IsolationLevel = o.isolation
 	cfg.TLS = env.TLS
 	if o.fromBeginning {
 		cfg.AutoOffsetReset = client.OffsetResetEarliest

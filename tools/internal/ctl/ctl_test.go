@@ -43,6 +43,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topic", "create", "x", "--partitions", "0"},
 		{"topic", "list", "-o", "yaml"},
 		{"consume", "t", "--from-beginning", "--offset", "3"},
+		{"consume", "t", "--isolation", "serializable"},
 		{"produce", "t", "--acks", "some"},
 		{"produce", "t", "--compression", "brotli"},
 		{"produce", "t", "--linger", "-1s"},

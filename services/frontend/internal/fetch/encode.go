@@ -32,6 +32,9 @@ type decodeFn func(rec *record.Record)
 func walk(r *Result, fn decodeFn) (next int64, n int, err error) {
 	it := record.NewIterator(r.Payload)
 	it.SetStartOffset(r.Offset)
+	if r.Isolation == protocol.ReadCommitted {
+		it.SetAborted(r.Aborted)
+	}
 	for it.Next() {
 		fn(it.Record())
 		n++
@@ -59,6 +62,8 @@ func AppendJSON(b []byte, r *Result) ([]byte, error) {
 	b = strconv.AppendInt(b, next, 10)
 	b = append(b, `,"high_watermark":`...)
 	b = strconv.AppendInt(b, r.HighWatermark, 10)
+	b = append(b, `,"last_stable_offset":`...)
+	b = strconv.AppendInt(b, r.LastStableOffset, 10)
 	return append(b, '}'), nil
 }
 
@@ -160,7 +165,7 @@ func appendJSONString(b, s []byte) []byte {
 // AppendMsgpack appends r's msgpack answer to b: a map of records (an array
 // of maps), next_offset and high_watermark.
 func AppendMsgpack(b []byte, r *Result) ([]byte, error) {
-	b = append(b, 0x83) // fixmap of 3
+	b = append(b, 0x84) // fixmap of 4
 	b = mpString(b, "records")
 	// The count is known only after decoding: an array32 header is reserved
 	// and filled in (a valid, if not minimal, msgpack encoding).
@@ -173,6 +178,7 @@ func AppendMsgpack(b []byte, r *Result) ([]byte, error) {
 	binary.BigEndian.PutUint32(b[at+1:], uint32(n))
 	b = mpInt(mpString(b, "next_offset"), next)
 	b = mpInt(mpString(b, "high_watermark"), r.HighWatermark)
+	b = mpInt(mpString(b, "last_stable_offset"), r.LastStableOffset)
 	return b, nil
 }
 

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -40,7 +41,7 @@ var encodeCases = []record.Record{
 }
 
 func TestAppendJSON(t *testing.T) {
-	r := &Result{Offset: 11, HighWatermark: 20, Payload: payload(t, 10, encodeCases[:3], encodeCases[3:])}
+	r := &Result{Offset: 11, HighWatermark: 20, LastStableOffset: 18, Payload: payload(t, 10, encodeCases[:3], encodeCases[3:])}
 	b, err := AppendJSON(nil, r)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestAppendJSON(t *testing.T) {
 		`{"offset":12,"timestamp":7,"key":"","value_b64":"/wD+"},` +
 		`{"offset":13,"timestamp":8,"key":null,"value":"v","headers":{"a":"x","a":null,"b":""}},` +
 		`{"offset":14,"timestamp":9,"key":null,"value":"v","headers_b64":{"bin":"ww==","t":"b2s="}}` +
-		`],"next_offset":15,"high_watermark":20}`
+		`],"next_offset":15,"high_watermark":20,"last_stable_offset":18}`
 	if string(b) != want {
 		t.Fatalf("got\n%s\nwant\n%s", b, want)
 	}
@@ -65,14 +66,14 @@ func TestAppendJSON(t *testing.T) {
 		t.Fatalf("escaping: %s %v", b, err)
 	}
 	// Nothing fetched: next_offset stays where the fetch started.
-	b, _ = AppendJSON(nil, &Result{Offset: 7, HighWatermark: 7})
-	if string(b) != `{"records":[],"next_offset":7,"high_watermark":7}` {
+	b, _ = AppendJSON(nil, &Result{Offset: 7, HighWatermark: 7, LastStableOffset: 7})
+	if string(b) != `{"records":[],"next_offset":7,"high_watermark":7,"last_stable_offset":7}` {
 		t.Fatalf("empty: %s", b)
 	}
 }
 
 func TestAppendMsgpack(t *testing.T) {
-	r := &Result{Offset: 0, HighWatermark: 5, Payload: payload(t, 0, encodeCases)}
+	r := &Result{Offset: 0, HighWatermark: 5, LastStableOffset: 4, Payload: payload(t, 0, encodeCases)}
 	b, err := AppendMsgpack(nil, r)
 	if err != nil {
 		t.Fatal(err)
@@ -87,11 +88,12 @@ func TestAppendMsgpack(t *testing.T) {
 		} `msgpack:"records"`
 		NextOffset    int64 `msgpack:"next_offset"`
 		HighWatermark int64 `msgpack:"high_watermark"`
+		LastStable    int64 `msgpack:"last_stable_offset"`
 	}
 	if err := msgpack.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Records) != 5 || v.NextOffset != 5 || v.HighWatermark != 5 {
+	if len(v.Records) != 5 || v.NextOffset != 5 || v.HighWatermark != 5 || v.LastStable != 4 {
 		t.Fatalf("%+v", v)
 	}
 	got := v.Records[2]
@@ -115,7 +117,7 @@ func TestCorruptPayload(t *testing.T) {
 	both := append(append([]byte(nil), good...), payload(t, 2, encodeCases[2:3])...)
 	both[len(both)-1] ^= 0xff
 	b, err := AppendJSON(nil, &Result{Payload: both})
-	if err != nil || !bytes.HasSuffix(b, []byte(`],"next_offset":2,"high_watermark":0}`)) || bytes.Count(b, []byte(`"offset"`)) != 2 {
+	if err != nil || !bytes.HasSuffix(b, []byte(`],"next_offset":2,"high_watermark":0,"last_stable_offset":0}`)) || bytes.Count(b, []byte(`"offset"`)) != 2 {
 		t.Fatalf("%s %v", b, err)
 	}
 	b, err = AppendMsgpack(nil, &Result{Payload: both})
@@ -147,4 +149,40 @@ func FuzzEncode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadCommittedDropsAborted: a read_committed answer leaves out the
+// records of the aborted transactions the leader listed; a
+// read_uncommitted one shows them.
+func TestReadCommittedDropsAborted(t *testing.T) {
+	txn := func(pid int64, base int64, value string) []byte {
+		b := record.NewBuilder(record.CodecNone)
+		b.SetProducer(pid, 0, 0)
+		b.SetTransactional(true)
+		b.Append(record.Record{Value: []byte(value)})
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = bytes.Clone(out)
+		record.SetBaseOffset(out, base)
+		return out
+	}
+	abort, err := record.BuildMarker(2, 0, record.Marker{Type: record.ControlAbort}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record.SetBaseOffset(abort, 2)
+	data := slices.Concat(txn(1, 0, "kept"), txn(2, 1, "dropped"), abort, txn(2, 3, "later"))
+	for isolation, want := range map[int8]string{
+		protocol.ReadCommitted:   `{"records":[{"offset":0,"timestamp":0,"key":null,"value":"kept"},{"offset":3,"timestamp":0,"key":null,"value":"later"}],"next_offset":4,"high_watermark":4,"last_stable_offset":4}`,
+		protocol.ReadUncommitted: `{"records":[{"offset":0,"timestamp":0,"key":null,"value":"kept"},{"offset":1,"timestamp":0,"key":null,"value":"dropped"},{"offset":3,"timestamp":0,"key":null,"value":"later"}],"next_offset":4,"high_watermark":4,"last_stable_offset":4}`,
+	} {
+		r := &Result{HighWatermark: 4, LastStableOffset: 4, Isolation: isolation, Payload: data,
+			Aborted: []protocol.AbortedTxn{{ProducerID: 2, FirstOffset: 1}}}
+		b, err := AppendJSON(nil, r)
+		if err != nil || string(b) != want {
+			t.Errorf("isolation %d: %s, %v\nwant %s", isolation, b, err, want)
+		}
+	}
 }

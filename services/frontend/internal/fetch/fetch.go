@@ -71,15 +71,24 @@ type Request struct {
 	Offset   int64
 	MaxBytes int32
 	MaxWait  time.Duration
+	// Isolation is protocol.ReadUncommitted (default) or
+	// protocol.ReadCommitted: up to the last stable offset, without aborted
+	// transactions' records, and OffsetLatest is the last stable offset.
+	Isolation int8
 }
 
 // Result is a leader's answer: whole batches from the one holding Offset on.
 type Result struct {
 	// Offset is where the fetch started (OffsetEarliest and OffsetLatest
 	// resolved).
-	Offset         int64
-	HighWatermark  int64
-	LogStartOffset int64
+	Offset           int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	// Isolation is the request's; at read_committed, Aborted are the
+	// aborted transactions the decoding drops.
+	Isolation int8
+	Aborted   []protocol.AbortedTxn
 	// Payload holds the batches as the leader sent them; it aliases a pooled
 	// buffer until Release.
 	Payload []byte
@@ -121,17 +130,18 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Result, error) {
 	offset := req.Offset
 	if offset < 0 {
 		var err error
-		if offset, err = f.ListOffset(ctx, req.Topic, req.Partition, offset); err != nil {
+		if offset, err = f.listOffset(ctx, req.Topic, req.Partition, offset, req.Isolation); err != nil {
 			return nil, err
 		}
 	}
-	out := &Result{Offset: offset}
+	out := &Result{Offset: offset, Isolation: req.Isolation}
 	var resp protocol.FetchResponse
 	err := f.withLeader(ctx, req.Topic, req.Partition, func(c *storageclient.Conn) error {
 		out.res.Release()
 		wait := max(req.MaxWait-time.Since(start), 0)
 		fr := &protocol.FetchRequest{Topic: req.Topic, Partition: req.Partition, Offset: offset, MaxBytes: req.MaxBytes,
-			MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1}
+			MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1,
+			Isolation: req.Isolation}
 		var err error
 		out.res, err = c.Call(ctx, protocol.APIFetch, fr, nil, &resp)
 		return err
@@ -143,16 +153,24 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Result, error) {
 		}
 		return nil, err
 	}
-	out.HighWatermark, out.LogStartOffset, out.Payload = resp.HighWatermark, resp.LogStartOffset, out.res.Payload
+	out.HighWatermark, out.LastStableOffset, out.LogStartOffset, out.Payload = resp.HighWatermark, resp.LastStableOffset, resp.LogStartOffset, out.res.Payload
+	out.Aborted = resp.Aborted
 	return out, nil
 }
 
 // ListOffset asks the partition's leader for its earliest (log start) or
 // latest (high watermark) offset.
 func (f *Fetcher) ListOffset(ctx context.Context, topic string, partition int32, which int64) (int64, error) {
+	return f.listOffset(ctx, topic, partition, which, protocol.ReadUncommitted)
+}
+
+// listOffset is ListOffset at an isolation level (read_committed: latest is
+// the last stable offset).
+func (f *Fetcher) listOffset(ctx context.Context, topic string, partition int32, which int64, isolation int8) (int64, error) {
 	var resp protocol.ListOffsetsResponse
 	err := f.withLeader(ctx, topic, partition, func(c *storageclient.Conn) error {
-		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: which, CurrentLeaderEpoch: -1}, nil, &resp)
+		_, err := c.Call(ctx, protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: which,
+			CurrentLeaderEpoch: -1, Isolation: isolation}, nil, &resp)
 		return err
 	})
 	return resp.Offset, err

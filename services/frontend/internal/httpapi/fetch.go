@@ -23,8 +23,9 @@ const (
 )
 
 // fetchRecords serves GET /v1/topics/{topic}/partitions/{p}/records
-// ?offset=N|earliest|latest&max_bytes=B&max_wait_ms=W, answering JSON, or
-// msgpack with raw bytes when the client accepts application/msgpack.
+// ?offset=N|earliest|latest&max_bytes=B&max_wait_ms=W
+// &isolation=read_uncommitted|read_committed, answering JSON, or msgpack
+// with raw bytes when the client accepts application/msgpack.
 func (s *Server) fetchRecords(ctx *fasthttp.RequestCtx, topic, partition string) {
 	req, err := parseFetch(ctx, topic, partition)
 	if err != nil {
@@ -103,6 +104,13 @@ func parseFetch(ctx *fasthttp.RequestCtx, topic, partition string) (fetch.Reques
 			return req, protocol.InvalidRequest.Err("max_wait_ms %q must be a non-negative number (at most %d)", v, maxFetchWait.Milliseconds())
 		}
 		req.MaxWait = min(time.Duration(n)*time.Millisecond, maxFetchWait)
+	}
+	switch v := string(args.Peek("isolation")); v {
+	case "", "read_uncommitted":
+	case "read_committed":
+		req.Isolation = protocol.ReadCommitted
+	default:
+		return req, protocol.InvalidRequest.Err("isolation %q is not read_uncommitted or read_committed", v)
 	}
 	return req, nil
 }

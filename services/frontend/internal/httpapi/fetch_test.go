@@ -29,7 +29,7 @@ func TestFetchThroughTheFrontend(t *testing.T) {
 		`{"offset":0,"timestamp":1700000000000,"key":"k1","value":"hello","headers":{"h":"x"}},` +
 		`{"offset":1,"timestamp":1700000000001,"key":null,"value_b64":"AP8="},` +
 		`{"offset":2,"timestamp":1700000000002,"key_b64":"/w==","value":null}` +
-		`],"next_offset":3,"high_watermark":3}`
+		`],"next_offset":3,"high_watermark":3,"last_stable_offset":3}`
 	if r.status != http.StatusOK || string(r.body) != want || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("%d %s\nwant %s", r.status, r.body, want)
 	}
@@ -50,7 +50,7 @@ func TestFetchThroughTheFrontend(t *testing.T) {
 	// At the end: an empty answer once max_wait_ms passes.
 	start := time.Now()
 	r = e.do(t, http.MethodGet, "/v1/topics/t/partitions/0/records?offset=latest&max_wait_ms=50", "", nil)
-	if r.status != http.StatusOK || string(r.body) != `{"records":[],"next_offset":3,"high_watermark":3}` || time.Since(start) < 40*time.Millisecond {
+	if r.status != http.StatusOK || string(r.body) != `{"records":[],"next_offset":3,"high_watermark":3,"last_stable_offset":3}` || time.Since(start) < 40*time.Millisecond {
 		t.Fatalf("at the end: %d %s after %v", r.status, r.body, time.Since(start))
 	}
 }
@@ -73,6 +73,7 @@ func TestFetchBadRequests(t *testing.T) {
 		{"/v1/topics/t/partitions/0/records?offset=-1", 400, protocol.InvalidRequest, "not a non-negative number"},
 		{"/v1/topics/t/partitions/0/records?offset=0&max_bytes=0", 400, protocol.InvalidFetchSize, "max_bytes"},
 		{"/v1/topics/t/partitions/0/records?offset=0&max_wait_ms=soon", 400, protocol.InvalidRequest, "max_wait_ms"},
+		{"/v1/topics/t/partitions/0/records?offset=0&isolation=serializable", 400, protocol.InvalidRequest, "isolation"},
 		{"/v1/topics/bad%20name/partitions/0/records?offset=0", 400, protocol.InvalidTopic, "may hold only"},
 		{"/v1/topics/nope/partitions/0/records?offset=0", 404, protocol.UnknownTopicOrPartition, "unknown topic"},
 		{"/v1/topics/t/partitions/1/records?offset=0", 404, protocol.UnknownTopicOrPartition, "partition 1 does not exist"},

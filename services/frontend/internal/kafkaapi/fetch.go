@@ -20,6 +20,7 @@ type fetchPart struct {
 	offset    int64
 	epoch     int32
 	maxBytes  int32
+	isolation int8
 	leader    *cluster.Node // the storage leader, when known
 	out       *kafka.FetchPartition
 	res       storageclient.Result // the proxied records' buffer
@@ -67,7 +68,7 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 				out.ErrorCode = int16(protocol.NotLeaderOrFollower) // replication is among storage nodes
 			default:
 				fp := &fetchPart{topic: topic.Name, partition: rp.Partition, offset: rp.FetchOffset, epoch: rp.CurrentLeaderEpoch,
-					maxBytes: rp.PartitionMaxBytes, out: out}
+					maxBytes: rp.PartitionMaxBytes, isolation: r.IsolationLevel, out: out}
 				if r.Version < 9 {
 					fp.epoch = -1
 				}
@@ -96,7 +97,7 @@ func (s *Service) probe(ctx context.Context, parts []*fetchPart) {
 	forEach(parts, func(fp *fetchPart) {
 		var resp protocol.FetchResponse
 		req := &protocol.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: 1, MaxWaitMs: 0,
-			MinBytes: 0, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1}
+			MinBytes: 0, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1, Isolation: fp.isolation}
 		res, err := s.fetcher.AtLeader(ctx, fp.topic, fp.partition, protocol.APIFetch, req, &resp)
 		res.Release()
 		fp.fill(&resp, err)
@@ -154,7 +155,8 @@ func (s *Service) proxyPass(ctx context.Context, parts []*fetchPart, wait time.D
 	forEach(parts, func(fp *fetchPart) {
 		var resp protocol.FetchResponse
 		req := &protocol.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: max(fp.maxBytes, 1),
-			MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1}
+			MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: fp.epoch, FlushedOffset: -1,
+			Isolation: fp.isolation}
 		res, err := s.fetcher.AtLeader(ctx, fp.topic, fp.partition, protocol.APIFetch, req, &resp)
 		if done != nil && ctx.Err() != nil && err != nil {
 			res.Release() // ended by another partition's answer: nothing for this one
@@ -178,7 +180,8 @@ func (fp *fetchPart) fill(resp *protocol.FetchResponse, err error) {
 		fp.out.ErrorCode = codeOf(err)
 		return
 	}
-	fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = resp.HighWatermark, resp.HighWatermark, resp.LogStartOffset
+	fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = resp.HighWatermark, resp.LastStableOffset, resp.LogStartOffset
+	fp.out.Aborted = resp.Aborted
 }
 
 // proxied are records read through the frontend, in the storage client's

@@ -41,7 +41,8 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 			}
 			wg.Go(func() {
 				var lr protocol.ListOffsetsResponse
-				req := &protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch}
+				req := &protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch,
+					Isolation: r.IsolationLevel}
 				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIListOffsets, req, &lr); p.ErrorCode != 0 {
 					return
 				}

@@ -268,7 +268,7 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
-	resp, err := r.ListOffset(req.Timestamp, protocol.ReadUncommitted)
+	resp, err := r.ListOffset(req.Timestamp, req.Isolation)
 	if err != nil {
 		c.respondErr(h, err)
 		return

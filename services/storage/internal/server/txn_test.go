@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -69,8 +72,9 @@ func fetchAt(t testing.TB, c *storageclient.Conn, offset int64, isolation int8) 
 // TestFetchReadCommitted: over the storage protocol, a read_committed fetch
 // stops at the last stable offset and lists the aborted transactions of
 // what it read, so the reader drops them; read_uncommitted sees every
-// record; both are told the LSO; ListOffsets(latest) stays the high
-// watermark; and the LSO moves on when the open transaction commits.
+// record; both are told the LSO; ListOffsets(latest) is the LSO at
+// read_committed and the high watermark otherwise; and the LSO moves on
+// when the open transaction commits.
 func TestFetchReadCommitted(t *testing.T) {
 	s, mgr := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
 	r, err := mgr.Leader("t", 0)
@@ -104,6 +108,37 @@ func TestFetchReadCommitted(t *testing.T) {
 		t.Fatalf("read_uncommitted: %q, LSO %d, aborted %v", vals, resp.LastStableOffset, resp.Aborted)
 	}
 	waitHW(t, c, "t", 0, 10)
+	for isolation, want := range map[int8]int64{protocol.ReadUncommitted: 10, protocol.ReadCommitted: 7} {
+		var lr protocol.ListOffsetsResponse
+		_, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: "t", Timestamp: protocol.TimestampLatest,
+			CurrentLeaderEpoch: -1, Isolation: isolation}, nil, &lr)
+		if err != nil || lr.Offset != want {
+			t.Fatalf("ListOffsets(latest) at isolation %d: %d, %v; want %d", isolation, lr.Offset, err, want)
+		}
+	}
+
+	// The SDK's partition reader at read_committed reads what the fetch
+	// allows and drops the aborted transaction.
+	meta := fakecluster.NewMetadata(cluster.Node{ID: 1, Addr: s.Addr(), Alive: true})
+	defer meta.Close()
+	meta.AddTopic("t", 1)
+	pool := storageclient.NewPool("test")
+	defer pool.Close()
+	reader := client.NewPartitionReader(client.NewMetadata(client.NewAdmin([]string{meta.URL()})), pool, "t", 0, 0,
+		client.ReaderConfig{Isolation: protocol.ReadCommitted, MaxWait: time.Millisecond})
+	var got []string
+	for range 3 {
+		recs, err := reader.Fetch(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			got = append(got, string(rec.Value))
+		}
+	}
+	if !slices.Equal(got, want) || reader.LastStableOffset() != 7 || reader.Offset() != 7 {
+		t.Fatalf("SDK reader at read_committed: %q, LSO %d, offset %d; want %q, 7, 7", got, reader.LastStableOffset(), reader.Offset(), want)
+	}
 
 	markVisible(t, r, 3, record.ControlCommit) // 10
 	deadline := time.Now().Add(5 * time.Second)
