@@ -223,7 +223,9 @@ func (l *Log) planClean(opts CleanOptions) (*cleanPlan, error) {
 	l.cleanedTo.Store(p.firstDirty)
 	l.cleanCut = math.MaxInt64
 	for pid, e := range l.producers.m {
-		p.lastOfPID[pid] = e.newest().LastOffset
+		if e.n > 0 {
+			p.lastOfPID[pid] = e.newest().LastOffset
+		}
 	}
 	for _, a := range l.producers.txns.aborted {
 		if p.aborted == nil {

@@ -84,9 +84,37 @@ type ProducerEntry struct {
 // recording a batch never allocates.
 type producerEntry struct {
 	epoch int16
-	n     uint8 // batches held, 1..ProducerWindow once the entry exists
+	n     uint8 // batches held: 1..ProducerWindow, or 0 after a marker's bump
 	head  uint8 // ring slot of the oldest batch
-	ring  [ProducerWindow]ProducerBatch
+	// bumpedAt is, while n is 0, the offset of the transaction marker that
+	// raised the epoch (KIP-890: a marker ends a transaction with the
+	// producer's next epoch), and -1 in an entry not yet used.
+	bumpedAt int64
+	ring     [ProducerWindow]ProducerBatch
+}
+
+// newProducerEntry is an entry not yet used.
+func newProducerEntry() *producerEntry { return &producerEntry{bumpedAt: -1} }
+
+// used reports whether the entry holds an epoch: a batch or a marker's bump.
+func (e *producerEntry) used() bool { return e.n > 0 || e.bumpedAt >= 0 }
+
+// lastOffset is the offset of the entry's newest batch, or of the marker
+// that bumped its epoch.
+func (e *producerEntry) lastOffset() int64 {
+	if e.n == 0 {
+		return e.bumpedAt
+	}
+	return e.newest().LastOffset
+}
+
+// bump records a transaction marker of the producer at epoch, written at
+// offset at: a higher epoch starts an empty window that the next batch must
+// start at sequence 0, and fences every older epoch.
+func (e *producerEntry) bump(epoch int16, at int64) {
+	if !e.used() || epoch > e.epoch {
+		*e = producerEntry{epoch: epoch, bumpedAt: at}
+	}
 }
 
 // at returns the i-th oldest batch.
@@ -124,8 +152,8 @@ func (e *producerEntry) find(first, last int32) (ProducerBatch, bool) {
 // while this producer was unknown to its leader).
 func (e *producerEntry) apply(epoch int16, b ProducerBatch) {
 	switch {
-	case e.n == 0 || epoch > e.epoch:
-		*e = producerEntry{epoch: epoch}
+	case !e.used() || epoch > e.epoch:
+		*e = producerEntry{epoch: epoch, bumpedAt: -1}
 	case epoch < e.epoch:
 		return
 	}
@@ -155,10 +183,24 @@ func newProducerState() producerState { return producerState{m: map[int64]*produ
 func (s *producerState) apply(pid int64, epoch int16, b ProducerBatch) {
 	e := s.m[pid]
 	if e == nil {
-		e = &producerEntry{}
+		e = newProducerEntry()
 		s.m[pid] = e
 	}
 	e.apply(epoch, b)
+}
+
+// applyMarker records a transaction marker of the control batch h (its
+// epoch fences older ones, see producerEntry.bump).
+func (s *producerState) applyMarker(h *record.Header) {
+	if h.ProducerID < 0 || h.ProducerEpoch < 0 {
+		return
+	}
+	e := s.m[h.ProducerID]
+	if e == nil {
+		e = newProducerEntry()
+		s.m[h.ProducerID] = e
+	}
+	e.bump(h.ProducerEpoch, h.BaseOffset)
 }
 
 // applyHeader records the batch of a header read from the log, if it is an
@@ -167,6 +209,9 @@ func (s *producerState) apply(pid int64, epoch int16, b ProducerBatch) {
 func (s *producerState) applyHeader(h *record.Header, m *record.Marker) {
 	if idempotent(h) {
 		s.apply(h.ProducerID, h.ProducerEpoch, batchOf(h))
+	}
+	if m != nil {
+		s.applyMarker(h)
 	}
 	s.txns.apply(h, m)
 }
@@ -178,7 +223,7 @@ func (s *producerState) evictBelow(start int64) int {
 	s.txns.evictBelow(start)
 	n := 0
 	for pid, e := range s.m {
-		if e.newest().LastOffset < start {
+		if e.lastOffset() < start {
 			delete(s.m, pid)
 			n++
 		}
@@ -213,13 +258,13 @@ func checkProducerFields(h *record.Header) error {
 // ErrInvalidProducerEpoch, ErrOutOfOrderSequence or ErrDuplicateSequence when
 // it must be refused, and neither when it may be appended. It is pure.
 func checkBatch(e *producerEntry, epoch int16, first, last int32) (orig ProducerBatch, dup bool, err error) {
-	if e == nil || e.n == 0 {
+	if e == nil || !e.used() {
 		return ProducerBatch{}, false, nil // unknown producer: any sequence starts it
 	}
 	switch {
 	case epoch < e.epoch:
 		return ProducerBatch{}, false, fmt.Errorf("%w: epoch %d, the producer has epoch %d", ErrInvalidProducerEpoch, epoch, e.epoch)
-	case epoch > e.epoch:
+	case epoch > e.epoch || e.n == 0:
 		if first != 0 {
 			return ProducerBatch{}, false, fmt.Errorf("%w: epoch %d starts at sequence %d, want 0", ErrOutOfOrderSequence, epoch, first)
 		}
@@ -313,7 +358,7 @@ func (s *producerState) entryWith(pid int64, earlier []pendingBatch, into *produ
 	if !mine {
 		return e
 	}
-	*into = producerEntry{}
+	*into = producerEntry{bumpedAt: -1}
 	if e != nil {
 		*into = *e
 	}
@@ -363,6 +408,9 @@ func (l *Log) commitProducersLocked() {
 		}
 	}
 	for i := range l.pendingTxn {
+		if p := &l.pendingTxn[i]; p.m != nil {
+			l.producers.applyMarker(&p.h)
+		}
 		l.producers.txns.apply(&l.pendingTxn[i].h, l.pendingTxn[i].m)
 	}
 }

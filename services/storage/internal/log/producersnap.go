@@ -50,16 +50,18 @@ import (
 //	count times:
 //	  producer id  int64
 //	  epoch        int16
-//	  batches      uint8   1..ProducerWindow, oldest first
+//	  batches      uint8   0..ProducerWindow, oldest first
 //	  batches times: first sequence int32, last sequence int32,
 //	                 first offset int64, last offset int64
+//	  if batches is 0: the offset of the marker that bumped the epoch int64
 //	open      uint32  open transactions, in increasing producer id order
 //	open times: producer id int64, first offset int64
 //	aborted   uint32  aborted transactions, in marker order
 //	aborted times: producer id int64, first offset int64, marker offset int64
 //
-// Version 2 added the transaction lists (txn.go); a version 1 file, written
-// before the log knew transactions, is read as having none.
+// Version 2 added the transaction lists (txn.go) and producers whose epoch
+// a marker bumped (no batches); a version 1 file, written before the log
+// knew transactions, is read as having none.
 
 // snapshotSuffix names producer snapshot files.
 const snapshotSuffix = ".snapshot"
@@ -100,7 +102,7 @@ func encodeProducers(s *producerState, offset int64) []byte {
 	size := snapshotHeaderSize
 	for pid, e := range s.m {
 		pids = append(pids, pid)
-		size += snapshotEntryFixed + int(e.n)*snapshotBatchSize
+		size += snapshotEntryFixed + int(e.n)*snapshotBatchSize + 8
 	}
 	size += 8 + len(s.txns.open)*snapshotOpenSize + len(s.txns.aborted)*snapshotAbortSize
 	slices.Sort(pids)
@@ -114,6 +116,9 @@ func encodeProducers(s *producerState, offset int64) []byte {
 		b = be.AppendUint64(b, uint64(pid))
 		b = be.AppendUint16(b, uint16(e.epoch))
 		b = append(b, e.n)
+		if e.n == 0 {
+			b = be.AppendUint64(b, uint64(e.bumpedAt))
+		}
 		for i := range int(e.n) {
 			pb := e.at(i)
 			b = be.AppendUint32(b, uint32(pb.FirstSeq))
@@ -168,7 +173,7 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 	}
 	count := int(be.Uint32(b[14:]))
 	rest := b[snapshotHeaderSize:]
-	if count > len(rest)/(snapshotEntryFixed+snapshotBatchSize) {
+	if count > len(rest)/(snapshotEntryFixed+8) { // the smallest entry: a bumped one
 		return bad("%d producers in %d bytes", count, len(rest))
 	}
 	s := producerState{m: make(map[int64]*producerEntry, count)}
@@ -184,12 +189,21 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 			return bad("producer id %d after %d", pid, prev)
 		case epoch < 0:
 			return bad("producer %d has epoch %d", pid, epoch)
-		case n < 1 || n > ProducerWindow:
+		case n > ProducerWindow || n == 0 && version < 2:
 			return bad("producer %d has %d batches", pid, n)
 		case len(rest) < n*snapshotBatchSize:
 			return bad("producer %d truncated", pid)
 		}
-		e := &producerEntry{epoch: epoch}
+		e := &producerEntry{epoch: epoch, bumpedAt: -1}
+		if n == 0 {
+			if len(rest) < 8 {
+				return bad("producer %d truncated", pid)
+			}
+			e.bumpedAt, rest = int64(be.Uint64(rest)), rest[8:]
+			if e.bumpedAt < 0 || e.bumpedAt >= offset {
+				return bad("producer %d bumped to epoch %d at offset %d, not below %d", pid, epoch, e.bumpedAt, offset)
+			}
+		}
 		last := int64(-1)
 		for range n {
 			pb := ProducerBatch{FirstSeq: int32(be.Uint32(rest)), LastSeq: int32(be.Uint32(rest[4:])),

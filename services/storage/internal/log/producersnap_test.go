@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 // producersLog fills a log of several segments with three producers'
@@ -404,6 +406,7 @@ func snapshotSeeds() map[string][]byte {
 	st.apply(1<<40, 3, ProducerBatch{math.MaxInt32 - 1, 0, 100, 101})
 	st.apply(5, 2, ProducerBatch{0, 9, 500, 509})
 	st.txns = txnState{open: map[int64]int64{5: 500, 7: 900}, aborted: []AbortedTxn{{5, 200, 300}, {7, 250, 301}}}
+	st.applyMarker(&record.Header{ProducerID: 9, ProducerEpoch: 4, BaseOffset: 950}) // a producer known by a marker only
 	empty := newProducerState()
 	valid := encodeProducers(&st, 1000)
 	// A version 1 file: no transaction lists.
@@ -426,7 +429,7 @@ func TestProducerSnapshotCodec(t *testing.T) {
 	seeds := snapshotSeeds()
 	st, err := decodeProducers(seeds["valid"], 1000)
 	must(t, err)
-	if got := exportState(&st); len(got) != 3 || len(got[0].Batches) != ProducerWindow || got[0].Batches[0].FirstOffset != 3 ||
+	if got := exportState(&st); len(got) != 4 || got[9].Epoch != 4 || len(got[9].Batches) != 0 || st.m[9].bumpedAt != 950 || len(got[0].Batches) != ProducerWindow || got[0].Batches[0].FirstOffset != 3 ||
 		got[1<<40].Epoch != 3 || got[1<<40].Batches[0].LastSeq != 0 {
 		t.Fatalf("decoded %v", got)
 	}

@@ -360,3 +360,52 @@ func TestSliceNextOffset(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnMarkerBumpsEpoch: a marker carrying the producer's next epoch
+// (KIP-890's transaction version 2) fences the ended transaction's epoch at
+// once: a late batch of it is refused, the next transaction starts at
+// sequence 0 of the new epoch, and a marker of an older epoch is refused.
+// The bump survives a reopen from a snapshot and a rebuild by scan, and on
+// a follower.
+func TestTxnMarkerBumpsEpoch(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	l := openLog(t, dir, cfg)
+	appendTxn(t, l, 1, 0, 0, 2, "first")
+	appendMarker(t, l, 1, 1, record.ControlCommit) // ends it, bumping to epoch 1
+	check := func(l *Log) {
+		t.Helper()
+		if e, ok := l.Producer(1); !ok || e.Epoch != 1 || len(e.Batches) != 0 {
+			t.Fatalf("producer 1: %+v, %v; want epoch 1 and no batches", e, ok)
+		}
+		end := l.EndOffset()
+		_, err := l.Append(txnBatch(t, 1, 0, 2, 1, "late"), 7)
+		wantErr(t, err, ErrInvalidProducerEpoch)
+		_, err = l.Append(txnBatch(t, 1, 1, 3, 1, "gap"), 7)
+		wantErr(t, err, ErrOutOfOrderSequence)
+		_, err = l.AppendMarker(1, 0, record.Marker{Type: record.ControlAbort}, 7)
+		wantErr(t, err, ErrInvalidProducerEpoch)
+		if l.EndOffset() != end {
+			t.Fatal("a refused append changed the log")
+		}
+	}
+	check(l)
+	follower := openLog(t, t.TempDir(), cfg)
+	copyToFollower(t, l, follower)
+	check(follower)
+	must(t, l.Close())
+	l = openLog(t, dir, cfg)
+	check(l)
+	must(t, l.Close())
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*"+snapshotSuffix))
+	for _, s := range snaps {
+		must(t, os.Remove(s))
+	}
+	l = openLog(t, dir, cfg)
+	check(l)
+	appendTxn(t, l, 1, 1, 0, 1, "second") // the new epoch from sequence 0
+	// A marker for a producer the log never saw fences its older epochs.
+	appendMarker(t, l, 8, 3, record.ControlAbort)
+	_, err := l.Append(producerBatch(t, 8, 2, 0, 1), 7)
+	wantErr(t, err, ErrInvalidProducerEpoch)
+}
