@@ -463,3 +463,61 @@ func (r *DeleteRecordsResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	return f.end("delete records response")
 }
+
+// WriteTxnMarkerRequest asks a partition's leader to append the marker
+// ending producer ProducerID's transaction, as its transaction coordinator
+// decided (Commit or abort), and to answer once the marker is below the high
+// watermark. ProducerEpoch is the marker's epoch: the transaction's, or
+// (transaction version 2) the producer's next one, which fences the ended
+// transaction's epoch on the partition.
+type WriteTxnMarkerRequest struct {
+	Topic            string
+	Partition        int32
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	TimeoutMs        int32
+}
+
+// WriteTxnMarkerResponse is the marker's offset.
+type WriteTxnMarkerResponse struct {
+	Offset int64
+}
+
+// EncodeMsgpack implements Body.
+func (r *WriteTxnMarkerRequest) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(7), e.EncodeString(r.Topic), e.EncodeInt(int64(r.Partition)), e.EncodeInt(r.ProducerID),
+		e.EncodeInt(int64(r.ProducerEpoch)), e.EncodeBool(r.Commit), e.EncodeInt(int64(r.CoordinatorEpoch)), e.EncodeInt(int64(r.TimeoutMs)))
+}
+
+// DecodeMsgpack implements Body.
+func (r *WriteTxnMarkerRequest) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(7) {
+		r.Topic = f.str()
+		r.Partition = int32(f.int())
+		r.ProducerID = f.int()
+		r.ProducerEpoch = int16(f.int())
+		if f.err == nil {
+			r.Commit, f.err = d.DecodeBool()
+		}
+		r.CoordinatorEpoch = int32(f.int())
+		r.TimeoutMs = int32(f.int())
+	}
+	return f.end("write txn marker request")
+}
+
+// EncodeMsgpack implements Body.
+func (r *WriteTxnMarkerResponse) EncodeMsgpack(e *msgpack.Encoder) error {
+	return firstErr(e.EncodeArrayLen(1), e.EncodeInt(r.Offset))
+}
+
+// DecodeMsgpack implements Body.
+func (r *WriteTxnMarkerResponse) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := fields{d: d}
+	if f.begin(1) {
+		r.Offset = f.int()
+	}
+	return f.end("write txn marker response")
+}

@@ -24,6 +24,10 @@ const (
 	// APIDeleteRecords moves a leader's log start offset (Kafka's
 	// DeleteRecords).
 	APIDeleteRecords APIKey = 5
+	// APIWriteTxnMarker has a leader append the marker that ends a
+	// producer's transaction (Kafka's WriteTxnMarkers, one partition); the
+	// transaction coordinator sends it.
+	APIWriteTxnMarker APIKey = 6
 )
 
 func (k APIKey) String() string {
@@ -40,6 +44,8 @@ func (k APIKey) String() string {
 		return "DescribeReplicas"
 	case APIDeleteRecords:
 		return "DeleteRecords"
+	case APIWriteTxnMarker:
+		return "WriteTxnMarker"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

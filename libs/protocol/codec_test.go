@@ -29,6 +29,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{APIFetch, &FetchRequest{Topic: "t", Partition: 0, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500, MinBytes: 1, ReplicaID: -1}, &FetchRequest{}, nil},
 		{APIListOffsets, &ListOffsetsRequest{Topic: "t", Partition: 7, Timestamp: TimestampEarliest, CurrentLeaderEpoch: 3}, &ListOffsetsRequest{}, nil},
 		{APIDeleteRecords, &DeleteRecordsRequest{Topic: "t", Partition: 2, Offset: 77}, &DeleteRecordsRequest{}, nil},
+		{APIWriteTxnMarker, &WriteTxnMarkerRequest{Topic: "t", Partition: 3, ProducerID: 1 << 40, ProducerEpoch: 7, Commit: true,
+			CoordinatorEpoch: 12, TimeoutMs: 5000}, &WriteTxnMarkerRequest{}, nil},
 		{APIFetch, &FetchRequest{Topic: "t", Offset: 9, MaxBytes: 10, ReplicaID: 2, CurrentLeaderEpoch: 4, FlushedOffset: 7}, &FetchRequest{}, nil},
 		{APIOffsetForLeaderEpoch, &OffsetForLeaderEpochRequest{Topic: "t", Partition: 1, CurrentLeaderEpoch: 5, LeaderEpoch: 3}, &OffsetForLeaderEpochRequest{}, nil},
 	}

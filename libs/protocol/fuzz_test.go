@@ -12,6 +12,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIFetch, CorrelationID: 2}, &FetchRequest{Topic: "t", MaxBytes: 100}, nil))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIListOffsets, CorrelationID: 3}, &ListOffsetsRequest{Topic: "t", Timestamp: -2}, nil))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIDescribeReplicas, CorrelationID: 4}, &DescribeReplicasRequest{Topic: "t"}, nil))
+	f.Add(encodeRequest(f, RequestHeader{APIKey: APIWriteTxnMarker, CorrelationID: 5}, &WriteTxnMarkerRequest{Topic: "t", ProducerID: 3, Commit: true}, nil))
 	f.Add([]byte{0, 0, 0, 1, 0xc0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr := NewFrameReader(bytes.NewReader(data), 1<<20)
@@ -35,6 +36,8 @@ func FuzzDecodeFrame(f *testing.F) {
 				body = &DescribeReplicasRequest{}
 			case APIDeleteRecords:
 				body = &DeleteRecordsRequest{}
+			case APIWriteTxnMarker:
+				body = &WriteTxnMarkerRequest{}
 			default:
 				body = &ListOffsetsRequest{}
 			}
@@ -45,6 +48,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if d.Response(frame, &rh) == nil {
 				_ = d.Body(&FetchResponse{})
 				_ = d.Body(&DescribeReplicasResponse{})
+				_ = d.Body(&WriteTxnMarkerResponse{})
 			}
 		}
 	})

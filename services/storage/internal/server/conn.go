@@ -46,7 +46,7 @@ func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
 func apiLabel(k protocol.APIKey) string {
 	switch k {
 	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas,
-		protocol.APIDeleteRecords:
+		protocol.APIDeleteRecords, protocol.APIWriteTxnMarker:
 		return k.String()
 	}
 	return "unknown"
@@ -100,6 +100,8 @@ func (c *conn) serve() {
 			c.describeReplicas(&h, dec)
 		case protocol.APIDeleteRecords:
 			c.deleteRecords(&h, dec)
+		case protocol.APIWriteTxnMarker:
+			c.writeTxnMarker(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

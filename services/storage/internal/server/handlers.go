@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
@@ -65,36 +66,91 @@ func (c *conn) produce(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		}
 		return
 	}
-	// acks=all: answer once the high watermark (the smallest progress over the
-	// ISR: flushed offsets under the fsync policy) passes the batch.
+	// acks=all: answer once the high watermark passes the batch.
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	c.goRequest(func() {
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
-		defer cancel()
-		if durable {
-			if err := r.Log.WaitFlushed(ctx, info.LastOffset+1); err != nil {
-				if errors.Is(err, seglog.ErrFailed) { // the records may never reach the disk
-					c.s.mgr.ReportFailed(r, err)
-					c.respondErr(h, err)
-					return
-				}
-				c.respondErr(h, protocol.RequestTimedOut.Err("records at %d..%d appended but not yet durable: %v", info.BaseOffset, info.LastOffset, err))
-				return
-			}
-			r.Progressed()
-		}
-		if err := r.WaitHighWatermark(ctx, info.LastOffset+1, st.LeaderEpoch); err != nil {
-			if protocol.CodeOf(err) == protocol.UnknownServerError {
-				err = protocol.RequestTimedOut.Err("records at %d..%d appended but not acknowledged by the in-sync replicas in time: %v", info.BaseOffset, info.LastOffset, err)
-			}
+		if err := c.awaitAll(r, st, info, timeout); err != nil {
 			c.respondErr(h, err)
 			return
 		}
 		c.observeProduce(req.Topic, req.Acks, start)
 		c.respond(h, resp, nil)
+	})
+}
+
+// awaitAll waits, for an acks=all append, until the high watermark (the
+// smallest progress over the ISR: flushed offsets under the fsync policy)
+// passes it, or timeout.
+func (c *conn) awaitAll(r *replica.Replica, st replica.State, info seglog.AppendInfo, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	if st.Config.FlushPolicy != cluster.FlushReplication {
+		if err := r.Log.WaitFlushed(ctx, info.LastOffset+1); err != nil {
+			if errors.Is(err, seglog.ErrFailed) { // the records may never reach the disk
+				c.s.mgr.ReportFailed(r, err)
+				return err
+			}
+			return protocol.RequestTimedOut.Err("records at %d..%d appended but not yet durable: %v", info.BaseOffset, info.LastOffset, err)
+		}
+		r.Progressed()
+	}
+	if err := r.WaitHighWatermark(ctx, info.LastOffset+1, st.LeaderEpoch); err != nil {
+		if protocol.CodeOf(err) == protocol.UnknownServerError {
+			err = protocol.RequestTimedOut.Err("records at %d..%d appended but not acknowledged by the in-sync replicas in time: %v", info.BaseOffset, info.LastOffset, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// writeTxnMarker appends, for the transaction coordinator (a cluster
+// service), the marker that ends a producer's transaction, and answers once
+// the in-sync replicas have it, as an acks=all produce.
+func (c *conn) writeTxnMarker(h *protocol.RequestHeader, dec *protocol.Decoder) {
+	var req protocol.WriteTxnMarkerRequest
+	if err := dec.Body(&req); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	if !c.authorize(h, "", req.Topic) {
+		return
+	}
+	r, err := c.s.mgr.Get(req.Topic, req.Partition)
+	if err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	st, err := r.CheckProduce(protocol.AcksAll)
+	if err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	m := record.Marker{Type: record.ControlAbort, CoordinatorEpoch: req.CoordinatorEpoch}
+	if req.Commit {
+		m.Type = record.ControlCommit
+	}
+	info, err := r.Log.AppendMarker(req.ProducerID, req.ProducerEpoch, m, st.LeaderEpoch)
+	if err != nil {
+		c.s.mgr.ReportFailed(r, err)
+		c.respondErr(h, err)
+		return
+	}
+	r.Progressed()
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	c.goRequest(func() {
+		if err := c.awaitAll(r, st, info, timeout); err != nil {
+			c.respondErr(h, err)
+			return
+		}
+		c.s.log.Debug("transaction marker written", "topic", req.Topic, "partition", req.Partition, "producer_id", req.ProducerID,
+			"epoch", req.ProducerEpoch, "marker", m.Type.String(), "offset", info.BaseOffset)
+		c.respond(h, &protocol.WriteTxnMarkerResponse{Offset: info.BaseOffset}, nil)
 	})
 }
 

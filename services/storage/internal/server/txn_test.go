@@ -153,3 +153,46 @@ func TestFetchReadCommitted(t *testing.T) {
 		t.Fatalf("after the commit: %q (LSO %d), want %q", vals, resp.LastStableOffset, want)
 	}
 }
+
+func writeMarker(t testing.TB, c *storageclient.Conn, pid int64, epoch int16, commit bool) (protocol.WriteTxnMarkerResponse, error) {
+	t.Helper()
+	var resp protocol.WriteTxnMarkerResponse
+	_, err := c.Call(context.Background(), protocol.APIWriteTxnMarker, &protocol.WriteTxnMarkerRequest{Topic: "t", ProducerID: pid,
+		ProducerEpoch: epoch, Commit: commit, CoordinatorEpoch: 1, TimeoutMs: 5000}, nil, &resp)
+	return resp, err
+}
+
+// TestWriteTxnMarker: the coordinator's marker API appends the marker once
+// the partition's replicas have it, ending the transaction for
+// read_committed readers; a marker of a fenced epoch is refused with
+// INVALID_PRODUCER_EPOCH; a produced control batch is INVALID_RECORD.
+func TestWriteTxnMarker(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, txnBatch(t, 4, 0, 3, "txn")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, vals := fetchAt(t, c, 0, protocol.ReadCommitted); len(vals) != 0 || resp.LastStableOffset != 0 {
+		t.Fatalf("before the marker: %q, LSO %d", vals, resp.LastStableOffset)
+	}
+	m, err := writeMarker(t, c, 4, 1, true) // version 2: the next epoch
+	if err != nil || m.Offset != 3 {
+		t.Fatalf("marker: %+v, %v", m, err)
+	}
+	if resp, vals := fetchAt(t, c, 0, protocol.ReadCommitted); len(vals) != 3 || resp.LastStableOffset != 4 {
+		t.Fatalf("after the marker: %q, LSO %d", vals, resp.LastStableOffset)
+	}
+	if _, err := writeMarker(t, c, 4, 0, false); protocol.CodeOf(err) != protocol.InvalidProducerEpoch {
+		t.Fatalf("stale marker: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, txnBatch(t, 4, 0, 3, "zombie")); protocol.CodeOf(err) != protocol.InvalidProducerEpoch {
+		t.Fatalf("late write of the ended transaction: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
+	marker, err := record.BuildMarker(4, 1, record.Marker{Type: record.ControlCommit}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, marker); protocol.CodeOf(err) != protocol.InvalidRecord {
+		t.Fatalf("produced control batch: %v, want INVALID_RECORD", err)
+	}
+}
