@@ -98,7 +98,13 @@ const (
 
 // Transactions.
 const (
-	InvalidTxnState Code = 48
+	InvalidTxnState              Code = 48
+	InvalidProducerIDMapping     Code = 49
+	InvalidTransactionTimeout    Code = 50
+	ConcurrentTransactions       Code = 51
+	TransactionCoordinatorFenced Code = 52
+	ProducerFenced               Code = 90
+	TransactionalIDNotFound      Code = 105
 )
 
 // Info describes one wire error code.
@@ -195,7 +201,13 @@ var table = map[Code]Info{
 	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, http.StatusNotFound, "no topic has this id"},
 	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, http.StatusBadRequest, "this endpoint type is not served"},
 
-	InvalidTxnState: {InvalidTxnState, "INVALID_TXN_STATE", false, http.StatusConflict, "the producer's transaction is not in a state that allows this"},
+	InvalidTxnState:              {InvalidTxnState, "INVALID_TXN_STATE", false, http.StatusConflict, "the producer's transaction is not in a state that allows this"},
+	InvalidProducerIDMapping:     {InvalidProducerIDMapping, "INVALID_PRODUCER_ID_MAPPING", false, http.StatusConflict, "the producer id is not the transactional id's"},
+	InvalidTransactionTimeout:    {InvalidTransactionTimeout, "INVALID_TRANSACTION_TIMEOUT", false, http.StatusBadRequest, "the transaction timeout is above the coordinator's maximum"},
+	ConcurrentTransactions:       {ConcurrentTransactions, "CONCURRENT_TRANSACTIONS", true, http.StatusServiceUnavailable, "the producer's previous transaction is still being completed; retry"},
+	TransactionCoordinatorFenced: {TransactionCoordinatorFenced, "TRANSACTION_COORDINATOR_FENCED", false, http.StatusConflict, "a newer transaction coordinator took over"},
+	ProducerFenced:               {ProducerFenced, "PRODUCER_FENCED", false, http.StatusConflict, "a newer producer session with this transactional id took over"},
+	TransactionalIDNotFound:      {TransactionalIDNotFound, "TRANSACTIONAL_ID_NOT_FOUND", false, http.StatusNotFound, "no such transactional id"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

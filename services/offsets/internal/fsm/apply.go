@@ -99,6 +99,10 @@ func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd C
 			}
 		}
 		return res, err
+	case TypePutTxn:
+		var err error
+		res.Err, err = applyPutTxn(tx, index, cmd.PutTxn)
+		return res, err
 	}
 	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
 	return res, nil

@@ -18,6 +18,7 @@ const (
 	TypeReset         CommandType = "reset"
 	TypeDeleteGroup   CommandType = "delete_group"
 	TypeDeleteOffsets CommandType = "delete_offsets"
+	TypePutTxn        CommandType = "put_txn"
 )
 
 // Command is one entry of the offsets log, encoded as JSON: a type and exactly
@@ -29,6 +30,7 @@ type Command struct {
 	Reset         *Reset         `json:"reset,omitempty"`
 	DeleteGroup   *DeleteGroup   `json:"delete_group,omitempty"`
 	DeleteOffsets *DeleteOffsets `json:"delete_offsets,omitempty"`
+	PutTxn        *PutTxn        `json:"put_txn,omitempty"`
 }
 
 // DeleteOffsets removes a group's committed offsets of one topic's
@@ -95,6 +97,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		ok = c.DeleteGroup != nil
 	case TypeDeleteOffsets:
 		ok = c.DeleteOffsets != nil
+	case TypePutTxn:
+		ok = c.PutTxn != nil && c.PutTxn.Txn != nil
 	default:
 		return c, fmt.Errorf("offsets command: unknown type %q", c.Type)
 	}

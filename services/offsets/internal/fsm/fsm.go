@@ -68,7 +68,7 @@ func (f *FSM) open() error {
 	}
 	loaded := map[string]*Group{}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets} {
+		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -1,0 +1,593 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// The transaction coordinator (Kafka's KIP-98 with KIP-890's transaction
+// version 2) lives beside the group coordinator on the offsets Raft group's
+// leader: a transaction's offsets become its groups' committed offsets in
+// the same Raft entry that completes its commit, and its state is
+// replicated as the groups' is. Every state change is one compare-and-set
+// Raft entry (fsm.PutTxn) computed here under the transactional id's lock;
+// package libs/txns states the contract.
+//
+// The decision to commit or abort is durable once the Prepare entry is
+// applied. The coordinator then writes a marker to every partition of the
+// transaction (acks=all at the partition's leader) and proposes the
+// Complete entry. A new leader completes every transaction it finds in a
+// Prepare state, so one that reached PrepareCommit is committed whatever
+// fails, and one that did not is aborted (by its timeout, or by its
+// producer's next session).
+
+// MarkerWriter writes transaction markers at partition leaders. A partition
+// that no longer exists, or that has a newer epoch of the producer (the
+// marker is obsolete), counts as written.
+type MarkerWriter interface {
+	WriteMarker(ctx context.Context, tp groups.TP, producerID int64, epoch int16, commit bool) error
+}
+
+// ProducerIDs hands out producer ids (the metadata service's allocator).
+type ProducerIDs interface {
+	NewProducerID(ctx context.Context) (int64, error)
+}
+
+// TxnSettings are the transaction coordinator's limits and timings.
+type TxnSettings struct {
+	// MaxTimeout bounds a producer's transaction timeout (Kafka's
+	// transaction.max.timeout.ms, 15 minutes).
+	MaxTimeout time.Duration
+	// CheckInterval is how often the leader aborts timed-out transactions
+	// and resumes the completion of prepared ones (after a leader change).
+	CheckInterval time.Duration
+	// MarkerTimeout bounds one marker write; a failed write is retried
+	// with backoff until the transaction completes or leadership moves.
+	MarkerTimeout time.Duration
+}
+
+// DefaultTxnSettings returns the defaults.
+func DefaultTxnSettings() TxnSettings {
+	return TxnSettings{MaxTimeout: 15 * time.Minute, CheckInterval: time.Second, MarkerTimeout: 10 * time.Second}
+}
+
+// Validate checks ranges.
+func (s TxnSettings) Validate() error {
+	switch {
+	case s.MaxTimeout <= 0 || s.MaxTimeout > time.Duration(math.MaxInt32)*time.Millisecond:
+		return fmt.Errorf("flag -transaction-max-timeout: %v must be positive and fit 32-bit milliseconds", s.MaxTimeout)
+	case s.CheckInterval <= 0 || s.MarkerTimeout <= 0:
+		return fmt.Errorf("transaction check interval %v and marker timeout %v must be positive", s.CheckInterval, s.MarkerTimeout)
+	}
+	return nil
+}
+
+// Txns is the transaction coordinator. Its methods answer the API on the
+// leader; Start runs the loop that aborts timed-out transactions and
+// completes prepared ones.
+type Txns struct {
+	co      *Coordinator // Ready, propose, clock, FSM, log
+	markers MarkerWriter
+	ids     ProducerIDs
+	s       TxnSettings
+
+	mu         sync.Mutex
+	locks      map[string]*groupLock // per transactional id
+	completing map[string]bool       // ids whose markers a goroutine writes
+	stopped    bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// NewTxns returns the transaction coordinator of co's replica.
+func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
+	return &Txns{co: co, markers: markers, ids: ids, s: s, locks: map[string]*groupLock{}, completing: map[string]bool{}, stop: make(chan struct{})}
+}
+
+// Start runs the check loop until Stop.
+func (x *Txns) Start() {
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		t := time.NewTicker(x.s.CheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-x.stop:
+				return
+			case <-t.C:
+				x.check()
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and the completions in progress, and waits for them.
+func (x *Txns) Stop() {
+	x.mu.Lock()
+	already := x.stopped
+	x.stopped = true
+	x.mu.Unlock()
+	if !already {
+		close(x.stop)
+	}
+	x.wg.Wait()
+}
+
+// lock takes a transactional id's lock (see Coordinator.lockGroup).
+func (x *Txns) lock(id string) (unlock func()) {
+	x.mu.Lock()
+	l := x.locks[id]
+	if l == nil {
+		l = &groupLock{}
+		x.locks[id] = l
+	}
+	l.refs++
+	x.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		x.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(x.locks, id)
+		}
+		x.mu.Unlock()
+	}
+}
+
+// begin checks the request's preconditions and returns the id's state.
+func (x *Txns) begin(id string) (*fsm.Txn, error) {
+	if err := txns.ValidateID(id); err != nil {
+		return nil, protocol.InvalidRequest.Err("%v", err)
+	}
+	if !x.co.Ready() {
+		return nil, ErrNotLeader
+	}
+	t, _, err := x.co.fsm.Txn(id)
+	return t, err
+}
+
+// put proposes t as the id's next state after version expect.
+func (x *Txns) put(ctx context.Context, expect uint64, t *fsm.Txn, commit bool) error {
+	t.UpdateMs = x.co.now().UnixMilli()
+	return x.co.propose(ctx, fsm.Command{Type: fsm.TypePutTxn, PutTxn: &fsm.PutTxn{ExpectVersion: expect, Txn: t, Commit: commit}})
+}
+
+// checkProducer is the fencing rule of a session's requests.
+func checkProducer(t *fsm.Txn, id string, p txns.Producer) error {
+	switch {
+	case t == nil || p.ProducerID != t.ProducerID:
+		return protocol.InvalidProducerIDMapping.Err("producer %d is not transactional id %s's", p.ProducerID, id)
+	case p.ProducerEpoch != t.Epoch:
+		return protocol.ProducerFenced.Err("transactional id %s is at epoch %d; epoch %d was fenced", id, t.Epoch, p.ProducerEpoch)
+	}
+	return nil
+}
+
+// Init starts a producer session (see package txns).
+func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.Producer, error) {
+	if req.TimeoutMs <= 0 || time.Duration(req.TimeoutMs)*time.Millisecond > x.s.MaxTimeout {
+		return txns.Producer{}, protocol.InvalidTransactionTimeout.Err("transaction timeout %d ms is not in (0, %d]", req.TimeoutMs, x.s.MaxTimeout.Milliseconds())
+	}
+	defer x.lock(id)()
+	t, err := x.begin(id)
+	if err != nil {
+		return txns.Producer{}, err
+	}
+	if t == nil {
+		pid, err := x.ids.NewProducerID(ctx)
+		if err != nil {
+			return txns.Producer{}, protocol.CoordinatorNotAvailable.Err("allocating a producer id: %v", err)
+		}
+		n := &fsm.Txn{ID: id, ProducerID: pid, State: fsm.TxnEmpty, TimeoutMs: req.TimeoutMs}
+		if err := x.put(ctx, 0, n, false); err != nil {
+			return txns.Producer{}, err
+		}
+		x.co.log.Info("transactional id registered", "transactional_id", id, "producer_id", pid)
+		return txns.Producer{ProducerID: pid}, nil
+	}
+	if req.ProducerID >= 0 && (req.ProducerID != t.ProducerID || req.ProducerEpoch != t.Epoch) {
+		// KIP-360: only the current session may ask for a new epoch.
+		return txns.Producer{}, checkProducer(t, id, txns.Producer{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch})
+	}
+	switch {
+	case t.Preparing():
+		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
+	case t.State == fsm.TxnOngoing:
+		// A new session fences the old one and aborts what it left open;
+		// the producer asks again once the abort completed.
+		if err := x.prepare(ctx, t, false, true); err != nil {
+			return txns.Producer{}, err
+		}
+		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: aborting the transaction of the previous session", id)
+	}
+	n := t.Clone()
+	n.State, n.TimeoutMs, n.Partitions, n.Groups, n.Offsets, n.StartMs, n.V2 = fsm.TxnEmpty, req.TimeoutMs, nil, nil, nil, 0, false
+	if n.Epoch == math.MaxInt16 {
+		if n.ProducerID, err = x.ids.NewProducerID(ctx); err != nil {
+			return txns.Producer{}, protocol.CoordinatorNotAvailable.Err("allocating a producer id: %v", err)
+		}
+		n.Epoch = 0
+	} else {
+		n.Epoch++
+	}
+	if err := x.put(ctx, t.Version, n, false); err != nil {
+		return txns.Producer{}, err
+	}
+	return txns.Producer{ProducerID: n.ProducerID, ProducerEpoch: n.Epoch}, nil
+}
+
+// join adds partitions or a group to the session's transaction, starting
+// one if none is open.
+func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, add func(n *fsm.Txn) bool) error {
+	defer x.lock(id)()
+	t, err := x.begin(id)
+	if err == nil {
+		err = checkProducer(t, id, p)
+	}
+	if err != nil {
+		return err
+	}
+	if t.Preparing() {
+		return protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
+	}
+	n := t.Clone()
+	if t.State != fsm.TxnOngoing {
+		n.State, n.Partitions, n.Groups, n.Offsets, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, nil, x.co.now().UnixMilli(), v2
+	}
+	if !add(n) && t.State == fsm.TxnOngoing {
+		return nil // nothing new
+	}
+	return x.put(ctx, t.Version, n, false)
+}
+
+// AddPartitions adds partitions to the transaction, or with VerifyOnly
+// checks that they are in the open one.
+func (x *Txns) AddPartitions(ctx context.Context, id string, req txns.AddPartitionsRequest) error {
+	for _, tp := range req.Partitions {
+		if tp.Partition < 0 || tp.Topic == "" {
+			return protocol.InvalidRequest.Err("partition %s", tp)
+		}
+	}
+	if req.VerifyOnly {
+		t, err := x.begin(id)
+		if err == nil {
+			err = checkProducer(t, id, req.Producer)
+		}
+		if err != nil {
+			return err
+		}
+		for _, tp := range req.Partitions {
+			if t.State != fsm.TxnOngoing || !slices.Contains(t.Partitions, tp) {
+				return protocol.InvalidTxnState.Err("transactional id %s: %s is not in its open transaction (%s)", id, tp, t.State)
+			}
+		}
+		return nil
+	}
+	return x.join(ctx, id, req.Producer, req.V2, func(n *fsm.Txn) bool {
+		changed := false
+		for _, tp := range req.Partitions {
+			if !slices.Contains(n.Partitions, tp) {
+				n.Partitions, changed = append(n.Partitions, tp), true
+			}
+		}
+		slices.SortFunc(n.Partitions, func(a, b groups.TP) int {
+			if a.Less(b) {
+				return -1
+			}
+			if b.Less(a) {
+				return 1
+			}
+			return 0
+		})
+		return changed
+	})
+}
+
+// AddGroup adds a consumer group to the transaction.
+func (x *Txns) AddGroup(ctx context.Context, id string, req txns.AddGroupRequest) error {
+	if err := groups.ValidateGroupID(req.Group); err != nil {
+		return protocol.InvalidGroupID.Err("%v", err)
+	}
+	return x.join(ctx, id, req.Producer, req.V2, func(n *fsm.Txn) bool {
+		if slices.Contains(n.Groups, req.Group) {
+			return false
+		}
+		n.Groups = append(n.Groups, req.Group)
+		slices.Sort(n.Groups)
+		return true
+	})
+}
+
+// CommitOffsets records a group's offsets in the open transaction; they
+// become the group's committed offsets when it commits. A member's commit
+// is fenced as the group's own commits are.
+func (x *Txns) CommitOffsets(ctx context.Context, id string, req txns.CommitOffsetsRequest) error {
+	cmd := &fsm.Commit{Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.GenerationID, Offsets: req.Offsets}
+	if err := fsm.ValidateOffsets(req.Group, req.Offsets); err != nil {
+		return err
+	}
+	defer x.lock(id)()
+	t, err := x.begin(id)
+	if err == nil {
+		err = checkProducer(t, id, req.Producer)
+	}
+	if err != nil {
+		return err
+	}
+	if t.State != fsm.TxnOngoing || !slices.Contains(t.Groups, req.Group) {
+		return protocol.InvalidTxnState.Err("transactional id %s: group %s was not added to an open transaction (%s)", id, req.Group, t.State)
+	}
+	if req.MemberID != "" {
+		g, _ := x.co.fsm.Group(req.Group)
+		if err := fsm.CheckCommit(g, cmd); err != nil {
+			return err
+		}
+	}
+	n := t.Clone()
+	if n.Offsets == nil {
+		n.Offsets = map[string][]groups.Offset{}
+	}
+	pending := n.Offsets[req.Group]
+	for _, o := range req.Offsets {
+		i := slices.IndexFunc(pending, func(p groups.Offset) bool { return p.Topic == o.Topic && p.Partition == o.Partition })
+		if i >= 0 {
+			pending[i] = o
+		} else {
+			pending = append(pending, o)
+		}
+	}
+	n.Offsets[req.Group] = pending
+	return x.put(ctx, t.Version, n, false)
+}
+
+// End commits or aborts the open transaction. The answer comes once the
+// decision is durable; the markers follow.
+func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Producer, error) {
+	defer x.lock(id)()
+	t, err := x.begin(id)
+	if err != nil {
+		return txns.Producer{}, err
+	}
+	outcome := fsm.TxnCompleteAbort
+	if req.Commit {
+		outcome = fsm.TxnCompleteCommit
+	}
+	cur := txns.Producer{ProducerID: -1, ProducerEpoch: -1}
+	if t != nil {
+		cur = txns.Producer{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}
+	}
+	// A version 2 End whose answer was lost is retried with the epoch
+	// before the bump: the same outcome is answered again.
+	if t != nil && t.V2 && req.ProducerID == t.ProducerID && req.ProducerEpoch == t.Epoch-1 &&
+		(t.State == outcome || t.State == prepared(outcome)) {
+		return cur, nil
+	}
+	if err := checkProducer(t, id, req.Producer); err != nil {
+		return txns.Producer{}, err
+	}
+	switch t.State {
+	case fsm.TxnOngoing:
+		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2); err != nil {
+			return txns.Producer{}, err
+		}
+		t, _, err = x.co.fsm.Txn(id)
+		if err != nil {
+			return txns.Producer{}, err
+		}
+		return txns.Producer{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}, nil
+	case outcome:
+		return cur, nil // a retry of the End that completed it
+	case prepared(outcome):
+		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: its transaction is being completed (%s)", id, t.State)
+	}
+	return txns.Producer{}, protocol.InvalidTxnState.Err("transactional id %s: no open transaction to %s (%s)", id, map[bool]string{true: "commit", false: "abort"}[req.Commit], t.State)
+}
+
+// prepared is the Prepare state of a Complete one.
+func prepared(complete string) string {
+	if complete == fsm.TxnCompleteCommit {
+		return fsm.TxnPrepareCommit
+	}
+	return fsm.TxnPrepareAbort
+}
+
+// prepare makes the decision on the ongoing transaction t durable and
+// starts writing its markers. bump raises the producer epoch (transaction
+// version 2, and every abort the coordinator decides: it fences the
+// session); the markers carry the epoch that results. The id's lock must
+// be held.
+func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump bool) error {
+	n := t.Clone()
+	n.State = fsm.TxnPrepareAbort
+	if commit {
+		n.State = fsm.TxnPrepareCommit
+	}
+	if bump && n.Epoch < math.MaxInt16 {
+		n.Epoch++
+	}
+	if err := x.put(ctx, t.Version, n, false); err != nil {
+		return err
+	}
+	x.co.log.Info("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
+		"partitions", len(n.Partitions), "groups", len(n.Groups))
+	x.complete(t.ID)
+	return nil
+}
+
+// complete starts writing the markers of a prepared transaction unless a
+// goroutine does already.
+func (x *Txns) complete(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.stopped || x.completing[id] {
+		return
+	}
+	x.completing[id] = true
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		defer func() {
+			x.mu.Lock()
+			delete(x.completing, id)
+			x.mu.Unlock()
+		}()
+		x.completeLoop(id)
+	}()
+}
+
+// completeLoop writes the markers of a prepared transaction, retrying until
+// every partition has its marker, then proposes the Complete state (with
+// the offsets, for a commit). It gives up when this replica stops
+// coordinating: the next leader completes the transaction.
+func (x *Txns) completeLoop(id string) {
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-x.stop:
+			return
+		default:
+		}
+		if !x.co.Ready() {
+			return
+		}
+		t, _, err := x.co.fsm.Txn(id)
+		if err != nil || t == nil || !t.Preparing() {
+			return
+		}
+		err = x.writeMarkers(t)
+		if err == nil {
+			done := t.Clone()
+			commit := t.State == fsm.TxnPrepareCommit
+			done.State = fsm.TxnCompleteAbort
+			if commit {
+				done.State = fsm.TxnCompleteCommit
+			}
+			done.Partitions, done.Groups, done.StartMs = nil, nil, 0
+			if !commit {
+				done.Offsets = nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
+			unlock := x.lock(id)
+			err = x.put(ctx, t.Version, done, commit)
+			unlock()
+			cancel()
+			if err == nil {
+				x.co.log.Info("transaction completed", "transactional_id", id, "state", done.State, "producer_id", done.ProducerID, "epoch", done.Epoch)
+				return
+			}
+		}
+		x.co.log.Warn("completing a transaction failed; retrying", "transactional_id", id, "state", t.State, "err", err, "backoff", backoff)
+		select {
+		case <-x.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// writeMarkers writes t's marker to each of its partitions concurrently.
+func (x *Txns) writeMarkers(t *fsm.Txn) error {
+	commit := t.State == fsm.TxnPrepareCommit
+	errs := make([]error, len(t.Partitions))
+	var wg sync.WaitGroup
+	for i, tp := range t.Partitions {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
+			defer cancel()
+			if err := x.markers.WriteMarker(ctx, tp, t.ProducerID, t.Epoch, commit); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", tp, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// check aborts the transactions open longer than their timeout and resumes
+// the completion of prepared ones (a new leader finds them so).
+func (x *Txns) check() {
+	if !x.co.Ready() {
+		return
+	}
+	all, err := x.co.fsm.Txns()
+	if err != nil {
+		x.co.log.Warn("reading the transactions failed", "err", err)
+		return
+	}
+	now := x.co.now().UnixMilli()
+	for _, t := range all {
+		switch {
+		case t.Preparing():
+			x.complete(t.ID)
+		case t.State == fsm.TxnOngoing && now-t.StartMs > int64(t.TimeoutMs):
+			x.abortExpired(t.ID, now)
+		}
+	}
+}
+
+// abortExpired aborts a transaction past its timeout, fencing its producer.
+func (x *Txns) abortExpired(id string, now int64) {
+	defer x.lock(id)()
+	t, _, err := x.co.fsm.Txn(id)
+	if err != nil || t == nil || t.State != fsm.TxnOngoing || now-t.StartMs <= int64(t.TimeoutMs) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
+	defer cancel()
+	if err := x.prepare(ctx, t, false, true); err != nil {
+		x.co.log.Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
+		return
+	}
+	x.co.log.Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
+}
+
+// Describe returns a transactional id's state.
+func (x *Txns) Describe(id string) (*txns.Description, error) {
+	t, ok, err := x.co.fsm.Txn(id)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, protocol.TransactionalIDNotFound.Err("no transactional id %q", id)
+	}
+	return describeTxn(t), nil
+}
+
+// List returns the transactional ids in the given states (all when none).
+func (x *Txns) List(states []string) ([]txns.Description, error) {
+	all, err := x.co.fsm.Txns()
+	if err != nil {
+		return nil, err
+	}
+	out := []txns.Description{}
+	for _, t := range all {
+		if len(states) == 0 || slices.Contains(states, t.State) {
+			out = append(out, *describeTxn(t))
+		}
+	}
+	return out, nil
+}
+
+func describeTxn(t *fsm.Txn) *txns.Description {
+	d := &txns.Description{ID: t.ID, State: t.State, ProducerID: t.ProducerID, Epoch: t.Epoch, TimeoutMs: t.TimeoutMs,
+		StartMs: -1, Partitions: slices.Clone(t.Partitions), Groups: slices.Clone(t.Groups)}
+	if d.Partitions == nil {
+		d.Partitions = []groups.TP{}
+	}
+	if t.State == fsm.TxnOngoing || t.Preparing() {
+		d.StartMs = t.StartMs
+	}
+	return d
+}

@@ -1,0 +1,311 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// markerLog records the markers the coordinator writes (the storage nodes
+// cannot run inside this module's tests; the end-to-end tests write real
+// ones). While failing is set every write fails, as with a partition whose
+// leader is gone.
+type markerLog struct {
+	mu      sync.Mutex
+	markers []marker
+	failing atomic.Bool
+}
+
+type marker struct {
+	tp     groups.TP
+	pid    int64
+	epoch  int16
+	commit bool
+}
+
+func (m *markerLog) WriteMarker(_ context.Context, tp groups.TP, pid int64, epoch int16, commit bool) error {
+	if m.failing.Load() {
+		return protocol.NotLeaderOrFollower.Err("no leader for %s", tp)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.markers = append(m.markers, marker{tp, pid, epoch, commit})
+	return nil
+}
+
+func (m *markerLog) written() []marker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.markers)
+}
+
+// counterIDs hands out producer ids 1000, 1001, ...
+type counterIDs struct{ next atomic.Int64 }
+
+func (c *counterIDs) NewProducerID(context.Context) (int64, error) { return 1000 + c.next.Add(1) - 1, nil }
+
+// startTxns runs a coordinator (start) with a transaction coordinator over
+// markers.
+func startTxns(t *testing.T, dir string, markers *markerLog, ids *counterIDs) (*Txns, *fsm.FSM, func()) {
+	t.Helper()
+	c, f, stop := start(t, dir)
+	s := DefaultTxnSettings()
+	s.CheckInterval = 20 * time.Millisecond
+	x := NewTxns(c, markers, ids, s)
+	x.Start()
+	var once sync.Once
+	stopAll := func() { once.Do(func() { x.Stop(); stop() }) }
+	t.Cleanup(stopAll)
+	return x, f, stopAll
+}
+
+// waitState waits until id's transaction is in state.
+func waitState(t *testing.T, f *fsm.FSM, id, state string) *fsm.Txn {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tx, _, err := f.Txn(id)
+		if err == nil && tx != nil && tx.State == state {
+			return tx
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s: %+v, %v; want state %s", id, tx, err, state)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var bg = context.Background()
+
+// TestTxnCommitWritesMarkersAndOffsets: a transaction's partitions get a
+// commit marker each, and its offsets become the group's committed offsets
+// only when it completes.
+func TestTxnCommitWritesMarkersAndOffsets(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil || p.ProducerID != 1000 || p.ProducerEpoch != 0 {
+		t.Fatalf("init: %+v, %v", p, err)
+	}
+	parts := []groups.TP{{Topic: "out", Partition: 1}, {Topic: "out", Partition: 0}}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: parts[:1], VerifyOnly: true}); err != nil {
+		t.Fatalf("verify of an added partition: %v", err)
+	}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{{Topic: "out", Partition: 3}}, VerifyOnly: true}); !isCode(err, protocol.InvalidTxnState) {
+		t.Fatalf("verify of a partition not added: %v", err)
+	}
+	if err := x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 2, Offset: 9}}}); !isCode(err, protocol.InvalidTxnState) {
+		t.Fatalf("offsets of a group not added: %v", err)
+	}
+	if err := x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: p, Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 2, Offset: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	if offs, _ := f.Offsets("g", "t"); len(offs) != 0 {
+		t.Fatalf("offsets visible inside the transaction: %v", offs)
+	}
+	d, err := x.Describe("tx")
+	if err != nil || d.State != fsm.TxnOngoing || len(d.Partitions) != 2 || d.StartMs <= 0 {
+		t.Fatalf("describe: %+v, %v", d, err)
+	}
+	end, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true})
+	if err != nil || end != p {
+		t.Fatalf("end: %+v, %v", end, err)
+	}
+	waitState(t, f, "tx", fsm.TxnCompleteCommit)
+	got := markers.written()
+	slices.SortFunc(got, func(a, b marker) int { return int(a.tp.Partition - b.tp.Partition) })
+	want := []marker{{parts[1], 1000, 0, true}, {parts[0], 1000, 0, true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("markers %v, want %v", got, want)
+	}
+	if offs, _ := f.Offsets("g", "t"); len(offs) != 1 || offs[0].Offset != 9 {
+		t.Fatalf("offsets after the commit: %v", offs)
+	}
+	// A retried End of the completed commit is answered the same; an abort
+	// of it is refused.
+	if again, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true}); err != nil || again != p {
+		t.Fatalf("retried end: %+v, %v", again, err)
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p}); !isCode(err, protocol.InvalidTxnState) {
+		t.Fatalf("abort after the commit: %v", err)
+	}
+	// An aborted transaction's offsets are dropped.
+	if err := x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: p, Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 2, Offset: 50}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f, "tx", fsm.TxnCompleteAbort)
+	if offs, _ := f.Offsets("g", "t"); len(offs) != 1 || offs[0].Offset != 9 {
+		t.Fatalf("offsets after the abort: %v", offs)
+	}
+}
+
+// TestTxnSessionsFenceEachOther: a new session of the id bumps the epoch;
+// the old session's requests are PRODUCER_FENCED; a transaction the old
+// session left open is aborted with markers of the new epoch, and the new
+// session's Init is CONCURRENT_TRANSACTIONS until that is done.
+func TestTxnSessionsFenceEachOther(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	init := txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}
+	old, err := x.Init(bg, "tx", init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := groups.TP{Topic: "out", Partition: 0}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: old, Partitions: []groups.TP{tp}}); err != nil {
+		t.Fatal(err)
+	}
+	markers.failing.Store(true) // hold the abort in PrepareAbort
+	if _, err := x.Init(bg, "tx", init); !isCode(err, protocol.ConcurrentTransactions) {
+		t.Fatalf("init over an open transaction: %v", err)
+	}
+	waitState(t, f, "tx", fsm.TxnPrepareAbort)
+	if _, err := x.Init(bg, "tx", init); !isCode(err, protocol.ConcurrentTransactions) {
+		t.Fatalf("init while the abort completes: %v", err)
+	}
+	markers.failing.Store(false)
+	waitState(t, f, "tx", fsm.TxnCompleteAbort)
+	if got := markers.written(); !slices.Equal(got, []marker{{tp, old.ProducerID, old.ProducerEpoch + 1, false}}) {
+		t.Fatalf("abort markers %v", got)
+	}
+	cur, err := x.Init(bg, "tx", init)
+	if err != nil || cur.ProducerID != old.ProducerID || cur.ProducerEpoch != old.ProducerEpoch+2 {
+		t.Fatalf("new session: %+v, %v", cur, err)
+	}
+	for name, err := range map[string]error{
+		"add partitions": x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: old, Partitions: []groups.TP{tp}}),
+		"add group":      x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: old, Group: "g"}),
+	} {
+		if !isCode(err, protocol.ProducerFenced) {
+			t.Errorf("%s from the fenced session: %v", name, err)
+		}
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: old, Commit: true}); !isCode(err, protocol.ProducerFenced) {
+		t.Errorf("end from the fenced session: %v", err)
+	}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: 77}, Partitions: []groups.TP{tp}}); !isCode(err, protocol.InvalidProducerIDMapping) {
+		t.Errorf("another producer id: %v", err)
+	}
+	if _, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: old.ProducerID, ProducerEpoch: old.ProducerEpoch}); !isCode(err, protocol.ProducerFenced) {
+		t.Errorf("KIP-360 init from the fenced session: %v", err)
+	}
+	if _, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: int32(time.Hour.Milliseconds()), ProducerID: -1, ProducerEpoch: -1}); !isCode(err, protocol.InvalidTransactionTimeout) {
+		t.Errorf("timeout above the maximum: %v", err)
+	}
+	if _, err := x.Init(bg, "", init); !isCode(err, protocol.InvalidRequest) {
+		t.Errorf("empty transactional id: %v", err)
+	}
+}
+
+// TestTxnVersion2BumpsEpoch: under transaction version 2 each End answers
+// the next epoch and the markers carry it; a retry of the End with the
+// previous epoch gets the same answer.
+func TestTxnVersion2BumpsEpoch(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := groups.TP{Topic: "out", Partition: 2}
+	for round := range 3 {
+		if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
+			t.Fatal(err)
+		}
+		next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
+		if err != nil || next.ProducerID != p.ProducerID || next.ProducerEpoch != p.ProducerEpoch+1 {
+			t.Fatalf("round %d: end %+v, %v", round, next, err)
+		}
+		if again, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true}); err != nil || again != next {
+			t.Fatalf("round %d: retried end %+v, %v", round, again, err)
+		}
+		waitState(t, f, "tx", fsm.TxnCompleteCommit)
+		if got := markers.written(); got[len(got)-1] != (marker{tp, p.ProducerID, next.ProducerEpoch, true}) {
+			t.Fatalf("round %d: marker %v", round, got[len(got)-1])
+		}
+		p = next
+	}
+}
+
+// TestTxnTimeoutAborts: a transaction open past its timeout is aborted
+// with a bumped epoch, fencing its producer.
+func TestTxnTimeoutAborts(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 100, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := groups.TP{Topic: "out", Partition: 0}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f, "tx", fsm.TxnCompleteAbort)
+	if got := markers.written(); !slices.Equal(got, []marker{{tp, p.ProducerID, p.ProducerEpoch + 1, false}}) {
+		t.Fatalf("markers %v", got)
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true}); !isCode(err, protocol.ProducerFenced) {
+		t.Fatalf("commit after the timeout: %v", err)
+	}
+}
+
+// TestTxnPreparedCommitSurvivesRestart: a coordinator that stops after the
+// commit decision but before any marker is written leaves the transaction
+// in PrepareCommit; the next one to lead commits it, offsets included.
+func TestTxnPreparedCommitSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	markers := &markerLog{}
+	markers.failing.Store(true)
+	x, f, stop := startTxns(t, dir, markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := groups.TP{Topic: "out", Partition: 0}
+	for _, err := range []error{
+		x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}}),
+		x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: p, Group: "g"}),
+		x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "t", Partition: 1, Offset: 5}}}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f, "tx", fsm.TxnPrepareCommit)
+	stop()
+	if len(markers.written()) != 0 {
+		t.Fatal("a marker was written while failing")
+	}
+	markers.failing.Store(false)
+	_, f2, _ := startTxns(t, dir, markers, &counterIDs{})
+	waitState(t, f2, "tx", fsm.TxnCompleteCommit)
+	if got := markers.written(); !slices.Equal(got, []marker{{tp, p.ProducerID, p.ProducerEpoch, true}}) {
+		t.Fatalf("markers after the restart %v", got)
+	}
+	if offs, _ := f2.Offsets("g", "t"); len(offs) != 1 || offs[0].Offset != 5 {
+		t.Fatalf("offsets after the restart: %v", offs)
+	}
+}

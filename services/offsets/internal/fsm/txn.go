@@ -1,0 +1,187 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+)
+
+// bucketTxns holds the transaction coordinator's state: transactional id ->
+// Txn (JSON).
+var bucketTxns = []byte("txns")
+
+// The states of a transaction (Kafka's TransactionState). A transaction
+// reaches a Prepare state when its producer ended it (or the coordinator
+// aborted it); the decision is then durable, and the coordinator writes its
+// markers to every partition before the Complete state.
+const (
+	TxnEmpty          = "Empty"
+	TxnOngoing        = "Ongoing"
+	TxnPrepareCommit  = "PrepareCommit"
+	TxnPrepareAbort   = "PrepareAbort"
+	TxnCompleteCommit = "CompleteCommit"
+	TxnCompleteAbort  = "CompleteAbort"
+)
+
+// Txn is a transactional id's state as replicated. The transaction
+// coordinator computes new versions of it on the leader; the FSM stores them
+// verbatim (compare-and-set on Version), as it does groups.
+type Txn struct {
+	ID string `json:"id"`
+	// Version is the Raft index of the entry that wrote this state.
+	Version    uint64 `json:"version"`
+	ProducerID int64  `json:"producer_id"`
+	// Epoch is the producer epoch of the current session; in a Prepare or
+	// Complete state it is the epoch the markers carry.
+	Epoch     int16  `json:"epoch"`
+	TimeoutMs int32  `json:"timeout_ms"`
+	State     string `json:"state"`
+	// Partitions are those the transaction wrote to (or was told it would).
+	Partitions []groups.TP `json:"partitions,omitempty"`
+	// Groups are those whose offsets the transaction commits
+	// (AddOffsetsToTxn), with the offsets sent so far (TxnOffsetCommit):
+	// they become the groups' committed offsets when it commits.
+	Groups  []string                  `json:"groups,omitempty"`
+	Offsets map[string][]groups.Offset `json:"offsets,omitempty"`
+	// StartMs is when the transaction began (Ongoing), UpdateMs when the
+	// state last changed (Unix milliseconds, chosen by the proposer).
+	StartMs  int64 `json:"start_ms,omitempty"`
+	UpdateMs int64 `json:"update_ms"`
+	// V2 marks a transaction of transaction version 2 (KIP-890): its end
+	// bumps the epoch, and partitions join by their first produce.
+	V2 bool `json:"v2,omitempty"`
+}
+
+// Clone returns a deep copy.
+func (t *Txn) Clone() *Txn {
+	c := *t
+	c.Partitions = slices.Clone(t.Partitions)
+	c.Groups = slices.Clone(t.Groups)
+	if t.Offsets != nil {
+		c.Offsets = make(map[string][]groups.Offset, len(t.Offsets))
+		for g, offs := range t.Offsets {
+			c.Offsets[g] = slices.Clone(offs)
+		}
+	}
+	return &c
+}
+
+// Preparing reports whether the transaction's markers are being written.
+func (t *Txn) Preparing() bool { return t.State == TxnPrepareCommit || t.State == TxnPrepareAbort }
+
+// PutTxn replaces a transactional id's state when its current version is
+// ExpectVersion (0: the id has no state yet). With Commit set (a
+// transaction completing its commit) the transaction's pending offsets
+// become its groups' committed offsets in the same entry.
+type PutTxn struct {
+	ExpectVersion uint64 `json:"expect_version"`
+	Txn           *Txn   `json:"txn"`
+	Commit        bool   `json:"commit,omitempty"`
+}
+
+// ValidateTxn checks what the FSM relies on in a transaction state.
+func ValidateTxn(t *Txn) error {
+	switch {
+	case t.ID == "":
+		return protocol.InvalidRequest.Err("a transaction state without a transactional id")
+	case t.ProducerID < 0 || t.Epoch < 0:
+		return protocol.InvalidRequest.Err("transaction %s: producer %d epoch %d", t.ID, t.ProducerID, t.Epoch)
+	}
+	switch t.State {
+	case TxnEmpty, TxnOngoing, TxnPrepareCommit, TxnPrepareAbort, TxnCompleteCommit, TxnCompleteAbort:
+	default:
+		return protocol.InvalidRequest.Err("transaction %s: unknown state %q", t.ID, t.State)
+	}
+	for g, offs := range t.Offsets {
+		if err := ValidateOffsets(g, offs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyPutTxn is PutTxn's rule: validate, compare and set, and on a commit
+// store the pending offsets.
+func applyPutTxn(tx *bolt.Tx, index uint64, c *PutTxn) (error, error) {
+	if err := ValidateTxn(c.Txn); err != nil {
+		return err, nil
+	}
+	cur, err := txnTx(tx, c.Txn.ID)
+	if err != nil {
+		return nil, err
+	}
+	var have uint64
+	if cur != nil {
+		have = cur.Version
+	}
+	if have != c.ExpectVersion {
+		return protocol.ConcurrentTransactions.Err("transaction %s changed meanwhile (version %d, expected %d)", c.Txn.ID, have, c.ExpectVersion), nil
+	}
+	t := c.Txn.Clone()
+	t.Version = index
+	if c.Commit {
+		for _, g := range slices.Sorted(maps.Keys(t.Offsets)) {
+			if err := putOffsets(tx, g, t.Offsets[g], t.UpdateMs); err != nil {
+				return nil, err
+			}
+		}
+		t.Offsets = nil
+	}
+	v, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	return nil, tx.Bucket(bucketTxns).Put([]byte(t.ID), v)
+}
+
+// txnTx reads a transactional id's state inside a transaction (nil: none).
+func txnTx(tx *bolt.Tx, id string) (*Txn, error) {
+	v := tx.Bucket(bucketTxns).Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	var t Txn
+	if err := json.Unmarshal(v, &t); err != nil {
+		return nil, fmt.Errorf("transaction %q: corrupt state record: %w", id, err)
+	}
+	return &t, nil
+}
+
+// Txn returns a transactional id's state.
+func (f *FSM) Txn(id string) (*Txn, bool, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var t *Txn
+	err := f.db.View(func(tx *bolt.Tx) error {
+		var err error
+		t, err = txnTx(tx, id)
+		return err
+	})
+	return t, t != nil, err
+}
+
+// Txns returns every transactional id's state, ordered by id.
+func (f *FSM) Txns() ([]*Txn, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*Txn
+	err := f.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTxns).ForEach(func(k, v []byte) error {
+			var t Txn
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("transaction %q: corrupt state record: %w", k, err)
+			}
+			out = append(out, &t)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
