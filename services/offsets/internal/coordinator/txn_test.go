@@ -50,7 +50,9 @@ func (m *markerLog) written() []marker {
 // counterIDs hands out producer ids 1000, 1001, ...
 type counterIDs struct{ next atomic.Int64 }
 
-func (c *counterIDs) NewProducerID(context.Context) (int64, error) { return 1000 + c.next.Add(1) - 1, nil }
+func (c *counterIDs) NewProducerID(context.Context) (int64, error) {
+	return 1000 + c.next.Add(1) - 1, nil
+}
 
 // startTxns runs a coordinator (start) with a transaction coordinator over
 // markers.

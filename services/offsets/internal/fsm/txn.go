@@ -48,7 +48,7 @@ type Txn struct {
 	// Groups are those whose offsets the transaction commits
 	// (AddOffsetsToTxn), with the offsets sent so far (TxnOffsetCommit):
 	// they become the groups' committed offsets when it commits.
-	Groups  []string                  `json:"groups,omitempty"`
+	Groups  []string                   `json:"groups,omitempty"`
 	Offsets map[string][]groups.Offset `json:"offsets,omitempty"`
 	// StartMs is when the transaction began (Ongoing), UpdateMs when the
 	// state last changed (Unix milliseconds, chosen by the proposer).
