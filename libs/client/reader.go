@@ -153,6 +153,18 @@ func ListOffsetAt(ctx context.Context, meta *Metadata, pool *storageclient.Pool,
 	return resp.Offset, err
 }
 
+// WriteTxnMarker has the partition's leader append a transaction marker
+// (the transaction coordinator's call; see protocol.WriteTxnMarkerRequest)
+// and returns its offset, following leader changes.
+func WriteTxnMarker(ctx context.Context, meta *Metadata, pool *storageclient.Pool, req protocol.WriteTxnMarkerRequest) (int64, error) {
+	var resp protocol.WriteTxnMarkerResponse
+	err := withLeader(ctx, meta, pool, req.Topic, req.Partition, func(c *storageclient.Conn) error {
+		_, err := c.Call(ctx, protocol.APIWriteTxnMarker, &req, nil, &resp)
+		return err
+	})
+	return resp.Offset, err
+}
+
 // Fetch long-polls the leader once and returns the records at or after the
 // reader's offset (possibly none), advancing the offset past them.
 func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {

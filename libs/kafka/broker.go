@@ -83,6 +83,7 @@ func (b *Broker) Routes() map[int16]Route {
 		kmsg.DeleteACLs.Int16():              {Min: 1, Max: 3, Handle: b.deleteACLs},
 		kmsg.FindCoordinator.Int16():         {Min: 0, Max: 6, Handle: b.findCoordinator},
 		kmsg.ListGroups.Int16():              {Min: 0, Max: 5, Handle: b.listNoGroups},
+		kmsg.ListTransactions.Int16():        {Min: 0, Max: 1, Handle: b.listNoTransactions},
 	}
 }
 
@@ -162,6 +163,20 @@ func (b *Broker) UsesGroups(c *Conn, api string) bool {
 		return true
 	}
 	b.denied(c, api, "consumer groups (consume rights on some topic are needed)")
+	return false
+}
+
+// Transacts reports whether the connection's principal may run
+// transactions (produce rights on some topic, as a transactional id's
+// session needs), logging a refusal.
+func (b *Broker) Transacts(c *Conn, api string) bool {
+	if !b.cfg.Authorize {
+		return true
+	}
+	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).some(cluster.OpProduce) {
+		return true
+	}
+	b.denied(c, api, "transactions (produce rights on some topic are needed)")
 	return false
 }
 
@@ -505,14 +520,14 @@ func (b *Broker) describeCluster(ctx context.Context, c *Conn, req kmsg.Request)
 // service. Kafka does the same for producers without a transactional id:
 // a new id at epoch 0 on every call (clients bump the epoch themselves
 // after a failed batch, KIP-360, and ask again only when it runs out).
-// Transactional ids are refused until transactions exist.
+// A transactional id belongs to its coordinator, a frontend (whose own
+// route serves it): elsewhere it is NOT_COORDINATOR.
 func (b *Broker) initProducerID(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		c.Log().Warn("kafka transactional producer refused: transactions are not supported", "transactional_id", *r.TransactionalID)
-		resp.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
+		resp.ErrorCode = int16(protocol.NotCoordinator)
 		return Reply{Msg: resp}
 	}
 	snap := b.Snapshot(ctx)

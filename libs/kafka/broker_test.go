@@ -287,9 +287,10 @@ func TestInitProducerID(t *testing.T) {
 	if resp.ErrorCode != int16(protocol.ClusterAuthorizationFailed) {
 		t.Fatalf("a principal without produce rights: %+v", resp)
 	}
+	// A transactional id is its coordinator's (a frontend's own route).
 	req.TransactionalID = kmsg.StringPtr("tx")
 	resp = b.initProducerID(context.Background(), connAs("alice"), req).Msg.(*kmsg.InitProducerIDResponse)
-	if resp.ErrorCode != int16(protocol.TransactionalIDAuthorizationFailed) {
+	if resp.ErrorCode != int16(protocol.NotCoordinator) {
 		t.Fatalf("a transactional producer: %+v", resp)
 	}
 }

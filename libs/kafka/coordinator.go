@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/txns"
 )
 
 // FindCoordinator's coordinator types.
@@ -18,11 +19,12 @@ const (
 	coordinatorTransaction = 1
 )
 
-// GroupCoordinator is the frontend a group's Kafka clients go to: one of the
-// registered frontends, chosen by a hash of the group id so the groups
-// spread over them and every broker names the same one. Any frontend could
-// serve any group (they relay to the offsets service, the groups' one
-// owner); a stable choice keeps a group's members on one connection each.
+// GroupCoordinator is the frontend a group's (or a transactional id's)
+// Kafka clients go to: one of the registered frontends, chosen by a hash of
+// the id so they spread over them and every broker names the same one. Any
+// frontend could serve any group or transactional id (they relay to the
+// offsets service, their one owner); a stable choice keeps a group's
+// members on one connection each.
 func GroupCoordinator(snap *cluster.Snapshot, group string) (cluster.Frontend, bool) {
 	if snap == nil || len(snap.Frontends) == 0 {
 		return cluster.Frontend{}, false
@@ -52,16 +54,19 @@ func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request)
 		if found {
 			hp, err = splitHostPort(f.KafkaAddr)
 		}
+		txn := r.CoordinatorType == coordinatorTransaction
 		switch {
-		case r.CoordinatorType == coordinatorTransaction:
-			co.ErrorCode = int16(protocol.InvalidRequest)
-			co.ErrorMessage = kmsg.StringPtr("Sluice has no transactions yet: transactional producers are not supported (docs/kafka.md)")
-		case r.CoordinatorType != coordinatorGroup:
+		case r.CoordinatorType != coordinatorGroup && !txn:
 			co.ErrorCode = int16(protocol.InvalidRequest)
 			co.ErrorMessage = kmsg.StringPtr("unknown coordinator type " + strconv.Itoa(int(r.CoordinatorType)))
-		case groups.ValidateGroupID(key) != nil:
+		case txn && txns.ValidateID(key) != nil:
+			co.ErrorCode = int16(protocol.InvalidRequest)
+			co.ErrorMessage = kmsg.StringPtr(txns.ValidateID(key).Error())
+		case txn && !b.Transacts(c, "FindCoordinator"):
+			co.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
+		case !txn && groups.ValidateGroupID(key) != nil:
 			co.ErrorCode = int16(protocol.InvalidGroupID)
-		case !b.UsesGroups(c, "FindCoordinator"):
+		case !txn && !b.UsesGroups(c, "FindCoordinator"):
 			co.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		case !found || err != nil:
 			co.ErrorCode = int16(protocol.CoordinatorNotAvailable)
@@ -86,4 +91,11 @@ func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request)
 // storage node): clients ask every broker and merge the answers.
 func (b *Broker) listNoGroups(_ context.Context, _ *Conn, _ kmsg.Request) Reply {
 	return Reply{Msg: kmsg.NewPtrListGroupsResponse()}
+}
+
+// listNoTransactions answers ListTransactions on a broker that coordinates
+// no transactional id (a storage node): clients ask every broker and merge
+// the answers.
+func (b *Broker) listNoTransactions(_ context.Context, _ *Conn, _ kmsg.Request) Reply {
+	return Reply{Msg: kmsg.NewPtrListTransactionsResponse()}
 }

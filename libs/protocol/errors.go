@@ -105,6 +105,7 @@ const (
 	TransactionCoordinatorFenced Code = 52
 	ProducerFenced               Code = 90
 	TransactionalIDNotFound      Code = 105
+	OperationNotAttempted        Code = 55
 )
 
 // Info describes one wire error code.
@@ -208,6 +209,7 @@ var table = map[Code]Info{
 	TransactionCoordinatorFenced: {TransactionCoordinatorFenced, "TRANSACTION_COORDINATOR_FENCED", false, http.StatusConflict, "a newer transaction coordinator took over"},
 	ProducerFenced:               {ProducerFenced, "PRODUCER_FENCED", false, http.StatusConflict, "a newer producer session with this transactional id took over"},
 	TransactionalIDNotFound:      {TransactionalIDNotFound, "TRANSACTIONAL_ID_NOT_FOUND", false, http.StatusNotFound, "no such transactional id"},
+	OperationNotAttempted:        {OperationNotAttempted, "OPERATION_NOT_ATTEMPTED", false, http.StatusConflict, "not attempted: another part of the request was refused"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
 	"github.com/sluicemq/sluice/services/frontend/internal/console"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
@@ -72,6 +73,9 @@ func Module() fx.Option {
 			func(c config.Config) *groups.Client {
 				return groups.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
 			},
+			func(c config.Config) *txns.Client {
+				return txns.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
+			},
 			newServer,
 			// One set of quota buckets for the HTTP API and the Kafka
 			// listener: a client id has one budget on a frontend.
@@ -94,6 +98,7 @@ type kafkaParams struct {
 	Cache     *metacache.Cache
 	Quotas    *quota.Limiter
 	Offsets   *groups.Client
+	Txns      *txns.Client
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
 	// HTTP orders the listener after the HTTP server: it starts after and
@@ -114,7 +119,7 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
@@ -68,17 +69,29 @@ type Service struct {
 	server   *kafka.Server
 	quotas   *quota.Limiter
 	groups   *groups.Client
+	txns     *txns.Client
 	log      *slog.Logger
-	senders  sync.WaitGroup // the lanes' senders (lanes.go)
+	// idempotentProducerID is the broker's InitProducerId (no
+	// transactional id).
+	idempotentProducerID kafka.Handler
+	senders              sync.WaitGroup // the lanes' senders (lanes.go)
 }
 
 // New builds the listener (it listens at once; Start serves); quotas are
 // the frontend's client quota buckets, shared with its HTTP API.
 func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	offsets *groups.Client, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, log: log}
+	offsets *groups.Client, txnCoord *txns.Client, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord, log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
+	s.idempotentProducerID = routes[kmsg.InitProducerID.Int16()].Handle
+	routes[kmsg.InitProducerID.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.initProducerID}
+	routes[kmsg.AddPartitionsToTxn.Int16()] = kafka.Route{Min: 0, Max: 3, Handle: s.addPartitionsToTxn}
+	routes[kmsg.AddOffsetsToTxn.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.addOffsetsToTxn}
+	routes[kmsg.TxnOffsetCommit.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.txnOffsetCommit}
+	routes[kmsg.EndTxn.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.endTxn}
+	routes[kmsg.DescribeTransactions.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.describeTransactions}
+	routes[kmsg.ListTransactions.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.listTransactions}
 	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
 	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
 	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}

@@ -8,16 +8,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 
 // produce answers Produce. Versions 0 to 2 are advertised (librdkafka turns
 // compression off against a broker whose minimum is above 0) and refused
 // with UNSUPPORTED_VERSION: they carry message sets older than RecordBatch
-// v2. Transactional batches are refused until transactions exist. Acks 0
-// gets no answer, as in Kafka.
+// v2. A transactional producer's partitions are checked against its open
+// transaction first (verifyTxn). Acks 0 gets no answer, as in Kafka.
 func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ProduceRequest)
 	resp := kmsg.NewPtrProduceResponse()
@@ -26,8 +29,8 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 	switch {
 	case r.Version < 3:
 		refuse = protocol.UnsupportedVersion
-	case r.TransactionID != nil:
-		refuse = protocol.TransactionalIDAuthorizationFailed
+	case r.TransactionID != nil && r.Acks != -1:
+		refuse = protocol.InvalidRequiredAcks // a transactional producer writes with acks=all
 	case r.Acks == 0:
 		acks = protocol.AcksNone
 	case r.Acks == 1:
@@ -57,6 +60,17 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		timeout = s.producer.Config().Timeout
 	}
 	deadline := time.Now().Add(timeout)
+	if r.TransactionID != nil {
+		if code := s.verifyTxn(ctx, c, r); code != 0 {
+			c.Log().Info("kafka transactional produce refused", "transactional_id", *r.TransactionID, "code", protocol.Code(code).String())
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					resp.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+			return s.produceReply(r, resp, 0)
+		}
+	}
 	bytes := 0
 	ls := c.Local(lanesKey{}, newLanes).(*lanes)
 	parts := make([][]*part, len(r.Topics))
@@ -157,4 +171,43 @@ func (s *Service) chargeProduce(c *kafka.Conn, n int) time.Duration {
 		return wait
 	}
 	return 0
+}
+
+// verifyTxn checks that every partition of a transactional produce request
+// is in its producer's open transaction (KIP-890 part 1), so that a late
+// write of an ended transaction cannot start a new one that nothing would
+// end. It answers the request's error code, 0 when it may go on. The check
+// runs before the partitions take their places in their lanes, so it holds
+// the connection's next request back by one round trip to the coordinator.
+func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceRequest) int16 {
+	verify := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: -1, ProducerEpoch: -1}, VerifyOnly: true}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			h, err := record.ParseHeader(rp.Records)
+			if err != nil {
+				return int16(protocol.CorruptRecord)
+			}
+			if !h.IsTransactional() || h.ProducerID < 0 {
+				return int16(protocol.InvalidRecord) // a transactional request of non-transactional batches
+			}
+			if verify.ProducerID >= 0 && (h.ProducerID != verify.ProducerID || h.ProducerEpoch != verify.ProducerEpoch) {
+				return int16(protocol.InvalidRecord)
+			}
+			verify.ProducerID, verify.ProducerEpoch = h.ProducerID, h.ProducerEpoch
+			verify.Partitions = append(verify.Partitions, groups.TP{Topic: rt.Topic, Partition: rp.Partition})
+		}
+	}
+	if len(verify.Partitions) == 0 {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.producer.Config().Timeout)
+	defer cancel()
+	err := s.txnsFor(c).AddPartitions(ctx, *r.TransactionID, verify)
+	switch code := txnCode(err, 0); code {
+	case int16(protocol.ProducerFenced), int16(protocol.InvalidProducerIDMapping):
+		// What a produce request's producer understands as fenced.
+		return int16(protocol.InvalidProducerEpoch)
+	default:
+		return code
+	}
 }

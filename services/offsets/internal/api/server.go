@@ -10,6 +10,8 @@
 //	POST   /v1/groups/{group}/reset-offsets    reset a group without members
 //	POST   /v1/groups/{group}/delete-offsets   delete a topic's offsets (OffsetDelete)
 //	POST   /v1/groups/{group}/classic/{op}     Kafka's classic protocol: join, sync, heartbeat, leave
+//	POST   /v1/txns/{id}/{op}                  the transaction coordinator (txns.go)
+//	GET    /v1/txns[/{id}]                     transactions' states
 //
 // Every route runs on the Raft leader, where the coordinator lives; any other
 // replica relays the request to the leader (once: a relayed request reaching a
@@ -34,6 +36,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
@@ -82,6 +85,7 @@ type Server struct {
 	cfg    Config
 	node   Node
 	coord  *coordinator.Coordinator
+	txns   *coordinator.Txns // nil: no transaction coordinator
 	fsm    *fsm.FSM
 	ends   LogOffsets
 	log    *slog.Logger
@@ -93,8 +97,8 @@ type Server struct {
 }
 
 // New listens on cfg.Addr.
-func New(cfg Config, node Node, coord *coordinator.Coordinator, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, node: node, coord: coord, fsm: f, ends: ends, log: log}
+func New(cfg Config, node Node, coord *coordinator.Coordinator, tx *coordinator.Txns, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, fsm: f, ends: ends, log: log}
 	s.routes = s.newRoutes()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
@@ -127,7 +131,10 @@ type routeHandler func(c context.Context, ctx *fasthttp.RequestCtx, p service.Pa
 // What a request needs is groups.NeedOf's rule (shared with the frontends'
 // relay), and consume on the group's own topics (groupAccess).
 func (s *Server) newRoutes() *service.Router {
-	need := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+	need := func(ctx *fasthttp.RequestCtx, p service.Params) cluster.Need {
+		if p.Get("txn") != "" || string(ctx.Path()) == "/v1/txns" {
+			return txns.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+		}
 		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
 	}
 	route := func(method, pattern string, h routeHandler) service.Route {
@@ -139,7 +146,7 @@ func (s *Server) newRoutes() *service.Router {
 			return h(c, ctx, p.Get("group"))
 		}
 	}
-	return service.NewRouter(
+	routes := []service.Route{
 		route(http.MethodGet, "/v1/groups", func(c context.Context, ctx *fasthttp.RequestCtx, _ service.Params) error { return s.list(c, ctx) }),
 		route(http.MethodGet, "/v1/groups/{group}", group(s.describe)),
 		route(http.MethodDelete, "/v1/groups/{group}", group(s.delete)),
@@ -151,7 +158,8 @@ func (s *Server) newRoutes() *service.Router {
 		route(http.MethodPost, "/v1/groups/{group}/classic/{op}", func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
 			return s.classic(c, ctx, p.Get("group"), p.Get("op"))
 		}),
-	)
+	}
+	return service.NewRouter(append(routes, s.txnRoutes(route)...)...)
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -163,6 +171,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if g := params.Get("group"); g != "" {
 		if err := groups.ValidateGroupID(g); err != nil {
 			service.WriteCode(ctx, protocol.InvalidGroupID, err.Error())
+			return
+		}
+	}
+	if id := params.Get("txn"); id != "" {
+		if err := txns.ValidateID(id); err != nil {
+			service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
 			return
 		}
 	}

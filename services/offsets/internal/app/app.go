@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -38,6 +40,7 @@ type Config struct {
 	Raft     raftgroup.Config
 	API      api.Config
 	Groups   coordinator.Settings
+	Txns     coordinator.TxnSettings
 	Metadata []string
 }
 
@@ -52,6 +55,7 @@ func DefaultConfig() Config {
 		Raft:     r,
 		API:      api.Config{Addr: "127.0.0.1:7080", RequestTimeout: 10 * time.Second, MaxBodyBytes: 4 << 20, LongPoll: coordinator.DefaultSettings().MaxRebalanceTimeout},
 		Groups:   coordinator.DefaultSettings(),
+		Txns:     coordinator.DefaultTxnSettings(),
 		Metadata: []string{"http://127.0.0.1:7070", "http://127.0.0.1:7073", "http://127.0.0.1:7076"},
 	}
 }
@@ -71,6 +75,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("flag -metadata: at least one metadata address is needed")
 	}
 	if err := c.Raft.Validate(); err != nil {
+		return err
+	}
+	if err := c.Txns.Validate(); err != nil {
 		return err
 	}
 	return c.Groups.Validate()
@@ -95,6 +102,7 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&c.Groups.OffsetsRetention, "offsets-retention", c.Groups.OffsetsRetention, "how long a group without members keeps its offsets after its last activity (Kafka's offsets.retention.minutes); 0 keeps them forever")
 	fs.Duration(&c.Groups.InitialRebalanceDelay, "initial-rebalance-delay", c.Groups.InitialRebalanceDelay, "how long an empty classic group's first rebalance waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	fs.Int(&c.Groups.MaxGroupSize, "max-group-size", c.Groups.MaxGroupSize, "most members of a classic group (Kafka's group.max.size)")
+	fs.Duration(&c.Txns.MaxTimeout, "transaction-max-timeout", c.Txns.MaxTimeout, "longest transaction timeout a producer may ask for (Kafka's transaction.max.timeout.ms)")
 	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
 	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
 	c.API.Authz.Register(fs)
@@ -146,7 +154,8 @@ func Options(c Config) []fx.Option {
 // Module provides the state, the raft node, the watch, the coordinator and the API.
 func Module() fx.Option {
 	return fx.Module("offsets",
-		fx.Provide(func(c Config) service.TLSClient { return service.TLSClient{Config: c.Raft.ClientTLS} }, newFSM, newNode, newWatcher, newCoordinator, newLogOffsets, newServer),
+		fx.Provide(func(c Config) service.TLSClient { return service.TLSClient{Config: c.Raft.ClientTLS} }, newFSM, newNode, newWatcher, newCoordinator,
+			newLogOffsets, newTxns, newServer),
 	)
 }
 
@@ -224,17 +233,45 @@ func needsRestore(rc raftgroup.Config, applied uint64) (bool, error) {
 	return len(snaps) > 0 && snaps[0].Index > applied, nil
 }
 
-// logOffsets looks up log offsets at partition leaders for lag and resets.
+// logOffsets reaches the partition leaders and the metadata service: log
+// offsets for lag and resets, transaction markers, producer ids.
 type logOffsets struct {
-	meta *client.Metadata
-	pool *storageclient.Pool
-	w    *topics.Watcher
+	admin *cluster.Client
+	meta  *client.Metadata
+	pool  *storageclient.Pool
+	w     *topics.Watcher
 }
 
-func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSClient) api.LogOffsets {
-	lo := &logOffsets{meta: client.NewInternalMetadata(cluster.NewClientTLS(c.Metadata, t.Config)), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
+func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSClient) *logOffsets {
+	admin := cluster.NewClientTLS(c.Metadata, t.Config)
+	lo := &logOffsets{admin: admin, meta: client.NewInternalMetadata(admin), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
 	lc.Append(fx.StopHook(lo.pool.Close))
 	return lo
+}
+
+// WriteMarker implements coordinator.MarkerWriter: a partition that is
+// gone, or that holds a newer epoch of the producer, needs no marker.
+func (l *logOffsets) WriteMarker(ctx context.Context, tp groups.TP, producerID int64, epoch int16, commit bool) error {
+	_, err := client.WriteTxnMarker(ctx, l.meta, l.pool, protocol.WriteTxnMarkerRequest{Topic: tp.Topic, Partition: tp.Partition,
+		ProducerID: producerID, ProducerEpoch: epoch, Commit: commit, TimeoutMs: int32(10 * time.Second / time.Millisecond)})
+	switch protocol.CodeOf(err) {
+	case protocol.UnknownTopicOrPartition, protocol.InvalidProducerEpoch:
+		return nil
+	}
+	return err
+}
+
+// NewProducerID implements coordinator.ProducerIDs with the metadata
+// service's allocator.
+func (l *logOffsets) NewProducerID(ctx context.Context) (int64, error) {
+	id, err := l.admin.InitProducerID(ctx)
+	return id.ProducerID, err
+}
+
+func newTxns(lc fx.Lifecycle, c Config, co *coordinator.Coordinator, lo *logOffsets) *coordinator.Txns {
+	x := coordinator.NewTxns(co, lo, lo, c.Txns)
+	lc.Append(fx.StartStopHook(x.Start, x.Stop))
+	return x
 }
 
 func (l *logOffsets) ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
@@ -257,8 +294,9 @@ func (l *logOffsets) Topic(name string) (int32, bool) {
 	return n, ok
 }
 
-func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, f *fsm.FSM, ends api.LogOffsets, reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
-	s, err := api.New(c.API, n, co, f, ends, log.With("component", "api"))
+func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, x *coordinator.Txns, f *fsm.FSM, ends *logOffsets,
+	reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
+	s, err := api.New(c.API, n, co, x, f, ends, log.With("component", "api"))
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ func TestParseRejectsBadFlags(t *testing.T) {
 		{[]string{"-offsets-retention", "1m"}, "offsets-retention"}, // shorter than a session may be
 		{[]string{"-peers", "1=x"}, "peers"},
 		{[]string{"-authorize"}, "authorize"}, // without -tls-ca
+		{[]string{"-transaction-max-timeout", "0s"}, "transaction-max-timeout"},
 	} {
 		_, err := Parse(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {

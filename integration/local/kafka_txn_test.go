@@ -1,0 +1,192 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
+)
+
+// TestKafkaTransactions runs franz-go's transactional producer against a
+// cluster (transaction version 1, as franz-go speaks to a cluster that does
+// not offer version 2): a committed and an aborted transaction over three
+// partitions; read_committed readers (franz-go, and the SDK's reader over
+// the storage protocol) see exactly the committed records and stop at an
+// open transaction until it commits, read_uncommitted ones see everything;
+// a second producer with the same transactional id fences the first;
+// DescribeTransactions and ListTransactions report the id.
+func TestKafkaTransactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(franzClient(t, c))
+	if created, err := adm.CreateTopics(ctx, 3, 3, nil, "txn-out"); err != nil || created["txn-out"].Err != nil {
+		t.Fatalf("CreateTopics: %v %+v", err, created)
+	}
+	waitLeaders(t, ctx, c, "txn-out", 3)
+
+	producer := franzClient(t, c, kgo.TransactionalID("tx-e2e"), kgo.DefaultProduceTopic("txn-out"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(20*time.Second))
+	inTxn := func(prefix string, n int, commit bool) {
+		t.Helper()
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}).FirstErr(); err != nil {
+				t.Fatalf("%s: produce %d: %v", prefix, i, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("%s: end: %v", prefix, err)
+		}
+	}
+	inTxn("committed", 30, true)
+	inTxn("aborted", 30, false)
+
+	// An open transaction holds read_committed readers back.
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "late-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committedReader := franzClient(t, c, kgo.ConsumeTopics("txn-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	// Wait the whole time for all 36: the 6 of the open transaction must
+	// not come.
+	got := pollValues(t, ctx, committedReader, 36, 3*time.Second)
+	if n := countPrefix(got, "committed-"); n != 30 || len(got) != 30 {
+		t.Fatalf("read_committed with a transaction open: %d records, %d committed: %v", len(got), n, got)
+	}
+	uncommitted := franzClient(t, c, kgo.ConsumeTopics("txn-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	all := pollValues(t, ctx, uncommitted, 66, 30*time.Second)
+	if countPrefix(all, "aborted-") != 30 || countPrefix(all, "late-") != 6 {
+		t.Fatalf("read_uncommitted: %d records: %v", len(all), all)
+	}
+
+	// ListTransactions and DescribeTransactions see the open transaction.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		described, err := adm.DescribeTransactions(ctx, "tx-e2e")
+		if err != nil {
+			return err
+		}
+		d, err := described.On("tx-e2e", nil)
+		if err != nil {
+			return err
+		}
+		if d.State != "Ongoing" || len(d.Topics["txn-out"]) == 0 || d.ProducerID < 0 {
+			return fmt.Errorf("DescribeTransactions: %+v", d)
+		}
+		listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+		if err != nil {
+			return err
+		}
+		if _, ok := listed["tx-e2e"]; !ok {
+			return fmt.Errorf("ListTransactions(Ongoing): %+v", listed)
+		}
+		return nil
+	})
+
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	more := pollValues(t, ctx, committedReader, 6, 30*time.Second)
+	if countPrefix(more, "late-") != 6 || len(more) != 6 {
+		t.Fatalf("read_committed after the commit: %v", more)
+	}
+
+	// The SDK's read_committed reader agrees, partition by partition.
+	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
+	pool := storageclient.NewPool("txn-e2e")
+	defer pool.Close()
+	var sdk []string
+	for p := range int32(3) {
+		r := client.NewPartitionReader(meta, pool, "txn-out", p, 0, client.ReaderConfig{Isolation: protocol.ReadCommitted, MaxWait: 50 * time.Millisecond})
+		for attempt := 0; attempt < 50 && (r.LastStableOffset() < 0 || r.Offset() < r.LastStableOffset()); attempt++ {
+			recs, err := r.Fetch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range recs {
+				sdk = append(sdk, string(rec.Value))
+			}
+		}
+	}
+	if countPrefix(sdk, "committed-") != 30 || countPrefix(sdk, "late-") != 6 || len(sdk) != 36 {
+		t.Fatalf("SDK at read_committed: %d records: %v", len(sdk), sdk)
+	}
+
+	// A second session of the id fences the first.
+	second := franzClient(t, c, kgo.TransactionalID("tx-e2e"), kgo.DefaultProduceTopic("txn-out"))
+	if err := second.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.ProduceSync(ctx, &kgo.Record{Value: []byte("second")}).FirstErr(); err != nil {
+		t.Fatalf("the new session's produce: %v", err)
+	}
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr()
+	if err == nil {
+		err = producer.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the fenced session: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	if err := second.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	last := pollValues(t, ctx, committedReader, 1, 30*time.Second)
+	if len(last) != 1 || last[0] != "second" {
+		t.Fatalf("after the fenced session: %v", last)
+	}
+}
+
+// pollValues polls cl until it has want records or wait passes, and
+// returns their values.
+func pollValues(t *testing.T, ctx context.Context, cl *kgo.Client, want int, wait time.Duration) []string {
+	t.Helper()
+	var out []string
+	deadline := time.Now().Add(wait)
+	for len(out) < want && time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Until(deadline))
+		fs := cl.PollFetches(pctx)
+		cancel()
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
+				t.Fatalf("fetch %s-%d: %v", e.Topic, e.Partition, e.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+	}
+	return out
+}
+
+func countPrefix(values []string, prefix string) int {
+	n := 0
+	for _, v := range values {
+		if strings.HasPrefix(v, prefix) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,47 @@
+package txns
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+)
+
+// NeedOf is what a request to the transaction coordinator's API needs of
+// its principal (the offsets service checks it; a frontend relaying a Kafka
+// client checks the same): a session, its partitions and its end need
+// produce (on the partitions' topics when named, on some topic otherwise);
+// a group's offsets in a transaction need consume on their topics, as the
+// group's own commits do; reading the transactions' states needs a known
+// principal.
+func NeedOf(method, path string, body []byte) cluster.Need {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if method == http.MethodGet {
+		return cluster.Need{Read: true}
+	}
+	n := cluster.Need{Op: cluster.OpProduce}
+	if len(parts) != 4 {
+		return n
+	}
+	switch parts[3] {
+	case "partitions":
+		var req AddPartitionsRequest
+		if json.Unmarshal(body, &req) == nil {
+			for _, tp := range req.Partitions {
+				n.Topics = append(n.Topics, tp.Topic)
+			}
+		}
+	case "groups":
+		n = cluster.Need{Op: cluster.OpConsume, Group: true}
+	case "offsets":
+		n = cluster.Need{Op: cluster.OpConsume, Group: true}
+		var req CommitOffsetsRequest
+		if json.Unmarshal(body, &req) == nil {
+			for _, o := range req.Offsets {
+				n.Topics = append(n.Topics, o.Topic)
+			}
+		}
+	}
+	return n
+}
