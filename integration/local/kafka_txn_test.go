@@ -190,3 +190,113 @@ func countPrefix(values []string, prefix string) int {
 	}
 	return n
 }
+
+// TestKafkaGroupTransactSession runs franz-go's consume-transform-produce
+// helper (GroupTransactSession): two transformers in one group read an
+// input topic at read_committed and write each record to an output topic
+// within a transaction that also commits the group's offsets. One
+// transformer leaves mid-run (the group rebalances, the other takes its
+// partitions from the committed offsets, which require_stable keeps from
+// being read while a transaction holds newer ones). The output read at
+// read_committed holds every input record exactly once, in per-key order.
+func TestKafkaGroupTransactSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	const total = 10000
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(franzClient(t, c))
+	for _, topic := range []string{"gts-in", "gts-out"} {
+		if created, err := adm.CreateTopics(ctx, 3, 3, nil, topic); err != nil || created[topic].Err != nil {
+			t.Fatalf("CreateTopics %s: %v %+v", topic, err, created)
+		}
+		waitLeaders(t, ctx, c, topic, 3)
+	}
+	in := franzClient(t, c, kgo.DefaultProduceTopic("gts-in"))
+	for i := range total {
+		in.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "%d", i)}, nil)
+	}
+	if err := in.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	transformer := func(name string, stop <-chan struct{}) error {
+		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.TransactionalID("gts-"+name),
+			kgo.ConsumerGroup("gts"), kgo.ConsumeTopics("gts-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("gts-out"), kgo.ClientID(name),
+			kgo.RequireStableFetchOffsets(), kgo.TransactionTimeout(30*time.Second))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := s.PollFetches(pctx)
+			pcancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if fs.Empty() {
+				continue
+			}
+			if err := s.Begin(); err != nil {
+				return fmt.Errorf("%s: begin: %w", name, err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				s.Produce(ctx, &kgo.Record{Key: r.Key, Value: append([]byte("t-"), r.Value...)}, nil)
+			})
+			if _, err := s.End(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("%s: end: %w", name, err)
+			}
+		}
+	}
+	stopA, stopB := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 2)
+	go func() { errs <- transformer("a", stopA) }()
+	go func() { errs <- transformer("b", stopB) }()
+
+	out := franzClient(t, c, kgo.ConsumeTopics("gts-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := map[string]int{}
+	lastOfKey := map[string]int{}
+	var dupes, disorder int
+	deadline := time.Now().Add(3 * time.Minute)
+	left := false
+	for len(seen) < total && time.Now().Before(deadline) {
+		if !left && len(seen) > total/3 {
+			close(stopA) // a transformer leaves mid-run
+			left = true
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := out.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			v := strings.TrimPrefix(string(r.Value), "t-")
+			if seen[v]++; seen[v] > 1 {
+				dupes++
+			}
+			var n int
+			fmt.Sscan(v, &n)
+			if prev, ok := lastOfKey[string(r.Key)]; ok && n <= prev {
+				disorder++
+			}
+			lastOfKey[string(r.Key)] = n
+		})
+	}
+	close(stopB)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("transformer: %v", err)
+		}
+	}
+	if len(seen) != total || dupes != 0 || disorder != 0 {
+		t.Fatalf("output at read_committed: %d of %d input records, %d duplicates, %d out of per-key order", len(seen), total, dupes, disorder)
+	}
+}

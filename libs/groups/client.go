@@ -73,12 +73,17 @@ func (c *Client) Offsets(ctx context.Context, group, topic string) ([]Committed,
 // MemberOffsets is Offsets (of every topic) as a member of the group reads
 // them (Kafka's OffsetFetch v9+): a member of a consumer-protocol group must
 // name its current member epoch, or the answer is STALE_MEMBER_EPOCH (or
-// UNKNOWN_MEMBER_ID for a member that is gone).
-func (c *Client) MemberOffsets(ctx context.Context, group, memberID string, memberEpoch int32) ([]Committed, error) {
+// UNKNOWN_MEMBER_ID for a member that is gone). With memberID empty it is
+// any reader's. The answer names the partitions whose offsets an open
+// transaction holds (OffsetsResponse.Pending).
+func (c *Client) MemberOffsets(ctx context.Context, group, memberID string, memberEpoch int32) (*OffsetsResponse, error) {
 	var out OffsetsResponse
-	p := groupPath(group) + "/offsets?member_id=" + url.QueryEscape(memberID) + "&member_epoch=" + strconv.Itoa(int(memberEpoch))
+	p := groupPath(group) + "/offsets"
+	if memberID != "" {
+		p += "?member_id=" + url.QueryEscape(memberID) + "&member_epoch=" + strconv.Itoa(int(memberEpoch))
+	}
 	err := c.jc.Do(ctx, http.MethodGet, p, nil, &out)
-	return out.Offsets, err
+	return &out, err
 }
 
 // List lists the groups.

@@ -158,6 +158,10 @@ func (c Committed) Stale(topicID string) bool {
 type OffsetsResponse struct {
 	Group   string      `json:"group"`
 	Offsets []Committed `json:"offsets"`
+	// Pending are the partitions for which an open transaction holds
+	// offsets of the group (TxnOffsetCommit): a reader asking for stable
+	// offsets (Kafka's require_stable) waits for them.
+	Pending []TP `json:"pending,omitempty"`
 }
 
 // Listing is one group in GET /v1/groups.

@@ -106,6 +106,7 @@ const (
 	ProducerFenced               Code = 90
 	TransactionalIDNotFound      Code = 105
 	OperationNotAttempted        Code = 55
+	UnstableOffsetCommit         Code = 88
 )
 
 // Info describes one wire error code.
@@ -209,6 +210,7 @@ var table = map[Code]Info{
 	TransactionCoordinatorFenced: {TransactionCoordinatorFenced, "TRANSACTION_COORDINATOR_FENCED", false, http.StatusConflict, "a newer transaction coordinator took over"},
 	ProducerFenced:               {ProducerFenced, "PRODUCER_FENCED", false, http.StatusConflict, "a newer producer session with this transactional id took over"},
 	TransactionalIDNotFound:      {TransactionalIDNotFound, "TRANSACTIONAL_ID_NOT_FOUND", false, http.StatusNotFound, "no such transactional id"},
+	UnstableOffsetCommit:         {UnstableOffsetCommit, "UNSTABLE_OFFSET_COMMIT", true, http.StatusServiceUnavailable, "an open transaction holds offsets of the group for this partition; retry"},
 	OperationNotAttempted:        {OperationNotAttempted, "OPERATION_NOT_ATTEMPTED", false, http.StatusConflict, "not attempted: another part of the request was refused"},
 }
 

@@ -118,7 +118,7 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 				out[i].ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				continue
 			}
-			wg.Go(func() { s.fetchGroupOffsets(c, client, r.Version, g, &out[i]) })
+			wg.Go(func() { s.fetchGroupOffsets(c, client, r.Version, r.RequireStable, g, &out[i]) })
 		}
 		wg.Wait()
 		if r.Version >= 8 {
@@ -150,18 +150,23 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 }
 
 // fetchGroupOffsets fills one group's part of an OffsetFetch answer.
-func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, version int16, g kmsg.OffsetFetchRequestGroup, out *kmsg.OffsetFetchResponseGroup) {
+func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, version int16, requireStable bool, g kmsg.OffsetFetchRequestGroup, out *kmsg.OffsetFetchResponseGroup) {
 	ctx := c.Context()
-	var committed []groups.Committed
-	var err error
-	if id := deref(g.MemberID); id != "" && version >= 9 {
-		committed, err = client.MemberOffsets(ctx, g.Group, id, g.MemberEpoch) // a KIP-848 member's read is checked
-	} else {
-		committed, err = client.Offsets(ctx, g.Group, "")
+	id := ""
+	if version >= 9 {
+		id = deref(g.MemberID) // a KIP-848 member's read is checked
 	}
+	res, err := client.MemberOffsets(ctx, g.Group, id, g.MemberEpoch)
 	if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
 		out.ErrorCode = groupCode(err)
 		return
+	}
+	committed := res.Offsets
+	unstable := map[groups.TP]bool{}
+	if requireStable {
+		for _, tp := range res.Pending {
+			unstable[tp] = true
+		}
 	}
 	snap := s.broker.Snapshot(ctx)
 	byTP := map[groups.TP]groups.Committed{}
@@ -178,6 +183,9 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 		if o, ok := byTP[groups.TP{Topic: topic, Partition: p}]; ok {
 			rp.Offset, rp.Metadata = o.Offset, kmsg.StringPtr(o.Metadata)
+		}
+		if unstable[groups.TP{Topic: topic, Partition: p}] {
+			rp.ErrorCode = int16(protocol.UnstableOffsetCommit)
 		}
 		return rp
 	}

@@ -58,7 +58,11 @@ func (s *Server) offsets(c context.Context, ctx *fasthttp.RequestCtx, group stri
 	if err != nil {
 		return err
 	}
-	service.WriteJSON(ctx, http.StatusOK, groups.OffsetsResponse{Group: group, Offsets: offs})
+	pending, err := s.fsm.PendingTxnOffsets(group)
+	if err != nil {
+		return err
+	}
+	service.WriteJSON(ctx, http.StatusOK, groups.OffsetsResponse{Group: group, Offsets: offs, Pending: pending})
 	return nil
 }
 

@@ -185,3 +185,26 @@ func (f *FSM) Txns() ([]*Txn, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
 }
+
+// PendingTxnOffsets returns the partitions for which an open transaction
+// (Ongoing or being completed) holds offsets of group, ordered.
+func (f *FSM) PendingTxnOffsets(group string) ([]groups.TP, error) {
+	all, err := f.Txns()
+	if err != nil {
+		return nil, err
+	}
+	var out []groups.TP
+	for _, t := range all {
+		if t.State != TxnOngoing && !t.Preparing() {
+			continue
+		}
+		for _, o := range t.Offsets[group] {
+			tp := groups.TP{Topic: o.Topic, Partition: o.Partition}
+			if !slices.Contains(out, tp) {
+				out = append(out, tp)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out, nil
+}

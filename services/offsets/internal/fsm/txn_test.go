@@ -33,6 +33,9 @@ func TestPutTxn(t *testing.T) {
 	if off := offsetOf(t, f, "g", 0); off != -1 {
 		t.Fatalf("pending offset visible before the commit: %d", off)
 	}
+	if pending, err := f.PendingTxnOffsets("g"); err != nil || len(pending) != 1 || pending[0] != (groups.TP{Topic: "t", Partition: 0}) {
+		t.Fatalf("pending offsets: %v, %v", pending, err)
+	}
 	// A stale version is refused and changes nothing.
 	stale := ongoing.Clone()
 	stale.State = TxnPrepareAbort
@@ -59,6 +62,9 @@ func TestPutTxn(t *testing.T) {
 	}
 	if off := offsetOf(t, f, "g", 0); off != 42 {
 		t.Fatalf("committed offset %d after the commit, want 42", off)
+	}
+	if pending, err := f.PendingTxnOffsets("g"); err != nil || len(pending) != 0 {
+		t.Fatalf("pending offsets after the commit: %v, %v", pending, err)
 	}
 	f.Close()
 	f = open(t, path)
