@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,16 +195,20 @@ func countPrefix(values []string, prefix string) int {
 // TestKafkaGroupTransactSession runs franz-go's consume-transform-produce
 // helper (GroupTransactSession): two transformers in one group read an
 // input topic at read_committed and write each record to an output topic
-// within a transaction that also commits the group's offsets. One
-// transformer leaves mid-run (the group rebalances, the other takes its
-// partitions from the committed offsets, which require_stable keeps from
-// being read while a transaction holds newer ones). The output read at
-// read_committed holds every input record exactly once, in per-key order.
+// within a transaction that also commits the group's offsets. Mid-run the
+// storage node leading an output partition is killed (kill -9), then one
+// transformer dies in the middle of a transaction (its client closed
+// without ending it: the coordinator aborts it at its timeout, and
+// require_stable holds the other transformer's offset fetch until then),
+// then the offsets service's Raft leader (the transaction coordinator) is
+// killed.
+// The output read at read_committed holds every input record exactly once,
+// in per-key order; read_uncommitted shows the aborted attempts too.
 func TestKafkaGroupTransactSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	const total = 10000
+	const total = 100000
 	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -222,23 +227,32 @@ func TestKafkaGroupTransactSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var diedMidTxn atomic.Bool
+	var transformed atomic.Int64 // records of committed transactions
 	transformer := func(name string, stop <-chan struct{}) error {
 		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.TransactionalID("gts-"+name),
 			kgo.ConsumerGroup("gts"), kgo.ConsumeTopics("gts-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("gts-out"), kgo.ClientID(name),
-			kgo.RequireStableFetchOffsets(), kgo.TransactionTimeout(30*time.Second))
+			kgo.RequireStableFetchOffsets(), kgo.TransactionTimeout(10*time.Second))
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		var stopAt time.Time
 		for {
 			select {
 			case <-stop:
-				return nil
+				// Asked to die: it does so inside its next transaction,
+				// or gives up waiting for records to start one.
+				if stopAt.IsZero() {
+					stopAt = time.Now()
+				} else if time.Since(stopAt) > 10*time.Second {
+					return nil
+				}
 			default:
 			}
 			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			fs := s.PollFetches(pctx)
+			fs := s.PollRecords(pctx, 200) // many small transactions
 			pcancel()
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -252,8 +266,22 @@ func TestKafkaGroupTransactSession(t *testing.T) {
 			fs.EachRecord(func(r *kgo.Record) {
 				s.Produce(ctx, &kgo.Record{Key: r.Key, Value: append([]byte("t-"), r.Value...)}, nil)
 			})
-			if _, err := s.End(ctx, kgo.TryCommit); err != nil {
+			select {
+			case <-stop: // die mid-transaction
+				if err := s.Client().Flush(ctx); err != nil {
+					return fmt.Errorf("%s: flush: %w", name, err)
+				}
+				diedMidTxn.Store(true)
+				s.Client().Close()
+				return nil
+			default:
+			}
+			committed, err := s.End(ctx, kgo.TryCommit)
+			if err != nil {
 				return fmt.Errorf("%s: end: %w", name, err)
+			}
+			if committed {
+				transformed.Add(int64(fs.NumRecords()))
 			}
 		}
 	}
@@ -268,12 +296,41 @@ func TestKafkaGroupTransactSession(t *testing.T) {
 	lastOfKey := map[string]int{}
 	var dupes, disorder int
 	deadline := time.Now().Add(3 * time.Minute)
-	left := false
-	for len(seen) < total && time.Now().Before(deadline) {
-		if !left && len(seen) > total/3 {
-			close(stopA) // a transformer leaves mid-run
-			left = true
+	// The failures, at points of the transformers' progress.
+	var step atomic.Int32
+	chaos := make(chan struct{})
+	go func() {
+		defer close(chaos)
+		for _, at := range []struct {
+			frac int64
+			do   func()
+		}{
+			{15, func() {
+				leader, _ := leaderOf(t, ctx, c, "gts-out", 0)
+				t.Logf("%d records transformed: killing storage-%d, leader of gts-out-0", transformed.Load(), leader)
+				c.StopProc(c.Proc(fmt.Sprintf("storage-%d", leader)), true)
+			}},
+			{35, func() {
+				t.Logf("%d records transformed: transformer a dies mid-transaction", transformed.Load())
+				close(stopA)
+			}},
+			{60, func() {
+				p := offsetsLeader(t, c)
+				t.Logf("%d records transformed: killing %s, the transaction coordinator's leader", transformed.Load(), p.Name)
+				c.StopProc(p, true)
+			}},
+		} {
+			for transformed.Load() < total*at.frac/100 {
+				if ctx.Err() != nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			at.do()
+			step.Add(1)
 		}
+	}()
+	for len(seen) < total && time.Now().Before(deadline) {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
 		fs := out.PollFetches(pctx)
 		pcancel()
@@ -290,13 +347,29 @@ func TestKafkaGroupTransactSession(t *testing.T) {
 			lastOfKey[string(r.Key)] = n
 		})
 	}
+	<-chaos
+	if step.Load() < 2 {
+		close(stopA)
+	}
 	close(stopB)
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Errorf("transformer: %v", err)
 		}
 	}
-	if len(seen) != total || dupes != 0 || disorder != 0 {
-		t.Fatalf("output at read_committed: %d of %d input records, %d duplicates, %d out of per-key order", len(seen), total, dupes, disorder)
+	if len(seen) != total || dupes != 0 || disorder != 0 || step.Load() != 3 {
+		t.Fatalf("output at read_committed: %d of %d input records, %d duplicates, %d out of per-key order (%d failures done)", len(seen), total, dupes, disorder, step.Load())
+	}
+	// Aborted attempts are in the log, visible to read_uncommitted.
+	raw := franzClient(t, c, kgo.ConsumeTopics("gts-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var n int
+	for pdeadline := time.Now().Add(20 * time.Second); n <= total && time.Now().Before(pdeadline); {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		n += raw.PollFetches(pctx).NumRecords()
+		pcancel()
+	}
+	t.Logf("read_uncommitted sees %d records for %d inputs; transformer a died mid-transaction: %v", n, total, diedMidTxn.Load())
+	if !diedMidTxn.Load() || n <= total {
+		t.Fatalf("read_uncommitted saw %d records (transformer a died mid-transaction: %v): no aborted attempt is visible", n, diedMidTxn.Load())
 	}
 }
