@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/txns"
 )
 
 // TestKafkaTransactions runs franz-go's transactional producer against a
@@ -105,6 +107,19 @@ func TestKafkaTransactions(t *testing.T) {
 		}
 		return nil
 	})
+
+	// sluicectl shows it too.
+	out, errOut, code := sluicectl(t, c, "", "txn", "list", "--state", "Ongoing", "-o", "json")
+	var listed []txns.Description
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].ID != "tx-e2e" || listed[0].State != "Ongoing" {
+		t.Fatalf("sluicectl txn list: exit %d: %s %s", code, out, errOut)
+	}
+	if out, errOut, code = sluicectl(t, c, "", "txn", "describe", "tx-e2e"); code != 0 || !strings.Contains(out, "Ongoing") || !strings.Contains(out, "txn-out-") {
+		t.Fatalf("sluicectl txn describe: exit %d: %s %s", code, out, errOut)
+	}
+	if _, _, code = sluicectl(t, c, "", "txn", "describe", "no-such-id"); code != 1 {
+		t.Fatalf("sluicectl txn describe of an unknown id: exit %d, want 1", code)
+	}
 
 	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
+	"github.com/sluicemq/sluice/libs/txns"
 )
 
 // Defaults point at the local cluster that `make run` starts.
@@ -54,6 +55,10 @@ func (e Env) metadataClient() *cluster.Client { return cluster.NewClientTLS(addr
 
 // groupsClient returns a client of the offsets service.
 func (e Env) groupsClient() *groups.Client { return groups.NewClientTLS(addrs(e.Offsets), e.TLS) }
+
+// txnsClient returns a client of the offsets service's transaction
+// coordinator.
+func (e Env) txnsClient() *txns.Client { return txns.NewClientTLS(addrs(e.Offsets), e.TLS) }
 
 // storagePool returns a pool of storage connections for this command.
 func (e Env) storagePool() *storageclient.Pool { return storageclient.NewPoolTLS("sluicectl", e.TLS) }
@@ -95,6 +100,8 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
                 --to-earliest | --to-latest | --to-datetime RFC3339 | --to-offset N
                 [--dry-run] [-o json]
   group delete G
+  txn list [--state S,...] [-o json]
+  txn describe TRANSACTIONAL-ID [-o json]
   cluster status [-o json]
 
 --frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce, topic, partition and node changes;
@@ -220,6 +227,10 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return groupResetOffsets(ctx, env, rest[1:])
 	case cmd == "group" && sub == "delete":
 		return groupDelete(ctx, env, rest[1:])
+	case cmd == "txn" && sub == "list":
+		return txnList(ctx, env, rest[1:])
+	case cmd == "txn" && sub == "describe":
+		return txnDescribe(ctx, env, rest[1:])
 	case cmd == "cluster" && sub == "status":
 		return clusterStatus(ctx, env, rest[1:])
 	case cmd == "help":

@@ -44,6 +44,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"topic", "list", "-o", "yaml"},
 		{"consume", "t", "--from-beginning", "--offset", "3"},
 		{"consume", "t", "--isolation", "serializable"},
+		{"txn", "list", "-o", "yaml"},
+		{"txn", "describe"},
 		{"produce", "t", "--acks", "some"},
 		{"produce", "t", "--compression", "brotli"},
 		{"produce", "t", "--linger", "-1s"},
