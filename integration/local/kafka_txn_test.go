@@ -108,6 +108,26 @@ func TestKafkaTransactions(t *testing.T) {
 		return nil
 	})
 
+	// The metrics show it: the coordinator's leader counts it open, the
+	// partitions' leaders hold their last stable offsets back for it.
+	if v := metricSeries(t, offsetsLeader(t, c).AdminAddr); v[`sluice_offsets_transactions{state="Ongoing"}`] != 1 || v["sluice_offsets_transactions_committed_total"] < 1 {
+		t.Fatalf("offsets leader's transaction metrics: ongoing %v, committed %v", v[`sluice_offsets_transactions{state="Ongoing"}`], v["sluice_offsets_transactions_committed_total"])
+	}
+	var open, held float64
+	for i := 1; i <= 3; i++ {
+		v := metricSeries(t, c.Proc(fmt.Sprintf("storage-%d", i)).AdminAddr)
+		for p := range 3 {
+			lv := fmt.Sprintf(`{partition="%d",topic="txn-out"}`, p)
+			if v["sluice_storage_partition_leader"+lv] == 1 {
+				open += v["sluice_storage_open_transactions"+lv]
+				held += v["sluice_storage_lso_lag_offsets"+lv]
+			}
+		}
+	}
+	if open != 3 || held != 6 {
+		t.Fatalf("the partitions' leaders report %v open transactions holding back %v offsets, want 3 and 6", open, held)
+	}
+
 	// sluicectl shows it too.
 	out, errOut, code := sluicectl(t, c, "", "txn", "list", "--state", "Ongoing", "-o", "json")
 	var listed []txns.Description

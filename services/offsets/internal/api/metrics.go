@@ -69,3 +69,53 @@ func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+var (
+	descTxns           = prometheus.NewDesc("sluice_offsets_transactions", "Transactional ids by the state of their transaction.", []string{"state"}, nil)
+	descTxnsCommitted  = prometheus.NewDesc("sluice_offsets_transactions_committed_total", "Transactions this replica completed as leader with a commit.", nil, nil)
+	descTxnsAborted    = prometheus.NewDesc("sluice_offsets_transactions_aborted_total", "Transactions this replica completed as leader with an abort (timeouts and fenced sessions included).", nil, nil)
+	descTxnsTimedOut   = prometheus.NewDesc("sluice_offsets_transactions_timed_out_total", "Transactions this replica aborted as leader because they outlived their timeout.", nil, nil)
+	descMarkerFailures = prometheus.NewDesc("sluice_offsets_transaction_marker_failures_total", "Transaction marker writes that failed and were retried.", nil, nil)
+)
+
+// TxnCollector exports the transaction coordinator's state on the Raft
+// leader: transactional ids by state, and the leader's counters.
+type TxnCollector struct {
+	s        *Server
+	isLeader func() bool
+}
+
+// NewTxnCollector returns the collector of s's transactions.
+func NewTxnCollector(s *Server, isLeader func() bool) *TxnCollector {
+	return &TxnCollector{s: s, isLeader: isLeader}
+}
+
+// Describe implements prometheus.Collector.
+func (c *TxnCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descTxns, descTxnsCommitted, descTxnsAborted, descTxnsTimedOut, descMarkerFailures} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *TxnCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.isLeader() || c.s.txns == nil {
+		return
+	}
+	all, err := c.s.fsm.Txns()
+	if err != nil {
+		return
+	}
+	byState := map[string]int{fsm.TxnEmpty: 0, fsm.TxnOngoing: 0, fsm.TxnPrepareCommit: 0, fsm.TxnPrepareAbort: 0, fsm.TxnCompleteCommit: 0, fsm.TxnCompleteAbort: 0}
+	for _, t := range all {
+		byState[t.State]++
+	}
+	for state, n := range byState {
+		ch <- prometheus.MustNewConstMetric(descTxns, prometheus.GaugeValue, float64(n), state)
+	}
+	n := c.s.txns.Counts()
+	for d, v := range map[*prometheus.Desc]int64{descTxnsCommitted: n.Committed.Load(), descTxnsAborted: n.Aborted.Load(),
+		descTxnsTimedOut: n.TimedOut.Load(), descMarkerFailures: n.MarkerFailures.Load()} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+}

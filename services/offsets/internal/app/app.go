@@ -303,6 +303,9 @@ func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coo
 	if err := reg.Register(api.NewLagCollector(s, n.IsLeader)); err != nil {
 		return nil, err
 	}
+	if err := reg.Register(api.NewTxnCollector(s, n.IsLeader)); err != nil {
+		return nil, err
+	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { s.Start(); return nil },
 		OnStop:  s.Stop,

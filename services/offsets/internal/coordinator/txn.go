@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
@@ -56,6 +57,16 @@ type TxnSettings struct {
 	MarkerTimeout time.Duration
 }
 
+// TxnCounts are the coordinator's counters since this process started.
+type TxnCounts struct {
+	Committed, Aborted atomic.Int64 // transactions completed so
+	TimedOut           atomic.Int64 // aborted by the coordinator at their timeout
+	MarkerFailures     atomic.Int64 // marker writes that failed and were retried
+}
+
+// Counts returns the coordinator's counters.
+func (x *Txns) Counts() *TxnCounts { return &x.counts }
+
 // DefaultTxnSettings returns the defaults.
 func DefaultTxnSettings() TxnSettings {
 	return TxnSettings{MaxTimeout: 15 * time.Minute, CheckInterval: time.Second, MarkerTimeout: 10 * time.Second}
@@ -80,6 +91,8 @@ type Txns struct {
 	markers MarkerWriter
 	ids     ProducerIDs
 	s       TxnSettings
+
+	counts TxnCounts
 
 	mu         sync.Mutex
 	locks      map[string]*groupLock // per transactional id
@@ -483,6 +496,11 @@ func (x *Txns) completeLoop(id string) {
 			unlock()
 			cancel()
 			if err == nil {
+				if commit {
+					x.counts.Committed.Add(1)
+				} else {
+					x.counts.Aborted.Add(1)
+				}
 				x.co.log.Info("transaction completed", "transactional_id", id, "state", done.State, "producer_id", done.ProducerID, "epoch", done.Epoch)
 				return
 			}
@@ -507,6 +525,7 @@ func (x *Txns) writeMarkers(t *fsm.Txn) error {
 			ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 			defer cancel()
 			if err := x.markers.WriteMarker(ctx, tp, t.ProducerID, t.Epoch, commit); err != nil {
+				x.counts.MarkerFailures.Add(1)
 				errs[i] = fmt.Errorf("%s: %w", tp, err)
 			}
 		})
@@ -550,6 +569,7 @@ func (x *Txns) abortExpired(id string, now int64) {
 		x.co.log.Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
 		return
 	}
+	x.counts.TimedOut.Add(1)
 	x.co.log.Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
 }
 

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // Descriptions of the per-partition series the collector exports.
@@ -16,6 +18,8 @@ var (
 	descEnd       = prometheus.NewDesc("sluice_storage_log_end_offset", "Offset the next record appended to this node's log gets.", labels, nil)
 	descHW        = prometheus.NewDesc("sluice_storage_high_watermark", "Offset below which records are committed, as this node knows it.", labels, nil)
 	descLeader    = prometheus.NewDesc("sluice_storage_partition_leader", "1 when this node leads the partition, 0 when it follows.", labels, nil)
+	descLSOLag    = prometheus.NewDesc("sluice_storage_lso_lag_offsets", "Offsets between the partition's last stable offset and its high watermark: what open transactions hold back from read_committed readers.", labels, nil)
+	descOpenTxns  = prometheus.NewDesc("sluice_storage_open_transactions", "Transactions open in the partition's log (transactional records without their marker yet).", labels, nil)
 	descRetention = prometheus.NewDesc("sluice_storage_retention_deleted_segments_total", "Segments retention deleted on this node.", nil, nil)
 
 	descDirtyRatio = prometheus.NewDesc("sluice_storage_cleaner_dirty_ratio", "Share of a compacted partition's closed bytes not yet cleaned.", labels, nil)
@@ -30,7 +34,8 @@ var (
 )
 
 // Collector exports the node's logs, read at scrape time: per partition its
-// segments, size, start and end offsets, high watermark and role, and the
+// segments, size, start and end offsets, high watermark and role, open
+// transactions and how far they hold the last stable offset back, and the
 // segments retention deleted; for compacted partitions the cleaner's dirty
 // ratio, cleanable bytes and lag, and the cleaner's counters.
 type Collector struct{ m *Manager }
@@ -40,7 +45,7 @@ func NewCollector(m *Manager) *Collector { return &Collector{m: m} }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSegments, descSize, descStart, descEnd, descHW, descLeader, descRetention,
+	for _, d := range []*prometheus.Desc{descSegments, descSize, descStart, descEnd, descHW, descLeader, descLSOLag, descOpenTxns, descRetention,
 		descDirtyRatio, descCleanable, descCleanerLag, descPasses, descFailures, descCleanRead, descCleanWrite, descCleanRecs, descCleanRolls} {
 		ch <- d
 	}
@@ -63,6 +68,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descEnd, float64(r.Log.EndOffset()))
 		gauge(descHW, float64(r.HighWatermark()))
 		gauge(descLeader, leader)
+		view := r.ConsumerView(protocol.ReadCommitted)
+		gauge(descLSOLag, float64(view.HighWatermark-view.LastStableOffset))
+		gauge(descOpenTxns, float64(len(r.Log.OpenTxns())))
 		if r.State().Config.Compact {
 			closed, dirty, _ := r.Log.DirtyBytes()
 			ratio := 0.0
