@@ -114,6 +114,9 @@ func startClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Clu
 			if t.Failed() {
 				for _, p := range c.Procs {
 					b, _ := os.ReadFile(p.LogPath)
+					if d := os.Getenv("SLUICE_DEBUG_LOGS"); d != "" {
+						_ = os.WriteFile(filepath.Join(d, p.Name+".log"), b, 0o644)
+					}
 					if len(b) > 8000 {
 						b = b[len(b)-8000:]
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/localcluster"
@@ -23,28 +24,37 @@ import (
 )
 
 // TestKafkaTransactions runs franz-go's transactional producer against a
-// cluster (transaction version 1, as franz-go speaks to a cluster that does
-// not offer version 2): a committed and an aborted transaction over three
-// partitions; read_committed readers (franz-go, and the SDK's reader over
-// the storage protocol) see exactly the committed records and stop at an
-// open transaction until it commits, read_uncommitted ones see everything;
-// a second producer with the same transactional id fences the first;
-// DescribeTransactions and ListTransactions report the id.
+// cluster, once as franz-go runs it against this cluster (transaction
+// version 2: produce and EndTxn bump and add implicitly) and once capped at
+// Kafka 3.9's request versions (version 1: AddPartitionsToTxn, verified
+// produce): a committed and an aborted transaction over three partitions;
+// read_committed readers (franz-go, and the SDK's reader over the storage
+// protocol) see exactly the committed records and stop at an open
+// transaction until it commits, read_uncommitted ones see everything; the
+// metrics and sluicectl show the open transaction; a second producer with
+// the same transactional id fences the first; DescribeTransactions and
+// ListTransactions report the id.
 func TestKafkaTransactions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
 	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(franzClient(t, c))
-	if created, err := adm.CreateTopics(ctx, 3, 3, nil, "txn-out"); err != nil || created["txn-out"].Err != nil {
+	t.Run("version 2", func(t *testing.T) { kafkaTxnFlow(t, ctx, c, adm, "v2") })
+	t.Run("version 1", func(t *testing.T) { kafkaTxnFlow(t, ctx, c, adm, "v1", kgo.MaxVersions(kversion.V3_9_0())) })
+}
+
+func kafkaTxnFlow(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm *kadm.Client, name string, opts ...kgo.Opt) {
+	topic, id := "txn-out-"+name, "tx-e2e-"+name
+	if created, err := adm.CreateTopics(ctx, 3, 3, nil, topic); err != nil || created[topic].Err != nil {
 		t.Fatalf("CreateTopics: %v %+v", err, created)
 	}
-	waitLeaders(t, ctx, c, "txn-out", 3)
+	waitLeaders(t, ctx, c, topic, 3)
 
-	producer := franzClient(t, c, kgo.TransactionalID("tx-e2e"), kgo.DefaultProduceTopic("txn-out"),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(20*time.Second))
+	producer := franzClient(t, c, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(20 * time.Second)}, opts...)...)
 	inTxn := func(prefix string, n int, commit bool) {
 		t.Helper()
 		if err := producer.BeginTransaction(); err != nil {
@@ -71,7 +81,7 @@ func TestKafkaTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	committedReader := franzClient(t, c, kgo.ConsumeTopics("txn-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	committedReader := franzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	// Wait the whole time for all 36: the 6 of the open transaction must
 	// not come.
@@ -79,7 +89,7 @@ func TestKafkaTransactions(t *testing.T) {
 	if n := countPrefix(got, "committed-"); n != 30 || len(got) != 30 {
 		t.Fatalf("read_committed with a transaction open: %d records, %d committed: %v", len(got), n, got)
 	}
-	uncommitted := franzClient(t, c, kgo.ConsumeTopics("txn-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	uncommitted := franzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	all := pollValues(t, ctx, uncommitted, 66, 30*time.Second)
 	if countPrefix(all, "aborted-") != 30 || countPrefix(all, "late-") != 6 {
 		t.Fatalf("read_uncommitted: %d records: %v", len(all), all)
@@ -87,22 +97,22 @@ func TestKafkaTransactions(t *testing.T) {
 
 	// ListTransactions and DescribeTransactions see the open transaction.
 	testkit.Eventually(t, 30*time.Second, func() error {
-		described, err := adm.DescribeTransactions(ctx, "tx-e2e")
+		described, err := adm.DescribeTransactions(ctx, id)
 		if err != nil {
 			return err
 		}
-		d, err := described.On("tx-e2e", nil)
+		d, err := described.On(id, nil)
 		if err != nil {
 			return err
 		}
-		if d.State != "Ongoing" || len(d.Topics["txn-out"]) == 0 || d.ProducerID < 0 {
+		if d.State != "Ongoing" || len(d.Topics[topic]) == 0 || d.ProducerID < 0 {
 			return fmt.Errorf("DescribeTransactions: %+v", d)
 		}
 		listed, err := adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 		if err != nil {
 			return err
 		}
-		if _, ok := listed["tx-e2e"]; !ok {
+		if _, ok := listed[id]; !ok {
 			return fmt.Errorf("ListTransactions(Ongoing): %+v", listed)
 		}
 		return nil
@@ -117,7 +127,7 @@ func TestKafkaTransactions(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		v := metricSeries(t, c.Proc(fmt.Sprintf("storage-%d", i)).AdminAddr)
 		for p := range 3 {
-			lv := fmt.Sprintf(`{partition="%d",topic="txn-out"}`, p)
+			lv := fmt.Sprintf(`{partition="%d",topic="%s"}`, p, topic)
 			if v["sluice_storage_partition_leader"+lv] == 1 {
 				open += v["sluice_storage_open_transactions"+lv]
 				held += v["sluice_storage_lso_lag_offsets"+lv]
@@ -131,10 +141,10 @@ func TestKafkaTransactions(t *testing.T) {
 	// sluicectl shows it too.
 	out, errOut, code := sluicectl(t, c, "", "txn", "list", "--state", "Ongoing", "-o", "json")
 	var listed []txns.Description
-	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].ID != "tx-e2e" || listed[0].State != "Ongoing" {
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].ID != id || listed[0].State != "Ongoing" {
 		t.Fatalf("sluicectl txn list: exit %d: %s %s", code, out, errOut)
 	}
-	if out, errOut, code = sluicectl(t, c, "", "txn", "describe", "tx-e2e"); code != 0 || !strings.Contains(out, "Ongoing") || !strings.Contains(out, "txn-out-") {
+	if out, errOut, code = sluicectl(t, c, "", "txn", "describe", id); code != 0 || !strings.Contains(out, "Ongoing") || !strings.Contains(out, topic+"-") {
 		t.Fatalf("sluicectl txn describe: exit %d: %s %s", code, out, errOut)
 	}
 	if _, _, code = sluicectl(t, c, "", "txn", "describe", "no-such-id"); code != 1 {
@@ -155,7 +165,7 @@ func TestKafkaTransactions(t *testing.T) {
 	defer pool.Close()
 	var sdk []string
 	for p := range int32(3) {
-		r := client.NewPartitionReader(meta, pool, "txn-out", p, 0, client.ReaderConfig{Isolation: protocol.ReadCommitted, MaxWait: 50 * time.Millisecond})
+		r := client.NewPartitionReader(meta, pool, topic, p, 0, client.ReaderConfig{Isolation: protocol.ReadCommitted, MaxWait: 50 * time.Millisecond})
 		for attempt := 0; attempt < 50 && (r.LastStableOffset() < 0 || r.Offset() < r.LastStableOffset()); attempt++ {
 			recs, err := r.Fetch(ctx)
 			if err != nil {
@@ -171,7 +181,7 @@ func TestKafkaTransactions(t *testing.T) {
 	}
 
 	// A second session of the id fences the first.
-	second := franzClient(t, c, kgo.TransactionalID("tx-e2e"), kgo.DefaultProduceTopic("txn-out"))
+	second := franzClient(t, c, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic)}, opts...)...)
 	if err := second.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

@@ -324,7 +324,27 @@ func (s *Server) apiVersions(_ context.Context, c *Conn, req kmsg.Request) Reply
 	}
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ApiKeys = s.apis
+	if r.Version >= 3 {
+		resp.SupportedFeatures, resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch = features()
+	}
 	return Reply{Msg: resp}
+}
+
+// TransactionVersion is the transaction protocol version the cluster runs
+// (Kafka's transaction.version feature): 2, KIP-890 part 2. Clients that
+// see it finalized end every transaction with a new epoch (EndTxn v5) and
+// let produce (v12) and TxnOffsetCommit (v5) add partitions and groups.
+const TransactionVersion = 2
+
+// features are the cluster's feature flags in an ApiVersions answer: the
+// transaction version, supported and finalized. Nothing changes them, so
+// their epoch stays 1.
+func features() ([]kmsg.ApiVersionsResponseSupportedFeature, []kmsg.ApiVersionsResponseFinalizedFeature, int64) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, TransactionVersion
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", TransactionVersion, TransactionVersion
+	return []kmsg.ApiVersionsResponseSupportedFeature{sf}, []kmsg.ApiVersionsResponseFinalizedFeature{ff}, 1
 }
 
 // logLimiter lets logBurst lines through each second and counts the rest.

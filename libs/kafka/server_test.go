@@ -136,6 +136,12 @@ func TestServerVersionsAndRefusals(t *testing.T) {
 	if got[3] != [2]int16{1, 12} || got[18] != [2]int16{0, 4} || len(got) != 2 {
 		t.Fatalf("advertised %v", got)
 	}
+	// The transaction version is finalized at 2, which Kafka clients read
+	// to run KIP-890 part 2.
+	if len(avr.FinalizedFeatures) != 1 || avr.FinalizedFeatures[0].Name != "transaction.version" || avr.FinalizedFeatures[0].MaxVersionLevel != 2 ||
+		len(avr.SupportedFeatures) != 1 || avr.SupportedFeatures[0].MaxVersion != 2 || avr.FinalizedFeaturesEpoch < 1 {
+		t.Fatalf("features: supported %+v, finalized %+v (epoch %d)", avr.SupportedFeatures, avr.FinalizedFeatures, avr.FinalizedFeaturesEpoch)
+	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
 	c.send(md)

@@ -88,11 +88,11 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.InitProducerID.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.initProducerID}
 	routes[kmsg.AddPartitionsToTxn.Int16()] = kafka.Route{Min: 0, Max: 3, Handle: s.addPartitionsToTxn}
 	routes[kmsg.AddOffsetsToTxn.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.addOffsetsToTxn}
-	routes[kmsg.TxnOffsetCommit.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.txnOffsetCommit}
-	routes[kmsg.EndTxn.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.endTxn}
+	routes[kmsg.TxnOffsetCommit.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.txnOffsetCommit}
+	routes[kmsg.EndTxn.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.endTxn}
 	routes[kmsg.DescribeTransactions.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.describeTransactions}
 	routes[kmsg.ListTransactions.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.listTransactions}
-	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 11, Handle: s.produce}
+	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 12, Handle: s.produce}
 	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
 	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
 	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}

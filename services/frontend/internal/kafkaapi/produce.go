@@ -173,14 +173,17 @@ func (s *Service) chargeProduce(c *kafka.Conn, n int) time.Duration {
 	return 0
 }
 
-// verifyTxn checks that every partition of a transactional produce request
-// is in its producer's open transaction (KIP-890 part 1), so that a late
-// write of an ended transaction cannot start a new one that nothing would
-// end. It answers the request's error code, 0 when it may go on. The check
-// runs before the partitions take their places in their lanes, so it holds
-// the connection's next request back by one round trip to the coordinator.
+// verifyTxn prepares a transactional produce request: under transaction
+// version 2 (Produce v12+) it adds the request's partitions to the
+// producer's transaction; under version 1 it checks that they are in the
+// open one (KIP-890 part 1), so that a late write of an ended transaction
+// cannot start a new one that nothing would end. It answers the request's
+// error code, 0 when it may go on. It runs before the partitions take their
+// places in their lanes, so it holds the connection's next request back by
+// one round trip to the coordinator.
 func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceRequest) int16 {
-	verify := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: -1, ProducerEpoch: -1}, VerifyOnly: true}
+	v2 := r.Version >= 12
+	verify := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: -1, ProducerEpoch: -1}, VerifyOnly: !v2, V2: v2}
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
 			h, err := record.ParseHeader(rp.Records)
@@ -202,7 +205,8 @@ func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceR
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.producer.Config().Timeout)
 	defer cancel()
-	err := s.txnsFor(c).AddPartitions(ctx, *r.TransactionID, verify)
+	client := s.txnsFor(c)
+	err := whileConcurrent(ctx, func() error { return client.AddPartitions(ctx, *r.TransactionID, verify) })
 	switch code := txnCode(err, 0); code {
 	case int16(protocol.ProducerFenced), int16(protocol.InvalidProducerIDMapping):
 		// What a produce request's producer understands as fenced.

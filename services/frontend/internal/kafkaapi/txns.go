@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,14 +16,49 @@ import (
 // Transactions: FindCoordinator names a frontend per transactional id (as
 // per group), and that frontend relays the transaction APIs to the offsets
 // service's transaction coordinator (libs/txns), as it does the group
-// APIs. A produce request carrying a transactional id has its partitions
-// checked against the open transaction first (KIP-890 part 1), so a late
-// write of a transaction that ended cannot open a new one.
+// APIs. The cluster runs transaction version 2 (kafka.TransactionVersion):
+// a client that sees it sends Produce v12, TxnOffsetCommit v5 and EndTxn
+// v5, and the frontend adds the partitions and the group to the
+// transaction itself; EndTxn bumps the epoch. An older client (version 1)
+// adds them with AddPartitionsToTxn and AddOffsetsToTxn, and its
+// transactional produce requests have their partitions checked against the
+// open transaction first (KIP-890 part 1), so a late write of a
+// transaction that ended cannot open a new one.
+
+// txnJoinWait bounds how long a TxnOffsetCommit v5 waits for the
+// producer's previous transaction to complete before its group joins the
+// next one.
+const txnJoinWait = 10 * time.Second
 
 // txnsFor is the coordinator client acting for the connection's principal.
 func (s *Service) txnsFor(c *kafka.Conn) *txns.Client {
 	name, _ := c.Principal()
 	return s.txns.For(name)
+}
+
+// whileConcurrent runs f again while the coordinator answers
+// CONCURRENT_TRANSACTIONS (the producer's previous transaction is still
+// writing its markers, a few milliseconds), backing off from 5 ms to 100
+// ms, until ctx ends: under transaction version 2 a producer starts its
+// next transaction right after EndTxn, and Kafka's brokers likewise wait
+// for the coordinator rather than send the producer into its own, much
+// longer, retry backoff.
+func whileConcurrent(ctx context.Context, f func() error) error {
+	backoff := 5 * time.Millisecond
+	for {
+		err := f()
+		if protocol.CodeOf(err) != protocol.ConcurrentTransactions {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
 }
 
 // initProducerID answers InitProducerId: with a transactional id it starts
@@ -187,7 +223,18 @@ func (s *Service) txnOffsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.R
 	}
 	client := s.txnsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		code := txnCode(client.CommitOffsets(c.Context(), r.TransactionalID, commit), r.Version)
+		var err error
+		if r.Version >= 5 { // transaction version 2: the group joins the transaction here
+			ctx, cancel := context.WithTimeout(c.Context(), txnJoinWait)
+			err = whileConcurrent(ctx, func() error {
+				return client.AddGroup(ctx, r.TransactionalID, txns.AddGroupRequest{Producer: commit.Producer, Group: r.Group, V2: true})
+			})
+			cancel()
+		}
+		if err == nil {
+			err = client.CommitOffsets(c.Context(), r.TransactionalID, commit)
+		}
+		code := txnCode(err, r.Version)
 		for _, sl := range pending {
 			resp.Topics[sl.t].Partitions[sl.p].ErrorCode = code
 		}
@@ -208,7 +255,7 @@ func (s *Service) endTxn(_ context.Context, c *kafka.Conn, req kmsg.Request) kaf
 	client := s.txnsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		p, err := client.End(c.Context(), r.TransactionalID, txns.EndRequest{
-			Producer: txns.Producer{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch}, Commit: r.Commit})
+			Producer: txns.Producer{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch}, Commit: r.Commit, V2: r.Version >= 5})
 		if resp.ErrorCode = txnCode(err, r.Version); resp.ErrorCode == 0 {
 			resp.ProducerID, resp.ProducerEpoch = p.ProducerID, p.ProducerEpoch
 		}

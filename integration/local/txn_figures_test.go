@@ -1,0 +1,168 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// TestTxnFigures measures transactions, the figures of docs/performance.md's
+// Transactions section; it runs only with SLUICE_FIGURES=1:
+//
+//	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestTxnFigures -v ./local/
+//
+// A local cluster (3 metadata voters, 3 storage nodes, 3 offsets replicas,
+// one frontend, defaults) and franz-go, in this test's process, share the
+// machine. A topic of 4 partitions, RF=3, acks=all, 100-byte records:
+//   - produce throughput for 8 s, SLUICE_FIGURES_RUNS times (default 3)
+//     each, alternating: franz-go's idempotent producer, and its
+//     transactional producer committing every 100 and every 1,000 records;
+//   - commit latency: EndTransaction's time after the transaction's records
+//     were flushed (the markers' round trip), p50 and p99;
+//   - consume throughput of a log of 1,000,000 records written in
+//     transactions of 1,000 (a tenth of them aborted), read_committed (which
+//     returns the 900,000 committed) next to read_uncommitted (all), as log
+//     records per second, alternating.
+func TestTxnFigures(t *testing.T) {
+	if os.Getenv("SLUICE_FIGURES") != "1" {
+		t.Skip("set SLUICE_FIGURES=1 to measure the transaction figures")
+	}
+	runs := 3
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3})
+	ctx := context.Background()
+	adm := kadm.NewClient(franzClient(t, c))
+	value := make([]byte, 100)
+	report := func(format string, args ...any) { t.Log("FIGURE " + fmt.Sprintf(format, args...)) }
+
+	topicN := 0
+	newTopic := func() string {
+		topicN++
+		name := fmt.Sprintf("tfig-%d", topicN)
+		if res, err := adm.CreateTopics(ctx, 4, 3, nil, name); err != nil || res[name].Err != nil {
+			t.Fatalf("CreateTopics: %v %+v", err, res)
+		}
+		waitLeaders(t, ctx, c, name, 4)
+		return name
+	}
+
+	// produce runs one producer for d and returns records/s and, for a
+	// transactional one, the EndTransaction latencies.
+	produce := func(perTxn int, d time.Duration) (float64, []time.Duration) {
+		topic := newTopic()
+		opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(100000)}
+		if perTxn > 0 {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("tfig-%d", topicN)))
+		}
+		cl := franzClient(t, c, opts...)
+		var n int
+		var commits []time.Duration
+		start := time.Now()
+		for time.Since(start) < d {
+			if perTxn > 0 {
+				if err := cl.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			batch := perTxn
+			if batch == 0 {
+				batch = 1000
+			}
+			for range batch {
+				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Errorf("produce: %v", err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if perTxn > 0 {
+				end := time.Now()
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					t.Fatal(err)
+				}
+				commits = append(commits, time.Since(end))
+			}
+			n += batch
+		}
+		return float64(n) / time.Since(start).Seconds(), commits
+	}
+
+	modes := []struct {
+		name   string
+		perTxn int
+	}{{"idempotent", 0}, {"transactions of 100", 100}, {"transactions of 1000", 1000}}
+	rates := map[string][]float64{}
+	latencies := map[string][]time.Duration{}
+	for run := range runs {
+		for _, m := range modes {
+			rate, commits := produce(m.perTxn, 8*time.Second)
+			rates[m.name] = append(rates[m.name], rate)
+			latencies[m.name] = append(latencies[m.name], commits...)
+			report("run %d: produce %s: %.0f records/s", run+1, m.name, rate)
+		}
+	}
+	base := median(rates["idempotent"])
+	for _, m := range modes {
+		r := median(rates[m.name])
+		report("produce %s: median %.0f records/s (%.2f of idempotent)", m.name, r, r/base)
+		if l := latencies[m.name]; len(l) > 0 {
+			slices.Sort(l)
+			report("commit latency, %s: p50 %v, p99 %v (%d commits)", m.name, l[len(l)/2], l[len(l)*99/100], len(l))
+		}
+	}
+
+	// Consume: 1,000,000 records in transactions of 1,000, one in ten aborted.
+	topic := newTopic()
+	cl := franzClient(t, c, kgo.DefaultProduceTopic(topic), kgo.TransactionalID("tfig-consume"), kgo.MaxBufferedRecords(100000))
+	for txn := range 1000 {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for range 1000 {
+			cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(txn%10 != 9)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consume := func(isolation kgo.IsolationLevel, want int) float64 {
+		r := franzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(isolation))
+		start := time.Now()
+		n := 0
+		for n < want {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			fs := r.PollFetches(pctx)
+			cancel()
+			if pctx.Err() != nil && fs.NumRecords() == 0 {
+				t.Fatalf("consume stalled at %d of %d records", n, want)
+			}
+			n += fs.NumRecords()
+		}
+		// The rate over the log's million records, so that both readers
+		// are measured on the same bytes.
+		return 1e6 / time.Since(start).Seconds()
+	}
+	var committed, uncommitted []float64
+	for run := range runs {
+		rc := consume(kgo.ReadCommitted(), 900000)
+		ru := consume(kgo.ReadUncommitted(), 1000000)
+		committed, uncommitted = append(committed, rc), append(uncommitted, ru)
+		report("run %d: consume read_committed %.0f log records/s, read_uncommitted %.0f log records/s", run+1, rc, ru)
+	}
+	report("consume: read_committed median %.0f log records/s, read_uncommitted %.0f (%.2f)", median(committed), median(uncommitted),
+		median(committed)/median(uncommitted))
+}
