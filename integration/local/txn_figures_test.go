@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +24,11 @@ import (
 // A local cluster (3 metadata voters, 3 storage nodes, 3 offsets replicas,
 // one frontend, defaults) and franz-go, in this test's process, share the
 // machine. A topic of 4 partitions, RF=3, acks=all, 100-byte records:
-//   - produce throughput for 8 s, SLUICE_FIGURES_RUNS times (default 3)
-//     each, alternating: franz-go's idempotent producer, and its
-//     transactional producer committing every 100 and every 1,000 records;
+//   - produce throughput of 4 producers together for 8 s,
+//     SLUICE_FIGURES_RUNS times (default 3) each, alternating: franz-go's
+//     idempotent producer (flushing every 1,000 records), and its
+//     transactional producer committing every 100 and every 1,000 records
+//     (each producer its own transactional id);
 //   - commit latency: EndTransaction's time after the transaction's records
 //     were flushed (the markers' round trip), p50 and p99;
 //   - consume throughput of a log of 1,000,000 records written in
@@ -44,6 +47,7 @@ func TestTxnFigures(t *testing.T) {
 	ctx := context.Background()
 	adm := kadm.NewClient(franzClient(t, c))
 	value := make([]byte, 100)
+	const producers = 4
 	report := func(format string, args ...any) { t.Log("FIGURE " + fmt.Sprintf(format, args...)) }
 
 	topicN := 0
@@ -57,48 +61,63 @@ func TestTxnFigures(t *testing.T) {
 		return name
 	}
 
-	// produce runs one producer for d and returns records/s and, for a
-	// transactional one, the EndTransaction latencies.
+	// produce runs producers producers (each its own client, and for
+	// transactions its own transactional id) for d and returns their
+	// records/s together and, for transactions, the EndTransaction
+	// latencies.
 	produce := func(perTxn int, d time.Duration) (float64, []time.Duration) {
 		topic := newTopic()
-		opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(100000)}
-		if perTxn > 0 {
-			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("tfig-%d", topicN)))
-		}
-		cl := franzClient(t, c, opts...)
-		var n int
+		var mu sync.Mutex
+		var total int
 		var commits []time.Duration
+		var wg sync.WaitGroup
 		start := time.Now()
-		for time.Since(start) < d {
+		for i := range producers {
+			opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(100000)}
 			if perTxn > 0 {
-				if err := cl.BeginTransaction(); err != nil {
-					t.Fatal(err)
-				}
+				opts = append(opts, kgo.TransactionalID(fmt.Sprintf("tfig-%d-%d", topicN, i)))
 			}
-			batch := perTxn
-			if batch == 0 {
-				batch = 1000
-			}
-			for range batch {
-				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						t.Errorf("produce: %v", err)
+			cl := franzClient(t, c, opts...)
+			wg.Go(func() {
+				var n int
+				var mine []time.Duration
+				for time.Since(start) < d {
+					if perTxn > 0 {
+						if err := cl.BeginTransaction(); err != nil {
+							t.Error(err)
+							return
+						}
 					}
-				})
-			}
-			if err := cl.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if perTxn > 0 {
-				end := time.Now()
-				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-					t.Fatal(err)
+					batch := max(perTxn, 1000)
+					for range batch {
+						cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+							if err != nil {
+								t.Errorf("produce: %v", err)
+							}
+						})
+					}
+					if err := cl.Flush(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if perTxn > 0 {
+						end := time.Now()
+						if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+							t.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(end))
+					}
+					n += batch
 				}
-				commits = append(commits, time.Since(end))
-			}
-			n += batch
+				mu.Lock()
+				total += n
+				commits = append(commits, mine...)
+				mu.Unlock()
+			})
 		}
-		return float64(n) / time.Since(start).Seconds(), commits
+		wg.Wait()
+		return float64(total) / time.Since(start).Seconds(), commits
 	}
 
 	modes := []struct {
@@ -134,6 +153,9 @@ func TestTxnFigures(t *testing.T) {
 		}
 		for range 1000 {
 			cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
 		}
 		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(txn%10 != 9)); err != nil {
 			t.Fatal(err)

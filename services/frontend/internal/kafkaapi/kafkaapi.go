@@ -70,6 +70,7 @@ type Service struct {
 	quotas   *quota.Limiter
 	groups   *groups.Client
 	txns     *txns.Client
+	joined   joinedTxns // partitions added to version 2 transactions (produce.go)
 	log      *slog.Logger
 	// idempotentProducerID is the broker's InitProducerId (no
 	// transactional id).

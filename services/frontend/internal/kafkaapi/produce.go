@@ -3,6 +3,7 @@ package kafkaapi
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -200,6 +201,9 @@ func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceR
 			verify.Partitions = append(verify.Partitions, groups.TP{Topic: rt.Topic, Partition: rp.Partition})
 		}
 	}
+	if v2 {
+		verify.Partitions = s.joined.missing(*r.TransactionID, verify.Producer, verify.Partitions)
+	}
 	if len(verify.Partitions) == 0 {
 		return 0
 	}
@@ -207,11 +211,69 @@ func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceR
 	defer cancel()
 	client := s.txnsFor(c)
 	err := whileConcurrent(ctx, func() error { return client.AddPartitions(ctx, *r.TransactionID, verify) })
+	if err == nil && v2 {
+		s.joined.add(*r.TransactionID, verify.Producer, verify.Partitions)
+	}
 	switch code := txnCode(err, 0); code {
 	case int16(protocol.ProducerFenced), int16(protocol.InvalidProducerIDMapping):
 		// What a produce request's producer understands as fenced.
 		return int16(protocol.InvalidProducerEpoch)
 	default:
 		return code
+	}
+}
+
+// joinedTxns remembers, per transactional id, the partitions this frontend
+// added to the producer's current version 2 transaction, so that only a
+// partition's first produce request of a transaction asks the coordinator.
+// Under version 2 every transaction has its own epoch, so (producer id,
+// epoch) names one transaction: once it ends, or the coordinator aborts it,
+// the partitions refuse that epoch themselves (its markers carry the next
+// one). Version 1 transactions share an epoch and are never remembered.
+type joinedTxns struct {
+	mu  sync.Mutex
+	ids map[string]*joinedTxn
+}
+
+type joinedTxn struct {
+	producer txns.Producer
+	parts    map[groups.TP]struct{}
+}
+
+// maxJoinedTxns bounds the transactional ids remembered; past it the
+// memory is dropped (each id then asks once more).
+const maxJoinedTxns = 100000
+
+// missing returns the partitions not yet added to id's transaction at p.
+func (j *joinedTxns) missing(id string, p txns.Producer, parts []groups.TP) []groups.TP {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	t := j.ids[id]
+	if t == nil || t.producer != p {
+		return parts
+	}
+	var out []groups.TP
+	for _, tp := range parts {
+		if _, ok := t.parts[tp]; !ok {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// add records partitions the coordinator added to id's transaction at p.
+func (j *joinedTxns) add(id string, p txns.Producer, parts []groups.TP) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.ids == nil || len(j.ids) >= maxJoinedTxns {
+		j.ids = map[string]*joinedTxn{}
+	}
+	t := j.ids[id]
+	if t == nil || t.producer != p {
+		t = &joinedTxn{producer: p, parts: map[groups.TP]struct{}{}}
+		j.ids[id] = t
+	}
+	for _, tp := range parts {
+		t.parts[tp] = struct{}{}
 	}
 }

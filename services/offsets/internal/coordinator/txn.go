@@ -95,8 +95,8 @@ type Txns struct {
 	counts TxnCounts
 
 	mu         sync.Mutex
-	locks      map[string]*groupLock // per transactional id
-	completing map[string]bool       // ids whose markers a goroutine writes
+	locks      map[string]*groupLock    // per transactional id
+	completing map[string]chan struct{} // ids whose markers a goroutine writes, closed when it is done
 	stopped    bool
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -104,7 +104,7 @@ type Txns struct {
 
 // NewTxns returns the transaction coordinator of co's replica.
 func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
-	return &Txns{co: co, markers: markers, ids: ids, s: s, locks: map[string]*groupLock{}, completing: map[string]bool{}, stop: make(chan struct{})}
+	return &Txns{co: co, markers: markers, ids: ids, s: s, locks: map[string]*groupLock{}, completing: map[string]chan struct{}{}, stop: make(chan struct{})}
 }
 
 // Start runs the check loop until Stop.
@@ -240,19 +240,45 @@ func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.
 	return txns.Producer{ProducerID: n.ProducerID, ProducerEpoch: n.Epoch}, nil
 }
 
+// completionWait bounds how long a request that would begin a transaction
+// waits for the producer's previous one to complete (its markers, a few
+// milliseconds) before it is answered CONCURRENT_TRANSACTIONS.
+const completionWait = time.Second
+
 // join adds partitions or a group to the session's transaction, starting
-// one if none is open.
+// one if none is open. While the previous transaction is being completed
+// it waits for that, up to completionWait: a producer under transaction
+// version 2 starts its next transaction as soon as EndTxn is answered.
 func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, add func(n *fsm.Txn) bool) error {
-	defer x.lock(id)()
-	t, err := x.begin(id)
-	if err == nil {
-		err = checkProducer(t, id, p)
-	}
-	if err != nil {
-		return err
-	}
-	if t.Preparing() {
-		return protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
+	unlock := x.lock(id)
+	defer func() { unlock() }()
+	deadline := time.NewTimer(completionWait)
+	defer deadline.Stop()
+	var t *fsm.Txn
+	for {
+		var err error
+		t, err = x.begin(id)
+		if err == nil {
+			err = checkProducer(t, id, p)
+		}
+		if err != nil {
+			return err
+		}
+		if !t.Preparing() {
+			break
+		}
+		done := x.complete(id)
+		unlock()
+		select {
+		case <-done:
+		case <-deadline.C:
+			unlock = x.lock(id)
+			return protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
+		case <-ctx.Done():
+			unlock = x.lock(id)
+			return ctx.Err()
+		}
+		unlock = x.lock(id)
 	}
 	n := t.Clone()
 	if t.State != fsm.TxnOngoing {
@@ -389,6 +415,19 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 	if err := checkProducer(t, id, req.Producer); err != nil {
 		return txns.Producer{}, err
 	}
+	if !req.Commit && req.V2 && (t.State == fsm.TxnEmpty || t.State == fsm.TxnCompleteCommit || t.State == fsm.TxnCompleteAbort) {
+		// Version 2: aborting a transaction that wrote nothing succeeds
+		// and, like every end, bumps the epoch.
+		n := t.Clone()
+		n.State, n.V2 = fsm.TxnCompleteAbort, true
+		if n.Epoch < math.MaxInt16 {
+			n.Epoch++
+		}
+		if err := x.put(ctx, t.Version, n, false); err != nil {
+			return txns.Producer{}, err
+		}
+		return txns.Producer{ProducerID: n.ProducerID, ProducerEpoch: n.Epoch}, nil
+	}
 	switch t.State {
 	case fsm.TxnOngoing:
 		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2); err != nil {
@@ -400,7 +439,9 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 		}
 		return txns.Producer{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}, nil
 	case outcome:
-		return cur, nil // a retry of the End that completed it
+		if !req.V2 {
+			return cur, nil // a retry of the End that completed it (version 1: same epoch)
+		}
 	case prepared(outcome):
 		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: its transaction is being completed (%s)", id, t.State)
 	}
@@ -439,14 +480,20 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump bool) error
 }
 
 // complete starts writing the markers of a prepared transaction unless a
-// goroutine does already.
-func (x *Txns) complete(id string) {
+// goroutine does already, and returns a channel closed when that goroutine
+// is done (completed, or gave up as leadership moved).
+func (x *Txns) complete(id string) <-chan struct{} {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.stopped || x.completing[id] {
-		return
+	if done, ok := x.completing[id]; ok {
+		return done
 	}
-	x.completing[id] = true
+	done := make(chan struct{})
+	if x.stopped {
+		close(done)
+		return done
+	}
+	x.completing[id] = done
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
@@ -454,9 +501,11 @@ func (x *Txns) complete(id string) {
 			x.mu.Lock()
 			delete(x.completing, id)
 			x.mu.Unlock()
+			close(done)
 		}()
 		x.completeLoop(id)
 	}()
+	return done
 }
 
 // completeLoop writes the markers of a prepared transaction, retrying until

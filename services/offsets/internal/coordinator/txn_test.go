@@ -247,6 +247,18 @@ func TestTxnVersion2BumpsEpoch(t *testing.T) {
 		}
 		p = next
 	}
+	// An abort of a transaction that wrote nothing succeeds and bumps the
+	// epoch; a commit of one is refused.
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true}); !isCode(err, protocol.InvalidTxnState) {
+		t.Fatalf("commit of an empty transaction: %v", err)
+	}
+	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, V2: true})
+	if err != nil || next.ProducerEpoch != p.ProducerEpoch+1 {
+		t.Fatalf("abort of an empty transaction: %+v, %v", next, err)
+	}
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p, V2: true}); err != nil {
+		t.Fatalf("retried abort of an empty transaction: %v", err)
+	}
 }
 
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted
