@@ -13,9 +13,9 @@ import (
 )
 
 // listOffsets answers ListOffsets by asking each partition's storage
-// leader: earliest (-2), latest (-1, the high watermark; also the last
-// stable offset, as Sluice has no transactions yet), the largest timestamp
-// (-3) or the first offset at or after a timestamp.
+// leader: earliest (-2), latest (-1, the high watermark, or the last stable
+// offset at read_committed), the largest timestamp (-3) or the first offset
+// at or after a timestamp.
 func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListOffsetsRequest)
 	resp := kmsg.NewPtrListOffsetsResponse()
