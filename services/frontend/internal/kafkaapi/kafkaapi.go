@@ -25,6 +25,9 @@
 //     through the frontend.
 //   - ListOffsets, OffsetForLeaderEpoch and DeleteRecords go to the
 //     storage leader.
+//   - Groups and transactions: the frontend is the coordinator Kafka
+//     clients find for a group or a transactional id, and relays their
+//     requests to the offsets service (groups.go, commits.go, txns.go).
 package kafkaapi
 
 import (
