@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -102,7 +103,7 @@ func txnCode(err error, version int16) int16 {
 
 // addPartitionsToTxn answers AddPartitionsToTxn v0-v3 (a client's own;
 // v4+ is Kafka's broker-to-coordinator form, not advertised).
-func (s *Service) addPartitionsToTxn(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+func (s *Service) addPartitionsToTxn(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.AddPartitionsToTxnRequest)
 	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
 	add := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch}}
@@ -114,7 +115,7 @@ func (s *Service) addPartitionsToTxn(ctx context.Context, c *kafka.Conn, req kms
 		switch {
 		case !s.broker.Allowed(c, cluster.OpProduce, rt.Topic):
 			code = int16(protocol.TopicAuthorizationFailed)
-		case !s.knownTopic(ctx, rt.Topic, rt.Partitions):
+		case !s.knownTopic(rt.Topic, rt.Partitions):
 			code = int16(protocol.UnknownTopicOrPartition)
 		}
 		refused = refused || code != 0
@@ -151,7 +152,7 @@ func (s *Service) addPartitionsToTxn(ctx context.Context, c *kafka.Conn, req kms
 }
 
 // knownTopic reports whether the topic exists with these partitions.
-func (s *Service) knownTopic(ctx context.Context, topic string, partitions []int32) bool {
+func (s *Service) knownTopic(topic string, partitions []int32) bool {
 	snap := s.cache.Snapshot()
 	if snap == nil {
 		return false
@@ -307,7 +308,7 @@ func (s *Service) listTransactions(_ context.Context, c *kafka.Conn, req kmsg.Re
 			}
 		}
 		for _, d := range list {
-			if len(r.ProducerIDFilters) > 0 && !containsInt64(r.ProducerIDFilters, d.ProducerID) {
+			if len(r.ProducerIDFilters) > 0 && !slices.Contains(r.ProducerIDFilters, d.ProducerID) {
 				continue
 			}
 			st := kmsg.NewListTransactionsResponseTransactionState()
@@ -322,15 +323,6 @@ func knownTxnState(s string) bool {
 	switch s {
 	case "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence":
 		return true
-	}
-	return false
-}
-
-func containsInt64(xs []int64, x int64) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
 	}
 	return false
 }

@@ -55,11 +55,12 @@ type Coordinator struct {
 
 	ready atomic.Bool // leader and caught up (a barrier passed since it became leader)
 
+	locks keyLocks // per group: one membership change at a time (lockGroup)
+
 	// Lock order: a classic group's mu (classic.go), then a group lock
 	// (lockGroup), then mu; mu is only ever held briefly and never while
 	// taking another.
-	mu          sync.Mutex            // guards the fields below
-	locks       map[string]*groupLock // per group: one membership change at a time
+	mu          sync.Mutex // guards the fields below
 	seen        map[memberKey]time.Time
 	revokeSince map[memberKey]time.Time
 	classic     map[string]*classicGroup // classic groups' state on the leader (classic.go)
@@ -73,7 +74,7 @@ type Coordinator struct {
 // New returns a coordinator; Start runs its expiry loop.
 func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coordinator {
 	return &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
-		locks: map[string]*groupLock{}, classic: map[string]*classicGroup{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
+		classic: map[string]*classicGroup{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
 		stop: make(chan struct{})}
 }
 
@@ -202,34 +203,8 @@ func (c *Coordinator) Ready() bool {
 	return c.ready.Load() && c.raft.IsLeader() && c.fsm.Ready() == nil
 }
 
-// groupLock serializes one group's membership changes.
-type groupLock struct {
-	mu   sync.Mutex
-	refs int // holders and waiters; guarded by Coordinator.mu
-}
-
-// lockGroup takes the group's lock and returns its release. A group's entry
-// lives only while someone holds or waits for it, so group names that clients
-// make up do not pile up in the coordinator's memory.
-func (c *Coordinator) lockGroup(group string) (unlock func()) {
-	c.mu.Lock()
-	l := c.locks[group]
-	if l == nil {
-		l = &groupLock{}
-		c.locks[group] = l
-	}
-	l.refs++
-	c.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		c.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(c.locks, group)
-		}
-		c.mu.Unlock()
-	}
-}
+// lockGroup takes the group's lock and returns its release.
+func (c *Coordinator) lockGroup(group string) (unlock func()) { return c.locks.lock(group) }
 
 func (c *Coordinator) partitions(g *fsm.Group) map[string]int32 {
 	if p, ok := c.topics.Partitions(); ok {

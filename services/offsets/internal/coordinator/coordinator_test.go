@@ -228,9 +228,7 @@ func TestGroupLocksDoNotPileUp(t *testing.T) {
 	// moment when nothing holds one.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c.mu.Lock()
-		n := len(c.locks)
-		c.mu.Unlock()
+		n := c.locks.held()
 		if n == 0 {
 			return
 		}

@@ -94,8 +94,8 @@ type Txns struct {
 
 	counts TxnCounts
 
+	locks      keyLocks // per transactional id
 	mu         sync.Mutex
-	locks      map[string]*groupLock    // per transactional id
 	completing map[string]chan struct{} // ids whose markers a goroutine writes, closed when it is done
 	stopped    bool
 	stop       chan struct{}
@@ -104,7 +104,7 @@ type Txns struct {
 
 // NewTxns returns the transaction coordinator of co's replica.
 func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
-	return &Txns{co: co, markers: markers, ids: ids, s: s, locks: map[string]*groupLock{}, completing: map[string]chan struct{}{}, stop: make(chan struct{})}
+	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]chan struct{}{}, stop: make(chan struct{})}
 }
 
 // Start runs the check loop until Stop.
@@ -137,26 +137,8 @@ func (x *Txns) Stop() {
 	x.wg.Wait()
 }
 
-// lock takes a transactional id's lock (see Coordinator.lockGroup).
-func (x *Txns) lock(id string) (unlock func()) {
-	x.mu.Lock()
-	l := x.locks[id]
-	if l == nil {
-		l = &groupLock{}
-		x.locks[id] = l
-	}
-	l.refs++
-	x.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		x.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(x.locks, id)
-		}
-		x.mu.Unlock()
-	}
-}
+// lock takes a transactional id's lock.
+func (x *Txns) lock(id string) (unlock func()) { return x.locks.lock(id) }
 
 // begin checks the request's preconditions and returns the id's state.
 func (x *Txns) begin(id string) (*fsm.Txn, error) {
