@@ -88,7 +88,10 @@ func TestTxnFigures(t *testing.T) {
 							return
 						}
 					}
-					batch := max(perTxn, 1000)
+					batch := perTxn
+					if batch == 0 {
+						batch = 1000
+					}
 					for range batch {
 						cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
 							if err != nil {
