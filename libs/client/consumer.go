@@ -203,6 +203,17 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	return c.commitAs(ctx, id, epoch, closed, offs)
 }
 
+// TxnOffsets returns the positions of the owned partitions of tps (every
+// owned partition when tps is nil) whose position is known, in the name of
+// this member and its epoch: what a transactional producer's
+// SendOffsetsToTxn commits for the records Poll returned. Positions and
+// identity are read together, as Commit reads them.
+func (c *Consumer) TxnOffsets(tps []groups.TP) TxnOffsets {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return TxnOffsets{Group: c.cfg.Group, MemberID: c.memberID, MemberEpoch: c.epoch, Offsets: c.positionsLocked(tps, false)}
+}
+
 // CommitOffsets commits the given offsets (each the next offset to read) in
 // the name of this member and its epoch, all or nothing.
 func (c *Consumer) CommitOffsets(ctx context.Context, offs []groups.Offset) error {

@@ -227,25 +227,39 @@ func (c *Consumer) startOffsets(ctx context.Context, tps []groups.TP) (offs map[
 			}
 		}
 	}
-	for topic := range topics {
-		cs, err := c.coord.Offsets(ctx, c.cfg.Group, topic)
-		if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
-			return nil, nil, fmt.Errorf("committed offsets of group %s, topic %s: %w", c.cfg.Group, topic, err)
+	resp, err := c.coord.MemberOffsets(ctx, c.cfg.Group, "", 0)
+	if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
+		return nil, nil, fmt.Errorf("committed offsets of group %s: %w", c.cfg.Group, err)
+	}
+	for _, o := range resp.Offsets {
+		if !topics[o.Topic] {
+			continue
 		}
-		for _, o := range cs {
-			if o.Stale(ids[topic]) {
-				c.log.Warn("ignoring a committed offset of an earlier topic of the same name", "partition", groups.TP{Topic: o.Topic, Partition: o.Partition},
-					"offset", o.Offset, "committed_topic_id", o.TopicID, "topic_id", ids[topic])
-				continue
-			}
-			if o.Offset >= 0 {
-				committed[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset
-			}
+		if o.Stale(ids[o.Topic]) {
+			c.log.Warn("ignoring a committed offset of an earlier topic of the same name", "partition", groups.TP{Topic: o.Topic, Partition: o.Partition},
+				"offset", o.Offset, "committed_topic_id", o.TopicID, "topic_id", ids[o.Topic])
+			continue
+		}
+		if o.Offset >= 0 {
+			committed[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		}
+	}
+	// A read_committed consumer waits for offsets an open transaction
+	// holds (Kafka's require_stable): the transaction's commit may move
+	// them, and starting from the older ones would read its input again.
+	pending := map[groups.TP]bool{}
+	if c.rcfg.Isolation == protocol.ReadCommitted {
+		for _, tp := range resp.Pending {
+			pending[tp] = true
 		}
 	}
 	out := map[groups.TP]int64{}
 	var errs []error
 	for _, tp := range tps {
+		if pending[tp] {
+			errs = append(errs, protocol.UnstableOffsetCommit.Err("%s: an open transaction holds the group's offset", tp))
+			continue
+		}
 		if off, ok := committed[tp]; ok {
 			out[tp] = off
 			continue

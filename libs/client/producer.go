@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/partitioner"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/txns"
 )
 
 // ProducerRecord is a record to send.
@@ -61,6 +62,7 @@ type Producer struct {
 	inFlight int                    // requests in flight; guarded by mu
 	closed   bool                   // guarded by mu
 	ident    producerIdentity       // guarded by mu
+	txn      *txnState              // nil unless TransactionalID is set (producer_txn.go)
 
 	// builders are the batch builders not in use, kept (up to maxFreeBuilders)
 	// with their grown buffers; a sync.Pool would drop them at every GC.
@@ -123,7 +125,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	cfg = cfg.withDefaults()
 	p := &Producer{cfg: cfg, log: cfg.Logger.With("client_id", cfg.ClientID), meta: cluster.NewClientTLS(cfg.Metadata, cfg.TLS).WithToken(cfg.Token),
-		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight, cfg.ClientID, cfg.Token, cfg.TLS), topics: map[string]*topicState{},
+		fe: newFrontends(cfg.Frontends, cfg.MaxInFlight, cfg.ClientID, cfg.Token, cfg.TransactionalID, cfg.TLS), topics: map[string]*topicState{},
 		freed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	if len(p.fe.urls) == 0 {
 		return nil, fmt.Errorf("%w: Frontends holds no usable address", ErrInvalidProducerConfig)
@@ -131,7 +133,12 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.ident.id, p.ident.epoch = record.NoProducerID, record.NoProducerEpoch
 	if !cfg.DisableIdempotence {
-		p.ident.stale = true // fetched by the sender before its first batch
+		// Fetched by the sender before its first batch; a transactional
+		// producer's by BeginTxn.
+		p.ident.stale = true
+	}
+	if cfg.TransactionalID != "" {
+		p.txn = &txnState{id: cfg.TransactionalID, coord: txns.NewClientTLS(nonEmpty(cfg.Offsets), cfg.TLS)}
 	}
 	p.wg.Add(1)
 	go p.runSender()
@@ -170,6 +177,13 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordM
 	if p.closed {
 		p.releaseLocked(size)
 		return ErrProducerClosed
+	}
+	if x := p.txn; x != nil {
+		if err := x.sendableLocked(); err != nil {
+			p.releaseLocked(size)
+			return err
+		}
+		x.wrote = true
 	}
 	part, err := p.pickLocked(t, rec)
 	if err != nil {

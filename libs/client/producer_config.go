@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/txns"
 )
 
 // Errors of the Producer.
@@ -82,6 +84,20 @@ type ProducerConfig struct {
 	MetadataMaxAge time.Duration
 	// Logger receives the producer's log lines (default slog.Default()).
 	Logger *slog.Logger
+
+	// TransactionalID makes the producer transactional (Kafka's
+	// transactional.id): records are sent only inside a transaction
+	// (BeginTxn, then CommitTxn or AbortTxn), and a new producer with the
+	// same id fences this one. It needs idempotence and acks=all.
+	TransactionalID string
+	// TransactionTimeout is how long a transaction may stay open before
+	// the coordinator aborts it (default 1m, as Kafka's
+	// transaction.timeout.ms; at most the offsets service's
+	// -transaction-max-timeout).
+	TransactionTimeout time.Duration
+	// Offsets lists the offsets service's replicas, the transaction
+	// coordinator; required with TransactionalID.
+	Offsets []string
 }
 
 // DefaultProducerConfig returns the defaults with acks=all and idempotence.
@@ -134,6 +150,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.TransactionalID != "" && c.TransactionTimeout == 0 {
+		c.TransactionTimeout = time.Minute
+	}
 	return c
 }
 
@@ -173,6 +192,20 @@ func (c ProducerConfig) Validate() error {
 	}
 	if c.MaxInFlight < 1 {
 		bad("MaxInFlight %d: must be at least 1", c.MaxInFlight)
+	}
+	if c.TransactionalID != "" {
+		if err := txns.ValidateID(c.TransactionalID); err != nil {
+			bad("TransactionalID: %v", err)
+		}
+		if c.DisableIdempotence {
+			bad("TransactionalID: a transactional producer is idempotent (DisableIdempotence is set)")
+		}
+		if len(nonEmpty(c.Offsets)) == 0 {
+			bad("Offsets: a transactional producer needs the offsets service's addresses (its transaction coordinator)")
+		}
+		if c.TransactionTimeout < 0 || c.TransactionTimeout > time.Duration(math.MaxInt32)*time.Millisecond {
+			bad("TransactionTimeout %v: must be positive and fit 32-bit milliseconds", c.TransactionTimeout)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidProducerConfig, errors.Join(errs...))

@@ -30,6 +30,7 @@ type frontends struct {
 	urls     []string
 	clientID string // sent as X-Client-Id: the frontends' quotas are by client id
 	token    string // bearer token, when the frontends require authentication
+	txnID    string // a transactional producer's id, sent as transactional_id
 	hc       *http.Client
 	next     atomic.Uint64
 
@@ -37,8 +38,8 @@ type frontends struct {
 	down []time.Time // per frontend: skipped until; guarded by mu
 }
 
-func newFrontends(addrs []string, conns int, clientID, token string, tlsCfg *tls.Config) *frontends {
-	f := &frontends{urls: jsonhttp.BaseURLsFor(addrs, tlsCfg != nil), clientID: clientID, token: token,
+func newFrontends(addrs []string, conns int, clientID, token, txnID string, tlsCfg *tls.Config) *frontends {
+	f := &frontends{urls: jsonhttp.BaseURLsFor(addrs, tlsCfg != nil), clientID: clientID, token: token, txnID: txnID,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute,
 			TLSClientConfig: tlsCfg}}}
 	f.down = make([]time.Time, len(f.urls))
@@ -134,6 +135,9 @@ func (f *frontends) markDown(i int) {
 
 func (f *frontends) once(ctx context.Context, base, topic string, acks int8, segs [][]byte, size int) (*frontendapi.BatchesResponse, error) {
 	u := base + "/v1/topics/" + url.PathEscape(topic) + "/records?acks=" + strconv.Itoa(int(acks))
+	if f.txnID != "" {
+		u += "&transactional_id=" + url.QueryEscape(f.txnID)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &segmentsReader{segs: segs})
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func (p *Producer) runSender() {
 func (p *Producer) needIdentity() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ident.stale
+	return p.ident.stale && p.txn == nil // a transactional producer's comes from BeginTxn
 }
 
 // fetchIdentity asks metadata for a new producer id once.
@@ -155,6 +155,7 @@ func (p *Producer) stampLocked(ps *partState, bb *batchBuf) {
 		ps.gen, ps.seq = p.ident.gen, 0
 	}
 	bb.b.SetProducer(p.ident.id, p.ident.epoch, ps.seq)
+	bb.b.SetTransactional(p.txn != nil)
 	bb.gen = p.ident.gen
 	ps.seq = int32((int64(ps.seq) + int64(bb.b.Count())) % (1 << 31)) // wraps to 0, as Kafka
 }
@@ -257,7 +258,12 @@ func (p *Producer) dropExpired(batches []*batchBuf) []*batchBuf {
 func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Lock()
 	part := bb.part
-	if err != nil && !p.cfg.DisableIdempotence {
+	switch {
+	case err != nil && p.txn != nil:
+		// The transaction cannot commit; its end (AbortTxn) raises the
+		// epoch at the coordinator.
+		p.txnFailedLocked(fmt.Errorf("a batch of %s-%d failed: %w", part.topic, part.partition, err))
+	case err != nil && !p.cfg.DisableIdempotence:
 		p.raiseEpochLocked(bb)
 	}
 	c := p.finishLocked(bb, base, err)

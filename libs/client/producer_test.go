@@ -184,13 +184,21 @@ func TestProducerBufferFullAndErrors(t *testing.T) {
 
 func TestProducerConfigValidation(t *testing.T) {
 	for name, adjust := range map[string]func(*ProducerConfig){
-		"no frontends":             func(c *ProducerConfig) { c.Frontends = nil },
-		"bad acks":                 func(c *ProducerConfig) { c.Acks = 3 },
-		"idempotent without all":   func(c *ProducerConfig) { c.Acks = protocol.AcksLeader },
-		"bad codec":                func(c *ProducerConfig) { c.Compression = record.Codec(9) },
-		"tiny batch":               func(c *ProducerConfig) { c.BatchSize = 10 },
-		"buffer below one batch":   func(c *ProducerConfig) { c.BufferMemory = 100 },
-		"negative delivery budget": func(c *ProducerConfig) { c.DeliveryTimeout = -1 },
+		"no frontends":              func(c *ProducerConfig) { c.Frontends = nil },
+		"bad acks":                  func(c *ProducerConfig) { c.Acks = 3 },
+		"idempotent without all":    func(c *ProducerConfig) { c.Acks = protocol.AcksLeader },
+		"bad codec":                 func(c *ProducerConfig) { c.Compression = record.Codec(9) },
+		"tiny batch":                func(c *ProducerConfig) { c.BatchSize = 10 },
+		"buffer below one batch":    func(c *ProducerConfig) { c.BufferMemory = 100 },
+		"negative delivery budget":  func(c *ProducerConfig) { c.DeliveryTimeout = -1 },
+		"transactional, no offsets": func(c *ProducerConfig) { c.TransactionalID = "tx" },
+		"transactional, not idempotent": func(c *ProducerConfig) {
+			c.TransactionalID, c.Offsets, c.DisableIdempotence = "tx", []string{"o"}, true
+		},
+		"bad transactional id": func(c *ProducerConfig) { c.TransactionalID, c.Offsets = "tx\n", []string{"o"} },
+		"negative transaction timeout": func(c *ProducerConfig) {
+			c.TransactionalID, c.Offsets, c.TransactionTimeout = "tx", []string{"o"}, -time.Second
+		},
 	} {
 		cfg := DefaultProducerConfig()
 		cfg.Frontends = []string{"127.0.0.1:1"}
@@ -203,6 +211,33 @@ func TestProducerConfigValidation(t *testing.T) {
 	cfg.Frontends, cfg.Acks, cfg.DisableIdempotence = []string{"x"}, protocol.AcksLeader, true
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("acks=leader without idempotence: %v", err)
+	}
+	cfg = DefaultProducerConfig()
+	cfg.Frontends, cfg.Offsets, cfg.TransactionalID = []string{"x"}, []string{"o"}, "tx"
+	if err := cfg.Validate(); err != nil || cfg.withDefaults().TransactionTimeout != time.Minute {
+		t.Errorf("transactional producer: %v, timeout %v", err, cfg.withDefaults().TransactionTimeout)
+	}
+}
+
+// TestTransactionalProducerOutsideTxn: a transactional producer sends
+// nothing outside a transaction, and its transaction methods need one;
+// a producer without TransactionalID has none.
+func TestTransactionalProducerOutsideTxn(t *testing.T) {
+	f := newFakeFrontend(t, 1)
+	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) { c.TransactionalID, c.Offsets = "tx", []string{"127.0.0.1:1"} })
+	ctx := context.Background()
+	if err := p.Send(ctx, ProducerRecord{Topic: "t", Partition: 0, Value: []byte("v")}, nil); !errors.Is(err, ErrNoTransaction) {
+		t.Fatalf("Send outside a transaction: %v", err)
+	}
+	for name, f := range map[string]func(context.Context) error{"CommitTxn": p.CommitTxn, "AbortTxn": p.AbortTxn,
+		"SendOffsetsToTxn": func(ctx context.Context) error { return p.SendOffsetsToTxn(ctx, TxnOffsets{Group: "g"}) }} {
+		if err := f(ctx); !errors.Is(err, ErrNoTransaction) {
+			t.Errorf("%s outside a transaction: %v", name, err)
+		}
+	}
+	plain := testProducer(t, []string{f.srv.URL}, nil)
+	if err := plain.BeginTxn(ctx); !errors.Is(err, ErrNotTransactional) {
+		t.Fatalf("BeginTxn without TransactionalID: %v", err)
 	}
 }
 

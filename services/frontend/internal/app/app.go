@@ -36,6 +36,7 @@ import (
 	"github.com/sluicemq/sluice/services/frontend/internal/kafkaapi"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // Parse reads flags (and SLUICE_* variables), validates them and returns the
@@ -76,6 +77,9 @@ func Module() fx.Option {
 			func(c config.Config) *txns.Client {
 				return txns.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
 			},
+			// One memory of the partitions added to transactions, for the
+			// HTTP API and the Kafka listener.
+			func() *txnjoin.Joiner { return &txnjoin.Joiner{} },
 			newServer,
 			// One set of quota buckets for the HTTP API and the Kafka
 			// listener: a client id has one budget on a frontend.
@@ -99,6 +103,7 @@ type kafkaParams struct {
 	Quotas    *quota.Limiter
 	Offsets   *groups.Client
 	Txns      *txns.Client
+	Joiner    *txnjoin.Joiner
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
 	// HTTP orders the listener after the HTTP server: it starts after and
@@ -119,7 +124,7 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, p.Joiner, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
 	if err != nil {
 		return err
 	}
@@ -202,12 +207,14 @@ type serverParams struct {
 	Cache     *metacache.Cache
 	Console   *console.Console
 	Quotas    *quota.Limiter
+	Txns      *txns.Client
+	Joiner    *txnjoin.Joiner
 	Log       *slog.Logger
 }
 
 func newServer(p serverParams) (*httpapi.Server, error) {
 	d := httpapi.Deps{Producer: p.Producer, Fetcher: p.Fetcher, Admin: p.Client, Offsets: p.Offsets, Cache: p.Cache, Console: p.Console.Serve,
-		Quotas: p.Quotas}
+		Quotas: p.Quotas, Txns: p.Txns, Joiner: p.Joiner}
 	s, err := httpapi.New(p.Config, d, p.Log.With("component", "http"))
 	if err != nil {
 		return nil, err

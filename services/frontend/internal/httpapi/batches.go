@@ -6,10 +6,14 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // batchesAnswer is frontendapi.BatchesResponse, with the error body's fields
@@ -26,7 +30,13 @@ type batchesAnswer struct {
 // anything is sent; a batch the leader refuses (CORRUPT_RECORD after its CRC
 // check, say) is a result entry with the leader's code, and the partition's
 // later batches in the body are not sent.
-func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks int8, body []byte) {
+//
+// With txnID (the transactional_id parameter) every batch must be
+// transactional, of one producer, and acks must be all: the partitions join
+// the producer's transaction (version 2, package txnjoin) before anything
+// is sent. A transactional batch without txnID is refused: nothing would
+// end the transaction it opens.
+func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks int8, txnID string, body []byte) {
 	batches, err := frontendapi.DecodeBatches(body)
 	if err != nil {
 		service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
@@ -38,6 +48,10 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 			code = protocol.InvalidRequest
 		}
 		service.WriteCode(ctx, code, err.Error())
+		return
+	}
+	if err := s.joinTxn(ctx, topic, acks, txnID, batches); err != nil {
+		writeErr(ctx, err)
 		return
 	}
 	// As for record bodies, the request finishes even if shutdown begins.
@@ -65,4 +79,39 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 		ans.ErrorCode, ans.Error = int16(protocol.CodeOf(err)), err.Error()
 	}
 	service.WriteJSON(ctx, status, ans)
+}
+
+// joinTxn brings a transactional body's partitions into its producer's
+// transaction, and refuses transactional batches outside one.
+func (s *Server) joinTxn(ctx *fasthttp.RequestCtx, topic string, acks int8, txnID string, batches []frontendapi.PartitionBatch) error {
+	if txnID == "" {
+		for _, pb := range batches {
+			if h, err := record.ParseHeader(pb.Batch); err == nil && h.IsTransactional() {
+				return protocol.InvalidRecord.Err("partition %d: a transactional batch needs the transactional_id parameter", pb.Partition)
+			}
+		}
+		return nil
+	}
+	if err := txns.ValidateID(txnID); err != nil {
+		return protocol.InvalidRequest.Err("%v", err)
+	}
+	if acks != protocol.AcksAll {
+		return protocol.InvalidRequiredAcks.Err("a transactional producer writes with acks=all")
+	}
+	if s.txns == nil {
+		return protocol.InvalidRequest.Err("this frontend has no transaction coordinator")
+	}
+	req := txnjoin.NewRequest(true)
+	for _, pb := range batches {
+		if err := req.Add(topic, pb.Partition, pb.Batch); err != nil {
+			return err
+		}
+	}
+	client := s.txns
+	if p, _ := ctx.UserValue(principalKey).(*cluster.Principal); p != nil {
+		client = client.For(p.Name)
+	}
+	jctx, cancel := context.WithTimeout(context.Background(), s.producer.Config().Timeout)
+	defer cancel()
+	return s.joiner.Join(jctx, client, txnID, req)
 }

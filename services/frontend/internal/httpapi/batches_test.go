@@ -175,3 +175,32 @@ func TestBatchesAnswerShape(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 }
+
+// TestProduceBatchesTransactional: a transactional batch outside a
+// transactional request is refused whole before it reaches a leader
+// (nothing would end the transaction it opens), as is a records body that
+// names a transactional id.
+func TestProduceBatchesTransactional(t *testing.T) {
+	e := newEnv(t, envOptions{nodes: 1})
+	e.md.AddTopic("t", 1)
+	b := record.NewBuilder(record.CodecNone)
+	b.SetProducer(7, 0, 0)
+	b.SetTransactional(true)
+	b.Append(record.Record{Timestamp: 1700000000000, Value: []byte("v")})
+	txnBatch, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := frontendapi.AppendBatches(nil, []frontendapi.PartitionBatch{{Batch: sdkBatch(t, 3, 0, "plain")}, {Batch: txnBatch}})
+	r := e.do(t, http.MethodPost, "/v1/topics/t/records", frontendapi.ContentTypeBatches, body)
+	if eb := r.errBody(t); r.status != http.StatusBadRequest || eb.ErrorCode != int16(protocol.InvalidRecord) || !strings.Contains(eb.Error, "transactional_id") {
+		t.Fatalf("transactional batch without transactional_id: %d %s", r.status, r.body)
+	}
+	r = e.do(t, http.MethodPost, "/v1/topics/t/records?transactional_id=tx", "application/json", []byte(`[{"value":"v"}]`))
+	if eb := r.errBody(t); r.status != http.StatusBadRequest || eb.ErrorCode != int16(protocol.InvalidRequest) || !strings.Contains(eb.Error, "batches body") {
+		t.Fatalf("records body with transactional_id: %d %s", r.status, r.body)
+	}
+	if n := e.nodes[0].Attempts("t", 0); n != 0 {
+		t.Fatalf("%d batches sent from refused bodies", n)
+	}
+}

@@ -45,8 +45,12 @@ func (s *Server) produce(ctx *fasthttp.RequestCtx, id, topic string) {
 	if _, ok := s.admitQuota(ctx, quotaProduce, len(body)); !ok {
 		return
 	}
+	if format != produce.FormatBatches && len(ctx.QueryArgs().Peek("transactional_id")) > 0 {
+		service.WriteCode(ctx, protocol.InvalidRequest, "transactional_id applies to a batches body: a transactional producer builds its own batches")
+		return
+	}
 	if format == produce.FormatBatches {
-		s.produceBatches(ctx, id, topic, acks, body)
+		s.produceBatches(ctx, id, topic, acks, string(ctx.QueryArgs().Peek("transactional_id")), body)
 		return
 	}
 	s.produceRecords(ctx, id, topic, acks, format, body)

@@ -13,10 +13,12 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // Config is the HTTP listener's configuration.
@@ -115,6 +117,11 @@ type Deps struct {
 	// listener so that a client id has one budget on the frontend; nil: the
 	// server's own.
 	Quotas *quota.Limiter
+	// Txns and Joiner bring a transactional batches body's partitions into
+	// its producer's transaction (package txnjoin); nil Txns refuses such
+	// bodies.
+	Txns   *txns.Client
+	Joiner *txnjoin.Joiner
 }
 
 // Server is the frontend's public HTTP API.
@@ -127,7 +134,9 @@ type Server struct {
 	cache    *metacache.Cache
 	console  fasthttp.RequestHandler // nil when the console is not served
 	routes   *service.Router
-	quotas   *quota.Limiter  // produce and fetch byte rates by client id
+	quotas   *quota.Limiter // produce and fetch byte rates by client id
+	txns     *txns.Client
+	joiner   *txnjoin.Joiner
 	bodies   *produce.Budget // admits produce bodies before they are read (admitBody)
 	// otherBodies admits the bodies of the other routes (admin, groups), so
 	// that a produce flood filling bodies cannot refuse a consumer's
@@ -156,7 +165,7 @@ func New(cfg Config, d Deps, log *slog.Logger) (*Server, error) {
 		d.Quotas = quota.NewLimiter(nil)
 	}
 	s := &Server{cfg: cfg, producer: d.Producer, fetcher: d.Fetcher, admin: d.Admin, offsets: d.Offsets, cache: d.Cache,
-		console: d.Console, quotas: d.Quotas, log: log, ids: newRequestIDs()}
+		console: d.Console, quotas: d.Quotas, txns: d.Txns, joiner: d.Joiner, log: log, ids: newRequestIDs()}
 	s.routes = s.newRoutes()
 	s.bodies = bodyBudget(d.Producer)
 	s.otherBodies = produce.NewBudget(int64(otherBodiesFactor)*int64(cfg.MaxBodyBytes), nil)

@@ -47,6 +47,7 @@ import (
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // Config configures the frontend's Kafka listener.
@@ -73,7 +74,7 @@ type Service struct {
 	quotas   *quota.Limiter
 	groups   *groups.Client
 	txns     *txns.Client
-	joined   joinedTxns // partitions added to version 2 transactions (produce.go)
+	joiner   *txnjoin.Joiner // brings transactional produces' partitions into their transactions
 	log      *slog.Logger
 	// idempotentProducerID is the broker's InitProducerId (no
 	// transactional id).
@@ -84,8 +85,8 @@ type Service struct {
 // New builds the listener (it listens at once; Start serves); quotas are
 // the frontend's client quota buckets, shared with its HTTP API.
 func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	offsets *groups.Client, txnCoord *txns.Client, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord, log: log}
+	offsets *groups.Client, txnCoord *txns.Client, joiner *txnjoin.Joiner, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord, joiner: joiner, log: log}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
 	s.idempotentProducerID = routes[kmsg.InitProducerID.Int16()].Handle

@@ -3,18 +3,15 @@ package kafkaapi
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // produce answers Produce. Versions 0 to 2 are advertised (librdkafka turns
@@ -174,106 +171,21 @@ func (s *Service) chargeProduce(c *kafka.Conn, n int) time.Duration {
 	return 0
 }
 
-// verifyTxn prepares a transactional produce request: under transaction
-// version 2 (Produce v12+) it adds the request's partitions to the
-// producer's transaction; under version 1 it checks that they are in the
-// open one (KIP-890 part 1), so that a late write of an ended transaction
-// cannot start a new one that nothing would end. It answers the request's
-// error code, 0 when it may go on. It runs before the partitions take their
-// places in their lanes, so it holds the connection's next request back by
-// one round trip to the coordinator.
+// verifyTxn brings a transactional produce request's partitions into its
+// producer's transaction (package txnjoin): Produce v12+ is transaction
+// version 2. It answers the request's error code, 0 when it may go on. It
+// runs before the partitions take their places in their lanes, so it holds
+// the connection's next request back by one round trip to the coordinator.
 func (s *Service) verifyTxn(ctx context.Context, c *kafka.Conn, r *kmsg.ProduceRequest) int16 {
-	v2 := r.Version >= 12
-	verify := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: -1, ProducerEpoch: -1}, VerifyOnly: !v2, V2: v2}
+	req := txnjoin.NewRequest(r.Version >= 12)
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
-			h, err := record.ParseHeader(rp.Records)
-			if err != nil {
-				return int16(protocol.CorruptRecord)
+			if err := req.Add(rt.Topic, rp.Partition, rp.Records); err != nil {
+				return int16(protocol.CodeOf(err))
 			}
-			if !h.IsTransactional() || h.ProducerID < 0 {
-				return int16(protocol.InvalidRecord) // a transactional request of non-transactional batches
-			}
-			if verify.ProducerID >= 0 && (h.ProducerID != verify.ProducerID || h.ProducerEpoch != verify.ProducerEpoch) {
-				return int16(protocol.InvalidRecord)
-			}
-			verify.ProducerID, verify.ProducerEpoch = h.ProducerID, h.ProducerEpoch
-			verify.Partitions = append(verify.Partitions, groups.TP{Topic: rt.Topic, Partition: rp.Partition})
 		}
-	}
-	if v2 {
-		verify.Partitions = s.joined.missing(*r.TransactionID, verify.Producer, verify.Partitions)
-	}
-	if len(verify.Partitions) == 0 {
-		return 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.producer.Config().Timeout)
 	defer cancel()
-	client := s.txnsFor(c)
-	err := whileConcurrent(ctx, func() error { return client.AddPartitions(ctx, *r.TransactionID, verify) })
-	if err == nil && v2 {
-		s.joined.add(*r.TransactionID, verify.Producer, verify.Partitions)
-	}
-	switch code := txnCode(err, 0); code {
-	case int16(protocol.ProducerFenced), int16(protocol.InvalidProducerIDMapping):
-		// What a produce request's producer understands as fenced.
-		return int16(protocol.InvalidProducerEpoch)
-	default:
-		return code
-	}
-}
-
-// joinedTxns remembers, per transactional id, the partitions this frontend
-// added to the producer's current version 2 transaction, so that only a
-// partition's first produce request of a transaction asks the coordinator.
-// Under version 2 every transaction has its own epoch, so (producer id,
-// epoch) names one transaction: once it ends, or the coordinator aborts it,
-// the partitions refuse that epoch themselves (its markers carry the next
-// one). Version 1 transactions share an epoch and are never remembered.
-type joinedTxns struct {
-	mu  sync.Mutex
-	ids map[string]*joinedTxn
-}
-
-type joinedTxn struct {
-	producer txns.Producer
-	parts    map[groups.TP]struct{}
-}
-
-// maxJoinedTxns bounds the transactional ids remembered; past it the
-// memory is dropped (each id then asks once more).
-const maxJoinedTxns = 100000
-
-// missing returns the partitions not yet added to id's transaction at p.
-func (j *joinedTxns) missing(id string, p txns.Producer, parts []groups.TP) []groups.TP {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	t := j.ids[id]
-	if t == nil || t.producer != p {
-		return parts
-	}
-	var out []groups.TP
-	for _, tp := range parts {
-		if _, ok := t.parts[tp]; !ok {
-			out = append(out, tp)
-		}
-	}
-	return out
-}
-
-// add records partitions the coordinator added to id's transaction at p.
-func (j *joinedTxns) add(id string, p txns.Producer, parts []groups.TP) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.ids == nil || len(j.ids) >= maxJoinedTxns {
-		j.ids = map[string]*joinedTxn{}
-	}
-	t := j.ids[id]
-	if t == nil || t.producer != p {
-		t = &joinedTxn{producer: p, parts: map[groups.TP]struct{}{}}
-		j.ids[id] = t
-	}
-	for _, tp := range parts {
-		t.parts[tp] = struct{}{}
-	}
+	return txnCode(s.joiner.Join(ctx, s.txnsFor(c), *r.TransactionID, req), 0)
 }

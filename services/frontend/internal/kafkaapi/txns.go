@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
 // Transactions: FindCoordinator names a frontend per transactional id (as
@@ -35,31 +36,6 @@ const txnJoinWait = 10 * time.Second
 func (s *Service) txnsFor(c *kafka.Conn) *txns.Client {
 	name, _ := c.Principal()
 	return s.txns.For(name)
-}
-
-// whileConcurrent runs f again while the coordinator answers
-// CONCURRENT_TRANSACTIONS (the producer's previous transaction is still
-// writing its markers, a few milliseconds), backing off from 5 ms to 100
-// ms, until ctx ends: under transaction version 2 a producer starts its
-// next transaction right after EndTxn, and Kafka's brokers likewise wait
-// for the coordinator rather than send the producer into its own, much
-// longer, retry backoff.
-func whileConcurrent(ctx context.Context, f func() error) error {
-	backoff := 5 * time.Millisecond
-	for {
-		err := f()
-		if protocol.CodeOf(err) != protocol.ConcurrentTransactions {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 100*time.Millisecond)
-	}
 }
 
 // initProducerID answers InitProducerId: with a transactional id it starts
@@ -227,7 +203,7 @@ func (s *Service) txnOffsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.R
 		var err error
 		if r.Version >= 5 { // transaction version 2: the group joins the transaction here
 			ctx, cancel := context.WithTimeout(c.Context(), txnJoinWait)
-			err = whileConcurrent(ctx, func() error {
+			err = txnjoin.WhileConcurrent(ctx, func() error {
 				return client.AddGroup(ctx, r.TransactionalID, txns.AddGroupRequest{Producer: commit.Producer, Group: r.Group, V2: true})
 			})
 			cancel()

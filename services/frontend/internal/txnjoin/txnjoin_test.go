@@ -1,4 +1,4 @@
-package kafkaapi
+package txnjoin
 
 import (
 	"slices"
@@ -8,17 +8,17 @@ import (
 	"github.com/sluicemq/sluice/libs/txns"
 )
 
-// TestJoinedTxns: a partition added to a version 2 transaction is not asked
+// TestJoiner: a partition added to a version 2 transaction is not asked
 // for again in it; a new epoch (the next transaction) or another producer id
 // asks again.
-func TestJoinedTxns(t *testing.T) {
-	var j joinedTxns
+func TestJoiner(t *testing.T) {
+	var j Joiner
 	p := txns.Producer{ProducerID: 7, ProducerEpoch: 3}
 	a, b := groups.TP{Topic: "t", Partition: 0}, groups.TP{Topic: "t", Partition: 1}
 	if got := j.missing("tx", p, []groups.TP{a, b}); !slices.Equal(got, []groups.TP{a, b}) {
 		t.Fatalf("nothing added yet: %v", got)
 	}
-	j.add("tx", p, []groups.TP{a})
+	j.added("tx", p, []groups.TP{a})
 	if got := j.missing("tx", p, []groups.TP{a, b}); !slices.Equal(got, []groups.TP{b}) {
 		t.Fatalf("after adding %v: missing %v", a, got)
 	}
@@ -26,7 +26,7 @@ func TestJoinedTxns(t *testing.T) {
 	if got := j.missing("tx", next, []groups.TP{a}); !slices.Equal(got, []groups.TP{a}) {
 		t.Fatalf("the next transaction: missing %v", got)
 	}
-	j.add("tx", next, []groups.TP{b})
+	j.added("tx", next, []groups.TP{b})
 	if got := j.missing("tx", p, []groups.TP{a}); !slices.Equal(got, []groups.TP{a}) {
 		t.Fatalf("the ended transaction's epoch: missing %v", got)
 	}
