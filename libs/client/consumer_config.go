@@ -28,10 +28,10 @@ const (
 const (
 	// ReadUncommitted reads every record below the high watermark,
 	// transactional ones whatever became of their transaction.
-	ReadUncommitted = "read_uncommitted"
+	ReadUncommitted = groups.ReadUncommitted
 	// ReadCommitted reads below the last stable offset (it waits at an open
 	// transaction) and never returns the records of an aborted one.
-	ReadCommitted = "read_committed"
+	ReadCommitted = groups.ReadCommitted
 )
 
 // ParseIsolation returns the wire value of an isolation level name ("" is

@@ -24,6 +24,7 @@ func (c *Consumer) runGroup(ctx context.Context) {
 		ClientID:           c.cfg.ClientID,
 		Topics:             c.cfg.Topics,
 		Assignor:           c.cfg.Assignor,
+		Isolation:          c.cfg.IsolationLevel,
 		SessionTimeoutMs:   int32(c.cfg.SessionTimeout.Milliseconds()),
 		RebalanceTimeoutMs: int32(c.cfg.RebalanceTimeout.Milliseconds()),
 	}

@@ -51,6 +51,13 @@ const (
 	DefaultAssignor = AssignorSticky
 )
 
+// Isolation levels a member reads at (HeartbeatRequest.Isolation), under
+// Kafka's isolation.level names.
+const (
+	ReadUncommitted = "read_uncommitted"
+	ReadCommitted   = "read_committed"
+)
+
 // Member epochs with a special meaning in a heartbeat.
 const (
 	JoinEpoch  int32 = 0
@@ -87,6 +94,10 @@ type HeartbeatRequest struct {
 	// Assignor is the member's preferred assignor (range, roundrobin,
 	// sticky); the group uses the one most members name.
 	Assignor string `json:"assignor,omitempty"`
+	// Isolation is what the member reads: read_uncommitted or
+	// read_committed (its group's lag is then counted to the last stable
+	// offset); "" when it does not say (Kafka clients).
+	Isolation string `json:"isolation,omitempty"`
 	// SessionTimeoutMs and RebalanceTimeoutMs apply to this member; 0 takes
 	// the coordinator's defaults.
 	SessionTimeoutMs   int32 `json:"session_timeout_ms,omitempty"`
@@ -209,7 +220,11 @@ type PartitionLag struct {
 	// watermark (-1 when the leader could not be asked; Error says why).
 	LogStart int64 `json:"log_start"`
 	LogEnd   int64 `json:"log_end"`
-	// Lag is the number of records the group has yet to read: LogEnd minus
+	// LastStable is the partition's last stable offset (below it no
+	// transaction is open), -1 when unknown.
+	LastStable int64 `json:"last_stable"`
+	// Lag is the number of records the group has yet to read: LogEnd (for
+	// a read_committed group, LastStable: it cannot read past it) minus
 	// the committed offset, or minus LogStart when retention has deleted
 	// records past the commit (they can no longer be read) or nothing was
 	// committed. -1 when unknown.
@@ -230,7 +245,11 @@ type Description struct {
 	ProtocolType string              `json:"protocol_type,omitempty"`
 	ProtocolName string              `json:"protocol_name,omitempty"`
 	Members      []MemberDescription `json:"members"`
-	Partitions   []PartitionLag      `json:"partitions"`
+	// Isolation is read_committed when every member that says what it
+	// reads says so (and one does): lags then count to the last stable
+	// offsets. Otherwise read_uncommitted.
+	Isolation  string         `json:"isolation"`
+	Partitions []PartitionLag `json:"partitions"`
 	// TotalLag sums the known lags.
 	TotalLag int64 `json:"total_lag"`
 }

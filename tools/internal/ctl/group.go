@@ -87,13 +87,13 @@ func writeGroupDescription(out io.Writer, d *groups.Description) error {
 	if d.Protocol == groups.ProtocolClassic {
 		assignor = d.ProtocolName // the members' own assignor, run by the group's leader
 	}
-	fmt.Fprintf(out, "Group: %s  Protocol: %s  State: %s  Epoch: %d  Assignor: %s  Members: %d\n\n",
-		d.Group, groups.ProtocolLabel(d.Protocol, d.ProtocolType), d.State, d.GroupEpoch, orDash(assignor), len(d.Members))
+	fmt.Fprintf(out, "Group: %s  Protocol: %s  State: %s  Epoch: %d  Assignor: %s  Isolation: %s  Members: %d\n\n",
+		d.Group, groups.ProtocolLabel(d.Protocol, d.ProtocolType), d.State, d.GroupEpoch, orDash(assignor), orDash(d.Isolation), len(d.Members))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tOWNER")
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAST-STABLE-OFFSET\tLAG\tOWNER")
 	var errs []string
 	for _, p := range d.Partitions {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, num(p.Committed), num(p.LogEnd), num(p.Lag), orDash(p.Owner))
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, num(p.Committed), num(p.LogEnd), num(p.LastStable), num(p.Lag), orDash(p.Owner))
 		if p.Error != "" {
 			errs = append(errs, fmt.Sprintf("  %s-%d: %s", p.Topic, p.Partition, p.Error))
 		}

@@ -85,11 +85,12 @@ func sampleDescription() *groups.Description {
 				Revoking:   []groups.TopicPartitions{{Topic: "orders", Partitions: []int32{2}}}},
 		},
 		Partitions: []groups.PartitionLag{
-			{Topic: "orders", Partition: 2, Owner: "m1", Committed: -1, LogStart: -1, LogEnd: -1, Lag: -1, Error: "LEADER_NOT_AVAILABLE"},
-			{Topic: "orders", Partition: 0, Owner: "m1", Committed: 10, LogStart: 0, LogEnd: 15, Lag: 5},
-			{Topic: "orders", Partition: 1, Committed: -1, LogStart: 2, LogEnd: 3, Lag: 1},
+			{Topic: "orders", Partition: 2, Owner: "m1", Committed: -1, LogStart: -1, LogEnd: -1, LastStable: -1, Lag: -1, Error: "LEADER_NOT_AVAILABLE"},
+			{Topic: "orders", Partition: 0, Owner: "m1", Committed: 10, LogStart: 0, LogEnd: 15, LastStable: 12, Lag: 2},
+			{Topic: "orders", Partition: 1, Committed: -1, LogStart: 2, LogEnd: 3, LastStable: 3, Lag: 1},
 		},
-		TotalLag: 6,
+		Isolation: groups.ReadCommitted,
+		TotalLag:  3,
 	}
 }
 
@@ -102,12 +103,12 @@ func TestWriteGroupDescription(t *testing.T) {
 	}
 	lines := strings.Split(out.String(), "\n")
 	want := []string{
-		"Group: billing  Protocol: consumer  State: reconciling  Epoch: 7  Assignor: sticky  Members: 2",
+		"Group: billing  Protocol: consumer  State: reconciling  Epoch: 7  Assignor: sticky  Isolation: read_committed  Members: 2",
 		"",
-		"TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  OWNER",
-		"orders  0          10              15              5    m1",
-		"orders  1          -               3               1    -",
-		"orders  2          -               -               -    m1",
+		"TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAST-STABLE-OFFSET  LAG  OWNER",
+		"orders  0          10              15              12                  2    m1",
+		"orders  1          -               3               3                   1    -",
+		"orders  2          -               -               -                   -    m1",
 		"",
 		"Errors:",
 		"  orders-2: LEADER_NOT_AVAILABLE",
@@ -116,7 +117,7 @@ func TestWriteGroupDescription(t *testing.T) {
 		"m1      -          -     -         6      orders  orders:0    orders:2",
 		"m2      svc        -     -         7      orders  orders:1    -",
 		"",
-		"Total lag: 6",
+		"Total lag: 3",
 	}
 	for i, w := range want {
 		if i >= len(lines) || strings.TrimRight(lines[i], " ") != w {
@@ -221,11 +222,11 @@ func TestGroupCommandsAgainstOffsetsService(t *testing.T) {
 	// Describe as JSON keeps every field, sorted.
 	code, out, _ = run("--offsets", url, "group", "describe", "billing", "-o", "json")
 	var d groups.Description
-	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.TotalLag != 6 || d.Partitions[0].Partition != 0 || d.Members[0].MemberID != "m1" {
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.TotalLag != 3 || d.Partitions[0].Partition != 0 || d.Members[0].MemberID != "m1" {
 		t.Errorf("group describe -o json: exit %d %s", code, out)
 	}
 	code, out, _ = run("--offsets", url, "group", "describe", "billing")
-	if code != 0 || !strings.Contains(out, "LOG-END-OFFSET") || !strings.Contains(out, "Total lag: 6") {
+	if code != 0 || !strings.Contains(out, "LOG-END-OFFSET") || !strings.Contains(out, "Total lag: 3") {
 		t.Errorf("group describe: exit %d\n%s", code, out)
 	}
 	code, _, errs = run("--offsets", url, "group", "describe", "nope")

@@ -33,6 +33,7 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 		g = &fsm.Group{Name: group}
 	}
 	d := groups.Description{Group: group, State: s.stateOf(g), GroupEpoch: g.Epoch, Assignor: g.Assignor, Members: []groups.MemberDescription{},
+		Isolation: isolationOf(g),
 		Protocol: g.ProtocolLabel(), ProtocolType: g.ProtocolType, ProtocolName: g.ProtocolName}
 	for _, m := range g.SortedMembers() {
 		md := groups.MemberDescription{MemberID: m.ID, ClientID: m.ClientID, MemberEpoch: m.Epoch, Topics: m.Topics, Assignment: groups.Group(m.Assigned),
@@ -52,6 +53,25 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 	return nil
 }
 
+// isolationOf is what a group reads: read_committed when every member that
+// says what it reads (SDK consumers; Kafka clients do not say) says so,
+// and one does.
+func isolationOf(g *fsm.Group) string {
+	committed := false
+	for _, m := range g.Members {
+		switch m.Isolation {
+		case groups.ReadCommitted:
+			committed = true
+		case groups.ReadUncommitted:
+			return groups.ReadUncommitted
+		}
+	}
+	if committed {
+		return groups.ReadCommitted
+	}
+	return groups.ReadUncommitted
+}
+
 // stateOf is a group's state: a classic group's rebalance state as the
 // coordinator holds it, else the written one.
 func (s *Server) stateOf(g *fsm.Group) string {
@@ -69,7 +89,7 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 		if p := byTP[tp]; p != nil {
 			return p
 		}
-		p := &groups.PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Committed: -1, LogStart: -1, LogEnd: -1, Lag: -1, Owner: g.Owner(tp)}
+		p := &groups.PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Committed: -1, LogStart: -1, LogEnd: -1, LastStable: -1, Lag: -1, Owner: g.Owner(tp)}
 		byTP[tp] = p
 		return p
 	}
@@ -88,6 +108,7 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 			}
 		}
 	}
+	readCommitted := isolationOf(g) == groups.ReadCommitted
 	out := make([]groups.PartitionLag, 0, len(byTP))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -98,7 +119,7 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 		go func(p groups.PartitionLag) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.fillLag(c, &p)
+			s.fillLag(c, &p, readCommitted)
 			mu.Lock()
 			out = append(out, p)
 			mu.Unlock()
@@ -111,20 +132,30 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 	return out
 }
 
-// fillLag looks up the partition's log range and computes the lag: records
-// still to read from the committed offset, or from the log start when
-// retention passed the commit or nothing was committed.
-func (s *Server) fillLag(c context.Context, p *groups.PartitionLag) {
+// fillLag looks up the partition's log range and last stable offset and
+// computes the lag: records still to read from the committed offset, or
+// from the log start when retention passed the commit or nothing was
+// committed, to the log end (to the last stable offset for a
+// read_committed group: it reads no further until the transaction there
+// ends).
+func (s *Server) fillLag(c context.Context, p *groups.PartitionLag, readCommitted bool) {
 	start, err := s.ends.ListOffset(c, p.Topic, p.Partition, protocol.TimestampEarliest)
 	if err == nil {
 		p.LogStart = start
 		p.LogEnd, err = s.ends.ListOffset(c, p.Topic, p.Partition, protocol.TimestampLatest)
 	}
+	if err == nil {
+		p.LastStable, err = s.ends.LastStable(c, p.Topic, p.Partition)
+	}
 	if err != nil {
-		p.LogStart, p.LogEnd, p.Error = -1, -1, err.Error()
+		p.LogStart, p.LogEnd, p.LastStable, p.Error = -1, -1, -1, err.Error()
 		return
 	}
-	p.Lag = Lag(p.Committed, p.LogStart, p.LogEnd)
+	end := p.LogEnd
+	if readCommitted {
+		end = min(end, p.LastStable)
+	}
+	p.Lag = Lag(p.Committed, p.LogStart, end)
 }
 
 // Lag is the number of records a group still has to read of a partition

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -64,6 +65,10 @@ func TestEveryCodeAnswersWithItsStatus(t *testing.T) {
 
 // fakeEnds serves a metadata snapshot; no partition has log offsets.
 type fakeEnds struct{ snap *cluster.Snapshot }
+
+func (f fakeEnds) LastStable(context.Context, string, int32) (int64, error) {
+	return 0, protocol.UnknownTopicOrPartition.Err("no log")
+}
 
 func (f fakeEnds) ListOffset(context.Context, string, int32, int64) (int64, error) {
 	return 0, protocol.UnknownTopicOrPartition.Err("no log")
@@ -129,5 +134,51 @@ func TestRouteTable(t *testing.T) {
 	}
 	if r, _, allowed := routes.Lookup(http.MethodGet, "/v1/groups/g/offsets/x"); r != nil || allowed != nil {
 		t.Errorf("a longer path: %v %v", r, allowed)
+	}
+}
+
+// rangeEnds serves one log range and last stable offset for every
+// partition.
+type rangeEnds struct{ start, end, stable int64 }
+
+func (r rangeEnds) LastStable(context.Context, string, int32) (int64, error) { return r.stable, nil }
+func (r rangeEnds) Topic(string) (int32, bool)                               { return 1, true }
+func (r rangeEnds) Access() *cluster.Snapshot                                { return &cluster.Snapshot{} }
+func (r rangeEnds) ListOffset(_ context.Context, _ string, _ int32, ts int64) (int64, error) {
+	if ts == protocol.TimestampEarliest {
+		return r.start, nil
+	}
+	return r.end, nil
+}
+
+// TestLagOfReadCommittedGroups: a group whose members read at
+// read_committed lags to the last stable offset (it reads no further while
+// a transaction is open there); one with a read_uncommitted member, or
+// with members that do not say (Kafka clients), to the log end.
+func TestLagOfReadCommittedGroups(t *testing.T) {
+	s := &Server{ends: rangeEnds{start: 0, end: 100, stable: 60}}
+	committed := []groups.Committed{{Topic: "t", Partition: 0, Offset: 40}}
+	for _, tc := range []struct {
+		isolations []string
+		want       string
+		lag        int64
+	}{
+		{[]string{groups.ReadCommitted, groups.ReadCommitted}, groups.ReadCommitted, 20},
+		{[]string{groups.ReadCommitted, ""}, groups.ReadCommitted, 20},
+		{[]string{groups.ReadCommitted, groups.ReadUncommitted}, groups.ReadUncommitted, 60},
+		{[]string{"", ""}, groups.ReadUncommitted, 60},
+		{nil, groups.ReadUncommitted, 60},
+	} {
+		g := &fsm.Group{Name: "g", Members: map[string]*fsm.Member{}}
+		for i, iso := range tc.isolations {
+			g.Members[fmt.Sprint("m", i)] = &fsm.Member{ID: fmt.Sprint("m", i), Topics: []string{"t"}, Isolation: iso}
+		}
+		if got := isolationOf(g); got != tc.want {
+			t.Errorf("members %q: isolation %s, want %s", tc.isolations, got, tc.want)
+		}
+		lags := s.lags(context.Background(), g, committed)
+		if len(lags) != 1 || lags[0].Lag != tc.lag || lags[0].LastStable != 60 || lags[0].LogEnd != 100 {
+			t.Errorf("members %q: lags %+v, want lag %d", tc.isolations, lags, tc.lag)
+		}
 	}
 }

@@ -15,7 +15,7 @@ const lagScrapeTimeout = 5 * time.Second
 
 var (
 	lagLabels     = []string{"group", "topic", "partition"}
-	descLag       = prometheus.NewDesc("sluice_offsets_group_lag", "Records a consumer group still has to read of a partition: log end minus the committed offset (or the log start when retention passed it or nothing is committed).", lagLabels, nil)
+	descLag       = prometheus.NewDesc("sluice_offsets_group_lag", "Records a consumer group still has to read of a partition: log end (the last stable offset for a read_committed group) minus the committed offset (or the log start when retention passed it or nothing is committed).", lagLabels, nil)
 	descCommitted = prometheus.NewDesc("sluice_offsets_group_committed_offset", "A consumer group's committed offset of a partition.", lagLabels, nil)
 	descGroups    = prometheus.NewDesc("sluice_offsets_groups", "Consumer groups with members or committed offsets.", nil, nil)
 )

@@ -54,6 +54,8 @@ type Node interface {
 // first offset at or after a timestamp (-1 when none).
 type LogOffsets interface {
 	ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
+	// LastStable returns a partition's last stable offset.
+	LastStable(ctx context.Context, topic string, partition int32) (int64, error)
 	// Topic returns a topic's partition count from the latest metadata.
 	Topic(name string) (int32, bool)
 	// Access returns the latest metadata's principals and ACLs (an empty

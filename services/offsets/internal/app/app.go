@@ -278,6 +278,10 @@ func (l *logOffsets) ListOffset(ctx context.Context, topic string, partition int
 	return client.ListOffset(ctx, l.meta, l.pool, topic, partition, ts)
 }
 
+func (l *logOffsets) LastStable(ctx context.Context, topic string, partition int32) (int64, error) {
+	return client.ListOffsetAt(ctx, l.meta, l.pool, topic, partition, protocol.TimestampLatest, protocol.ReadCommitted)
+}
+
 func (l *logOffsets) Access() *cluster.Snapshot {
 	if snap := l.w.Snapshot(); snap != nil {
 		return snap

@@ -107,6 +107,11 @@ func updateMember(m *fsm.Member, req groups.HeartbeatRequest, s Settings) error 
 	if _, err := assign.Get(req.Assignor); err != nil {
 		return protocol.InvalidRequest.Err("%v", err)
 	}
+	switch req.Isolation {
+	case "", groups.ReadUncommitted, groups.ReadCommitted:
+	default:
+		return protocol.InvalidRequest.Err("isolation %q is not %s or %s", req.Isolation, groups.ReadUncommitted, groups.ReadCommitted)
+	}
 	session := s.SessionTimeout
 	if req.SessionTimeoutMs > 0 {
 		session = time.Duration(req.SessionTimeoutMs) * time.Millisecond
@@ -118,7 +123,7 @@ func updateMember(m *fsm.Member, req groups.HeartbeatRequest, s Settings) error 
 	if req.RebalanceTimeoutMs > 0 {
 		rebalance = time.Duration(req.RebalanceTimeoutMs) * time.Millisecond
 	}
-	m.ClientID, m.Assignor = req.ClientID, req.Assignor
+	m.ClientID, m.Assignor, m.Isolation = req.ClientID, req.Assignor, req.Isolation
 	m.SessionTimeoutMs, m.RebalanceTimeoutMs = int32(session.Milliseconds()), int32(rebalance.Milliseconds())
 	return nil
 }

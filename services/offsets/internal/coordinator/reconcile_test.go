@@ -203,6 +203,7 @@ func TestHeartbeatErrors(t *testing.T) {
 		{"join without topics", groups.HeartbeatRequest{MemberEpoch: 0}, protocol.InvalidRequest},
 		{"bad topic", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"a b"}}, protocol.InvalidTopic},
 		{"bad assignor", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, Assignor: "nope"}, protocol.InvalidRequest},
+		{"bad isolation", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, Isolation: "read_some"}, protocol.InvalidRequest},
 		{"session too short", groups.HeartbeatRequest{MemberEpoch: 0, Topics: []string{"t"}, SessionTimeoutMs: 10}, protocol.InvalidRequest},
 		{"negative epoch", groups.HeartbeatRequest{MemberID: m1, MemberEpoch: -5, Topics: []string{"t"}}, protocol.InvalidRequest},
 	} {

@@ -43,11 +43,13 @@ type Member struct {
 	ID       string `json:"id"`
 	ClientID string `json:"client_id,omitempty"`
 	// Epoch grows each time the coordinator changes Assigned or Revoking.
-	Epoch              int32    `json:"epoch"`
-	Topics             []string `json:"topics"`
-	Assignor           string   `json:"assignor,omitempty"`
-	SessionTimeoutMs   int32    `json:"session_timeout_ms"`
-	RebalanceTimeoutMs int32    `json:"rebalance_timeout_ms"`
+	Epoch    int32    `json:"epoch"`
+	Topics   []string `json:"topics"`
+	Assignor string   `json:"assignor,omitempty"`
+	// Isolation is what the member said it reads (groups.HeartbeatRequest).
+	Isolation          string `json:"isolation,omitempty"`
+	SessionTimeoutMs   int32  `json:"session_timeout_ms"`
+	RebalanceTimeoutMs int32  `json:"rebalance_timeout_ms"`
 	// Target is the member's share of the group's target assignment.
 	Target []groups.TP `json:"target,omitempty"`
 	// Assigned is what the member was last told to own.
