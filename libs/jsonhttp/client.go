@@ -44,6 +44,11 @@ type Client struct {
 	next int // index of the address to try first; guarded by mu
 }
 
+// LeaderHeader names, in an answer that a replica relayed to its Raft
+// group's leader, the leader's address (host:port): a Client sends its
+// next requests there first, saving the relay.
+const LeaderHeader = "X-Sluice-Leader"
+
 // New returns a client of the named service at the given base URLs
 // ("http://host:port" or "host:port"). A request is tried on the next address
 // after a transport error or an answer whose code retryElsewhere accepts (the
@@ -121,8 +126,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	var lastErr error
 	for i := range c.addrs {
 		idx := (start + i) % len(c.addrs)
-		err := c.once(ctx, c.addrs[idx]+path, method, body, out)
+		leader, err := c.once(ctx, c.addrs[idx]+path, method, body, out)
 		if err == nil {
+			if i := c.indexOf(leader); i >= 0 {
+				idx = i // relayed: the next request goes to the leader
+			}
 			c.mu.Lock()
 			c.next = idx
 			c.mu.Unlock()
@@ -144,14 +152,30 @@ func (c *Client) retryElsewhere(err error) bool {
 	return true // transport error
 }
 
-func (c *Client) once(ctx context.Context, u, method string, body []byte, out any) error {
+// indexOf returns the index of the address whose host:port is hostPort,
+// -1 when none is.
+func (c *Client) indexOf(hostPort string) int {
+	if hostPort == "" {
+		return -1
+	}
+	for i, a := range c.addrs {
+		if _, rest, ok := strings.Cut(a, "://"); ok && rest == hostPort || a == hostPort {
+			return i
+		}
+	}
+	return -1
+}
+
+// once sends one request and decodes the answer; leader is the answer's
+// LeaderHeader.
+func (c *Client) once(ctx context.Context, u, method string, body []byte, out any) (leader string, err error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -164,27 +188,28 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s request %s %s: %w", c.name, method, u, err)
+		return "", fmt.Errorf("%s request %s %s: %w", c.name, method, u, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
+		return "", fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var eb ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
 			// The status goes with the error, so that a service relaying it
 			// answers as the service that decided did.
-			return &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error, Status: resp.StatusCode}
+			return "", &protocol.Error{Code: protocol.Code(eb.ErrorCode), Message: eb.Error, Status: resp.StatusCode}
 		}
-		return fmt.Errorf("%s %s %s: HTTP %d: %s", c.name, method, u, resp.StatusCode, bytes.TrimSpace(data))
+		return "", fmt.Errorf("%s %s %s: HTTP %d: %s", c.name, method, u, resp.StatusCode, bytes.TrimSpace(data))
 	}
+	leader = resp.Header.Get(LeaderHeader)
 	if out == nil || len(data) == 0 {
-		return nil
+		return leader, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
+		return "", fmt.Errorf("%s response %s %s: %w", c.name, method, u, err)
 	}
-	return nil
+	return leader, nil
 }

@@ -41,6 +41,29 @@ func TestDoFailsOverAndRemembersTheAnsweringReplica(t *testing.T) {
 	}
 }
 
+// TestDoFollowsTheLeaderOfARelayedAnswer: a replica that relayed the
+// request to its leader names the leader, and the next request goes there.
+func TestDoFollowsTheLeaderOfARelayedAnswer(t *testing.T) {
+	var relayed, direct atomic.Int32
+	leader := server(t, 200, `{"v":1}`, &direct)
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		relayed.Add(1)
+		w.Header().Set(LeaderHeader, leader.Listener.Addr().String())
+		w.Write([]byte(`{"v":1}`))
+	}))
+	t.Cleanup(follower.Close)
+	c := New("offsets", []string{follower.URL, leader.URL}, nil)
+	var out struct{ V int }
+	for range 3 {
+		if err := c.Do(context.Background(), http.MethodPost, "/x", nil, &out); err != nil || out.V != 1 {
+			t.Fatalf("Do = %v, %+v", err, out)
+		}
+	}
+	if relayed.Load() != 1 || direct.Load() != 2 {
+		t.Fatalf("relayed %d, direct %d: after the first answer named the leader, requests go there", relayed.Load(), direct.Load())
+	}
+}
+
 func TestDoReturnsWireErrorsWithoutRetrying(t *testing.T) {
 	var a, b atomic.Int32
 	first := server(t, 409, `{"error_code":25,"error":"member gone"}`, &a)

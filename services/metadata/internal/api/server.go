@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
@@ -130,6 +131,9 @@ func (s *Server) relay(ctx *fasthttp.RequestCtx, timeout time.Duration) {
 	ctx.SetStatusCode(status)
 	if ctype != "" {
 		ctx.SetContentType(ctype)
+	}
+	if _, leader := s.node.Leader(); leader != "" {
+		ctx.Response.Header.Set(jsonhttp.LeaderHeader, leader)
 	}
 	ctx.SetBody(out)
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
@@ -46,6 +47,8 @@ type Node interface {
 	ID() string
 	// Forward relays a request to the leader and returns its answer.
 	Forward(ctx context.Context, method, pathQuery string, body []byte) (int, string, []byte, error)
+	// Leader returns the leader's id and HTTP address.
+	Leader() (id, httpAddr string)
 	// Linearize confirms leadership and waits for every committed entry.
 	Linearize(ctx context.Context) error
 }
@@ -229,6 +232,9 @@ func (s *Server) relay(rctx context.Context, ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(status)
 	if ctype != "" {
 		ctx.SetContentType(ctype)
+	}
+	if _, leader := s.node.Leader(); leader != "" {
+		ctx.Response.Header.Set(jsonhttp.LeaderHeader, leader)
 	}
 	ctx.SetBody(out)
 }

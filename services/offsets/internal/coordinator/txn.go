@@ -96,7 +96,7 @@ type Txns struct {
 
 	locks      keyLocks // per transactional id
 	mu         sync.Mutex
-	completing map[string]chan struct{} // ids whose markers a goroutine writes, closed when it is done
+	completing map[string]*completion // ids whose markers a goroutine writes
 	stopped    bool
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -104,7 +104,17 @@ type Txns struct {
 
 // NewTxns returns the transaction coordinator of co's replica.
 func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
-	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]chan struct{}{}, stop: make(chan struct{})}
+	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]*completion{}, stop: make(chan struct{})}
+}
+
+// completion is a goroutine completing a prepared transaction.
+type completion struct {
+	done chan struct{} // closed when the goroutine ends
+	// Guarded by Txns.mu: the requests waiting to begin the producer's
+	// next transaction, and the state version whose markers the goroutine
+	// wrote and left for one of them to complete (0: none).
+	waiters int
+	marked  uint64
 }
 
 // Start runs the check loop until Stop.
@@ -231,12 +241,16 @@ const completionWait = time.Second
 // one if none is open. While the previous transaction is being completed
 // it waits for that, up to completionWait: a producer under transaction
 // version 2 starts its next transaction as soon as EndTxn is answered.
+// When the previous transaction's markers are written by then, one Raft
+// entry completes it (its offsets committed) and begins the next: the
+// completion goroutine leaves its Complete entry to a waiting request.
 func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, add func(n *fsm.Txn) bool) error {
 	unlock := x.lock(id)
 	defer func() { unlock() }()
 	deadline := time.NewTimer(completionWait)
 	defer deadline.Stop()
 	var t *fsm.Txn
+	var completes bool // t is prepared and its markers are written
 	for {
 		var err error
 		t, err = x.begin(id)
@@ -249,27 +263,87 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		if !t.Preparing() {
 			break
 		}
-		done := x.complete(id)
+		c := x.awaitCompletion(id)
+		if c == nil {
+			return ErrNotLeader // stopping
+		}
 		unlock()
 		select {
-		case <-done:
+		case <-c.done:
 		case <-deadline.C:
 			unlock = x.lock(id)
+			if x.leaveCompletion(id, c) != 0 {
+				x.complete(id) // the markers were left to this request
+			}
 			return protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
 		case <-ctx.Done():
 			unlock = x.lock(id)
+			if x.leaveCompletion(id, c) != 0 {
+				x.complete(id) // the markers were left to this request
+			}
 			return ctx.Err()
 		}
 		unlock = x.lock(id)
+		marked := x.leaveCompletion(id, c)
+		if t, err = x.begin(id); err != nil {
+			return err
+		}
+		if t.Preparing() && marked == t.Version {
+			if err := checkProducer(t, id, p); err != nil {
+				x.complete(id) // someone must complete it
+				return err
+			}
+			completes = true
+			break
+		}
 	}
 	n := t.Clone()
-	if t.State != fsm.TxnOngoing {
-		n.State, n.Partitions, n.Groups, n.Offsets, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, nil, x.co.now().UnixMilli(), v2
+	if completes || t.State != fsm.TxnOngoing {
+		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.now().UnixMilli(), v2
+		if !completes || t.State != fsm.TxnPrepareCommit {
+			n.Offsets = nil
+		} // else the entry commits the ended transaction's offsets (and clears them)
 	}
 	if !add(n) && t.State == fsm.TxnOngoing {
 		return nil // nothing new
 	}
-	return x.put(ctx, t.Version, n, false)
+	commit := completes && t.State == fsm.TxnPrepareCommit
+	if err := x.put(ctx, t.Version, n, commit); err != nil {
+		if completes {
+			x.complete(id) // the Complete entry is still to be written
+		}
+		return err
+	}
+	if completes {
+		x.completed(t, commit)
+	}
+	return nil
+}
+
+// awaitCompletion registers a request waiting for id's completion
+// goroutine (started if none runs) and returns it, nil when the
+// coordinator stops. The id's lock must be held.
+func (x *Txns) awaitCompletion(id string) *completion {
+	x.complete(id)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.completing[id]
+	if c != nil { // nil: stopped
+		c.waiters++
+	}
+	return c
+}
+
+// leaveCompletion ends a wait registered by awaitCompletion and returns
+// the version whose markers the goroutine left to be completed (0: none);
+// the caller completes it, or restarts the completion (x.complete). The
+// id's lock must be held.
+func (x *Txns) leaveCompletion(id string, c *completion) uint64 {
+	x.mu.Lock()
+	c.waiters--
+	marked := c.marked
+	x.mu.Unlock()
+	return marked
 }
 
 // AddPartitions adds partitions to the transaction, or with VerifyOnly
@@ -463,19 +537,20 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump bool) error
 
 // complete starts writing the markers of a prepared transaction unless a
 // goroutine does already, and returns a channel closed when that goroutine
-// is done (completed, or gave up as leadership moved).
+// is done (completed, left the completion to a waiting request, or gave up
+// as leadership moved).
 func (x *Txns) complete(id string) <-chan struct{} {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if done, ok := x.completing[id]; ok {
-		return done
+	if c, ok := x.completing[id]; ok {
+		return c.done
 	}
-	done := make(chan struct{})
+	c := &completion{done: make(chan struct{})}
 	if x.stopped {
-		close(done)
-		return done
+		close(c.done)
+		return c.done
 	}
-	x.completing[id] = done
+	x.completing[id] = c
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
@@ -483,18 +558,20 @@ func (x *Txns) complete(id string) <-chan struct{} {
 			x.mu.Lock()
 			delete(x.completing, id)
 			x.mu.Unlock()
-			close(done)
+			close(c.done)
 		}()
-		x.completeLoop(id)
+		x.completeLoop(id, c)
 	}()
-	return done
+	return c.done
 }
 
 // completeLoop writes the markers of a prepared transaction, retrying until
 // every partition has its marker, then proposes the Complete state (with
-// the offsets, for a commit). It gives up when this replica stops
-// coordinating: the next leader completes the transaction.
-func (x *Txns) completeLoop(id string) {
+// the offsets, for a commit), unless a request waits to begin the
+// producer's next transaction: that request's entry completes this one
+// (join). It gives up when this replica stops coordinating: the next
+// leader completes the transaction.
+func (x *Txns) completeLoop(id string, c *completion) {
 	backoff := 50 * time.Millisecond
 	for {
 		select {
@@ -511,28 +588,14 @@ func (x *Txns) completeLoop(id string) {
 		}
 		err = x.writeMarkers(t)
 		if err == nil {
-			done := t.Clone()
-			commit := t.State == fsm.TxnPrepareCommit
-			done.State = fsm.TxnCompleteAbort
-			if commit {
-				done.State = fsm.TxnCompleteCommit
+			x.mu.Lock()
+			if c.waiters > 0 {
+				c.marked = t.Version
+				x.mu.Unlock()
+				return
 			}
-			done.Partitions, done.Groups, done.StartMs = nil, nil, 0
-			if !commit {
-				done.Offsets = nil
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
-			unlock := x.lock(id)
-			err = x.put(ctx, t.Version, done, commit)
-			unlock()
-			cancel()
-			if err == nil {
-				if commit {
-					x.counts.Committed.Add(1)
-				} else {
-					x.counts.Aborted.Add(1)
-				}
-				x.co.log.Info("transaction completed", "transactional_id", id, "state", done.State, "producer_id", done.ProducerID, "epoch", done.Epoch)
+			x.mu.Unlock()
+			if err = x.completeEntry(id, t); err == nil {
 				return
 			}
 		}
@@ -544,6 +607,43 @@ func (x *Txns) completeLoop(id string) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// completeEntry proposes the Complete state of t, whose markers are
+// written, unless the id's state moved on meanwhile (a request completed
+// it).
+func (x *Txns) completeEntry(id string, t *fsm.Txn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
+	defer cancel()
+	defer x.lock(id)()
+	if cur, _, err := x.co.fsm.Txn(id); err != nil || cur == nil || cur.Version != t.Version {
+		return err
+	}
+	done := t.Clone()
+	commit := t.State == fsm.TxnPrepareCommit
+	done.State = fsm.TxnCompleteAbort
+	if commit {
+		done.State = fsm.TxnCompleteCommit
+	}
+	done.Partitions, done.Groups, done.StartMs = nil, nil, 0
+	if !commit {
+		done.Offsets = nil
+	}
+	if err := x.put(ctx, t.Version, done, commit); err != nil {
+		return err
+	}
+	x.completed(done, commit)
+	return nil
+}
+
+// completed counts and logs a transaction's completion.
+func (x *Txns) completed(t *fsm.Txn, commit bool) {
+	if commit {
+		x.counts.Committed.Add(1)
+	} else {
+		x.counts.Aborted.Add(1)
+	}
+	x.co.log.Info("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
 }
 
 // writeMarkers writes t's marker to each of its partitions concurrently.

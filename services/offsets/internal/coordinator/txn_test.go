@@ -17,10 +17,11 @@ import (
 // markerLog records the markers the coordinator writes (the storage nodes
 // cannot run inside this module's tests; the end-to-end tests write real
 // ones). While failing is set every write fails, as with a partition whose
-// leader is gone.
+// leader is gone; while hold is set, writes wait for it to close.
 type markerLog struct {
 	mu      sync.Mutex
 	markers []marker
+	hold    chan struct{}
 	failing atomic.Bool
 }
 
@@ -34,6 +35,12 @@ type marker struct {
 func (m *markerLog) WriteMarker(_ context.Context, tp groups.TP, pid int64, epoch int16, commit bool) error {
 	if m.failing.Load() {
 		return protocol.NotLeaderOrFollower.Err("no leader for %s", tp)
+	}
+	m.mu.Lock()
+	hold := m.hold
+	m.mu.Unlock()
+	if hold != nil {
+		<-hold
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -259,6 +266,84 @@ func TestTxnVersion2BumpsEpoch(t *testing.T) {
 	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: p, V2: true}); err != nil {
 		t.Fatalf("retried abort of an empty transaction: %v", err)
 	}
+}
+
+// TestTxnNextTransactionCompletesPrevious: a request that begins the
+// producer's next transaction while the previous one's markers are being
+// written waits for them, and then one Raft entry completes the previous
+// transaction (committing its offsets) and begins the next.
+func TestTxnNextTransactionCompletesPrevious(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, tp2 := groups.TP{Topic: "out", Partition: 0}, groups.TP{Topic: "out", Partition: 1}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: p, Group: "g", V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "in", Partition: 0, Offset: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	markers.mu.Lock()
+	markers.hold = hold
+	markers.mu.Unlock()
+	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared := f.AppliedIndex()
+	added := make(chan error, 1)
+	go func() {
+		added <- x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: next, Partitions: []groups.TP{tp2}, V2: true})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		x.mu.Lock()
+		c := x.completing["tx"]
+		waiting := c != nil && c.waiters > 0
+		x.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the next transaction's request does not wait for the markers")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	markers.mu.Lock()
+	markers.hold = nil
+	markers.mu.Unlock()
+	close(hold)
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	tx, _, err := f.Txn("tx")
+	if err != nil || tx.State != fsm.TxnOngoing || !slices.Equal(tx.Partitions, []groups.TP{tp2}) || tx.Epoch != next.ProducerEpoch || len(tx.Offsets) != 0 {
+		t.Fatalf("after the next transaction began: %+v, %v", tx, err)
+	}
+	if n := f.AppliedIndex() - prepared; n != 1 {
+		t.Fatalf("%d Raft entries after the Prepare entry, want 1 (completing and beginning together)", n)
+	}
+	if offs, _ := f.Offsets("g", "in"); len(offs) != 1 || offs[0].Offset != 5 {
+		t.Fatalf("the previous transaction's offsets: %v", offs)
+	}
+	if got := markers.written(); len(got) != 1 || got[0] != (marker{tp, p.ProducerID, next.ProducerEpoch, true}) {
+		t.Fatalf("markers %v", got)
+	}
+	if n := x.Counts().Committed.Load(); n != 1 {
+		t.Fatalf("%d commits counted", n)
+	}
+	// Ended without a waiting request, a transaction completes by itself.
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: next, V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f, "tx", fsm.TxnCompleteAbort)
 }
 
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted
