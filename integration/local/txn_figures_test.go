@@ -47,7 +47,10 @@ func TestTxnFigures(t *testing.T) {
 	ctx := context.Background()
 	adm := kadm.NewClient(franzClient(t, c))
 	value := make([]byte, 100)
-	const producers = 4
+	producers := 4
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_PRODUCERS")); err == nil && n > 0 {
+		producers = n
+	}
 	report := func(format string, args ...any) { t.Log("FIGURE " + fmt.Sprintf(format, args...)) }
 
 	topicN := 0

@@ -34,7 +34,7 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 	}
 	d := groups.Description{Group: group, State: s.stateOf(g), GroupEpoch: g.Epoch, Assignor: g.Assignor, Members: []groups.MemberDescription{},
 		Isolation: isolationOf(g),
-		Protocol: g.ProtocolLabel(), ProtocolType: g.ProtocolType, ProtocolName: g.ProtocolName}
+		Protocol:  g.ProtocolLabel(), ProtocolType: g.ProtocolType, ProtocolName: g.ProtocolName}
 	for _, m := range g.SortedMembers() {
 		md := groups.MemberDescription{MemberID: m.ID, ClientID: m.ClientID, MemberEpoch: m.Epoch, Topics: m.Topics, Assignment: groups.Group(m.Assigned),
 			InstanceID: m.InstanceID, ClientHost: m.ClientHost, Metadata: m.Metadata, AssignmentBytes: m.Assignment}
