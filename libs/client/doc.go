@@ -62,4 +62,37 @@
 //     OFFSET_OUT_OF_RANGE resets per AutoOffsetReset (logged). Poll takes at
 //     most MaxPollRecords, fairly across partitions.
 //   - Close stops every goroutine the Consumer started.
+//   - With IsolationLevel read_committed the consumer stops at each
+//     partition's last stable offset, skips aborted transactions' records,
+//     and does not start a partition whose committed offset an open
+//     transaction holds until that transaction ends (Kafka's
+//     require_stable); it tells the coordinator so, and the group's lag is
+//     then counted to the last stable offsets.
+//
+// # Transactions
+//
+// A Producer with TransactionalID (and Offsets, the transaction
+// coordinator's addresses) writes records to several partitions, and with
+// SendOffsetsToTxn a consumer group's offsets, all committed or all
+// aborted together (Kafka's KIP-98, under KIP-890's transaction version 2:
+// every CommitTxn or AbortTxn raises the producer epoch, so a late batch of
+// an ended transaction is refused by its partition). A new producer of the
+// same id fences the old one (ErrProducerFenced), as does the coordinator
+// aborting a transaction open past TransactionTimeout:
+//
+//	cfg := client.DefaultProducerConfig()
+//	cfg.Frontends, cfg.Offsets = frontends, offsets
+//	cfg.TransactionalID = "billing-enricher"
+//	p, err := client.NewProducer(cfg)
+//	if err := p.BeginTxn(ctx); err != nil { ... }
+//	p.Send(ctx, client.ProducerRecord{Topic: "invoices", Partition: -1, Value: v}, nil)
+//	if err := p.CommitTxn(ctx); errors.Is(err, client.ErrTxnMustAbort) {
+//		err = p.AbortTxn(ctx)
+//	}
+//
+// TxnSession pairs a group Consumer with a transactional Producer for
+// consume-transform-produce loops (as franz-go's GroupTransactSession):
+// each transaction holds the output of what Poll returned and the
+// consumer's positions after it, so each input record's output is
+// committed exactly once for read_committed readers.
 package client
