@@ -10,6 +10,15 @@
 // are sent in body order, one after another. The answer is JSON
 // BatchesResponse, one result per batch in body order.
 //
+// A transactional producer's body names its transactional id
+// (?transactional_id=ID, with acks=all): every batch must then be
+// transactional and of one producer id and epoch, and the frontend adds the
+// body's partitions to the producer's transaction at the coordinator before
+// sending anything (INVALID_PRODUCER_EPOCH when the producer was fenced or
+// its transaction ended). A transactional batch in a body without the
+// parameter is refused (INVALID_RECORD), as is the parameter on a records
+// body.
+//
 // Decode returns sub-slices of the body (no copy): the body must stay
 // untouched while the batches are in use.
 package frontendapi
