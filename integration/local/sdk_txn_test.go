@@ -143,6 +143,54 @@ func TestSDKTransactions(t *testing.T) {
 		t.Fatalf("SDK consumer at read_uncommitted: %d records: %v", len(got), got)
 	}
 
+	// A read_committed group lags to the last stable offsets: the records
+	// of a transaction left open do not count until it ends (the commit
+	// marker and aborted records after the group's position do: they are
+	// offsets it has yet to pass, as in Kafka).
+	lagCfg := consumerConfig(c, "sdk-lag", "kafka-txn")
+	lagCfg.IsolationLevel, lagCfg.AutoCommit = client.ReadCommitted, false
+	lagCons, err := client.NewConsumer(lagCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lagCons.Close(ctx)
+	for n := 0; n < 25; {
+		recs, err := lagCons.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(recs)
+	}
+	if err := lagCons.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := kp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		kp.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: fmt.Appendf(nil, "open-%d", i)}, nil)
+	}
+	if err := kp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := groups.NewClient(c.OffsetsURLs()).Describe(ctx, "sdk-lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lag, toStable, open int64
+	for _, p := range d.Partitions {
+		lag += p.Lag
+		toStable += p.LastStable - p.Committed
+		open += p.LogEnd - p.LastStable
+	}
+	if d.Isolation != client.ReadCommitted || len(d.Partitions) != 3 || lag != toStable || open != 5 {
+		t.Fatalf("read_committed group with a transaction open: isolation %s, lag %d (to the last stable offsets: %d), records above them %d: %+v",
+			d.Isolation, lag, toStable, open, d.Partitions)
+	}
+	if err := kp.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
 	// A second SDK producer of the id fences the first.
 	second := txnProducer("sdk-tx")
 	if err := second.BeginTxn(ctx); err != nil {
