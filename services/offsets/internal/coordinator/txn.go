@@ -170,13 +170,48 @@ func (x *Txns) put(ctx context.Context, expect uint64, t *fsm.Txn, commit bool) 
 
 // checkProducer is the fencing rule of a session's requests.
 func checkProducer(t *fsm.Txn, id string, p txns.Producer) error {
-	switch {
-	case t == nil || p.ProducerID != t.ProducerID:
+	if t == nil {
 		return protocol.InvalidProducerIDMapping.Err("producer %d is not transactional id %s's", p.ProducerID, id)
-	case p.ProducerEpoch != t.Epoch:
-		return protocol.ProducerFenced.Err("transactional id %s is at epoch %d; epoch %d was fenced", id, t.Epoch, p.ProducerEpoch)
+	}
+	pid, epoch := t.Session()
+	switch {
+	case p.ProducerID != pid:
+		return protocol.InvalidProducerIDMapping.Err("producer %d is not transactional id %s's", p.ProducerID, id)
+	case p.ProducerEpoch != epoch:
+		return protocol.ProducerFenced.Err("transactional id %s is at epoch %d; epoch %d was fenced", id, epoch, p.ProducerEpoch)
 	}
 	return nil
+}
+
+// session is t's session as the API answers it.
+func session(t *fsm.Txn) txns.Producer {
+	pid, epoch := t.Session()
+	return txns.Producer{ProducerID: pid, ProducerEpoch: epoch}
+}
+
+// bump raises n's epoch for the end of its transaction (the markers carry
+// the result). At the largest epoch the session moves on to a new producer
+// id (NextProducerID), as KIP-890 does, so that the markers still carry an
+// epoch above every write of the transaction.
+func (x *Txns) bump(ctx context.Context, n *fsm.Txn) error {
+	if n.Epoch < math.MaxInt16-1 {
+		n.Epoch++
+		return nil
+	}
+	pid, err := x.ids.NewProducerID(ctx)
+	if err != nil {
+		return protocol.CoordinatorNotAvailable.Err("allocating a producer id: %v", err)
+	}
+	n.Epoch, n.NextProducerID = math.MaxInt16, pid
+	return nil
+}
+
+// moveOn makes n, a state after its transaction's markers, the next
+// producer id's when the epoch ran out.
+func moveOn(n *fsm.Txn) {
+	if n.NextProducerID > 0 {
+		n.ProducerID, n.Epoch, n.NextProducerID = n.NextProducerID, 0, 0
+	}
 }
 
 // Init starts a producer session (see package txns).
@@ -211,13 +246,14 @@ func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.
 	case t.State == fsm.TxnOngoing:
 		// A new session fences the old one and aborts what it left open;
 		// the producer asks again once the abort completed.
-		if err := x.prepare(ctx, t, false, true); err != nil {
+		if err := x.prepare(ctx, t, false, true, false); err != nil {
 			return txns.Producer{}, err
 		}
 		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: aborting the transaction of the previous session", id)
 	}
 	n := t.Clone()
 	n.State, n.TimeoutMs, n.Partitions, n.Groups, n.Offsets, n.StartMs, n.V2 = fsm.TxnEmpty, req.TimeoutMs, nil, nil, nil, 0, false
+	n.EndBumped = false
 	if n.Epoch == math.MaxInt16 {
 		if n.ProducerID, err = x.ids.NewProducerID(ctx); err != nil {
 			return txns.Producer{}, protocol.CoordinatorNotAvailable.Err("allocating a producer id: %v", err)
@@ -263,7 +299,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		if !t.Preparing() {
 			break
 		}
-		c := x.awaitCompletion(id)
+		c := x.completion(id, true)
 		if c == nil {
 			return ErrNotLeader // stopping
 		}
@@ -298,6 +334,9 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		}
 	}
 	n := t.Clone()
+	if completes {
+		moveOn(n)
+	}
 	if completes || t.State != fsm.TxnOngoing {
 		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.now().UnixMilli(), v2
 		if !completes || t.State != fsm.TxnPrepareCommit {
@@ -320,21 +359,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 	return nil
 }
 
-// awaitCompletion registers a request waiting for id's completion
-// goroutine (started if none runs) and returns it, nil when the
-// coordinator stops. The id's lock must be held.
-func (x *Txns) awaitCompletion(id string) *completion {
-	x.complete(id)
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	c := x.completing[id]
-	if c != nil { // nil: stopped
-		c.waiters++
-	}
-	return c
-}
-
-// leaveCompletion ends a wait registered by awaitCompletion and returns
+// leaveCompletion ends a wait registered by completion and returns
 // the version whose markers the goroutine left to be completed (0: none);
 // the caller completes it, or restarts the completion (x.complete). The
 // id's lock must be held.
@@ -460,11 +485,12 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 	}
 	cur := txns.Producer{ProducerID: -1, ProducerEpoch: -1}
 	if t != nil {
-		cur = txns.Producer{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}
+		cur = session(t)
 	}
 	// A version 2 End whose answer was lost is retried with the epoch
-	// before the bump: the same outcome is answered again.
-	if t != nil && t.V2 && req.ProducerID == t.ProducerID && req.ProducerEpoch == t.Epoch-1 &&
+	// before its bump: the same outcome is answered again. Not when a new
+	// session or a timeout raised the epoch: that producer is fenced.
+	if t != nil && t.V2 && t.EndBumped && req.ProducerID == t.ProducerID && req.ProducerEpoch == t.Epoch-1 &&
 		(t.State == outcome || t.State == prepared(outcome)) {
 		return cur, nil
 	}
@@ -475,30 +501,33 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 		// Version 2: aborting a transaction that wrote nothing succeeds
 		// and, like every end, bumps the epoch.
 		n := t.Clone()
-		n.State, n.V2 = fsm.TxnCompleteAbort, true
-		if n.Epoch < math.MaxInt16 {
-			n.Epoch++
+		n.State, n.V2, n.EndBumped = fsm.TxnCompleteAbort, true, true
+		if err := x.bump(ctx, n); err != nil {
+			return txns.Producer{}, err
 		}
+		moveOn(n) // no markers to write
 		if err := x.put(ctx, t.Version, n, false); err != nil {
 			return txns.Producer{}, err
 		}
-		return txns.Producer{ProducerID: n.ProducerID, ProducerEpoch: n.Epoch}, nil
+		return session(n), nil
 	}
 	switch t.State {
 	case fsm.TxnOngoing:
-		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2); err != nil {
+		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2, true); err != nil {
 			return txns.Producer{}, err
 		}
 		t, _, err = x.co.fsm.Txn(id)
 		if err != nil {
 			return txns.Producer{}, err
 		}
-		return txns.Producer{ProducerID: t.ProducerID, ProducerEpoch: t.Epoch}, nil
+		return session(t), nil
 	case outcome:
 		if !req.V2 {
 			return cur, nil // a retry of the End that completed it (version 1: same epoch)
 		}
-	case prepared(outcome):
+	case prepared(outcome), prepared(fsm.TxnCompleteCommit), prepared(fsm.TxnCompleteAbort):
+		// Its previous transaction's markers are being written (or this
+		// one's, retried): once they are, the answer is known.
 		return txns.Producer{}, protocol.ConcurrentTransactions.Err("transactional id %s: its transaction is being completed (%s)", id, t.State)
 	}
 	return txns.Producer{}, protocol.InvalidTxnState.Err("transactional id %s: no open transaction to %s (%s)", id, map[bool]string{true: "commit", false: "abort"}[req.Commit], t.State)
@@ -515,16 +544,19 @@ func prepared(complete string) string {
 // prepare makes the decision on the ongoing transaction t durable and
 // starts writing its markers. bump raises the producer epoch (transaction
 // version 2, and every abort the coordinator decides: it fences the
-// session); the markers carry the epoch that results. The id's lock must
-// be held.
-func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump bool) error {
+// session); the markers carry the epoch that results. byEnd: the
+// producer's own End decided (EndBumped). The id's lock must be held.
+func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool) error {
 	n := t.Clone()
 	n.State = fsm.TxnPrepareAbort
 	if commit {
 		n.State = fsm.TxnPrepareCommit
 	}
-	if bump && n.Epoch < math.MaxInt16 {
-		n.Epoch++
+	n.EndBumped = bump && byEnd
+	if bump {
+		if err := x.bump(ctx, n); err != nil {
+			return err
+		}
 	}
 	if err := x.put(ctx, t.Version, n, false); err != nil {
 		return err
@@ -540,29 +572,46 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump bool) error
 // is done (completed, left the completion to a waiting request, or gave up
 // as leadership moved).
 func (x *Txns) complete(id string) <-chan struct{} {
+	if c := x.completion(id, false); c != nil {
+		return c.done
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// completion returns the goroutine completing id's prepared transaction,
+// starting one unless one runs that has not handed its completion over;
+// with wait it registers the caller as a request waiting for it
+// (leaveCompletion ends the wait). Nil once the coordinator stops.
+func (x *Txns) completion(id string, wait bool) *completion {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if c, ok := x.completing[id]; ok {
-		return c.done
-	}
-	c := &completion{done: make(chan struct{})}
 	if x.stopped {
-		close(c.done)
-		return c.done
+		return nil
 	}
-	x.completing[id] = c
-	x.wg.Add(1)
-	go func() {
-		defer x.wg.Done()
-		defer func() {
-			x.mu.Lock()
-			delete(x.completing, id)
-			x.mu.Unlock()
-			close(c.done)
+	c, ok := x.completing[id]
+	if !ok {
+		c = &completion{done: make(chan struct{})}
+		x.completing[id] = c
+		x.wg.Add(1)
+		go func() {
+			defer x.wg.Done()
+			defer func() {
+				x.mu.Lock()
+				if x.completing[id] == c {
+					delete(x.completing, id)
+				}
+				x.mu.Unlock()
+				close(c.done)
+			}()
+			x.completeLoop(id, c)
 		}()
-		x.completeLoop(id, c)
-	}()
-	return c.done
+	}
+	if wait {
+		c.waiters++
+	}
+	return c
 }
 
 // completeLoop writes the markers of a prepared transaction, retrying until
@@ -590,7 +639,9 @@ func (x *Txns) completeLoop(id string, c *completion) {
 		if err == nil {
 			x.mu.Lock()
 			if c.waiters > 0 {
+				// Handed over: from now on complete starts a new goroutine.
 				c.marked = t.Version
+				delete(x.completing, id)
 				x.mu.Unlock()
 				return
 			}
@@ -629,6 +680,7 @@ func (x *Txns) completeEntry(id string, t *fsm.Txn) error {
 	if !commit {
 		done.Offsets = nil
 	}
+	moveOn(done)
 	if err := x.put(ctx, t.Version, done, commit); err != nil {
 		return err
 	}
@@ -696,7 +748,7 @@ func (x *Txns) abortExpired(id string, now int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 	defer cancel()
-	if err := x.prepare(ctx, t, false, true); err != nil {
+	if err := x.prepare(ctx, t, false, true, false); err != nil {
 		x.co.log.Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
 		return
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -344,6 +345,78 @@ func TestTxnNextTransactionCompletesPrevious(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, f, "tx", fsm.TxnCompleteAbort)
+}
+
+// TestTxnEpochRunsOut: a version 2 session whose epoch reaches the
+// largest moves on to a new producer id at epoch 0; the markers of the
+// transaction that spent the id carry the largest epoch, above every write
+// of it.
+func TestTxnEpochRunsOut(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two transactions before the end of the epochs.
+	cur, _, _ := f.Txn("tx")
+	n := cur.Clone()
+	n.Epoch = math.MaxInt16 - 2
+	unlock := x.lock("tx")
+	err = x.put(bg, cur.Version, n, false)
+	unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ProducerEpoch = math.MaxInt16 - 2
+	tp := groups.TP{Topic: "out", Partition: 0}
+	for round, want := range []txns.Producer{{ProducerID: 1000, ProducerEpoch: math.MaxInt16 - 1}, {ProducerID: 1001, ProducerEpoch: 0}, {ProducerID: 1001, ProducerEpoch: 1}} {
+		if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
+		if err != nil || next != want {
+			t.Fatalf("round %d: end %+v, %v; want %+v", round, next, err, want)
+		}
+		waitState(t, f, "tx", fsm.TxnCompleteCommit)
+		got := markers.written()
+		wantEpoch := next.ProducerEpoch
+		if next.ProducerID != p.ProducerID {
+			wantEpoch = math.MaxInt16
+		}
+		if m := got[len(got)-1]; m.pid != p.ProducerID || m.epoch != wantEpoch {
+			t.Fatalf("round %d: marker %+v, want producer %d epoch %d", round, m, p.ProducerID, wantEpoch)
+		}
+		p = next
+	}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: 1000, ProducerEpoch: math.MaxInt16 - 1}, Partitions: []groups.TP{tp}, V2: true}); !isCode(err, protocol.InvalidProducerIDMapping) {
+		t.Fatalf("the spent producer id: %v", err)
+	}
+}
+
+// TestTxnFencedProducerCannotRetryEnd: an End retried with the epoch
+// before the last bump is answered again only when that bump was the
+// producer's own End; after a new session aborted its transaction, the old
+// producer is fenced.
+func TestTxnFencedProducerCannotRetryEnd(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	old, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := groups.TP{Topic: "out", Partition: 0}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: old, Partitions: []groups.TP{tp}, V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A new session aborts the old one's transaction (epoch e -> e+1).
+	if _, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1}); !isCode(err, protocol.ConcurrentTransactions) {
+		t.Fatalf("init over an open transaction: %v", err)
+	}
+	waitState(t, f, "tx", fsm.TxnCompleteAbort)
+	if _, err := x.End(bg, "tx", txns.EndRequest{Producer: old, V2: true}); !isCode(err, protocol.ProducerFenced) {
+		t.Fatalf("the old producer's abort after the new session's: %v, want PRODUCER_FENCED", err)
+	}
 }
 
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted

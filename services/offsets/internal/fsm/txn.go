@@ -57,6 +57,23 @@ type Txn struct {
 	// V2 marks a transaction of transaction version 2 (KIP-890): its end
 	// bumps the epoch, and partitions join by their first produce.
 	V2 bool `json:"v2,omitempty"`
+	// NextProducerID, when set, is the producer id the session goes on
+	// with, at epoch 0, once this transaction completes: its end raised the
+	// epoch to the largest (the markers carry it), which spends the id
+	// (KIP-890).
+	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// EndBumped: the epoch was last raised by the producer's own End
+	// (version 2), not by a new session or a timeout abort. Only then is a
+	// retried End carrying the epoch before answered again.
+	EndBumped bool `json:"end_bumped,omitempty"`
+}
+
+// Session is the producer id and epoch the id's current session uses.
+func (t *Txn) Session() (producerID int64, epoch int16) {
+	if t.NextProducerID > 0 {
+		return t.NextProducerID, 0
+	}
+	return t.ProducerID, t.Epoch
 }
 
 // Clone returns a deep copy.
