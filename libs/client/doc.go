@@ -75,8 +75,9 @@
 // coordinator's addresses) writes records to several partitions, and with
 // SendOffsetsToTxn a consumer group's offsets, all committed or all
 // aborted together (Kafka's KIP-98, under KIP-890's transaction version 2:
-// every CommitTxn or AbortTxn raises the producer epoch, so a late batch of
-// an ended transaction is refused by its partition). A new producer of the
+// the end of every transaction that wrote something raises the producer
+// epoch, or past the largest epoch moves to a new producer id, so a late
+// batch of an ended transaction is refused by its partition). A new producer of the
 // same id fences the old one (ErrProducerFenced), as does the coordinator
 // aborting a transaction open past TransactionTimeout:
 //

@@ -148,7 +148,8 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 // Send queues rec; cb (which may be nil) is called once with its outcome,
 // from a producer goroutine, the callbacks of one partition in send order
 // (a partition's next batch waits for them): it must not block, and must
-// not call Flush, Produce or Close (they wait for callbacks to finish). A
+// not call Flush, Produce, Close, CommitTxn or AbortTxn (they wait for
+// callbacks to finish). A
 // callback may Send, but with the buffer full that Send waits (up to
 // MaxBlock) while its partition's queue cannot go, as in Kafka. Send blocks
 // while the buffer is full (up to MaxBlock or ctx), and fails at once for a
@@ -183,12 +184,14 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord, cb func(RecordM
 			p.releaseLocked(size)
 			return err
 		}
-		x.wrote = true
 	}
 	part, err := p.pickLocked(t, rec)
 	if err != nil {
 		p.releaseLocked(size)
 		return err
+	}
+	if p.txn != nil {
+		p.txn.wrote = true
 	}
 	ps := t.parts[part]
 	if ps == nil {

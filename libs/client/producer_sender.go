@@ -259,11 +259,11 @@ func (p *Producer) finish(bb *batchBuf, base int64, err error) {
 	p.mu.Lock()
 	part := bb.part
 	switch {
-	case err != nil && p.txn != nil:
+	case err != nil && p.txn != nil && bb.gen == p.ident.gen:
 		// The transaction cannot commit; its end (AbortTxn) raises the
 		// epoch at the coordinator.
 		p.txnFailedLocked(fmt.Errorf("a batch of %s-%d failed: %w", part.topic, part.partition, err))
-	case err != nil && !p.cfg.DisableIdempotence:
+	case err != nil && p.txn == nil && !p.cfg.DisableIdempotence:
 		p.raiseEpochLocked(bb)
 	}
 	c := p.finishLocked(bb, base, err)

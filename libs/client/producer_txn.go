@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ var (
 	ErrNoTransaction = errors.New("client: no transaction is open (call BeginTxn)")
 	// ErrTxnInProgress is returned by BeginTxn while a transaction is open.
 	ErrTxnInProgress = errors.New("client: a transaction is already open")
+	// ErrTxnEnding is returned by Send while CommitTxn or AbortTxn runs: a
+	// record sent then would belong to no transaction the caller knows.
+	ErrTxnEnding = errors.New("client: the transaction is being committed or aborted")
 	// ErrTxnMustAbort wraps the failure that keeps the open transaction
 	// from committing (a record or an offset commit failed): CommitTxn
 	// returns it, and only AbortTxn may follow.
@@ -50,6 +54,7 @@ type txnState struct {
 
 	// Guarded by Producer.mu.
 	open   bool
+	ending bool  // CommitTxn or AbortTxn runs: Send refuses
 	wrote  bool  // a record was sent in the open transaction
 	groups bool  // offsets were sent in it
 	failed error // why the open transaction can only abort
@@ -64,6 +69,8 @@ func (x *txnState) sendableLocked() error {
 		return x.fenced
 	case !x.open:
 		return ErrNoTransaction
+	case x.ending:
+		return ErrTxnEnding
 	}
 	return nil
 }
@@ -171,6 +178,14 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 		return err
 	}
 	defer x.calls.Unlock()
+	p.mu.Lock()
+	x.ending = true // Flush below waits for every record of the transaction
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		x.ending = false
+		p.mu.Unlock()
+	}()
 	if err := p.Flush(ctx); err != nil {
 		return err
 	}
@@ -276,7 +291,14 @@ func (p *Producer) txnCall(ctx context.Context, f func() error) error {
 	for {
 		err := f()
 		var pe *protocol.Error
-		if err == nil || (errors.As(err, &pe) && !pe.Code.Retriable()) {
+		var ue *url.Error
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &pe) && pe.Code.Retriable():
+		case !errors.As(err, &pe) && errors.As(err, &ue) && ctx.Err() == nil:
+			// The coordinator could not be reached, or the connection broke.
+		default:
 			return err
 		}
 		t := time.NewTimer(backoff)

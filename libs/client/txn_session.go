@@ -42,6 +42,7 @@ type TxnSession struct {
 	open    bool                // a transaction is open
 	start   map[groups.TP]int64 // per partition read in it, its first record's offset
 	revoked bool                // a partition was revoked or lost while it was open
+	sent    bool                // its offsets were sent (End is being retried)
 }
 
 // NewTxnSession starts a group consumer and a transactional producer (pc
@@ -114,7 +115,7 @@ func (s *TxnSession) Poll(ctx context.Context) ([]ConsumerRecord, error) {
 			return nil, err
 		}
 		s.mu.Lock()
-		s.open, s.start, s.revoked = true, map[groups.TP]int64{}, false
+		s.open, s.start, s.revoked, s.sent = true, map[groups.TP]int64{}, false, false
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
@@ -154,13 +155,26 @@ func (s *TxnSession) Send(ctx context.Context, rec ProducerRecord, cb func(Recor
 // again; ErrProducerFenced: the session can only be closed).
 func (s *TxnSession) End(ctx context.Context, commit bool) (committed bool, err error) {
 	s.mu.Lock()
-	open, revoked, start := s.open, s.revoked, s.start
+	open, revoked, start, sent := s.open, s.revoked, s.start, s.sent
 	s.mu.Unlock()
 	if !open {
 		return false, nil
 	}
+	offs := s.c.TxnOffsets(slices.Collect(maps.Keys(start)))
+	if offs.MemberID == "" && !sent {
+		// The membership was lost (OnLost runs at the next Poll): another
+		// member may own the partitions already.
+		revoked = true
+	}
 	if commit && !revoked {
-		err = s.p.SendOffsetsToTxn(ctx, s.c.TxnOffsets(slices.Collect(maps.Keys(start))))
+		if !sent {
+			err = s.p.SendOffsetsToTxn(ctx, offs)
+			if err == nil {
+				s.mu.Lock()
+				s.sent = true // a retried End must not send them again with the old epoch
+				s.mu.Unlock()
+			}
+		}
 		if err == nil {
 			err = s.p.CommitTxn(ctx)
 		}
@@ -183,7 +197,7 @@ func (s *TxnSession) End(ctx context.Context, commit bool) (committed bool, err 
 func (s *TxnSession) ended() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.open, s.start, s.revoked = false, nil, false
+	s.open, s.start, s.revoked, s.sent = false, nil, false, false
 }
 
 // rewind moves the consumer back to the given offsets of the partitions it
