@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // benchLatency and benchResult are the parts of `sluice-bench --json` the
@@ -45,7 +47,12 @@ type benchResult struct {
 		Error string `json:"error"`
 		Count int64  `json:"count"`
 	} `json:"errors"`
-	Interrupted bool `json:"interrupted"`
+	Interrupted  bool `json:"interrupted"`
+	Transactions *struct {
+		RecordsPerTxn int           `json:"records_per_txn"`
+		Committed     int64         `json:"committed"`
+		CommitLatency *benchLatency `json:"commit_latency_ms"`
+	} `json:"transactions"`
 }
 
 // sluiceBench runs the real sluice-bench binary against the cluster with
@@ -124,6 +131,38 @@ func TestSluiceBench(t *testing.T) {
 		r := mustBench(t, c, n, "produce", "--topic", "bench1", "--body", "json", "--json-batch", "500", "--producers", "2",
 			"--records", records, "--keys", "fixed:10")
 		checkLatency(t, "produce", r.Latency, n)
+	})
+	t.Run("produce-transactions", func(t *testing.T) {
+		// Two producers, each committing every 1,000 records: 20 of their
+		// transactions, whose records read_committed readers see.
+		r := mustBench(t, c, n, "produce", "--topic", "benchtx", "--partitions", "3", "--replication-factor", "1",
+			"--records", records, "--producers", "2", "--txn-records", "1000")
+		checkLatency(t, "produce", r.Latency, n)
+		if tx := r.Transactions; tx == nil || tx.RecordsPerTxn != 1000 || tx.Committed != n/1000 || tx.CommitLatency == nil {
+			t.Fatalf("transactions: %+v", r.Transactions)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Every transaction is committed: each partition's last stable
+		// offset is its high watermark, past the records and the markers.
+		meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
+		pool := storageclient.NewPool("bench-lso")
+		defer pool.Close()
+		var stable, end int64
+		for p := range int32(3) {
+			lso, err := client.ListOffsetAt(ctx, meta, pool, "benchtx", p, protocol.TimestampLatest, protocol.ReadCommitted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hw, err := client.ListOffset(ctx, meta, pool, "benchtx", p, protocol.TimestampLatest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stable, end = stable+lso, end+hw
+		}
+		if stable != end || end <= n {
+			t.Fatalf("last stable offsets add up to %d, high watermarks to %d: want equal, above the %d records (markers)", stable, end, n)
+		}
 	})
 	t.Run("consume", func(t *testing.T) {
 		// Both produce runs went to bench1: it holds 2n records.

@@ -94,6 +94,10 @@ type Config struct {
 	BatchSize       int
 	DeliveryTimeout time.Duration
 
+	// TxnRecords makes each SDK producer transactional, committing every
+	// TxnRecords records (0: not transactional).
+	TxnRecords int
+
 	Keys      KeySpec
 	Body      string // sdk or json
 	JSONBatch int    // records per JSON request
@@ -131,6 +135,8 @@ producing: --producers N (1)  --body sdk|json  --acks all|leader|none  --idempot
            off by itself with leader/none)  --compression none|gzip|snappy|lz4|zstd
            --linger D (5ms; 0 sends at once)  --batch-size BYTES (1048576)
            --delivery-timeout D (2m)  --json-batch N (1000 records a JSON request)
+           --txn-records N (0: each SDK producer is transactional and commits every N
+           records, its transaction coordinator the --offsets service)
 consuming: --consumers N (1)  --group G (default sluice-bench-<random>)
            --grace D (e2e: 10s for consumers to catch up after producing ended)
 output:    --json (one JSON object on stdout)  --progress auto|on|off (stderr, auto: on a terminal)
@@ -149,17 +155,17 @@ var modeFlags = map[string][]string{
 	"warmup": {ModeProduce, ModeE2E}, "producers": {ModeProduce, ModeE2E}, "acks": {ModeProduce, ModeE2E},
 	"idempotence": {ModeProduce, ModeE2E}, "compression": {ModeProduce, ModeE2E}, "linger": {ModeProduce, ModeE2E},
 	"batch-size": {ModeProduce, ModeE2E}, "delivery-timeout": {ModeProduce, ModeE2E}, "keys": {ModeProduce, ModeE2E},
-	"body": {ModeProduce, ModeE2E}, "json-batch": {ModeProduce, ModeE2E},
+	"body": {ModeProduce, ModeE2E}, "json-batch": {ModeProduce, ModeE2E}, "txn-records": {ModeProduce, ModeE2E},
 	"consumers": {ModeConsume, ModeE2E}, "group": {ModeConsume, ModeE2E},
 	"grace": {ModeE2E},
 }
 
 // sluiceOnly are the flags --protocol kafka does not use.
-var sluiceOnly = []string{"body", "json-batch"}
+var sluiceOnly = []string{"body", "json-batch", "txn-records"}
 
 // sdkOnly and jsonOnly are the producing flags of one --body.
 var (
-	sdkOnly  = []string{"idempotence", "compression", "linger", "batch-size"}
+	sdkOnly  = []string{"idempotence", "compression", "linger", "batch-size", "txn-records"}
 	jsonOnly = []string{"json-batch"}
 )
 
@@ -259,6 +265,7 @@ func newFlagSet(c *Config, raw *rawFlags, getenv func(string) string) *flag.Flag
 	fs.StringVar(&raw.keys, "keys", "none", "none, random or fixed:N")
 	fs.StringVar(&c.Body, "body", BodySDK, "sdk or json")
 	fs.IntVar(&c.JSONBatch, "json-batch", 1000, "records a JSON request")
+	fs.IntVar(&c.TxnRecords, "txn-records", 0, "records per transaction of each SDK producer (0: not transactional)")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object")
 	fs.StringVar(&c.Progress, "progress", ProgressAuto, "auto, on or off")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
@@ -369,6 +376,10 @@ func (c Config) Validate() error {
 		return bad("--body %q is not sdk or json", c.Body)
 	case c.JSONBatch < 1:
 		return bad("--json-batch: must be at least 1")
+	case c.TxnRecords < 0:
+		return bad("--txn-records: must not be negative")
+	case c.TxnRecords > 0 && !c.Idempotent:
+		return bad("--txn-records: a transactional producer is idempotent (--acks all, --idempotence)")
 	case c.Progress != ProgressAuto && c.Progress != ProgressOn && c.Progress != ProgressOff:
 		return bad("--progress %q is not auto, on or off", c.Progress)
 	case c.Protocol != ProtocolSluice && c.Protocol != ProtocolKafka:
@@ -438,6 +449,9 @@ func (c Config) producerConfig() client.ProducerConfig {
 	}
 	pc.DeliveryTimeout = c.DeliveryTimeout
 	pc.RequestTimeout = min(pc.RequestTimeout, c.DeliveryTimeout)
+	if c.TxnRecords > 0 {
+		pc.TransactionalID, pc.Offsets = "sluice-bench", c.Offsets // each producer names its own (run.produce)
+	}
 	return pc
 }
 

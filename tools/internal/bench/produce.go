@@ -102,12 +102,33 @@ func stampOf(v []byte) (int64, bool) {
 // ctx ends or Send fails (stop is then called with the reason), then closes
 // the producer: what is buffered is sent and the outcomes are awaited, up to
 // drain. It runs on its own goroutine, owned by the run.
+//
+// With --txn-records it sends in transactions of that many records,
+// committing each (its latency goes to r.commits[i]); the last, shorter
+// one is committed at the end.
 func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer, pacer *Pacer, stop func(error)) {
+	inTxn := 0 // records sent in the open transaction
+	commit := func(c context.Context) bool {
+		start := time.Now()
+		if err := p.CommitTxn(c); err != nil {
+			if c.Err() == nil {
+				stop(fmt.Errorf("producer %d: commit: %w", i, err))
+			}
+			return false
+		}
+		r.commits[i].Record(time.Since(start))
+		inTxn = 0
+		return true
+	}
 	defer func() {
+		if inTxn > 0 {
+			commit(drain)
+		}
 		if err := p.Close(drain); err != nil && drain.Err() == nil {
 			r.stderrf("producer %d: close: %v", i, err)
 		}
 	}()
+	txn := r.cfg.TxnRecords
 	keys := r.cfg.Keys.NewGen(r.seed+uint64(i), i)
 	value := newValue(r.cfg.RecordSize, r.seed+uint64(i))
 	lat := r.prod.lats[i]
@@ -124,6 +145,14 @@ func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer,
 		if r.cfg.Mode == ModeE2E {
 			stamp(value, sentAt)
 		}
+		if txn > 0 && inTxn == 0 {
+			if err := p.BeginTxn(ctx); err != nil {
+				if ctx.Err() == nil {
+					stop(fmt.Errorf("producer %d: begin a transaction: %w", i, err))
+				}
+				return
+			}
+		}
 		rec := client.ProducerRecord{Topic: r.cfg.Topic, Partition: -1, Key: keys.Next(), Value: value, Timestamp: sentAt.UnixMilli()}
 		err := p.Send(ctx, rec, func(m client.RecordMetadata) { r.prod.outcome(lat, sentAt, counted, size, 1, m) })
 		if err != nil {
@@ -135,6 +164,11 @@ func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer,
 			return
 		}
 		r.prod.sent.Add(1)
+		if txn > 0 {
+			if inTxn++; inTxn == txn && !commit(ctx) {
+				return
+			}
+		}
 	}
 }
 

@@ -118,6 +118,11 @@ type run struct {
 
 	mu      sync.Mutex // guards stopErr
 	stopErr error      // what stopped the run early
+
+	// --txn-records: the transactional ids' prefix, one commit latency
+	// histogram per producer, and the transactions committed.
+	txnPrefix string
+	commits   []*Latencies
 }
 
 // Run sets the run up (the topic; e2e: the start offsets and the group),
@@ -136,7 +141,9 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) (*Summary, error) {
 	r.cfg.Partitions, r.cfg.ReplicationFactor = len(t.Partitions), t.ReplicationFactor
 	for i := 0; i < cfg.Producers; i++ {
 		r.prod.lats = append(r.prod.lats, NewLatencies())
+		r.commits = append(r.commits, NewLatencies())
 	}
+	r.txnPrefix = "sluice-bench-" + randomHex(8)
 	for i := 0; i < cfg.Consumers; i++ {
 		r.cons.lats = append(r.cons.lats, NewLatencies())
 	}
@@ -223,7 +230,11 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 			wg.Go(func() { r.kafkaProducer(ctx, drain, i, cl, pacer) })
 			continue
 		}
-		p, err := client.NewProducer(r.producerConfig())
+		pc := r.producerConfig()
+		if r.cfg.TxnRecords > 0 {
+			pc.TransactionalID = fmt.Sprintf("%s-%d", r.txnPrefix, i)
+		}
+		p, err := client.NewProducer(pc)
 		if err != nil {
 			stop(fmt.Errorf("producer %d: %w", i, err))
 			break
@@ -405,6 +416,17 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 			seconds(r.plan.warmupEnd, r.prod.last()), lat)
 		s.Produce.Sent = r.prod.sent.Load()
 		s.Produce.Failed = r.failures.Count() - r.unconsumedFailed
+		if c.TxnRecords > 0 {
+			commits := NewLatencies()
+			for _, l := range r.commits {
+				commits.Merge(l)
+			}
+			t := &TxnSummary{RecordsPerTxn: c.TxnRecords}
+			if cl := commits.Summary(); cl != nil {
+				t.Committed, t.CommitLatency = cl.Count, cl
+			}
+			s.Transactions = t
+		}
 	}
 	if c.Mode != ModeProduce {
 		s.Consumers, s.Group = c.Consumers, c.Group

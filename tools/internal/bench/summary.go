@@ -40,6 +40,9 @@ type Summary struct {
 
 	Produce *SideSummary `json:"produce,omitempty"`
 	Consume *SideSummary `json:"consume,omitempty"`
+	// Transactions: with --txn-records, the transactions committed (warm-up
+	// included) and their CommitTxn latency.
+	Transactions *TxnSummary `json:"transactions,omitempty"`
 
 	// Failed counts failed records: produce errors, and in e2e records
 	// acknowledged but not consumed within --grace. Errors holds the first
@@ -47,6 +50,13 @@ type Summary struct {
 	Failed int64        `json:"failed"`
 	Errors []ErrorCount `json:"errors"`
 	Error  string       `json:"error,omitempty"`
+}
+
+// TxnSummary describes the transactions of a --txn-records run.
+type TxnSummary struct {
+	RecordsPerTxn int             `json:"records_per_txn"`
+	Committed     int64           `json:"committed"`
+	CommitLatency *LatencySummary `json:"commit_latency_ms,omitempty"`
 }
 
 // setMain copies the mode's main figures to the top level.
@@ -116,6 +126,13 @@ func (s *Summary) WriteHuman(w io.Writer) error {
 		}
 		b.WriteString("\n")
 		writeLatency(&b, "send→ack", p.Latency)
+	}
+	if t := s.Transactions; t != nil {
+		fmt.Fprintf(&b, "  txns      %s committed, %d records each\n", count(t.Committed), t.RecordsPerTxn)
+		if l := t.CommitLatency; l != nil {
+			fmt.Fprintf(&b, "  latency   commit ms: p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (mean %.3f)\n",
+				l.P50, l.P95, l.P99, l.P999, l.Max, l.Mean)
+		}
 	}
 	if c := s.Consume; c != nil {
 		fmt.Fprintf(&b, "  consume   %s records in %.2f s: %s rec/s, %.2f MB/s of values",
