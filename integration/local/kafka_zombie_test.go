@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -36,11 +35,7 @@ func TestKafkaDelayedZombieWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const topic, id = "zombie", "zombie-tx"
-	adm := kadm.NewClient(franzClient(t, c))
-	if created, err := adm.CreateTopics(ctx, 2, 1, nil, topic); err != nil || created[topic].Err != nil {
-		t.Fatalf("CreateTopics: %v %+v", err, created)
-	}
-	waitLeaders(t, ctx, c, topic, 2)
+	createTopic(t, ctx, c, topic, 2, 1, nil)
 
 	// One client per frontend, each sending straight to its frontend.
 	broker := func(kafkaAddr string) *kgo.Broker {

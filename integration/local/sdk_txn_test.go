@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/libs/client"
@@ -30,12 +29,8 @@ func TestSDKTransactions(t *testing.T) {
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	adm := kadm.NewClient(franzClient(t, c))
 	for _, topic := range []string{"sdk-txn", "kafka-txn", "sdk-in", "sdk-out"} {
-		if created, err := adm.CreateTopics(ctx, 3, 3, nil, topic); err != nil || created[topic].Err != nil {
-			t.Fatalf("CreateTopics: %v %+v", err, created)
-		}
-		waitLeaders(t, ctx, c, topic, 3)
+		createTopic(t, ctx, c, topic, 3, 3, nil)
 	}
 	txnProducer := func(id string) *client.Producer {
 		cfg := client.DefaultProducerConfig()

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/libs/localcluster"
@@ -46,7 +45,6 @@ func TestTxnFigures(t *testing.T) {
 	}
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx := context.Background()
-	adm := kadm.NewClient(franzClient(t, c))
 	value := make([]byte, 100)
 	producers := 4
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_PRODUCERS")); err == nil && n > 0 {
@@ -58,10 +56,7 @@ func TestTxnFigures(t *testing.T) {
 	newTopic := func() string {
 		topicN++
 		name := fmt.Sprintf("tfig-%d", topicN)
-		if res, err := adm.CreateTopics(ctx, 4, 3, nil, name); err != nil || res[name].Err != nil {
-			t.Fatalf("CreateTopics: %v %+v", err, res)
-		}
-		waitLeaders(t, ctx, c, name, 4)
+		createTopic(t, ctx, c, name, 4, 3, nil)
 		return name
 	}
 

@@ -9,7 +9,6 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
@@ -42,7 +41,8 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 		service.WriteCode(ctx, protocol.InvalidRequest, err.Error())
 		return
 	}
-	if _, err := produce.CheckBatches(batches); err != nil {
+	_, transactional, err := produce.CheckBatches(batches)
+	if err != nil {
 		code := protocol.CorruptRecord
 		if !errors.Is(err, produce.ErrBadBatch) {
 			code = protocol.InvalidRequest
@@ -50,7 +50,7 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 		service.WriteCode(ctx, code, err.Error())
 		return
 	}
-	if err := s.joinTxn(ctx, topic, acks, txnID, batches); err != nil {
+	if err := s.joinTxn(ctx, topic, acks, txnID, transactional, batches); err != nil {
 		writeErr(ctx, err)
 		return
 	}
@@ -82,13 +82,12 @@ func (s *Server) produceBatches(ctx *fasthttp.RequestCtx, id, topic string, acks
 }
 
 // joinTxn brings a transactional body's partitions into its producer's
-// transaction, and refuses transactional batches outside one.
-func (s *Server) joinTxn(ctx *fasthttp.RequestCtx, topic string, acks int8, txnID string, batches []frontendapi.PartitionBatch) error {
+// transaction, and refuses transactional batches (transactional: the body
+// holds some) outside one.
+func (s *Server) joinTxn(ctx *fasthttp.RequestCtx, topic string, acks int8, txnID string, transactional bool, batches []frontendapi.PartitionBatch) error {
 	if txnID == "" {
-		for _, pb := range batches {
-			if h, err := record.ParseHeader(pb.Batch); err == nil && h.IsTransactional() {
-				return protocol.InvalidRecord.Err("partition %d: a transactional batch needs the transactional_id parameter", pb.Partition)
-			}
+		if transactional {
+			return protocol.InvalidRecord.Err("a transactional batch needs the transactional_id parameter")
 		}
 		return nil
 	}

@@ -18,10 +18,10 @@ var ErrBadBatch = errors.New("bad record batch")
 // CheckBatches checks each batch without decoding its records: the header is
 // there, the magic is 2, the codec known, the CRC-32C matches, and the bin
 // holds exactly the bytes the header's length states. It returns the records
-// the batches declare.
-func CheckBatches(batches []frontendapi.PartitionBatch) (records int64, err error) {
+// the batches declare, and whether any batch is transactional.
+func CheckBatches(batches []frontendapi.PartitionBatch) (records int64, transactional bool, err error) {
 	if len(batches) == 0 {
-		return 0, fmt.Errorf("%w: the body holds no batch", ErrMalformed)
+		return 0, false, fmt.Errorf("%w: the body holds no batch", ErrMalformed)
 	}
 	for i := range batches {
 		b := batches[i].Batch
@@ -30,15 +30,16 @@ func CheckBatches(batches []frontendapi.PartitionBatch) (records int64, err erro
 		// never reaches a leader. The records stay undecoded.
 		h, err := record.Validate(b)
 		if err != nil {
-			return 0, fmt.Errorf("%w %d (partition %d): %w", ErrBadBatch, i, batches[i].Partition, err)
+			return 0, false, fmt.Errorf("%w %d (partition %d): %w", ErrBadBatch, i, batches[i].Partition, err)
 		}
 		if h.Size() != len(b) {
-			return 0, fmt.Errorf("%w %d (partition %d): %d bytes, its header says %d (send one whole batch per entry)",
+			return 0, false, fmt.Errorf("%w %d (partition %d): %d bytes, its header says %d (send one whole batch per entry)",
 				ErrBadBatch, i, batches[i].Partition, len(b), h.Size())
 		}
 		records += int64(h.RecordCount)
+		transactional = transactional || h.IsTransactional()
 	}
-	return records, nil
+	return records, transactional, nil
 }
 
 // ProduceBatches sends ready-made record batches (already checked with

@@ -67,7 +67,7 @@ func TestProduceBatchesInBodyOrder(t *testing.T) {
 		{Partition: 5, Batch: buildBatch(t, "nowhere")},
 		{Partition: 0, Batch: buildBatch(t, "p0-d", "p0-e", "p0-f")},
 	}
-	if n, err := CheckBatches(body); err != nil || n != 8 {
+	if n, _, err := CheckBatches(body); err != nil || n != 8 {
 		t.Fatalf("check: %d records, %v", n, err)
 	}
 	res, err := p.ProduceBatches(context.Background(), "t", protocol.AcksAll, body)
@@ -171,7 +171,7 @@ func TestCheckBatches(t *testing.T) {
 		"two in one":    {[]frontendapi.PartitionBatch{{Partition: 3, Batch: append(append([]byte(nil), good...), good...)}}, ErrBadBatch, "partition 3"},
 		"second is bad": {[]frontendapi.PartitionBatch{{Batch: good}, {Batch: []byte("x")}}, ErrBadBatch, "batch 1"},
 	} {
-		_, err := CheckBatches(tc.batches)
+		_, _, err := CheckBatches(tc.batches)
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.reason) {
 			t.Errorf("%s: %v, want %v saying %q", name, err, tc.want, tc.reason)
 		}

@@ -43,7 +43,7 @@ func (s *Server) describe(c context.Context, ctx *fasthttp.RequestCtx, group str
 		}
 		d.Members = append(d.Members, md)
 	}
-	d.Partitions = s.lags(c, g, committed)
+	d.Partitions = s.lags(c, g, committed, true)
 	for _, p := range d.Partitions {
 		if p.Lag > 0 {
 			d.TotalLag += p.Lag
@@ -82,8 +82,10 @@ func (s *Server) stateOf(g *fsm.Group) string {
 }
 
 // lags lists every partition the group committed or subscribes to, with its
-// owner, committed offset, log range and lag.
-func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Committed) []groups.PartitionLag {
+// owner, committed offset, log range and lag. The last stable offsets are
+// looked up for a read_committed group (its lag counts to them) and, with
+// stable, for any group.
+func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Committed, stable bool) []groups.PartitionLag {
 	byTP := map[groups.TP]*groups.PartitionLag{}
 	add := func(tp groups.TP) *groups.PartitionLag {
 		if p := byTP[tp]; p != nil {
@@ -119,7 +121,7 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 		go func(p groups.PartitionLag) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.fillLag(c, &p, readCommitted)
+			s.fillLag(c, &p, readCommitted, stable || readCommitted)
 			mu.Lock()
 			out = append(out, p)
 			mu.Unlock()
@@ -132,19 +134,19 @@ func (s *Server) lags(c context.Context, g *fsm.Group, committed []groups.Commit
 	return out
 }
 
-// fillLag looks up the partition's log range and last stable offset and
-// computes the lag: records still to read from the committed offset, or
-// from the log start when retention passed the commit or nothing was
-// committed, to the log end (to the last stable offset for a
-// read_committed group: it reads no further until the transaction there
-// ends).
-func (s *Server) fillLag(c context.Context, p *groups.PartitionLag, readCommitted bool) {
+// fillLag looks up the partition's log range (and with stable its last
+// stable offset) and computes the lag: records still to read from the
+// committed offset, or from the log start when retention passed the commit
+// or nothing was committed, to the log end (to the last stable offset for
+// a read_committed group: it reads no further until the transaction there
+// ends; readCommitted implies stable).
+func (s *Server) fillLag(c context.Context, p *groups.PartitionLag, readCommitted, stable bool) {
 	start, err := s.ends.ListOffset(c, p.Topic, p.Partition, protocol.TimestampEarliest)
 	if err == nil {
 		p.LogStart = start
 		p.LogEnd, err = s.ends.ListOffset(c, p.Topic, p.Partition, protocol.TimestampLatest)
 	}
-	if err == nil {
+	if err == nil && stable {
 		p.LastStable, err = s.ends.LastStable(c, p.Topic, p.Partition)
 	}
 	if err != nil {

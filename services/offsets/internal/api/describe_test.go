@@ -100,7 +100,7 @@ func TestLagsSkipOffsetsOfAnEarlierTopic(t *testing.T) {
 		{Topic: "a", Partition: 1, Offset: 7, TopicID: "a-2"},
 		{Topic: "a", Partition: 2, Offset: 9},
 	}
-	lags := s.lags(context.Background(), &fsm.Group{Name: "g"}, committed)
+	lags := s.lags(context.Background(), &fsm.Group{Name: "g"}, committed, true)
 	if len(lags) != 2 || lags[0].Partition != 1 || lags[0].Committed != 7 || lags[1].Partition != 2 || lags[1].Committed != 9 {
 		t.Fatalf("lags %+v, want partitions 1 (7) and 2 (9) only", lags)
 	}
@@ -176,7 +176,7 @@ func TestLagOfReadCommittedGroups(t *testing.T) {
 		if got := isolationOf(g); got != tc.want {
 			t.Errorf("members %q: isolation %s, want %s", tc.isolations, got, tc.want)
 		}
-		lags := s.lags(context.Background(), g, committed)
+		lags := s.lags(context.Background(), g, committed, true)
 		if len(lags) != 1 || lags[0].Lag != tc.lag || lags[0].LastStable != 60 || lags[0].LogEnd != 100 {
 			t.Errorf("members %q: lags %+v, want lag %d", tc.isolations, lags, tc.lag)
 		}

@@ -58,7 +58,7 @@ func (c *LagCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		for _, p := range c.s.lags(ctx, g, committed) {
+		for _, p := range c.s.lags(ctx, g, committed, false) {
 			lv := []string{name, p.Topic, strconv.Itoa(int(p.Partition))}
 			if p.Lag >= 0 {
 				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag), lv...)

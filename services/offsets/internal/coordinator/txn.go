@@ -304,23 +304,22 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 			return ErrNotLeader // stopping
 		}
 		unlock()
+		var gaveUp error
 		select {
 		case <-c.done:
 		case <-deadline.C:
-			unlock = x.lock(id)
-			if x.leaveCompletion(id, c) != 0 {
-				x.complete(id) // the markers were left to this request
-			}
-			return protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
+			gaveUp = protocol.ConcurrentTransactions.Err("transactional id %s: its last transaction is being completed (%s)", id, t.State)
 		case <-ctx.Done():
-			unlock = x.lock(id)
-			if x.leaveCompletion(id, c) != 0 {
-				x.complete(id) // the markers were left to this request
-			}
-			return ctx.Err()
+			gaveUp = ctx.Err()
 		}
 		unlock = x.lock(id)
-		marked := x.leaveCompletion(id, c)
+		marked := x.leaveCompletion(c)
+		if gaveUp != nil {
+			if marked != 0 {
+				x.complete(id) // the markers were left to this request
+			}
+			return gaveUp
+		}
 		if t, err = x.begin(id); err != nil {
 			return err
 		}
@@ -363,7 +362,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 // the version whose markers the goroutine left to be completed (0: none);
 // the caller completes it, or restarts the completion (x.complete). The
 // id's lock must be held.
-func (x *Txns) leaveCompletion(id string, c *completion) uint64 {
+func (x *Txns) leaveCompletion(c *completion) uint64 {
 	x.mu.Lock()
 	c.waiters--
 	marked := c.marked
@@ -568,17 +567,8 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool
 }
 
 // complete starts writing the markers of a prepared transaction unless a
-// goroutine does already, and returns a channel closed when that goroutine
-// is done (completed, left the completion to a waiting request, or gave up
-// as leadership moved).
-func (x *Txns) complete(id string) <-chan struct{} {
-	if c := x.completion(id, false); c != nil {
-		return c.done
-	}
-	done := make(chan struct{})
-	close(done)
-	return done
-}
+// goroutine does already.
+func (x *Txns) complete(id string) { x.completion(id, false) }
 
 // completion returns the goroutine completing id's prepared transaction,
 // starting one unless one runs that has not handed its completion over;
