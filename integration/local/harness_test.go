@@ -39,7 +39,8 @@ func buildBinaries(t *testing.T) string {
 			"github.com/sluicemq/sluice/tools/cmd/sluice-dev",
 			"github.com/sluicemq/sluice/tools/cmd/sluice-bench",
 			"github.com/sluicemq/sluice/integration/cmd/sluice-testmember",
-			"github.com/sluicemq/sluice/integration/cmd/sluice-kafkamember")
+			"github.com/sluicemq/sluice/integration/cmd/sluice-kafkamember",
+			"github.com/sluicemq/sluice/integration/cmd/sluice-sharemember")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -109,6 +109,11 @@ const (
 	UnstableOffsetCommit         Code = 88
 )
 
+// Share groups.
+const (
+	InvalidRecordState Code = 121
+)
+
 // Info describes one wire error code.
 type Info struct {
 	Code      Code
@@ -212,6 +217,8 @@ var table = map[Code]Info{
 	TransactionalIDNotFound:      {TransactionalIDNotFound, "TRANSACTIONAL_ID_NOT_FOUND", false, http.StatusNotFound, "no such transactional id"},
 	UnstableOffsetCommit:         {UnstableOffsetCommit, "UNSTABLE_OFFSET_COMMIT", true, http.StatusServiceUnavailable, "an open transaction holds offsets of the group for this partition; retry"},
 	OperationNotAttempted:        {OperationNotAttempted, "OPERATION_NOT_ATTEMPTED", false, http.StatusConflict, "not attempted: another part of the request was refused"},
+
+	InvalidRecordState: {InvalidRecordState, "INVALID_RECORD_STATE", false, http.StatusConflict, "the record is not acquired by this consumer (never acquired, already acknowledged, another consumer's, or its lock expired)"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

@@ -1,7 +1,7 @@
 // Package memberlog is the output of the integration tests' group member
-// commands (sluice-testmember, sluice-kafkamember): one JSON line per event,
-// flushed at once, so a test that kills a member with SIGKILL still knows
-// what it owned and processed until then.
+// commands (sluice-testmember, sluice-kafkamember, sluice-sharemember): one
+// JSON line per event, flushed at once, so a test that kills a member with
+// SIGKILL still knows what it owned and processed until then.
 package memberlog
 
 import (
@@ -21,6 +21,9 @@ type Event struct {
 	Offset    int64  `json:"o"`
 	Value     string `json:"v,omitempty"`
 	Err       string `json:"err,omitempty"`
+	// A share consumer's delivery count, and an acknowledgement's kind.
+	Count int16  `json:"n,omitempty"`
+	Ack   string `json:"ack,omitempty"`
 }
 
 // Log writes events; it is safe for concurrent use.

@@ -12,6 +12,7 @@
 //	POST   /v1/groups/{group}/classic/{op}     Kafka's classic protocol: join, sync, heartbeat, leave
 //	POST   /v1/txns/{id}/{op}                  the transaction coordinator (txns.go)
 //	GET    /v1/txns[/{id}]                     transactions' states
+//	.../v1/share-groups...                     share groups (shares.go)
 //
 // Every route runs on the Raft leader, where the coordinator lives; any other
 // replica relays the request to the leader (once: a relayed request reaching a
@@ -27,6 +28,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -37,6 +39,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
@@ -91,6 +94,7 @@ type Server struct {
 	node   Node
 	coord  *coordinator.Coordinator
 	txns   *coordinator.Txns // nil: no transaction coordinator
+	shares *coordinator.Shares
 	fsm    *fsm.FSM
 	ends   LogOffsets
 	log    *slog.Logger
@@ -103,7 +107,7 @@ type Server struct {
 
 // New listens on cfg.Addr.
 func New(cfg Config, node Node, coord *coordinator.Coordinator, tx *coordinator.Txns, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, fsm: f, ends: ends, log: log}
+	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, shares: coordinator.NewShares(coord, ends), fsm: f, ends: ends, log: log}
 	s.routes = s.newRoutes()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
@@ -140,6 +144,9 @@ func (s *Server) newRoutes() *service.Router {
 		if p.Get("txn") != "" || string(ctx.Path()) == "/v1/txns" {
 			return txns.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		}
+		if strings.HasPrefix(string(ctx.Path()), "/v1/share-groups") {
+			return shares.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+		}
 		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
 	}
 	route := func(method, pattern string, h routeHandler) service.Route {
@@ -164,7 +171,8 @@ func (s *Server) newRoutes() *service.Router {
 			return s.classic(c, ctx, p.Get("group"), p.Get("op"))
 		}),
 	}
-	return service.NewRouter(append(routes, s.txnRoutes(route)...)...)
+	routes = append(routes, s.txnRoutes(route)...)
+	return service.NewRouter(append(routes, s.shareRoutes(route)...)...)
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {

@@ -307,24 +307,34 @@ func (c *Coordinator) put(ctx context.Context, expect uint64, g *fsm.Group) erro
 }
 
 func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) error {
-	b, err := cmd.Encode()
+	res, err := c.proposeResult(ctx, cmd)
 	if err != nil {
 		return err
+	}
+	return res.Err
+}
+
+// proposeResult proposes cmd and returns the FSM's answer; the error is a
+// failure to commit.
+func (c *Coordinator) proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	b, err := cmd.Encode()
+	if err != nil {
+		return nil, err
 	}
 	out, err := c.raft.ApplyLocal(ctx, b)
 	switch {
 	case errors.Is(err, raftgroup.ErrTimeout):
 		// The entry may still commit: the client retries here, and the
 		// retry sees the outcome.
-		return protocol.RequestTimedOut.Err("the offsets raft group did not commit in time: %v", err)
+		return nil, protocol.RequestTimedOut.Err("the offsets raft group did not commit in time: %v", err)
 	case err != nil:
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
 	res, ok := out.(*fsm.Result)
 	if !ok {
-		return fmt.Errorf("offsets raft apply: unexpected FSM answer %T", out)
+		return nil, fmt.Errorf("offsets raft apply: unexpected FSM answer %T", out)
 	}
-	return res.Err
+	return res, nil
 }
 
 // Commit commits offsets for a member (or, with no member id, for a group

@@ -14,8 +14,9 @@ import (
 
 // applyTx applies one command inside the batch's transaction. A rejection is
 // returned in the Result; an error means the transaction failed.
-func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd Command) (*Result, error) {
+func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Result, error) {
 	res := &Result{Index: index}
+	staged := st.groups
 	switch cmd.Type {
 	case TypePutGroup:
 		c := cmd.PutGroup
@@ -103,6 +104,8 @@ func (f *FSM) applyTx(tx *bolt.Tx, staged map[string]*Group, index uint64, cmd C
 		var err error
 		res.Err, err = applyPutTxn(tx, index, cmd.PutTxn)
 		return res, err
+	case TypeShare:
+		return res, f.applyShare(tx, st, cmd.Share, res)
 	}
 	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
 	return res, nil

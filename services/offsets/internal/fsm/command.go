@@ -19,6 +19,7 @@ const (
 	TypeDeleteGroup   CommandType = "delete_group"
 	TypeDeleteOffsets CommandType = "delete_offsets"
 	TypePutTxn        CommandType = "put_txn"
+	TypeShare         CommandType = "share"
 )
 
 // Command is one entry of the offsets log, encoded as JSON: a type and exactly
@@ -31,6 +32,7 @@ type Command struct {
 	DeleteGroup   *DeleteGroup   `json:"delete_group,omitempty"`
 	DeleteOffsets *DeleteOffsets `json:"delete_offsets,omitempty"`
 	PutTxn        *PutTxn        `json:"put_txn,omitempty"`
+	Share         *Share         `json:"share,omitempty"`
 }
 
 // DeleteOffsets removes a group's committed offsets of one topic's
@@ -99,6 +101,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		ok = c.DeleteOffsets != nil
 	case TypePutTxn:
 		ok = c.PutTxn != nil && c.PutTxn.Txn != nil
+	case TypeShare:
+		ok = c.Share != nil
 	default:
 		return c, fmt.Errorf("offsets command: unknown type %q", c.Type)
 	}
@@ -114,4 +118,6 @@ type Result struct {
 	Index uint64
 	// Err is the FSM's rejection (a *protocol.Error), nil when applied.
 	Err error
+	// Share is a share operation's answer.
+	Share *ShareResult
 }

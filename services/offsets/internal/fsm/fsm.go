@@ -39,10 +39,18 @@ type FSM struct {
 	path string
 	log  *slog.Logger
 
-	mu     sync.RWMutex      // guards db (replaced by Restore), groups and broken
-	db     *bolt.DB          //
-	groups map[string]*Group // membership state by group, as stored
-	broken error             // set when a write failed
+	mu     sync.RWMutex           // guards db (replaced by Restore), groups, shares and broken
+	db     *bolt.DB               //
+	groups map[string]*Group      // membership state by group, as stored
+	shares map[string]*ShareGroup // share groups' state, as stored
+	broken error                  // set when a write failed
+}
+
+// stage holds the states a batch of entries changed, applied to the FSM's
+// maps once the batch's transaction committed; a nil value deletes.
+type stage struct {
+	groups map[string]*Group
+	shares map[string]*ShareGroup
 }
 
 // Open opens (creating) the state file at path.
@@ -67,11 +75,16 @@ func (f *FSM) open() error {
 		return fmt.Errorf("open offsets state %s: %w", f.path, err)
 	}
 	loaded := map[string]*Group{}
+	var loadedShares map[string]*ShareGroup
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns} {
+		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns, bucketShares} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		var err error
+		if loadedShares, err = loadShares(tx); err != nil {
+			return err
 		}
 		return tx.Bucket(bucketGroups).ForEach(func(k, v []byte) error {
 			var g Group
@@ -86,7 +99,7 @@ func (f *FSM) open() error {
 		db.Close()
 		return fmt.Errorf("offsets state %s: %w", f.path, err)
 	}
-	f.db, f.groups = db, loaded
+	f.db, f.groups, f.shares = db, loaded, loadedShares
 	return nil
 }
 
@@ -131,7 +144,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	staged := map[string]*Group{} // group -> new state; nil deletes
+	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}}
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		applied := readApplied(tx)
 		last := applied
@@ -149,7 +162,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 				out[i] = &Result{Index: l.Index, Err: protocol.InvalidRequest.Err("%v", err)}
 				continue
 			}
-			res, err := f.applyTx(tx, staged, l.Index, cmd)
+			res, err := f.applyTx(tx, st, l.Index, cmd)
 			if err != nil {
 				return err
 			}
@@ -167,11 +180,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	for name, g := range staged {
+	for name, g := range st.groups {
 		if g == nil {
 			delete(f.groups, name)
 		} else {
 			f.groups[name] = g
+		}
+	}
+	for name, g := range st.shares {
+		if g == nil {
+			delete(f.shares, name)
+		} else {
+			f.shares[name] = g
 		}
 	}
 	return out

@@ -1,0 +1,327 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// startShareMember runs a share consumer process (sluice-sharemember); it
+// is killed when the test ends.
+func startShareMember(t *testing.T, c *localcluster.Cluster, name, group, topic string, args ...string) *member {
+	t.Helper()
+	return startMemberProc(t, "sluice-sharemember", name,
+		append([]string{"-metadata", c.MetadataURL(), "-offsets", c.OffsetsURL(), "-group", group, "-topic", topic, "-client-id", name}, args...))
+}
+
+// configureShareGroup sets a share group's configuration.
+func configureShareGroup(t *testing.T, ctx context.Context, c *localcluster.Cluster, group string, set map[string]string) {
+	t.Helper()
+	if err := shares.NewClient(c.OffsetsURLs()).Configure(ctx, group, set); err != nil {
+		t.Fatalf("configuring share group %s: %v", group, err)
+	}
+}
+
+// TestShareGroupUnderKills: 8 share consumer processes take 100,000 records
+// of 2 partitions, accepting, releasing and rejecting at random, while
+// consumers, the offsets Raft leader (which holds the share-partition
+// state) and a partition leader are killed with SIGKILL. Every record ends
+// accepted or archived exactly once, no accepted record is delivered
+// again, and delivery counts grow with each redelivery.
+func TestShareGroupUnderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	records := 100_000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_SHARE_RECORDS")); err == nil && n > 0 {
+		records = n
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "queue", 2, 3, nil)
+	configureShareGroup(t, ctx, c, "workers", map[string]string{shares.ConfigAutoOffsetReset: "earliest",
+		shares.ConfigLockDurationMs: "2000", shares.ConfigDeliveryLimit: "4"})
+	produceInRequests(t, c, "queue", "q", records, 5000)
+	hws := map[int32]int64{}
+	for p := range int32(2) {
+		hws[p] = listOffset(t, ctx, c, "queue", p, protocol.TimestampLatest)
+	}
+	if hws[0]+hws[1] != int64(records) {
+		t.Fatalf("high watermarks %v, want %d records in all", hws, records)
+	}
+
+	args := []string{"-accept", "0.8", "-release", "0.15", "-max-records", "200"}
+	var members []*member
+	start := func(i int) {
+		members = append(members, startShareMember(t, c, fmt.Sprintf("sm-%d", i), "workers", "queue", append(args, "-seed", strconv.Itoa(i))...))
+	}
+	for i := range 8 {
+		start(i)
+	}
+	sc := shares.NewClient(c.OffsetsURLs())
+	progress := func() int64 {
+		d, err := sc.Describe(ctx, "workers")
+		if err != nil {
+			return -1
+		}
+		var done int64
+		for _, p := range d.Partitions {
+			done += p.Accepted + p.Archived
+		}
+		return done
+	}
+	waitProgress := func(at int64) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for progress() < at {
+			if time.Now().After(deadline) {
+				t.Fatalf("the group did not reach %d records done (at %d)", at, progress())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	n := int64(records)
+	waitProgress(n / 10)
+	members[0].kill()
+	members[1].kill()
+	t.Logf("killed 2 consumers at %d records done", progress())
+	start(8)
+	start(9)
+	waitProgress(n * 3 / 10)
+	leader := offsetsLeader(t, c)
+	c.StopProc(leader, true)
+	t.Logf("killed the offsets leader %s", leader.Name)
+	waitProgress(n * 5 / 10)
+	storageLeader, _ := leaderOf(t, ctx, c, "queue", 0)
+	c.StopProc(c.Proc("storage-"+strconv.Itoa(int(storageLeader))), true)
+	t.Logf("killed storage-%d, the leader of queue-0, at %d records done", storageLeader, progress())
+	members[2].kill()
+	start(10)
+	waitProgress(n)
+	for _, m := range members {
+		m.stop()
+	}
+
+	d, err := sc.Describe(ctx, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, archived int64
+	for _, p := range d.Partitions {
+		if p.StartOffset != hws[p.Partition] || p.Lag != 0 || p.Acquired != 0 {
+			t.Errorf("partition %d at the end: %+v; want everything up to %d done", p.Partition, p, hws[p.Partition])
+		}
+		accepted += p.Accepted
+		archived += p.Archived
+	}
+	if accepted+archived != n {
+		t.Fatalf("accepted %d + archived %d = %d, want every one of the %d records done exactly once", accepted, archived, accepted+archived, n)
+	}
+	checkShareLogs(t, n, accepted, archived, 4, members...)
+}
+
+// checkShareLogs checks what the share members reported against the
+// group's totals: no record confirmed accepted twice, or delivered after
+// its accept was confirmed; delivery counts that grow with each delivery
+// and stay within the limit; and accepted counts that the confirmed and
+// unconfirmed acknowledgements explain.
+func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16, members ...*member) {
+	t.Helper()
+	type key struct {
+		p int32
+		o int64
+	}
+	var all []memberEvent
+	for _, m := range members {
+		ev, _ := m.snapshot()
+		all = append(all, ev...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Time < all[j].Time })
+	confirmedAccept := map[key]int64{} // the time of the confirmation
+	intents := map[key]string{}        // the last intent sent, until confirmed
+	lastCount := map[key]int16{}
+	var confirmedAccepts, confirmedRejects, unconfirmedAccepts, redelivered int64
+	for _, e := range all {
+		k := key{e.Partition, e.Offset}
+		switch e.Ev {
+		case "rec":
+			if at, ok := confirmedAccept[k]; ok {
+				t.Fatalf("queue-%d offset %d was delivered again (count %d) after its accept was confirmed at %d", e.Partition, e.Offset, e.Count, at)
+			}
+			if e.Count <= lastCount[k] || e.Count > limit {
+				t.Fatalf("queue-%d offset %d delivered with count %d after count %d (limit %d)", e.Partition, e.Offset, e.Count, lastCount[k], limit)
+			}
+			if e.Count > 1 {
+				redelivered++
+			}
+			lastCount[k] = e.Count
+			delete(intents, k)
+		case "intent":
+			intents[k] = e.Ack
+		case "acked":
+			delete(intents, k)
+			switch e.Ack {
+			case "accept":
+				if _, dup := confirmedAccept[k]; dup {
+					t.Fatalf("queue-%d offset %d: accept confirmed twice", e.Partition, e.Offset)
+				}
+				confirmedAccept[k] = e.Time
+				confirmedAccepts++
+			case "reject":
+				confirmedRejects++
+			}
+		case "refused":
+			delete(intents, k)
+		}
+	}
+	for _, a := range intents {
+		if a == "accept" {
+			unconfirmedAccepts++
+		}
+	}
+	t.Logf("%d records: %d accepted, %d archived; members confirmed %d accepts and %d rejects, %d accepts unconfirmed (killed or cut off); %d redeliveries seen",
+		records, accepted, archived, confirmedAccepts, confirmedRejects, unconfirmedAccepts, redelivered)
+	if accepted < confirmedAccepts || accepted > confirmedAccepts+unconfirmedAccepts {
+		t.Fatalf("the group counts %d accepted; the members confirmed %d and may have had %d more applied", accepted, confirmedAccepts, unconfirmedAccepts)
+	}
+	if archived < confirmedRejects {
+		t.Fatalf("the group counts %d archived, fewer than the %d rejects confirmed", archived, confirmedRejects)
+	}
+	if redelivered == 0 {
+		t.Fatal("no record was delivered twice, though a share of them were released")
+	}
+}
+
+// TestShareGroupLocksAndAcks: records held by a consumer that stops
+// acknowledging go to another after the lock duration, with their delivery
+// count raised; the first consumer's late acknowledgements, and
+// acknowledgements of records never acquired, are refused and change
+// nothing. The configuration and reset commands are checked too.
+func TestShareGroupLocksAndAcks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "locks", 1, 3, nil)
+	configureShareGroup(t, ctx, c, "lg", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "1500"})
+	produceValues(t, c, "locks", "l", 20)
+	consumer := func(name string) *client.ShareConsumer {
+		sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Metadata: c.MetadataURLs(), Offsets: c.OffsetsURLs(),
+			Group: "lg", Topic: "locks", MemberID: name, MaxRecords: 10, MaxWait: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sc.Close(context.Background()) })
+		return sc
+	}
+	a, b := consumer("a"), consumer("b")
+	acquiredAt := time.Now() // no later than the coordinator's clock when it locked them
+	held, err := a.Poll(ctx)
+	if err != nil || len(held) != 10 || held[0].Offset != 0 || held[0].DeliveryCount != 1 {
+		t.Fatalf("a's first poll: %d records (%v), want offsets 0-9 at delivery 1", len(held), err)
+	}
+	second, err := b.Poll(ctx)
+	if err != nil || len(second) != 10 || second[0].Offset != 10 {
+		t.Fatalf("b's first poll: %d records (%v), want offsets 10-19", len(second), err)
+	}
+	for _, r := range second {
+		b.Acknowledge(r, shares.AckAccept)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b acknowledges a's records: refused.
+	b.Acknowledge(held[0], shares.AckAccept)
+	var refused *client.AckRefusedError
+	if err := b.Commit(ctx); !errors.As(err, &refused) || protocol.CodeOf(refused.Refused[groups.TP{Topic: "locks"}]) != protocol.InvalidRecordState {
+		t.Fatalf("acknowledging another consumer's record: %v", err)
+	}
+	// Records never acquired, and accepted ones acknowledged again.
+	sh := shares.NewClient(c.OffsetsURLs())
+	before, err := sh.Describe(ctx, "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ack := range []shares.Ack{{Topic: "locks", FirstOffset: 20, LastOffset: 25, Type: shares.AckAccept}, {Topic: "locks", FirstOffset: 10, LastOffset: 10, Type: shares.AckAccept}} {
+		resp, err := sh.Ack(ctx, "lg", shares.AckRequest{MemberID: "b", Acks: []shares.Ack{ack}})
+		if err != nil || len(resp.Results) != 1 || protocol.Code(resp.Results[0].ErrorCode) != protocol.InvalidRecordState {
+			t.Fatalf("acknowledging %d-%d: %+v, %v", ack.FirstOffset, ack.LastOffset, resp, err)
+		}
+	}
+	// b waits for a's records; they come once a's lock expired.
+	var redelivered []client.ShareRecord
+	for len(redelivered) < 10 && ctx.Err() == nil {
+		recs, err := b.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redelivered = append(redelivered, recs...)
+	}
+	after := time.Since(acquiredAt)
+	if after < 1500*time.Millisecond || redelivered[0].Offset != 0 || redelivered[0].DeliveryCount != 2 {
+		t.Fatalf("b got a's records after %v, first %d at delivery %d; want offset 0 at delivery 2 after the 1.5 s lock", after, redelivered[0].Offset, redelivered[0].DeliveryCount)
+	}
+	t.Logf("records of a consumer that stopped acknowledging went to another after %v (lock 1.5 s)", after)
+	mid, err := sh.Describe(ctx, "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.Partitions[0].Accepted != before.Partitions[0].Accepted || mid.Partitions[0].StartOffset != 0 {
+		t.Fatalf("refused acknowledgements changed the state: %+v then %+v", before.Partitions[0], mid.Partitions[0])
+	}
+	// a's acknowledgement is late: refused, the records stay b's.
+	for _, r := range held {
+		a.Acknowledge(r, shares.AckAccept)
+	}
+	if err := a.Commit(ctx); !errors.As(err, &refused) {
+		t.Fatalf("a's late acknowledgement: %v", err)
+	}
+	for _, r := range redelivered {
+		b.Acknowledge(r, shares.AckAccept)
+	}
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := sh.Describe(ctx, "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Partitions[0]; p.StartOffset != 20 || p.Accepted != 20 || p.Deliveries != 30 || p.Lag != 0 {
+		t.Fatalf("at the end: %+v; want start 20, 20 accepted, 30 deliveries, no lag", p)
+	}
+	if err := sh.Reset(ctx, "lg", shares.ResetRequest{Topic: "locks", Partitions: []shares.PartitionReset{{Partition: 0, Offset: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := a.Poll(ctx)
+	if err != nil || len(again) == 0 || again[0].Offset != 5 || again[0].DeliveryCount != 1 {
+		t.Fatalf("after a reset to 5: %d records (%v)", len(again), err)
+	}
+}
+
+// listOffset asks a partition's leader for an offset (protocol.TimestampLatest:
+// the high watermark).
+func listOffset(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, p int32, ts int64) int64 {
+	t.Helper()
+	pool := storageclient.NewPool("test-list-offset")
+	defer pool.Close()
+	off, err := client.ListOffset(ctx, client.NewMetadata(client.NewAdmin(c.MetadataURLs())), pool, topic, p, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
+}

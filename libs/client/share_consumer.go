@@ -1,0 +1,358 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/libs/storageclient"
+)
+
+// Errors of the ShareConsumer.
+var (
+	// ErrInvalidShareConsumerConfig wraps every problem NewShareConsumer
+	// finds in a configuration.
+	ErrInvalidShareConsumerConfig = errors.New("client: invalid share consumer config")
+	// ErrAckRefused is what an *AckRefusedError is: the coordinator
+	// refused acknowledgements (their locks expired, the records went to
+	// another consumer) and the records' state did not change.
+	ErrAckRefused = errors.New("client: acknowledgement refused")
+)
+
+// AckRefusedError lists the partitions whose acknowledgements the
+// coordinator refused, with its reasons; the other partitions' applied.
+type AckRefusedError struct {
+	Refused map[groups.TP]error
+}
+
+func (e *AckRefusedError) Error() string {
+	tps := make([]groups.TP, 0, len(e.Refused))
+	for tp := range e.Refused {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool { return tps[i].Less(tps[j]) })
+	msg := ErrAckRefused.Error()
+	for _, tp := range tps {
+		msg += fmt.Sprintf("; %s: %v", tp, e.Refused[tp])
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrAckRefused) true.
+func (e *AckRefusedError) Is(target error) bool { return target == ErrAckRefused }
+
+// ShareConsumerConfig configures a ShareConsumer. Zero fields take the
+// defaults documented on them.
+type ShareConsumerConfig struct {
+	// Metadata lists metadata (or frontend) addresses, for partition
+	// leaders; Offsets lists the offsets service's replicas.
+	Metadata []string
+	Offsets  []string
+	// Group is the share group, Topic the topic it reads.
+	Group string
+	Topic string
+	// MemberID names this consumer to the group (default: a random id).
+	MemberID string
+	// ClientID names this client to the storage nodes (default
+	// "sluice-share-consumer").
+	ClientID string
+	// MaxRecords bounds one Poll (0: the group's share.max.fetch.records).
+	MaxRecords int32
+	// MaxWait is how long a Poll waits for records (default 500ms).
+	MaxWait time.Duration
+	// FetchMaxBytes bounds one fetch from a partition leader (default 1 MiB).
+	FetchMaxBytes int32
+	// TLS, when set, is used for every connection.
+	TLS *tls.Config
+}
+
+// Validate checks the configuration.
+func (c ShareConsumerConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidShareConsumerConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(c.Metadata) == 0 || len(c.Offsets) == 0:
+		return bad("Metadata and Offsets need an address each at least")
+	case c.MaxRecords < 0 || c.MaxWait < 0 || c.FetchMaxBytes < 0:
+		return bad("MaxRecords, MaxWait and FetchMaxBytes must not be negative")
+	}
+	if err := groups.ValidateGroupID(c.Group); err != nil {
+		return bad("Group: %v", err)
+	}
+	if err := cluster.ValidateTopicName(c.Topic); err != nil {
+		return bad("Topic: %v", err)
+	}
+	return nil
+}
+
+// ShareRecord is a record acquired by a ShareConsumer: it must be
+// acknowledged before LockUntil, or it goes to another consumer.
+type ShareRecord struct {
+	ConsumerRecord
+	// DeliveryCount counts this delivery: 1 the first time.
+	DeliveryCount int16
+	LockUntil     time.Time
+}
+
+// ShareConsumer is a consumer of a share group: Poll acquires records of
+// the topic (from any partition; other consumers of the group get others)
+// and each one is acknowledged with Acknowledge. Acknowledgements are sent
+// by the next Poll, by Commit, or by Close. A record not acknowledged when
+// its lock expires, or when the consumer closes, goes to another consumer.
+//
+// Poll, Commit and Close are meant for one goroutine; Acknowledge is safe
+// from any.
+type ShareConsumer struct {
+	cfg    ShareConsumerConfig
+	coord  *shares.Client
+	meta   *Metadata
+	pool   *storageclient.Pool
+	rcfg   ReaderConfig
+	member string
+	parts  map[int32]*sharePartition // Poll's goroutine only
+
+	mu      sync.Mutex // guards pending and closed
+	pending []shares.Ack
+	closed  bool
+}
+
+// sharePartition is what a ShareConsumer read of a partition and did not
+// hand out yet: the records after the last acquired range, read along
+// with it, and the reader positioned after them.
+type sharePartition struct {
+	reader *PartitionReader
+	from   int64           // first offset the buffer covers
+	buf    []record.Record // read, not handed out, offsets from `from` on
+}
+
+// NewShareConsumer validates cfg and returns a consumer; it contacts the
+// cluster at its first Poll.
+func NewShareConsumer(cfg ShareConsumerConfig) (*ShareConsumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "sluice-share-consumer"
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.MemberID == "" {
+		cfg.MemberID = groups.NewMemberID(cfg.ClientID)
+	}
+	return &ShareConsumer{
+		cfg:    cfg,
+		coord:  shares.NewClientTLS(cfg.Offsets, cfg.TLS),
+		meta:   NewMetadata(cluster.NewClientTLS(cfg.Metadata, cfg.TLS)),
+		pool:   storageclient.NewPoolTLS(cfg.ClientID, cfg.TLS),
+		rcfg:   ReaderConfig{MaxBytes: cfg.FetchMaxBytes, MaxWait: 100 * time.Millisecond, ClientID: cfg.ClientID},
+		member: cfg.MemberID,
+		parts:  map[int32]*sharePartition{},
+	}, nil
+}
+
+// MemberID returns the consumer's id in the group.
+func (c *ShareConsumer) MemberID() string { return c.member }
+
+// Acknowledge marks a record accepted, released or rejected; the next Poll,
+// Commit or Close sends it.
+func (c *ShareConsumer) Acknowledge(r ShareRecord, t shares.AckType) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: t})
+}
+
+// Reject rejects a record, giving the reason (for the dead-letter topic).
+func (c *ShareConsumer) Reject(r ShareRecord, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckReject, Reason: reason})
+}
+
+// Commit sends the pending acknowledgements. Refused ones come back as an
+// *AckRefusedError; the other partitions' applied. On any other error
+// (the coordinator could not be reached) the acknowledgements may or may
+// not have applied; the records' locks settle it.
+func (c *ShareConsumer) Commit(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrConsumerClosed
+	}
+	acks := mergeAcks(c.pending)
+	c.pending = nil
+	c.mu.Unlock()
+	return c.send(ctx, acks)
+}
+
+func (c *ShareConsumer) send(ctx context.Context, acks []shares.Ack) error {
+	if len(acks) == 0 {
+		return nil
+	}
+	resp, err := c.coord.Ack(ctx, c.cfg.Group, shares.AckRequest{MemberID: c.member, Acks: acks})
+	if err != nil {
+		return err
+	}
+	var refused map[groups.TP]error
+	for _, r := range resp.Results {
+		if r.ErrorCode != 0 {
+			if refused == nil {
+				refused = map[groups.TP]error{}
+			}
+			refused[groups.TP{Topic: r.Topic, Partition: r.Partition}] = protocol.Code(r.ErrorCode).Err("%s", r.Error)
+		}
+	}
+	if refused != nil {
+		return &AckRefusedError{Refused: refused}
+	}
+	return nil
+}
+
+// mergeAcks sorts acknowledgements and joins neighbours of one kind (and
+// reason) into ranges.
+func mergeAcks(in []shares.Ack) []shares.Ack {
+	sort.SliceStable(in, func(i, j int) bool {
+		a, b := in[i], in[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.FirstOffset < b.FirstOffset
+	})
+	var out []shares.Ack
+	for _, a := range in {
+		if n := len(out); n > 0 {
+			l := &out[n-1]
+			if l.Topic == a.Topic && l.Partition == a.Partition && l.LastOffset+1 == a.FirstOffset && l.Type == a.Type && l.Reason == a.Reason {
+				l.LastOffset = a.LastOffset
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Poll sends the pending acknowledgements, then acquires records and reads
+// them from the partition leaders. It waits up to MaxWait for records and
+// returns none when there were none. A refused acknowledgement is returned
+// as Commit returns it, with the records acquired meanwhile.
+func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
+	ackErr := c.Commit(ctx)
+	if errors.Is(ackErr, ErrConsumerClosed) {
+		return nil, ackErr
+	}
+	if ackErr != nil && !errors.Is(ackErr, ErrAckRefused) {
+		return nil, ackErr
+	}
+	resp, err := c.coord.Acquire(ctx, c.cfg.Group, shares.AcquireRequest{MemberID: c.member, Topic: c.cfg.Topic,
+		MaxRecords: c.cfg.MaxRecords, WaitMs: int32(c.cfg.MaxWait.Milliseconds())})
+	if err != nil {
+		return nil, errors.Join(ackErr, err)
+	}
+	lock := time.UnixMilli(resp.LockUntilMs)
+	var out []ShareRecord
+	var gaps []shares.Ack
+	for i, a := range resp.Acquired {
+		recs, missing, err := c.read(ctx, a)
+		if err != nil {
+			// Give what could not be read back at once rather than at
+			// the lock's expiry.
+			release := []shares.Ack{}
+			for _, b := range resp.Acquired[i:] {
+				release = append(release, shares.Ack{Topic: b.Topic, Partition: b.Partition, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, Type: shares.AckRelease})
+			}
+			_ = c.send(ctx, mergeAcks(append(gaps, release...)))
+			return out, errors.Join(ackErr, err)
+		}
+		for _, r := range recs {
+			out = append(out, ShareRecord{ConsumerRecord: ConsumerRecord{Topic: a.Topic, Partition: a.Partition, Record: r}, DeliveryCount: a.DeliveryCount, LockUntil: lock})
+		}
+		gaps = append(gaps, missing...)
+	}
+	if len(gaps) > 0 {
+		c.mu.Lock()
+		c.pending = append(c.pending, gaps...)
+		c.mu.Unlock()
+	}
+	return out, ackErr
+}
+
+// read returns the records of an acquired range, and GAP acknowledgements
+// for its offsets that hold none (compacted away, transaction markers).
+func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.Record, []shares.Ack, error) {
+	p := c.parts[a.Partition]
+	if p == nil || a.FirstOffset < p.from || a.FirstOffset > p.reader.Offset() {
+		p = &sharePartition{reader: NewPartitionReader(c.meta, c.pool, a.Topic, a.Partition, a.FirstOffset, c.rcfg), from: a.FirstOffset}
+		c.parts[a.Partition] = p
+	}
+	var out []record.Record
+	next := a.FirstOffset // the first offset not yet accounted for
+	var gaps []shares.Ack
+	gap := func(upTo int64) { // offsets next..upTo-1 hold no record
+		if upTo > next {
+			gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: next, LastOffset: upTo - 1, Type: shares.AckGap})
+		}
+	}
+	for empty := 0; ; {
+		i := 0
+		for ; i < len(p.buf) && p.buf[i].Offset <= a.LastOffset; i++ {
+			r := p.buf[i]
+			if r.Offset < a.FirstOffset {
+				continue
+			}
+			gap(r.Offset)
+			out = append(out, r)
+			next = r.Offset + 1
+		}
+		p.buf = p.buf[i:]
+		p.from = a.LastOffset + 1
+		if len(p.buf) > 0 || p.reader.Offset() > a.LastOffset {
+			gap(a.LastOffset + 1)
+			return out, gaps, nil
+		}
+		at := p.reader.Offset()
+		recs, err := p.reader.Fetch(ctx)
+		if err == nil && len(recs) == 0 && p.reader.Offset() == at {
+			if empty++; empty == 20 {
+				err = fmt.Errorf("%s-%d: no record at offset %d though it was acquired below the high watermark", a.Topic, a.Partition, at)
+			}
+		}
+		if err != nil {
+			delete(c.parts, a.Partition)
+			return nil, nil, err
+		}
+		p.buf = append(p.buf, recs...)
+	}
+}
+
+// Close sends the pending acknowledgements and releases the records the
+// consumer still holds, so others get them at once.
+func (c *ShareConsumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	acks := mergeAcks(c.pending)
+	c.pending, c.closed = nil, true
+	c.mu.Unlock()
+	err := c.send(ctx, acks)
+	if lerr := c.coord.Leave(ctx, c.cfg.Group, c.member); lerr != nil {
+		err = errors.Join(err, lerr)
+	}
+	_ = c.pool.Close()
+	return err
+}

@@ -1,0 +1,285 @@
+// Package shares is the contract of share groups (queues on the log, Kafka's
+// KIP-932): the JSON wire types of the offsets service's share-group API, the
+// group configuration and its Client.
+//
+// A share group reads a topic with any number of consumers. A consumer
+// acquires records (offset ranges) under a lock of the group's
+// share.record.lock.duration.ms; it then reads them from the partition
+// leaders and acknowledges each one: ACCEPT (done), RELEASE (give it to
+// someone now) or REJECT (never deliver again). GAP acknowledges an offset
+// that holds no record (a compacted one, a transaction marker). A record
+// whose lock expires, or whose consumer leaves, becomes available again.
+// Every acquisition counts one delivery; a record released or expired after
+// share.delivery.count.limit deliveries is archived, not delivered again.
+//
+// Acquisitions and acknowledgements are entries of the offsets Raft group, so
+// the state survives the loss of any replica: an accepted record is never
+// delivered again, and a record is only delivered again when its consumer
+// released it, left, or let its lock expire.
+package shares
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// AckType is an acknowledgement's kind; the values are Kafka's
+// (ShareAcknowledge's AcknowledgeTypes).
+type AckType uint8
+
+// The acknowledgement kinds.
+const (
+	AckGap     AckType = 0 // the offset holds no record
+	AckAccept  AckType = 1 // processed: never deliver again
+	AckRelease AckType = 2 // deliver again, to anyone, now
+	AckReject  AckType = 3 // unprocessable: archive it
+)
+
+// String names the kind as the HTTP API spells it.
+func (t AckType) String() string {
+	switch t {
+	case AckGap:
+		return "gap"
+	case AckAccept:
+		return "accept"
+	case AckRelease:
+		return "release"
+	case AckReject:
+		return "reject"
+	}
+	return "ack_type_" + strconv.Itoa(int(t))
+}
+
+// ParseAckType parses accept, release, reject or gap (or their numbers).
+func ParseAckType(s string) (AckType, error) {
+	for t := AckGap; t <= AckReject; t++ {
+		if s == t.String() || s == strconv.Itoa(int(t)) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("acknowledgement type %q: want accept, release, reject or gap", s)
+}
+
+// The group configuration's keys, Kafka's names where Kafka has them.
+const (
+	ConfigAutoOffsetReset = "share.auto.offset.reset"
+	ConfigLockDurationMs  = "share.record.lock.duration.ms"
+	ConfigDeliveryLimit   = "share.delivery.count.limit"
+	ConfigMaxFetchRecords = "share.max.fetch.records"
+	ConfigMaxRecordLocks  = "share.partition.max.record.locks"
+	ConfigDeadLetterTopic = "errors.deadletter.topic"
+)
+
+// Config is a share group's configuration.
+type Config struct {
+	// AutoOffsetReset is where a partition's state starts when the group
+	// first reads it: "latest" (default, as Kafka's) or "earliest".
+	AutoOffsetReset string `json:"auto_offset_reset"`
+	// LockDurationMs is how long an acquired record stays with its
+	// consumer without an acknowledgement (30 s).
+	LockDurationMs int64 `json:"lock_duration_ms"`
+	// DeliveryLimit is how many times a record is delivered before it is
+	// archived (5).
+	DeliveryLimit int32 `json:"delivery_limit"`
+	// MaxFetchRecords bounds one acquisition (500).
+	MaxFetchRecords int32 `json:"max_fetch_records"`
+	// MaxRecordLocks bounds a partition's in-flight window: the records
+	// from the oldest not yet acknowledged on (2000).
+	MaxRecordLocks int32 `json:"max_record_locks"`
+	// DeadLetterTopic, when set, names the topic archived records go to.
+	DeadLetterTopic string `json:"dead_letter_topic,omitempty"`
+}
+
+// DefaultConfig returns the configuration of a group nobody configured.
+func DefaultConfig() Config {
+	return Config{AutoOffsetReset: "latest", LockDurationMs: 30_000, DeliveryLimit: 5, MaxFetchRecords: 500, MaxRecordLocks: 2000}
+}
+
+// Validate checks ranges.
+func (c Config) Validate() error {
+	switch {
+	case c.AutoOffsetReset != "latest" && c.AutoOffsetReset != "earliest":
+		return fmt.Errorf("%s=%q: want latest or earliest", ConfigAutoOffsetReset, c.AutoOffsetReset)
+	case c.LockDurationMs < 1000 || c.LockDurationMs > int64(time.Hour/time.Millisecond):
+		return fmt.Errorf("%s=%d: want 1000 to 3600000", ConfigLockDurationMs, c.LockDurationMs)
+	case c.DeliveryLimit < 2 || c.DeliveryLimit > 10:
+		return fmt.Errorf("%s=%d: want 2 to 10 (Kafka's range)", ConfigDeliveryLimit, c.DeliveryLimit)
+	case c.MaxFetchRecords < 1 || c.MaxFetchRecords > c.MaxRecordLocks:
+		return fmt.Errorf("%s=%d: want 1 to %s (%d)", ConfigMaxFetchRecords, c.MaxFetchRecords, ConfigMaxRecordLocks, c.MaxRecordLocks)
+	case c.MaxRecordLocks < 100 || c.MaxRecordLocks > 10_000:
+		return fmt.Errorf("%s=%d: want 100 to 10000", ConfigMaxRecordLocks, c.MaxRecordLocks)
+	}
+	return nil
+}
+
+// Set sets one configuration value by its key.
+func (c *Config) Set(key, value string) error {
+	num := func(lo, hi int64) (int64, error) {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return 0, fmt.Errorf("%s=%q: want an integer from %d to %d", key, value, lo, hi)
+		}
+		return n, nil
+	}
+	var err error
+	var n int64
+	switch key {
+	case ConfigAutoOffsetReset:
+		c.AutoOffsetReset = value
+	case ConfigLockDurationMs:
+		c.LockDurationMs, err = num(1000, int64(time.Hour/time.Millisecond))
+	case ConfigDeliveryLimit:
+		n, err = num(2, 10)
+		c.DeliveryLimit = int32(n)
+	case ConfigMaxFetchRecords:
+		n, err = num(1, 10_000)
+		c.MaxFetchRecords = int32(n)
+	case ConfigMaxRecordLocks:
+		n, err = num(100, 10_000)
+		c.MaxRecordLocks = int32(n)
+	case ConfigDeadLetterTopic:
+		c.DeadLetterTopic = value
+	default:
+		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s, %s)", key,
+			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks, ConfigDeadLetterTopic)
+	}
+	return err
+}
+
+// Map returns the configuration by key, as Set takes it.
+func (c Config) Map() map[string]string {
+	return map[string]string{
+		ConfigAutoOffsetReset: c.AutoOffsetReset,
+		ConfigLockDurationMs:  strconv.FormatInt(c.LockDurationMs, 10),
+		ConfigDeliveryLimit:   strconv.Itoa(int(c.DeliveryLimit)),
+		ConfigMaxFetchRecords: strconv.Itoa(int(c.MaxFetchRecords)),
+		ConfigMaxRecordLocks:  strconv.Itoa(int(c.MaxRecordLocks)),
+		ConfigDeadLetterTopic: c.DeadLetterTopic,
+	}
+}
+
+// AcquireRequest asks for records of a topic for a consumer.
+type AcquireRequest struct {
+	// MemberID names the consumer; its acknowledgements must carry it.
+	MemberID string `json:"member_id"`
+	Topic    string `json:"topic"`
+	// MaxRecords bounds the answer (0: the group's share.max.fetch.records,
+	// which also caps it).
+	MaxRecords int32 `json:"max_records,omitempty"`
+	// WaitMs is how long to wait for records when none are available.
+	WaitMs int32 `json:"wait_ms,omitempty"`
+}
+
+// Acquired is a range of offsets of one partition acquired by a consumer,
+// each delivered DeliveryCount times with this delivery.
+type Acquired struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	FirstOffset   int64  `json:"first_offset"`
+	LastOffset    int64  `json:"last_offset"`
+	DeliveryCount int16  `json:"delivery_count"`
+}
+
+// AcquireResponse is what a consumer holds until LockUntilMs (Unix
+// milliseconds; the coordinator's clock).
+type AcquireResponse struct {
+	Acquired    []Acquired `json:"acquired"`
+	LockUntilMs int64      `json:"lock_until_ms,omitempty"`
+}
+
+// Ack acknowledges a range of offsets of one partition.
+type Ack struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	FirstOffset int64   `json:"first_offset"`
+	LastOffset  int64   `json:"last_offset"`
+	Type        AckType `json:"type"`
+	// Reason says why a record was rejected (for the dead-letter topic).
+	Reason string `json:"reason,omitempty"`
+}
+
+// AckRequest acknowledges records of a consumer. Each partition's
+// acknowledgements apply all or none.
+type AckRequest struct {
+	MemberID string `json:"member_id"`
+	Acks     []Ack  `json:"acks"`
+}
+
+// AckResult is one partition's outcome.
+type AckResult struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	ErrorCode int16  `json:"error_code,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// AckResponse has one result per partition acknowledged.
+type AckResponse struct {
+	Results []AckResult `json:"results"`
+}
+
+// LeaveRequest releases every record a consumer holds.
+type LeaveRequest struct {
+	MemberID string `json:"member_id"`
+}
+
+// ConfigRequest sets configuration values of a group (creating it).
+type ConfigRequest struct {
+	Set map[string]string `json:"set"`
+}
+
+// ResetRequest moves a group's partitions of a topic to an offset each,
+// dropping their in-flight state. A group with records under lock refuses
+// (NON_EMPTY_GROUP).
+type ResetRequest struct {
+	Topic      string           `json:"topic"`
+	Partitions []PartitionReset `json:"partitions"`
+}
+
+// PartitionReset is one partition's new start offset.
+type PartitionReset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// PartitionState describes a group's share-partition.
+type PartitionState struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// StartOffset: every record before it is acknowledged or archived.
+	StartOffset int64 `json:"start_offset"`
+	// EndOffset: no record at or after it was delivered yet.
+	EndOffset     int64 `json:"end_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	// Lag counts the records not yet acknowledged or archived: those in
+	// flight and those from EndOffset to the high watermark.
+	Lag int64 `json:"lag"`
+	// Acquired are under a live lock; Available wait for a consumer.
+	Acquired  int64 `json:"acquired"`
+	Available int64 `json:"available"`
+	// Running totals since the partition's state was created.
+	Accepted   int64 `json:"accepted"`
+	Archived   int64 `json:"archived"`
+	Deliveries int64 `json:"deliveries"`
+}
+
+// Description describes a share group.
+type Description struct {
+	Group      string            `json:"group"`
+	Config     map[string]string `json:"config"`
+	Members    []string          `json:"members"`
+	Partitions []PartitionState  `json:"partitions"`
+}
+
+// Listing is one group of a list.
+type Listing struct {
+	Group   string `json:"group"`
+	Topics  int    `json:"topics"`
+	Members int    `json:"members"`
+}
+
+// ListResponse lists share groups.
+type ListResponse struct {
+	Groups []Listing `json:"groups"`
+}

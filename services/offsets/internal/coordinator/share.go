@@ -1,0 +1,253 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// LogBounds looks up a partition's log offsets at its leader: ts is
+// protocol.TimestampEarliest (the log start offset) or TimestampLatest (the
+// high watermark).
+type LogBounds interface {
+	ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
+}
+
+// Shares runs the share groups on the Raft leader. Their state is the FSM's
+// (package fsm, share.go): every acquisition and acknowledgement is a Raft
+// entry, decided by the FSM with the proposer's clock, so a new leader
+// continues exactly where the old one stopped. What Shares adds is the
+// partitions' log bounds (cached for BoundsTTL, looked up at the leaders),
+// the order in which an acquisition visits partitions, and the long poll
+// of an acquisition that finds nothing.
+type Shares struct {
+	co     *Coordinator
+	bounds LogBounds
+	ttl    time.Duration
+
+	next atomic.Uint32 // the partition an acquisition visits first, rotating
+
+	mu    sync.Mutex // guards cache
+	cache map[groups.TP]bound
+}
+
+type bound struct {
+	logStart, hw int64
+	at           time.Time
+}
+
+// BoundsTTL is how long a partition's looked-up log bounds serve
+// acquisitions; an acquisition that finds nothing waits this long before it
+// looks again.
+const BoundsTTL = 20 * time.Millisecond
+
+// NewShares returns the share-group coordinator.
+func NewShares(co *Coordinator, bounds LogBounds) *Shares {
+	return &Shares{co: co, bounds: bounds, ttl: BoundsTTL, cache: map[groups.TP]bound{}}
+}
+
+// bound returns a partition's log bounds, looking them up when the cached
+// ones are older than the TTL.
+func (s *Shares) bound(ctx context.Context, tp groups.TP) (bound, error) {
+	now := time.Now()
+	s.mu.Lock()
+	b, ok := s.cache[tp]
+	s.mu.Unlock()
+	if ok && now.Sub(b.at) < s.ttl {
+		return b, nil
+	}
+	start, err := s.bounds.ListOffset(ctx, tp.Topic, tp.Partition, protocol.TimestampEarliest)
+	if err != nil {
+		return b, err
+	}
+	hw, err := s.bounds.ListOffset(ctx, tp.Topic, tp.Partition, protocol.TimestampLatest)
+	if err != nil {
+		return b, err
+	}
+	b = bound{logStart: start, hw: hw, at: now}
+	s.mu.Lock()
+	s.cache[tp] = b
+	s.mu.Unlock()
+	return b, nil
+}
+
+// propose runs a share operation and returns its answer.
+func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, error) {
+	if !s.co.Ready() {
+		return nil, ErrNotLeader
+	}
+	op.NowMs = s.co.now().UnixMilli()
+	res, err := s.co.proposeResult(ctx, fsm.Command{Type: fsm.TypeShare, Share: &op})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return res.Share, nil
+}
+
+// Acquire acquires records of a topic for a consumer, waiting up to
+// req.WaitMs (bounded by ctx) for some when none are available.
+func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRequest) (*shares.AcquireResponse, error) {
+	if !s.co.Ready() {
+		return nil, ErrNotLeader
+	}
+	n, ok := s.co.topics.Partitions()
+	if !ok {
+		return nil, protocol.CoordinatorNotAvailable.Err("the offsets service has no metadata yet")
+	}
+	count, ok := n[req.Topic]
+	if !ok || count <= 0 {
+		return nil, protocol.UnknownTopicOrPartition.Err("no topic %q", req.Topic)
+	}
+	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
+	first := int32(s.next.Add(1) % uint32(count))
+	for {
+		parts := make([]fsm.ShareBounds, 0, count)
+		worth := false
+		g, _ := s.co.fsm.Share(group)
+		nowMs := s.co.now().UnixMilli()
+		for i := range count {
+			p := (first + i) % count
+			b, err := s.bound(ctx, groups.TP{Topic: req.Topic, Partition: p})
+			if err != nil {
+				continue // that partition's leader is away: the others may serve
+			}
+			parts = append(parts, fsm.ShareBounds{Partition: p, LogStart: b.logStart, HighWatermark: b.hw})
+			worth = worth || acquirable(g, req.Topic, p, b, nowMs)
+		}
+		if worth {
+			out, err := s.propose(ctx, fsm.Share{Group: group, Acquire: &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}})
+			if err != nil || len(out.Acquire.Acquired) > 0 {
+				if err != nil {
+					return nil, err
+				}
+				return out.Acquire, nil
+			}
+		}
+		if len(parts) == 0 && count > 0 && time.Now().After(deadline) {
+			return nil, protocol.LeaderNotAvailable.Err("no partition of %s could be reached", req.Topic)
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return &shares.AcquireResponse{Acquired: []shares.Acquired{}}, nil
+		}
+		t := time.NewTimer(min(wait, s.ttl))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &shares.AcquireResponse{Acquired: []shares.Acquired{}}, nil
+		case <-t.C:
+		}
+	}
+}
+
+// acquirable reports whether an acquisition of partition p could take
+// something: the group has no state of it yet (the first acquisition
+// fixes where it starts), records are released or their locks expired, or
+// the log holds records past the in-flight window's end and the window has
+// room.
+func acquirable(g *fsm.ShareGroup, topic string, p int32, b bound, nowMs int64) bool {
+	if g == nil {
+		return true
+	}
+	sp := g.Partitions[fsm.GrantKey(groups.TP{Topic: topic, Partition: p})]
+	if sp == nil {
+		return true
+	}
+	if sp.End() < b.hw && len(sp.Records) < int(g.Config.MaxRecordLocks) || sp.Start < b.logStart {
+		return true
+	}
+	st := sp.State(b.hw, nowMs)
+	return st.Available > 0
+}
+
+// Ack acknowledges records: one result per partition.
+func (s *Shares) Ack(ctx context.Context, group string, req shares.AckRequest) (*shares.AckResponse, error) {
+	out, err := s.propose(ctx, fsm.Share{Group: group, Ack: &req})
+	if err != nil {
+		return nil, err
+	}
+	return &shares.AckResponse{Results: out.Acks}, nil
+}
+
+// Leave releases every record a consumer holds.
+func (s *Shares) Leave(ctx context.Context, group, member string) error {
+	if member == "" {
+		return protocol.UnknownMemberID.Err("leaving needs a member id")
+	}
+	_, err := s.propose(ctx, fsm.Share{Group: group, Leave: member})
+	return err
+}
+
+// Configure sets configuration values on the group's current (or the
+// default) configuration.
+func (s *Shares) Configure(ctx context.Context, group string, set map[string]string) error {
+	cfg := shares.DefaultConfig()
+	if g, ok := s.co.fsm.Share(group); ok {
+		cfg = g.Config
+	}
+	for k, v := range set {
+		if err := cfg.Set(k, v); err != nil {
+			return protocol.InvalidConfig.Err("%v", err)
+		}
+	}
+	_, err := s.propose(ctx, fsm.Share{Group: group, Config: &cfg})
+	return err
+}
+
+// Reset moves partitions of a group without records under lock.
+func (s *Shares) Reset(ctx context.Context, group string, req shares.ResetRequest) error {
+	_, err := s.propose(ctx, fsm.Share{Group: group, Reset: &req})
+	return err
+}
+
+// Delete deletes a group without records under lock.
+func (s *Shares) Delete(ctx context.Context, group string) error {
+	_, err := s.propose(ctx, fsm.Share{Group: group, Delete: true})
+	return err
+}
+
+// Describe describes a group, with each partition's high watermark where
+// its leader answers (-1 where not).
+func (s *Shares) Describe(ctx context.Context, group string) (*shares.Description, error) {
+	g, ok := s.co.fsm.Share(group)
+	if !ok {
+		return nil, protocol.GroupIDNotFound.Err("no share group %q", group)
+	}
+	nowMs := s.co.now().UnixMilli()
+	d := &shares.Description{Group: group, Config: g.Config.Map(), Members: g.Members(nowMs), Partitions: []shares.PartitionState{}}
+	for _, p := range g.SortedPartitions() {
+		hw := int64(-1)
+		if b, err := s.bound(ctx, groups.TP{Topic: p.Topic, Partition: p.Partition}); err == nil {
+			hw = b.hw
+		}
+		d.Partitions = append(d.Partitions, p.State(hw, nowMs))
+	}
+	return d, nil
+}
+
+// List lists the share groups.
+func (s *Shares) List() []shares.Listing {
+	nowMs := s.co.now().UnixMilli()
+	out := []shares.Listing{}
+	for _, name := range s.co.fsm.ShareNames() {
+		g, ok := s.co.fsm.Share(name)
+		if !ok {
+			continue
+		}
+		topics := map[string]bool{}
+		for _, p := range g.Partitions {
+			topics[p.Topic] = true
+		}
+		out = append(out, shares.Listing{Group: name, Topics: len(topics), Members: len(g.Members(nowMs))})
+	}
+	return out
+}

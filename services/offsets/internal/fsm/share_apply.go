@@ -1,0 +1,359 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
+)
+
+// bucketShares holds one sub-bucket per share group: its configuration
+// under keyShareConfig and each partition's state under key(topic,
+// partition).
+var (
+	bucketShares   = []byte("shares")
+	keyShareConfig = []byte("config") // never a partition key: those have a NUL 5 bytes from the end
+)
+
+// Share is one operation on a share group; exactly one of its parts is
+// set. NowMs is the proposer's clock: lock expiry is decided by it, so
+// every replica decides alike.
+type Share struct {
+	Group   string               `json:"group"`
+	NowMs   int64                `json:"now_ms"`
+	Config  *shares.Config       `json:"config,omitempty"`
+	Acquire *ShareAcquire        `json:"acquire,omitempty"`
+	Ack     *shares.AckRequest   `json:"ack,omitempty"`
+	Leave   string               `json:"leave,omitempty"`
+	Reset   *shares.ResetRequest `json:"reset,omitempty"`
+	Delete  bool                 `json:"delete,omitempty"`
+}
+
+// ShareAcquire acquires up to Max records of a topic for a consumer, from
+// Partitions in their order. The proposer gives each partition's log start
+// offset and high watermark as it last saw them.
+type ShareAcquire struct {
+	MemberID   string        `json:"member_id"`
+	Topic      string        `json:"topic"`
+	Max        int32         `json:"max"`
+	Partitions []ShareBounds `json:"partitions"`
+}
+
+// ShareBounds is a partition's log start offset and high watermark.
+type ShareBounds struct {
+	Partition     int32 `json:"partition"`
+	LogStart      int64 `json:"log_start"`
+	HighWatermark int64 `json:"high_watermark"`
+}
+
+// ShareResult is a share operation's answer.
+type ShareResult struct {
+	Acquire *shares.AcquireResponse
+	Acks    []shares.AckResult
+}
+
+// validate checks the parts that do not depend on the state.
+func (c *Share) validate() error {
+	if err := groups.ValidateGroupID(c.Group); err != nil {
+		return protocol.InvalidGroupID.Err("%v", err)
+	}
+	n := 0
+	for _, set := range []bool{c.Config != nil, c.Acquire != nil, c.Ack != nil, c.Leave != "", c.Reset != nil, c.Delete} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return protocol.InvalidRequest.Err("a share operation has %d parts; it needs exactly one", n)
+	}
+	switch {
+	case c.Config != nil:
+		if err := c.Config.Validate(); err != nil {
+			return protocol.InvalidConfig.Err("%v", err)
+		}
+	case c.Acquire != nil:
+		if c.Acquire.MemberID == "" {
+			return protocol.UnknownMemberID.Err("an acquisition needs a member id")
+		}
+		if err := cluster.ValidateTopicName(c.Acquire.Topic); err != nil {
+			return protocol.InvalidTopic.Err("%v", err)
+		}
+	case c.Ack != nil:
+		if c.Ack.MemberID == "" {
+			return protocol.UnknownMemberID.Err("an acknowledgement needs a member id")
+		}
+	case c.Reset != nil:
+		for _, p := range c.Reset.Partitions {
+			if p.Partition < 0 || p.Offset < 0 {
+				return protocol.InvalidRequest.Err("%s-%d: negative partition or offset %d", c.Reset.Topic, p.Partition, p.Offset)
+			}
+		}
+	}
+	return nil
+}
+
+// applyShare applies a share operation. Acknowledgements are all or none per
+// partition; every other operation all or none.
+func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
+	if res.Err = c.validate(); res.Err != nil {
+		return nil
+	}
+	cur := f.shareLocked(st, c.Group)
+	if cur == nil {
+		if c.Ack != nil || c.Leave != "" || c.Reset != nil || c.Delete {
+			res.Err = protocol.GroupIDNotFound.Err("no share group %q", c.Group)
+			return nil
+		}
+		if g := f.groupLocked(st.groups, c.Group); g != nil {
+			res.Err = protocol.InconsistentGroupProtocol.Err("%s is a consumer group, not a share group", c.Group)
+			return nil
+		}
+		cur = &ShareGroup{Name: c.Group, Config: shares.DefaultConfig(), Partitions: map[string]*SharePartition{}}
+		if c.Acquire != nil {
+			// A group created by its first acquisition is stored with
+			// its configuration.
+			if err := putShareConfig(tx, cur); err != nil {
+				return err
+			}
+		}
+	}
+	g := cur.clone()
+	var changed []*SharePartition
+	out := &ShareResult{}
+	switch {
+	case c.Delete:
+		for _, p := range g.Partitions {
+			if p.locked(c.NowMs) {
+				res.Err = protocol.NonEmptyGroup.Err("share group %s has records under lock (%s-%d); its consumers must stop first", c.Group, p.Topic, p.Partition)
+				return nil
+			}
+		}
+		st.shares[c.Group] = nil
+		err := tx.Bucket(bucketShares).DeleteBucket([]byte(c.Group))
+		if errors.Is(err, bolt.ErrBucketNotFound) {
+			err = nil
+		}
+		return err
+	case c.Config != nil:
+		g.Config = *c.Config
+		st.shares[c.Group] = g
+		return putShareConfig(tx, g)
+	case c.Acquire != nil:
+		a := c.Acquire
+		max := g.Config.MaxFetchRecords
+		if a.Max > 0 && a.Max < max {
+			max = a.Max
+		}
+		resp := &shares.AcquireResponse{Acquired: []shares.Acquired{}}
+		for _, b := range a.Partitions {
+			k := GrantKey(groups.TP{Topic: a.Topic, Partition: b.Partition})
+			p := g.Partitions[k]
+			if p == nil {
+				start := b.HighWatermark
+				if g.Config.AutoOffsetReset == "earliest" {
+					start = b.LogStart
+				}
+				p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
+			} else {
+				p = p.Clone()
+			}
+			before := p.Start
+			p.skipTo(b.LogStart)
+			got := p.acquire(a.MemberID, max, b.HighWatermark, c.NowMs, g.Config)
+			for _, r := range got {
+				max -= int32(r.LastOffset - r.FirstOffset + 1)
+			}
+			resp.Acquired = append(resp.Acquired, got...)
+			if g.Partitions[k] == nil || len(got) > 0 || p.Start != before || p.Archived != g.Partitions[k].Archived {
+				g.Partitions[k] = p
+				changed = append(changed, p)
+			}
+		}
+		if len(resp.Acquired) > 0 {
+			resp.LockUntilMs = c.NowMs + g.Config.LockDurationMs
+		}
+		out.Acquire = resp
+	case c.Ack != nil:
+		byPart := map[string][]shares.Ack{}
+		var order []string
+		for _, a := range c.Ack.Acks {
+			k := GrantKey(groups.TP{Topic: a.Topic, Partition: a.Partition})
+			if _, ok := byPart[k]; !ok {
+				order = append(order, k)
+			}
+			byPart[k] = append(byPart[k], a)
+		}
+		for _, k := range order {
+			acks := byPart[k]
+			r := shares.AckResult{Topic: acks[0].Topic, Partition: acks[0].Partition}
+			p := g.Partitions[k]
+			var err error
+			if p == nil {
+				err = protocol.InvalidRecordState.Err("share group %s has no records of %s in flight", c.Group, k)
+			} else {
+				p = p.Clone()
+				err = p.checkAcks(c.Ack.MemberID, acks, c.NowMs)
+			}
+			if err != nil {
+				r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
+			} else {
+				p.ack(acks, g.Config.DeliveryLimit)
+				g.Partitions[k] = p
+				changed = append(changed, p)
+			}
+			out.Acks = append(out.Acks, r)
+		}
+	case c.Leave != "":
+		for k, p := range g.Partitions {
+			q := p.Clone()
+			if q.release(c.Leave, g.Config.DeliveryLimit) {
+				g.Partitions[k] = q
+				changed = append(changed, q)
+			}
+		}
+	case c.Reset != nil:
+		for _, p := range g.Partitions {
+			if p.Topic == c.Reset.Topic && p.locked(c.NowMs) {
+				res.Err = protocol.NonEmptyGroup.Err("share group %s has records of %s under lock (partition %d); its consumers must stop first", c.Group, p.Topic, p.Partition)
+				return nil
+			}
+		}
+		for _, r := range c.Reset.Partitions {
+			k := GrantKey(groups.TP{Topic: c.Reset.Topic, Partition: r.Partition})
+			p := &SharePartition{Topic: c.Reset.Topic, Partition: r.Partition, Start: r.Offset}
+			if old := g.Partitions[k]; old != nil {
+				p.Accepted, p.Archived, p.Deliveries = old.Accepted, old.Archived, old.Deliveries
+			}
+			g.Partitions[k] = p
+			changed = append(changed, p)
+		}
+	}
+	res.Share = out
+	st.shares[c.Group] = g
+	return putSharePartitions(tx, c.Group, changed)
+}
+
+// shareLocked returns a share group's state as of the transaction in
+// progress.
+func (f *FSM) shareLocked(st *stage, name string) *ShareGroup {
+	if g, ok := st.shares[name]; ok {
+		return g
+	}
+	return f.shares[name]
+}
+
+func putShareConfig(tx *bolt.Tx, g *ShareGroup) error {
+	b, err := tx.Bucket(bucketShares).CreateBucketIfNotExists([]byte(g.Name))
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(g.Config)
+	if err != nil {
+		return err
+	}
+	return b.Put(keyShareConfig, v)
+}
+
+func putSharePartitions(tx *bolt.Tx, group string, ps []*SharePartition) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	b, err := tx.Bucket(bucketShares).CreateBucketIfNotExists([]byte(group))
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		v, err := json.Marshal(encodePartition(p))
+		if err != nil {
+			return err
+		}
+		if err := b.Put(key(p.Topic, p.Partition), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storedPartition is a share-partition as stored: its records run-length
+// encoded (consecutive records alike make one run).
+type storedPartition struct {
+	Topic      string      `json:"topic"`
+	Partition  int32       `json:"partition"`
+	Start      int64       `json:"start"`
+	Runs       []storedRun `json:"runs,omitempty"`
+	Accepted   int64       `json:"accepted,omitempty"`
+	Archived   int64       `json:"archived,omitempty"`
+	Deliveries int64       `json:"deliveries,omitempty"`
+}
+
+type storedRun struct {
+	N      int         `json:"n"`
+	State  RecordState `json:"s"`
+	Count  int16       `json:"c,omitempty"`
+	Lock   int64       `json:"l,omitempty"`
+	Member string      `json:"m,omitempty"`
+}
+
+func encodePartition(p *SharePartition) storedPartition {
+	s := storedPartition{Topic: p.Topic, Partition: p.Partition, Start: p.Start, Accepted: p.Accepted, Archived: p.Archived, Deliveries: p.Deliveries}
+	for _, r := range p.Records {
+		if n := len(s.Runs); n > 0 {
+			last := &s.Runs[n-1]
+			if last.State == r.State && last.Count == r.Count && last.Lock == r.LockUntilMs && last.Member == r.Member {
+				last.N++
+				continue
+			}
+		}
+		s.Runs = append(s.Runs, storedRun{N: 1, State: r.State, Count: r.Count, Lock: r.LockUntilMs, Member: r.Member})
+	}
+	return s
+}
+
+func decodePartition(v []byte) (*SharePartition, error) {
+	var s storedPartition
+	if err := json.Unmarshal(v, &s); err != nil {
+		return nil, err
+	}
+	p := &SharePartition{Topic: s.Topic, Partition: s.Partition, Start: s.Start, Accepted: s.Accepted, Archived: s.Archived, Deliveries: s.Deliveries}
+	for _, r := range s.Runs {
+		if r.N <= 0 || r.N > 1_000_000 || len(p.Records)+r.N > 1_000_000 || r.State > Archived {
+			return nil, fmt.Errorf("run of %d records in state %d is not valid", r.N, r.State)
+		}
+		for range r.N {
+			p.Records = append(p.Records, ShareRecord{State: r.State, Count: r.Count, LockUntilMs: r.Lock, Member: r.Member})
+		}
+	}
+	return p, nil
+}
+
+// loadShares reads every share group of the state file.
+func loadShares(tx *bolt.Tx) (map[string]*ShareGroup, error) {
+	out := map[string]*ShareGroup{}
+	err := tx.Bucket(bucketShares).ForEachBucket(func(name []byte) error {
+		b := tx.Bucket(bucketShares).Bucket(name)
+		g := &ShareGroup{Name: string(name), Config: shares.DefaultConfig(), Partitions: map[string]*SharePartition{}}
+		err := b.ForEach(func(k, v []byte) error {
+			if string(k) == string(keyShareConfig) {
+				if err := json.Unmarshal(v, &g.Config); err != nil {
+					return fmt.Errorf("share group %s: corrupt configuration: %w", name, err)
+				}
+				return nil
+			}
+			p, err := decodePartition(v)
+			if err != nil {
+				return fmt.Errorf("share group %s: corrupt partition state %q: %w", name, k, err)
+			}
+			g.Partitions[GrantKey(groups.TP{Topic: p.Topic, Partition: p.Partition})] = p
+			return nil
+		})
+		out[g.Name] = g
+		return err
+	})
+	return out, err
+}

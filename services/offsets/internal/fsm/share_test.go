@@ -1,0 +1,303 @@
+package fsm
+
+import (
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
+)
+
+// shareLog applies share operations one entry each, from index 1 on.
+type shareLog struct {
+	t     *testing.T
+	f     *FSM
+	index uint64
+}
+
+func (l *shareLog) do(op Share) *Result {
+	l.t.Helper()
+	if op.Group == "" {
+		op.Group = "q"
+	}
+	l.index++
+	return apply(l.t, l.f, entry(l.t, l.index, Command{Type: TypeShare, Share: &op}))[0]
+}
+
+func (l *shareLog) acquire(member string, max int32, hw, nowMs int64) []shares.Acquired {
+	l.t.Helper()
+	res := l.do(Share{NowMs: nowMs, Acquire: &ShareAcquire{MemberID: member, Topic: "t", Max: max,
+		Partitions: []ShareBounds{{Partition: 0, HighWatermark: hw}}}})
+	if res.Err != nil {
+		l.t.Fatalf("acquire: %v", res.Err)
+	}
+	return res.Share.Acquire.Acquired
+}
+
+// ack acknowledges one range and returns the partition's error (nil when applied).
+func (l *shareLog) ack(member string, first, last int64, typ shares.AckType, nowMs int64) error {
+	l.t.Helper()
+	res := l.do(Share{NowMs: nowMs, Ack: &shares.AckRequest{MemberID: member,
+		Acks: []shares.Ack{{Topic: "t", FirstOffset: first, LastOffset: last, Type: typ}}}})
+	if res.Err != nil {
+		l.t.Fatalf("ack: %v", res.Err)
+	}
+	r := res.Share.Acks[0]
+	if r.ErrorCode == 0 {
+		return nil
+	}
+	return protocol.Code(r.ErrorCode).Err("%s", r.Error)
+}
+
+func (l *shareLog) partition() *SharePartition {
+	l.t.Helper()
+	g, ok := l.f.Share("q")
+	if !ok {
+		l.t.Fatal("no share group q")
+	}
+	return g.Partitions["t/0"]
+}
+
+func (l *shareLog) stored() string {
+	l.t.Helper()
+	b, err := json.Marshal(encodePartition(l.partition()))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func newShareLog(t *testing.T, cfg shares.Config) *shareLog {
+	l := &shareLog{t: t, f: open(t, filepath.Join(t.TempDir(), "state.db"))}
+	if res := l.do(Share{Config: &cfg}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return l
+}
+
+func earliest() shares.Config {
+	c := shares.DefaultConfig()
+	c.AutoOffsetReset = "earliest"
+	c.LockDurationMs = 1000
+	c.DeliveryLimit = 3
+	c.MaxRecordLocks = 100
+	c.MaxFetchRecords = 100
+	return c
+}
+
+func TestShareAcquireAndAccept(t *testing.T) {
+	l := newShareLog(t, earliest())
+	got := l.acquire("a", 10, 25, 0)
+	want := []shares.Acquired{{Topic: "t", FirstOffset: 0, LastOffset: 9, DeliveryCount: 1}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("acquired %+v, want %+v", got, want)
+	}
+	got = l.acquire("b", 100, 25, 0)
+	if len(got) != 1 || got[0].FirstOffset != 10 || got[0].LastOffset != 24 {
+		t.Fatalf("second consumer acquired %+v, want 10-24 (stopping at the high watermark)", got)
+	}
+	if more := l.acquire("c", 100, 25, 0); len(more) != 0 {
+		t.Fatalf("acquired %+v with every record under lock", more)
+	}
+	if err := l.ack("a", 0, 9, shares.AckAccept, 10); err != nil {
+		t.Fatal(err)
+	}
+	p := l.partition()
+	if p.Start != 10 || p.End() != 25 || p.Accepted != 10 || p.Deliveries != 25 {
+		t.Fatalf("after accepting 0-9: start %d end %d accepted %d deliveries %d", p.Start, p.End(), p.Accepted, p.Deliveries)
+	}
+}
+
+func TestShareAckErrorsLeaveTheStateAlone(t *testing.T) {
+	l := newShareLog(t, earliest())
+	l.acquire("a", 5, 10, 0) // 0-4 to a
+	l.acquire("b", 3, 10, 0) // 5-7 to b
+	if err := l.ack("a", 0, 0, shares.AckAccept, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := l.stored()
+	for _, c := range []struct {
+		name        string
+		member      string
+		first, last int64
+		nowMs       int64
+		code        protocol.Code
+	}{
+		{"never acquired", "a", 8, 9, 1, protocol.InvalidRecordState},
+		{"beyond the log", "a", 3, 1 << 40, 1, protocol.InvalidRecordState},
+		{"already accepted", "a", 0, 1, 1, protocol.InvalidRecordState},
+		{"another consumer's", "a", 4, 5, 1, protocol.InvalidRecordState},
+		{"lock expired", "a", 1, 2, 1000, protocol.InvalidRecordState},
+		{"empty range", "a", 2, 1, 1, protocol.InvalidRequest},
+	} {
+		err := l.ack(c.member, c.first, c.last, shares.AckAccept, c.nowMs)
+		if protocol.CodeOf(err) != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+		if after := l.stored(); after != before {
+			t.Fatalf("%s changed the state:\n%s\n%s", c.name, before, after)
+		}
+	}
+	// Twice in one request: refused as a whole.
+	res := l.do(Share{NowMs: 1, Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{
+		{Topic: "t", FirstOffset: 1, LastOffset: 2, Type: shares.AckAccept}, {Topic: "t", FirstOffset: 2, LastOffset: 2, Type: shares.AckReject}}}})
+	if protocol.Code(res.Share.Acks[0].ErrorCode) != protocol.InvalidRequest || l.stored() != before {
+		t.Fatalf("an offset acknowledged twice in one request: %+v", res.Share.Acks)
+	}
+	// A partition the group never read.
+	res = l.do(Share{NowMs: 1, Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{{Topic: "u", FirstOffset: 0, LastOffset: 0, Type: shares.AckAccept}}}})
+	if protocol.Code(res.Share.Acks[0].ErrorCode) != protocol.InvalidRecordState {
+		t.Fatalf("acknowledging a partition not in flight: %+v", res.Share.Acks)
+	}
+	// A group that does not exist.
+	if res := l.do(Share{Group: "nope", Ack: &shares.AckRequest{MemberID: "a"}}); protocol.CodeOf(res.Err) != protocol.GroupIDNotFound {
+		t.Fatalf("acknowledging in a missing group: %v", res.Err)
+	}
+}
+
+func TestShareReleaseRedeliversAndTheLimitArchives(t *testing.T) {
+	l := newShareLog(t, earliest()) // delivery limit 3
+	for delivery := int16(1); delivery <= 3; delivery++ {
+		got := l.acquire("a", 1, 1, 0)
+		if len(got) != 1 || got[0].DeliveryCount != delivery {
+			t.Fatalf("delivery %d: acquired %+v", delivery, got)
+		}
+		if err := l.ack("a", 0, 0, shares.AckRelease, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := l.partition()
+	if p.Start != 1 || p.Archived != 1 || p.Accepted != 0 {
+		t.Fatalf("after 3 deliveries released: start %d archived %d accepted %d; want the record archived", p.Start, p.Archived, p.Accepted)
+	}
+	if got := l.acquire("a", 1, 1, 0); len(got) != 0 {
+		t.Fatalf("an archived record was delivered again: %+v", got)
+	}
+}
+
+func TestShareExpiredLockGoesToAnotherConsumer(t *testing.T) {
+	l := newShareLog(t, earliest()) // lock 1 s
+	l.acquire("a", 5, 5, 0)
+	if got := l.acquire("b", 5, 5, 999); len(got) != 0 {
+		t.Fatalf("records under a live lock went to another consumer: %+v", got)
+	}
+	got := l.acquire("b", 5, 5, 1000)
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 4 || got[0].DeliveryCount != 2 {
+		t.Fatalf("after the lock expired b acquired %+v, want 0-4 at delivery 2", got)
+	}
+	if err := l.ack("a", 0, 4, shares.AckAccept, 1001); protocol.CodeOf(err) != protocol.InvalidRecordState {
+		t.Fatalf("the first consumer acknowledged records it lost: %v", err)
+	}
+	if err := l.ack("b", 0, 4, shares.AckAccept, 1001); err != nil {
+		t.Fatal(err)
+	}
+	// A lock that expires at the delivery limit archives the record.
+	l.acquire("a", 1, 6, 2000) // 5, delivery 1
+	l.acquire("a", 1, 6, 3000) // 5, delivery 2
+	l.acquire("a", 1, 6, 4000) // 5, delivery 3
+	if got := l.acquire("a", 1, 6, 5000); len(got) != 0 {
+		t.Fatalf("a record past its delivery limit was delivered: %+v", got)
+	}
+	if p := l.partition(); p.Archived != 1 || p.Start != 6 {
+		t.Fatalf("archived %d, start %d; want 1 and 6", p.Archived, p.Start)
+	}
+}
+
+func TestShareLeaveWindowAndReset(t *testing.T) {
+	l := newShareLog(t, earliest()) // 100 record locks
+	got := l.acquire("a", 500, 1000, 0)
+	if len(got) != 1 || got[0].LastOffset != 99 {
+		t.Fatalf("acquired %+v, want 0-99 (the in-flight window)", got)
+	}
+	if got := l.acquire("b", 10, 1000, 0); len(got) != 0 {
+		t.Fatalf("acquired %+v past the in-flight window", got)
+	}
+	if res := l.do(Share{NowMs: 0, Reset: &shares.ResetRequest{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
+		t.Fatalf("reset with records under lock: %v", res.Err)
+	}
+	if res := l.do(Share{Delete: true}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
+		t.Fatalf("delete with records under lock: %v", res.Err)
+	}
+	if res := l.do(Share{Leave: "a"}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := l.acquire("b", 10, 1000, 0); len(got) != 1 || got[0].FirstOffset != 0 || got[0].DeliveryCount != 2 {
+		t.Fatalf("after a left, b acquired %+v; want its records from 0 at delivery 2", got)
+	}
+	l.do(Share{Leave: "b"})
+	if res := l.do(Share{Reset: &shares.ResetRequest{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := l.acquire("b", 1, 1000, 0); len(got) != 1 || got[0].FirstOffset != 500 || got[0].DeliveryCount != 1 {
+		t.Fatalf("after a reset to 500 b acquired %+v", got)
+	}
+	// Retention deleted records up to 700: they are skipped.
+	l.do(Share{Leave: "b"})
+	res := l.do(Share{Acquire: &ShareAcquire{MemberID: "c", Topic: "t", Max: 1, Partitions: []ShareBounds{{LogStart: 700, HighWatermark: 1000}}}})
+	if got := res.Share.Acquire.Acquired; len(got) != 1 || got[0].FirstOffset != 700 {
+		t.Fatalf("with the log starting at 700: acquired %+v", got)
+	}
+	l.do(Share{Leave: "c"})
+	if res := l.do(Share{Delete: true}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, ok := l.f.Share("q"); ok {
+		t.Fatal("the deleted group is still there")
+	}
+}
+
+func TestShareStateSurvivesRestartAndSnapshot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	l := &shareLog{t: t, f: open(t, path)}
+	cfg := earliest()
+	l.do(Share{Config: &cfg})
+	l.acquire("a", 10, 10, 0)
+	if err := l.ack("a", 2, 3, shares.AckAccept, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ack("a", 5, 5, shares.AckReject, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := l.stored()
+	l.f.Close()
+	l.f = open(t, path)
+	if got := l.stored(); got != want {
+		t.Fatalf("after a restart:\n%s\nwant\n%s", got, want)
+	}
+	g, _ := l.f.Share("q")
+	if g.Config != cfg {
+		t.Fatalf("configuration after a restart: %+v", g.Config)
+	}
+	snap, err := l.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	other := &shareLog{t: t, f: open(t, filepath.Join(t.TempDir(), "other.db"))}
+	if err := other.f.Restore(io.NopCloser(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.stored(); got != want {
+		t.Fatalf("after a restore:\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestShareGroupNameOfAConsumerGroup(t *testing.T) {
+	l := &shareLog{t: t, f: open(t, filepath.Join(t.TempDir(), "state.db"))}
+	l.index++
+	g := memberGroup()
+	g.Name = "q"
+	if res := apply(t, l.f, entry(t, l.index, Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: g}}))[0]; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	res := l.do(Share{Acquire: &ShareAcquire{MemberID: "a", Topic: "t", Partitions: []ShareBounds{{HighWatermark: 1}}}})
+	if protocol.CodeOf(res.Err) != protocol.InconsistentGroupProtocol {
+		t.Fatalf("a share acquisition in a consumer group: %v", res.Err)
+	}
+}
