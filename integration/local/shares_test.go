@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,12 +305,50 @@ func TestShareGroupLocksAndAcks(t *testing.T) {
 	if p := d.Partitions[0]; p.StartOffset != 20 || p.Accepted != 20 || p.Deliveries != 30 || p.Lag != 0 {
 		t.Fatalf("at the end: %+v; want start 20, 20 accepted, 30 deliveries, no lag", p)
 	}
-	if err := sh.Reset(ctx, "lg", shares.ResetRequest{Topic: "locks", Partitions: []shares.PartitionReset{{Partition: 0, Offset: 5}}}); err != nil {
+	if _, err := sh.Reset(ctx, "lg", shares.ResetRequest{Topic: "locks", To: groups.ResetOffset, Offset: 5}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := a.Poll(ctx)
 	if err != nil || len(again) == 0 || again[0].Offset != 5 || again[0].DeliveryCount != 1 {
 		t.Fatalf("after a reset to 5: %d records (%v)", len(again), err)
+	}
+
+	// sluicectl: list, describe, a refused reset and delete while a holds
+	// records, then both once it left.
+	if out := must(t, c, "share-group", "list"); !strings.Contains(out, "lg") {
+		t.Fatalf("share-group list:\n%s", out)
+	}
+	out := must(t, c, "share-group", "describe", "lg")
+	for _, want := range []string{"share.record.lock.duration.ms=1500", "ACQUIRED", "Members holding records: a"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("share-group describe lacks %q:\n%s", want, out)
+		}
+	}
+	for _, args := range [][]string{{"share-group", "reset-offsets", "lg", "--topic", "locks", "--to-latest"}, {"share-group", "delete", "lg"}} {
+		if _, stderr, code := sluicectl(t, c, "", args...); code == 0 || !strings.Contains(stderr, "NON_EMPTY_GROUP") {
+			t.Fatalf("%v while a holds records: exit %d, %s", args, code, stderr)
+		}
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := must(t, c, "share-group", "reset-offsets", "lg", "--topic", "locks", "--to-latest"); !strings.Contains(out, "20") {
+		t.Fatalf("share-group reset-offsets --to-latest:\n%s", out)
+	}
+	d, err = sh.Describe(ctx, "lg")
+	if err != nil || d.Partitions[0].StartOffset != 20 || d.Partitions[0].Available != 0 {
+		t.Fatalf("after reset-offsets --to-latest: %+v, %v", d, err)
+	}
+	must(t, c, "share-group", "config", "lg", "share.delivery.count.limit=3")
+	if d, err := sh.Describe(ctx, "lg"); err != nil || d.Config[shares.ConfigDeliveryLimit] != "3" {
+		t.Fatalf("after config: %+v, %v", d, err)
+	}
+	if _, stderr, code := sluicectl(t, c, "", "share-group", "config", "lg", "share.delivery.count.limit=99"); code == 0 || !strings.Contains(stderr, "INVALID_CONFIG") {
+		t.Fatalf("an out-of-range delivery limit: exit %d, %s", code, stderr)
+	}
+	must(t, c, "share-group", "delete", "lg")
+	if _, err := sh.Describe(ctx, "lg"); protocol.CodeOf(err) != protocol.GroupIDNotFound {
+		t.Fatalf("describe after delete: %v", err)
 	}
 }
 

@@ -74,9 +74,12 @@ func (c *Client) Configure(ctx context.Context, group string, set map[string]str
 	return c.jc.Do(ctx, http.MethodPost, Path(group)+"/config", ConfigRequest{Set: set}, nil)
 }
 
-// Reset moves partitions of a group without records under lock.
-func (c *Client) Reset(ctx context.Context, group string, req ResetRequest) error {
-	return c.jc.Do(ctx, http.MethodPost, Path(group)+"/reset-offsets", req, nil)
+// Reset moves partitions of a group without records of the topic under
+// lock and returns their new start offsets.
+func (c *Client) Reset(ctx context.Context, group string, req ResetRequest) ([]groups.Committed, error) {
+	var out groups.ResetResponse
+	err := c.jc.Do(ctx, http.MethodPost, Path(group)+"/reset-offsets", req, &out)
+	return out.Offsets, err
 }
 
 // Delete deletes a group without records under lock.

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/groups"
 )
 
 // AckType is an acknowledgement's kind; the values are Kafka's
@@ -229,13 +231,11 @@ type ConfigRequest struct {
 	Set map[string]string `json:"set"`
 }
 
-// ResetRequest moves a group's partitions of a topic to an offset each,
-// dropping their in-flight state. A group with records under lock refuses
-// (NON_EMPTY_GROUP).
-type ResetRequest struct {
-	Topic      string           `json:"topic"`
-	Partitions []PartitionReset `json:"partitions"`
-}
+// ResetRequest moves a group's partitions of a topic (all when Partitions
+// is empty) to the earliest, latest, by-time or given offset, dropping
+// their in-flight state; it is the consumer groups' request. A group with
+// records of the topic under lock refuses (NON_EMPTY_GROUP).
+type ResetRequest = groups.ResetRequest
 
 // PartitionReset is one partition's new start offset.
 type PartitionReset struct {

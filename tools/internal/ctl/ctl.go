@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 	"github.com/sluicemq/sluice/libs/txns"
@@ -60,6 +61,9 @@ func (e Env) groupsClient() *groups.Client { return groups.NewClientTLS(addrs(e.
 // coordinator.
 func (e Env) txnsClient() *txns.Client { return txns.NewClientTLS(addrs(e.Offsets), e.TLS) }
 
+// sharesClient returns a client of the offsets service's share groups.
+func (e Env) sharesClient() *shares.Client { return shares.NewClientTLS(addrs(e.Offsets), e.TLS) }
+
 // storagePool returns a pool of storage connections for this command.
 func (e Env) storagePool() *storageclient.Pool { return storageclient.NewPoolTLS("sluicectl", e.TLS) }
 
@@ -100,6 +104,13 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
                 --to-earliest | --to-latest | --to-datetime RFC3339 | --to-offset N
                 [--dry-run] [-o json]
   group delete G
+  share-group list [-o json]
+  share-group describe G [-o json]
+  share-group config G KEY=VALUE...
+  share-group reset-offsets G --topic T [--partitions 0,1]
+                --to-earliest | --to-latest | --to-datetime RFC3339 | --to-offset N
+                [--dry-run] [-o json]
+  share-group delete G
   txn list [--state S,...] [-o json]
   txn describe TRANSACTIONAL-ID [-o json]
   cluster status [-o json]
@@ -117,7 +128,9 @@ consume --group joins the group: it reads the partitions the group assigns it fr
 their committed offsets (or the end, or the beginning with --from-beginning, when
 there is none) and commits what it printed on exit. --exit-at-end stops once every
 assigned partition is read to its end. group reset-offsets and group delete need a
-group without members.
+group without members. A share group's reset-offsets and delete need no record
+under lock; its config keys are share.auto.offset.reset, share.record.lock.duration.ms,
+share.delivery.count.limit, share.max.fetch.records and share.partition.max.record.locks.
 --format takes kcat's placeholders: %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, \n and \t.
 `
@@ -227,6 +240,16 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return groupResetOffsets(ctx, env, rest[1:])
 	case cmd == "group" && sub == "delete":
 		return groupDelete(ctx, env, rest[1:])
+	case cmd == "share-group" && sub == "list":
+		return shareList(ctx, env, rest[1:])
+	case cmd == "share-group" && sub == "describe":
+		return shareDescribe(ctx, env, rest[1:])
+	case cmd == "share-group" && sub == "reset-offsets":
+		return shareResetOffsets(ctx, env, rest[1:])
+	case cmd == "share-group" && sub == "delete":
+		return shareDelete(ctx, env, rest[1:])
+	case cmd == "share-group" && sub == "config":
+		return shareConfig(ctx, env, rest[1:])
 	case cmd == "txn" && sub == "list":
 		return txnList(ctx, env, rest[1:])
 	case cmd == "txn" && sub == "describe":

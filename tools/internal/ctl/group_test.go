@@ -38,6 +38,13 @@ func TestGroupUsageErrorsExitTwo(t *testing.T) {
 		{"consume", "t", "--group", "g", "--partition", "1"},
 		{"consume", "t", "--group", "g", "--offset", "3"},
 		{"consume", "t", "--group", "no spaces"},
+		{"share-group", "frobnicate"},
+		{"share-group", "describe"},
+		{"share-group", "list", "-o", "yaml"},
+		{"share-group", "delete", "a", "b"},
+		{"share-group", "config", "g"},
+		{"share-group", "config", "g", "novalue"},
+		{"share-group", "reset-offsets", "g", "--to-earliest"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(append([]string{"--offsets", "http://127.0.0.1:1"}, args...), strings.NewReader(""), &out, &errb); code != 2 || errb.Len() == 0 {

@@ -6,9 +6,11 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
 // The share groups' routes (package libs/shares):
@@ -59,7 +61,22 @@ func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) 
 			return none(sh.Configure(c, g, req.Set))
 		})),
 		route(http.MethodPost, "/v1/share-groups/{group}/reset-offsets", shareOp(func(c context.Context, g string, req shares.ResetRequest) (any, error) {
-			return none(sh.Reset(c, g, req))
+			offs, err := s.resetTargets(c, req)
+			if err != nil {
+				return nil, err
+			}
+			reset := fsm.ShareReset{Topic: req.Topic}
+			out := groups.ResetResponse{Offsets: []groups.Committed{}}
+			for _, o := range offs {
+				reset.Partitions = append(reset.Partitions, shares.PartitionReset{Partition: o.Partition, Offset: o.Offset})
+				out.Offsets = append(out.Offsets, groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+			}
+			if !req.DryRun {
+				if err := sh.Reset(c, g, reset); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
 		})),
 		route(http.MethodDelete, "/v1/share-groups/{group}", func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
 			if err := sh.Delete(c, p.Get("group")); err != nil {

@@ -203,8 +203,9 @@ func (s *Shares) Configure(ctx context.Context, group string, set map[string]str
 	return err
 }
 
-// Reset moves partitions of a group without records under lock.
-func (s *Shares) Reset(ctx context.Context, group string, req shares.ResetRequest) error {
+// Reset moves partitions of a group without records of the topic under
+// lock.
+func (s *Shares) Reset(ctx context.Context, group string, req fsm.ShareReset) error {
 	_, err := s.propose(ctx, fsm.Share{Group: group, Reset: &req})
 	return err
 }

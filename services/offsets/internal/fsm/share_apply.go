@@ -31,7 +31,7 @@ type Share struct {
 	Acquire *ShareAcquire        `json:"acquire,omitempty"`
 	Ack     *shares.AckRequest   `json:"ack,omitempty"`
 	Leave   string               `json:"leave,omitempty"`
-	Reset   *shares.ResetRequest `json:"reset,omitempty"`
+	Reset   *ShareReset          `json:"reset,omitempty"`
 	Delete  bool                 `json:"delete,omitempty"`
 }
 
@@ -43,6 +43,12 @@ type ShareAcquire struct {
 	Topic      string        `json:"topic"`
 	Max        int32         `json:"max"`
 	Partitions []ShareBounds `json:"partitions"`
+}
+
+// ShareReset moves partitions of a topic to new start offsets.
+type ShareReset struct {
+	Topic      string                  `json:"topic"`
+	Partitions []shares.PartitionReset `json:"partitions"`
 }
 
 // ShareBounds is a partition's log start offset and high watermark.

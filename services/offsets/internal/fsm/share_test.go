@@ -214,7 +214,7 @@ func TestShareLeaveWindowAndReset(t *testing.T) {
 	if got := l.acquire("b", 10, 1000, 0); len(got) != 0 {
 		t.Fatalf("acquired %+v past the in-flight window", got)
 	}
-	if res := l.do(Share{NowMs: 0, Reset: &shares.ResetRequest{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
+	if res := l.do(Share{NowMs: 0, Reset: &ShareReset{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
 		t.Fatalf("reset with records under lock: %v", res.Err)
 	}
 	if res := l.do(Share{Delete: true}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
@@ -227,7 +227,7 @@ func TestShareLeaveWindowAndReset(t *testing.T) {
 		t.Fatalf("after a left, b acquired %+v; want its records from 0 at delivery 2", got)
 	}
 	l.do(Share{Leave: "b"})
-	if res := l.do(Share{Reset: &shares.ResetRequest{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); res.Err != nil {
+	if res := l.do(Share{Reset: &ShareReset{Topic: "t", Partitions: []shares.PartitionReset{{Offset: 500}}}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	if got := l.acquire("b", 1, 1000, 0); len(got) != 1 || got[0].FirstOffset != 500 || got[0].DeliveryCount != 1 {
