@@ -2,9 +2,11 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -363,4 +365,115 @@ func listOffset(t *testing.T, ctx context.Context, c *localcluster.Cluster, topi
 		t.Fatal(err)
 	}
 	return off
+}
+
+// TestShareGroupHTTPWithCurl drives the frontend's queue API with curl:
+// two members acquire disjoint records, acknowledge them (one releases a
+// record, which the other then gets at delivery 2), and a bad
+// acknowledgement is refused with INVALID_RECORD_STATE.
+func TestShareGroupHTTPWithCurl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is missing under CI")
+		}
+		t.Skip("curl is not installed")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "httpq", 2, 3, nil)
+	produceValues(t, c, "httpq", "h", 10)
+	curl := func(out any, path string, body string) {
+		t.Helper()
+		args := []string{"-sS", "-X", "POST", c.FrontendURL() + path}
+		if body != "" {
+			args = append(args, "-H", "Content-Type: application/json", "-d", body)
+		}
+		b, err := exec.CommandContext(ctx, "curl", args...).Output()
+		if err != nil {
+			t.Fatalf("curl %s: %v", path, err)
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("curl %s answered %s: %v", path, b, err)
+		}
+	}
+	type shared struct {
+		Topic         string `json:"topic"`
+		Partition     int32  `json:"partition"`
+		Offset        int64  `json:"offset"`
+		DeliveryCount int16  `json:"delivery_count"`
+		Value         string `json:"value"`
+	}
+	type acquired struct {
+		MemberID    string   `json:"member_id"`
+		LockUntilMs int64    `json:"lock_until_ms"`
+		Records     []shared `json:"records"`
+		ErrorCode   int      `json:"error_code"`
+		Error       string   `json:"error"`
+	}
+	curl(&struct{}{}, "/v1/share-groups/hq/config", `{"set":{"share.auto.offset.reset":"earliest"}}`)
+	var a, b acquired
+	curl(&a, "/v1/share-groups/hq/records?topic=httpq&max=6&member=alice", "")
+	curl(&b, "/v1/share-groups/hq/records?topic=httpq&max=6", "")
+	if a.MemberID != "alice" || len(a.Records) != 6 || a.LockUntilMs <= time.Now().Add(-time.Minute).UnixMilli() {
+		t.Fatalf("alice acquired %+v", a)
+	}
+	if b.MemberID == "" || len(b.Records) != 4 {
+		t.Fatalf("the second member acquired %+v; want the other 4 records and a member id", b)
+	}
+	seen := map[string]bool{}
+	for _, r := range append(a.Records, b.Records...) {
+		if seen[r.Value] || r.DeliveryCount != 1 || r.Topic != "httpq" {
+			t.Fatalf("record %+v delivered twice or at the wrong count", r)
+		}
+		seen[r.Value] = true
+	}
+	ack := func(member string, r shared, typ string) shares.AckResponse {
+		var resp shares.AckResponse
+		body := fmt.Sprintf(`{"member_id":%q,"acks":[{"topic":"httpq","partition":%d,"first_offset":%d,"last_offset":%d,"type":%s}]}`,
+			member, r.Partition, r.Offset, r.Offset, typ)
+		curl(&resp, "/v1/share-groups/hq/acks", body)
+		return resp
+	}
+	// alice releases her first record and accepts the rest; the second
+	// member acknowledging alice's record is refused.
+	if r := ack(b.MemberID, a.Records[1], "1"); len(r.Results) != 1 || protocol.Code(r.Results[0].ErrorCode) != protocol.InvalidRecordState {
+		t.Fatalf("acknowledging another member's record: %+v", r)
+	}
+	if r := ack("alice", a.Records[0], "2"); r.Results[0].ErrorCode != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	for _, rec := range a.Records[1:] {
+		if r := ack("alice", rec, "1"); r.Results[0].ErrorCode != 0 {
+			t.Fatalf("accept: %+v", r)
+		}
+	}
+	if r := ack("alice", a.Records[1], "1"); protocol.Code(r.Results[0].ErrorCode) != protocol.InvalidRecordState {
+		t.Fatalf("accepting a record twice: %+v", r)
+	}
+	var again acquired
+	curl(&again, "/v1/share-groups/hq/records?topic=httpq&member="+b.MemberID+"&wait_ms=2000", "")
+	if len(again.Records) != 1 || again.Records[0].Value != a.Records[0].Value || again.Records[0].DeliveryCount != 2 {
+		t.Fatalf("after alice released a record the other member got %+v", again)
+	}
+	var bad acquired
+	curl(&bad, "/v1/share-groups/hq/records?topic=no-such-topic", "")
+	if bad.ErrorCode != int(protocol.UnknownTopicOrPartition) {
+		t.Fatalf("acquiring from a missing topic: %+v", bad)
+	}
+	var d shares.Description
+	b2, err := exec.CommandContext(ctx, "curl", "-sS", c.FrontendURL()+"/v1/share-groups/hq").Output()
+	if err != nil || json.Unmarshal(b2, &d) != nil {
+		t.Fatalf("describe through the frontend: %s, %v", b2, err)
+	}
+	var accepted int64
+	for _, p := range d.Partitions {
+		accepted += p.Accepted
+	}
+	if accepted != 5 {
+		t.Fatalf("the group counts %d accepted, want 5: %+v", accepted, d)
+	}
 }

@@ -68,7 +68,32 @@ func AppendJSON(b []byte, r *Result) ([]byte, error) {
 }
 
 func appendJSONRecord(b []byte, rec *record.Record) []byte {
-	b = append(b, `{"offset":`...)
+	return appendJSONRecordFields(append(b, '{'), rec)
+}
+
+// Records calls fn with each record of r in order (the record aliases r's
+// payload and is valid during the call) and returns the offset after them.
+func Records(r *Result, fn func(*record.Record)) (next int64, err error) {
+	next, _, err = walk(r, fn)
+	return next, err
+}
+
+// AppendSharedJSON appends a record acquired from a share group as a JSON
+// object: its topic, partition and delivery count, then the fields
+// AppendJSON gives each record.
+func AppendSharedJSON(b []byte, topic string, partition int32, deliveryCount int16, rec *record.Record) []byte {
+	b = append(b, `{"topic":`...)
+	b = appendJSONString(b, []byte(topic))
+	b = append(b, `,"partition":`...)
+	b = strconv.AppendInt(b, int64(partition), 10)
+	b = append(b, `,"delivery_count":`...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	return appendJSONRecordFields(append(b, ','), rec)
+}
+
+// appendJSONRecordFields appends a record's fields, without braces before.
+func appendJSONRecordFields(b []byte, rec *record.Record) []byte {
+	b = append(b, `"offset":`...)
 	b = strconv.AppendInt(b, rec.Offset, 10)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, rec.Timestamp, 10)

@@ -13,13 +13,15 @@ import (
 	"github.com/sluicemq/sluice/libs/service"
 )
 
-// forwardGroups serves every /v1/groups route by relaying it verbatim
-// (method, path as the client escaped it, query, body) to the offsets
-// service and answering with its status and body: consumer groups live
-// there, and clients that reach only the frontend manage them through it.
-func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id string) {
+// forwardGroups serves every /v1/groups route (and every /v1/share-groups
+// route but share.go's) by relaying it verbatim (method, path as the
+// client escaped it, query, body) to the offsets service and answering
+// with its status and body: consumer and share groups live there, and
+// clients that reach only the frontend manage them through it. prefix is
+// the routes' path.
+func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id, prefix string) {
 	path := string(ctx.URI().PathOriginal())
-	if path != pathGroups && !strings.HasPrefix(path, pathGroups+"/") {
+	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
 		// The decoded path is a groups route but the raw one is not (dot
 		// segments, escapes): relay only what plainly is one.
 		service.NotFound(ctx)

@@ -15,13 +15,15 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/shares"
 )
 
 // pathGroups is the prefix of the consumer group routes relayed to the
 // offsets service; suffixRecords ends a produce route's path.
 const (
-	pathGroups    = "/v1/groups"
-	suffixRecords = "/records"
+	pathGroups      = "/v1/groups"
+	pathShareGroups = "/v1/share-groups"
+	suffixRecords   = "/records"
 )
 
 // headerRequestID carries the request id in both directions.
@@ -92,7 +94,13 @@ func (s *Server) newRoutes() *service.Router {
 	groupsNeed := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
 		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
 	}
-	forward := func(ctx *fasthttp.RequestCtx, _ service.Params) { s.forwardGroups(ctx, requestID(ctx)) }
+	forward := func(ctx *fasthttp.RequestCtx, _ service.Params) { s.forwardGroups(ctx, requestID(ctx), pathGroups) }
+	sharesNeed := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+		return shares.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
+	}
+	forwardShares := func(ctx *fasthttp.RequestCtx, _ service.Params) {
+		s.forwardGroups(ctx, requestID(ctx), pathShareGroups)
+	}
 	const (
 		get, post, put, patch, del = fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodPatch, fasthttp.MethodDelete
 	)
@@ -116,6 +124,11 @@ func (s *Server) newRoutes() *service.Router {
 		// Every method: the offsets service answers for its routes.
 		{Pattern: pathGroups, NeedOf: groupsNeed, Handle: forward},
 		{Pattern: pathGroups + "/{rest...}", NeedOf: groupsNeed, Handle: forward},
+		{Method: post, Pattern: pathShareGroups + "/{group}" + suffixRecords, NeedOf: func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+			return cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{string(ctx.QueryArgs().Peek("topic"))}}
+		}, Handle: service.Named("group", s.shareRecords)},
+		{Pattern: pathShareGroups, NeedOf: sharesNeed, Handle: forwardShares},
+		{Pattern: pathShareGroups + "/{rest...}", NeedOf: sharesNeed, Handle: forwardShares},
 	}
 	// HTML pages with their own 404 and 405 answers; admin only.
 	console := func(ctx *fasthttp.RequestCtx, _ service.Params) {
