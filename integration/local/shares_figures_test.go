@@ -1,0 +1,87 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/shares"
+)
+
+// TestShareFigures measures docs/performance.md's share-group figures; it
+// runs only with SLUICE_FIGURES=1:
+//
+//	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestShareFigures -v ./local/
+//
+// A topic of 4 partitions (RF=3) holds 200,000 records of 100 bytes. For
+// 1, 4 and 16 in-process SDK share consumers, a new share group reads and
+// accepts every record (records/s acknowledged), and in the same run a new
+// regular group of one SDK consumer reads the same records.
+func TestShareFigures(t *testing.T) {
+	if os.Getenv("SLUICE_FIGURES") != "1" {
+		t.Skip("set SLUICE_FIGURES=1 to measure the share-group figures")
+	}
+	const records = 200_000
+	c := startClusterConfig(t, localcluster.Config{Storage: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "sfig", 4, 3, nil)
+	produceInRequests(t, c, "sfig", fmt.Sprintf("%090d", 0), records, 5000)
+	for _, n := range []int{1, 4, 16} {
+		group := fmt.Sprintf("share-%d", n)
+		configureShareGroup(t, ctx, c, group, map[string]string{shares.ConfigAutoOffsetReset: "earliest"})
+		var done atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Metadata: c.MetadataURLs(), Offsets: c.OffsetsURLs(),
+				Group: group, Topic: "sfig", MemberID: fmt.Sprintf("%s-%d", group, i), MaxWait: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer sc.Close(context.Background())
+				for done.Load() < records && ctx.Err() == nil {
+					recs, err := sc.Poll(ctx)
+					if err != nil {
+						continue
+					}
+					for _, r := range recs {
+						sc.Acknowledge(r, shares.AckAccept)
+					}
+					if err := sc.Commit(ctx); err == nil {
+						done.Add(int64(len(recs)))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		shareRate := float64(records) / time.Since(start).Seconds()
+
+		cons, err := client.NewConsumer(consumerConfig(c, fmt.Sprintf("regular-%d", n), "sfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		read := 0
+		for read < records && ctx.Err() == nil {
+			recs, err := cons.Poll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read += len(recs)
+		}
+		regularRate := float64(records) / time.Since(start).Seconds()
+		_ = cons.Close(ctx)
+		t.Logf("FIGURE share consumers=%d: %.0f records/s acknowledged; regular group (1 consumer) %.0f records/s; ratio %.2f",
+			n, shareRate, regularRate, shareRate/regularRate)
+	}
+}
