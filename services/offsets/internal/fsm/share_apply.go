@@ -25,14 +25,14 @@ var (
 // set. NowMs is the proposer's clock: lock expiry is decided by it, so
 // every replica decides alike.
 type Share struct {
-	Group   string               `json:"group"`
-	NowMs   int64                `json:"now_ms"`
-	Config  *shares.Config       `json:"config,omitempty"`
-	Acquire *ShareAcquire        `json:"acquire,omitempty"`
-	Ack     *shares.AckRequest   `json:"ack,omitempty"`
-	Leave   string               `json:"leave,omitempty"`
-	Reset   *ShareReset          `json:"reset,omitempty"`
-	Delete  bool                 `json:"delete,omitempty"`
+	Group   string             `json:"group"`
+	NowMs   int64              `json:"now_ms"`
+	Config  *shares.Config     `json:"config,omitempty"`
+	Acquire *ShareAcquire      `json:"acquire,omitempty"`
+	Ack     *shares.AckRequest `json:"ack,omitempty"`
+	Leave   string             `json:"leave,omitempty"`
+	Reset   *ShareReset        `json:"reset,omitempty"`
+	Delete  bool               `json:"delete,omitempty"`
 }
 
 // ShareAcquire acquires up to Max records of a topic for a consumer, from
