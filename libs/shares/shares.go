@@ -70,7 +70,6 @@ const (
 	ConfigDeliveryLimit   = "share.delivery.count.limit"
 	ConfigMaxFetchRecords = "share.max.fetch.records"
 	ConfigMaxRecordLocks  = "share.partition.max.record.locks"
-	ConfigDeadLetterTopic = "errors.deadletter.topic"
 )
 
 // Config is a share group's configuration.
@@ -89,8 +88,6 @@ type Config struct {
 	// MaxRecordLocks bounds a partition's in-flight window: the records
 	// from the oldest not yet acknowledged on (2000).
 	MaxRecordLocks int32 `json:"max_record_locks"`
-	// DeadLetterTopic, when set, names the topic archived records go to.
-	DeadLetterTopic string `json:"dead_letter_topic,omitempty"`
 }
 
 // DefaultConfig returns the configuration of a group nobody configured.
@@ -140,11 +137,9 @@ func (c *Config) Set(key, value string) error {
 	case ConfigMaxRecordLocks:
 		n, err = num(100, 10_000)
 		c.MaxRecordLocks = int32(n)
-	case ConfigDeadLetterTopic:
-		c.DeadLetterTopic = value
 	default:
-		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s, %s)", key,
-			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks, ConfigDeadLetterTopic)
+		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s)", key,
+			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks)
 	}
 	return err
 }
@@ -157,7 +152,6 @@ func (c Config) Map() map[string]string {
 		ConfigDeliveryLimit:   strconv.Itoa(int(c.DeliveryLimit)),
 		ConfigMaxFetchRecords: strconv.Itoa(int(c.MaxFetchRecords)),
 		ConfigMaxRecordLocks:  strconv.Itoa(int(c.MaxRecordLocks)),
-		ConfigDeadLetterTopic: c.DeadLetterTopic,
 	}
 }
 
