@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
@@ -55,8 +58,9 @@ func TestShareGroupUnderKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	createTopic(t, ctx, c, "queue", 2, 3, nil)
+	createTopic(t, ctx, c, "queue-dlt", 2, 3, nil)
 	configureShareGroup(t, ctx, c, "workers", map[string]string{shares.ConfigAutoOffsetReset: "earliest",
-		shares.ConfigLockDurationMs: "2000", shares.ConfigDeliveryLimit: "4"})
+		shares.ConfigLockDurationMs: "2000", shares.ConfigDeliveryLimit: "4", shares.ConfigDeadLetterTopic: "queue-dlt"})
 	produceInRequests(t, c, "queue", "q", records, 5000)
 	hws := map[int32]int64{}
 	for p := range int32(2) {
@@ -133,7 +137,73 @@ func TestShareGroupUnderKills(t *testing.T) {
 	if accepted+archived != n {
 		t.Fatalf("accepted %d + archived %d = %d, want every one of the %d records done exactly once", accepted, archived, accepted+archived, n)
 	}
-	checkShareLogs(t, n, accepted, archived, 4, members...)
+	confirmed := checkShareLogs(t, n, accepted, archived, 4, members...)
+	checkDeadLetters(t, ctx, c, "queue-dlt", "workers", archived, 4, confirmed)
+}
+
+// checkDeadLetters reads a dead-letter topic and checks that it holds each
+// archived record once, with the headers naming its source, none of them
+// an accepted record, every confirmed reject among them.
+func checkDeadLetters(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic, group string, archived int64, limit int, confirmed shareOutcome) {
+	t.Helper()
+	type key = shareKey
+	seen := map[key]bool{}
+	reasons := map[string]int{}
+	for p := range int32(2) {
+		for _, r := range readPartition(t, ctx, c, topic, p) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			part, _ := strconv.Atoi(h[shares.HeaderSourcePartition])
+			off, _ := strconv.ParseInt(h[shares.HeaderSourceOffset], 10, 64)
+			count, _ := strconv.Atoi(h[shares.HeaderDeliveryCount])
+			k := key{int32(part), off}
+			switch {
+			case h[shares.HeaderSourceTopic] != "queue" || h[shares.HeaderGroup] != group:
+				t.Fatalf("dead letter at %s-%d offset %d names source %q and group %q", topic, p, r.Offset, h[shares.HeaderSourceTopic], h[shares.HeaderGroup])
+			case seen[k]:
+				t.Fatalf("queue-%d offset %d is twice in the dead-letter topic", k.p, k.o)
+			case confirmed.accepted[k]:
+				t.Fatalf("queue-%d offset %d is in the dead-letter topic though its accept was confirmed", k.p, k.o)
+			case count < 1 || count > limit:
+				t.Fatalf("queue-%d offset %d: delivery count header %q", k.p, k.o, h[shares.HeaderDeliveryCount])
+			case string(r.Key) != string(r.Value) || len(r.Value) == 0:
+				t.Fatalf("queue-%d offset %d: dead letter key %q value %q, want the record's own", k.p, k.o, r.Key, r.Value)
+			case int(p) != part%2:
+				t.Fatalf("queue-%d offset %d went to dead-letter partition %d", k.p, k.o, p)
+			}
+			seen[k] = true
+			reasons[h[shares.HeaderReason]]++
+		}
+	}
+	if int64(len(seen)) != archived {
+		t.Fatalf("the dead-letter topic holds %d records; the group archived %d", len(seen), archived)
+	}
+	for k := range confirmed.rejected {
+		if !seen[k] {
+			t.Fatalf("queue-%d offset %d: a confirmed reject is not in the dead-letter topic", k.p, k.o)
+		}
+	}
+	t.Logf("dead-letter topic: %d records, reasons %v", len(seen), reasons)
+}
+
+// readPartition reads a partition from its start to its high watermark.
+func readPartition(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, p int32) []record.Record {
+	t.Helper()
+	pool := storageclient.NewPool("test-read")
+	defer pool.Close()
+	r := client.NewPartitionReader(client.NewMetadata(client.NewAdmin(c.MetadataURLs())), pool, topic, p, 0, client.ReaderConfig{MaxWait: 50 * time.Millisecond})
+	hw := listOffset(t, ctx, c, topic, p, protocol.TimestampLatest)
+	var out []record.Record
+	for r.Offset() < hw {
+		recs, err := r.Fetch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recs...)
+	}
+	return out
 }
 
 // checkShareLogs checks what the share members reported against the
@@ -141,12 +211,21 @@ func TestShareGroupUnderKills(t *testing.T) {
 // its accept was confirmed; delivery counts that grow with each delivery
 // and stay within the limit; and accepted counts that the confirmed and
 // unconfirmed acknowledgements explain.
-func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16, members ...*member) {
+// shareKey is a record of a share test: partition and offset.
+type shareKey struct {
+	p int32
+	o int64
+}
+
+// shareOutcome is what share members confirmed.
+type shareOutcome struct {
+	accepted, rejected map[shareKey]bool
+}
+
+func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16, members ...*member) shareOutcome {
 	t.Helper()
-	type key struct {
-		p int32
-		o int64
-	}
+	type key = shareKey
+	out := shareOutcome{accepted: map[key]bool{}, rejected: map[key]bool{}}
 	var all []memberEvent
 	for _, m := range members {
 		ev, _ := m.snapshot()
@@ -182,8 +261,10 @@ func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16
 					t.Fatalf("queue-%d offset %d: accept confirmed twice", e.Partition, e.Offset)
 				}
 				confirmedAccept[k] = e.Time
+				out.accepted[k] = true
 				confirmedAccepts++
 			case "reject":
+				out.rejected[k] = true
 				confirmedRejects++
 			}
 		case "refused":
@@ -206,6 +287,7 @@ func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16
 	if redelivered == 0 {
 		t.Fatal("no record was delivered twice, though a share of them were released")
 	}
+	return out
 }
 
 // TestShareGroupLocksAndAcks: records held by a consumer that stops
@@ -306,6 +388,21 @@ func TestShareGroupLocksAndAcks(t *testing.T) {
 	}
 	if p := d.Partitions[0]; p.StartOffset != 20 || p.Accepted != 20 || p.Deliveries != 30 || p.Lag != 0 {
 		t.Fatalf("at the end: %+v; want start 20, 20 accepted, 30 deliveries, no lag", p)
+	}
+	// The offsets leader exports the same figures.
+	leader := offsetsLeader(t, c)
+	resp, err := http.Get("http://" + leader.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`sluice_offsets_share_group_accepted_total{group="lg",partition="0",topic="locks"} 20`,
+		`sluice_offsets_share_group_deliveries_total{group="lg",partition="0",topic="locks"} 30`,
+		`sluice_offsets_share_group_lag{group="lg",partition="0",topic="locks"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("the offsets leader's metrics lack %s", want)
+		}
 	}
 	if _, err := sh.Reset(ctx, "lg", shares.ResetRequest{Topic: "locks", To: groups.ResetOffset, Offset: 5}); err != nil {
 		t.Fatal(err)

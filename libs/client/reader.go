@@ -165,6 +165,19 @@ func WriteTxnMarker(ctx context.Context, meta *Metadata, pool *storageclient.Poo
 	return resp.Offset, err
 }
 
+// ProduceBatch appends one RecordBatch v2 to a partition with acks=all,
+// following leader changes, and returns its base offset. A retried
+// idempotent batch the leader still remembers answers its first offsets.
+func ProduceBatch(ctx context.Context, meta *Metadata, pool *storageclient.Pool, topic string, partition int32, batch []byte) (int64, error) {
+	var resp protocol.ProduceResponse
+	err := withLeader(ctx, meta, pool, topic, partition, func(c *storageclient.Conn) error {
+		_, err := c.Call(ctx, protocol.APIProduce, &protocol.ProduceRequest{Topic: topic, Partition: partition, Acks: protocol.AcksAll,
+			TimeoutMs: int32(10 * time.Second / time.Millisecond)}, batch, &resp)
+		return err
+	})
+	return resp.BaseOffset, err
+}
+
 // Fetch long-polls the leader once and returns the records at or after the
 // reader's offset (possibly none), advancing the offset past them.
 func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {

@@ -235,7 +235,8 @@ func mergeAcks(in []shares.Ack) []shares.Ack {
 	for _, a := range in {
 		if n := len(out); n > 0 {
 			l := &out[n-1]
-			if l.Topic == a.Topic && l.Partition == a.Partition && l.LastOffset+1 == a.FirstOffset && l.Type == a.Type && l.Reason == a.Reason {
+			if l.Topic == a.Topic && l.Partition == a.Partition && l.LastOffset+1 == a.FirstOffset && l.Type == a.Type && l.Reason == a.Reason &&
+				l.NotBeforeMs == a.NotBeforeMs {
 				l.LastOffset = a.LastOffset
 				continue
 			}
@@ -263,6 +264,12 @@ func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
 		return nil, errors.Join(ackErr, err)
 	}
 	lock := time.UnixMilli(resp.LockUntilMs)
+	var delayMs int64
+	if len(resp.Acquired) > 0 {
+		snap, _ := c.meta.Get(ctx) // no snapshot: the partition reads below fail and say why
+		delayMs = shares.TopicDelayMs(snap, c.cfg.Topic)
+	}
+	now := time.Now().UnixMilli()
 	var out []ShareRecord
 	var gaps []shares.Ack
 	for i, a := range resp.Acquired {
@@ -278,14 +285,20 @@ func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
 			return out, errors.Join(ackErr, err)
 		}
 		for _, r := range recs {
+			if at := shares.DeliverAt(r.Headers, r.Timestamp, delayMs); at > now {
+				// Too early: back to the group until its time, not
+				// counted as a delivery.
+				gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckDefer, NotBeforeMs: at})
+				continue
+			}
 			out = append(out, ShareRecord{ConsumerRecord: ConsumerRecord{Topic: a.Topic, Partition: a.Partition, Record: r}, DeliveryCount: a.DeliveryCount, LockUntil: lock})
 		}
 		gaps = append(gaps, missing...)
 	}
 	if len(gaps) > 0 {
-		c.mu.Lock()
-		c.pending = append(c.pending, gaps...)
-		c.mu.Unlock()
+		// Sent at once, so deferred records are not held until the next
+		// Poll; a failure leaves them to the lock's expiry.
+		_ = c.send(ctx, mergeAcks(gaps))
 	}
 	return out, ackErr
 }

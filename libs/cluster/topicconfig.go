@@ -25,6 +25,10 @@ const (
 	ConfigMinCompactionLagMs     = "min.compaction.lag.ms"
 	ConfigMaxCompactionLagMs     = "max.compaction.lag.ms"
 	ConfigDeleteRetentionMs      = "delete.retention.ms"
+
+	// ConfigDeliveryDelayMs delays every record of the topic for share
+	// groups: none is handed out before its timestamp plus the delay.
+	ConfigDeliveryDelayMs = "delivery.delay.ms"
 )
 
 // Cleanup policies (cleanup.policy, Kafka's values): delete drops whole
@@ -68,6 +72,9 @@ type TopicConfig struct {
 	// DeleteRetentionMs: how long a tombstone stays readable after its
 	// timestamp before the cleaner removes it.
 	DeleteRetentionMs int64
+	// DeliveryDelayMs: share groups hand a record out no earlier than its
+	// timestamp plus this (0: at once). Regular consumers are not delayed.
+	DeliveryDelayMs int64
 }
 
 // CleanupPolicy is the cleanup.policy value of c: "delete", "compact" or
@@ -144,6 +151,8 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 			c.MaxCompactionLagMs, err = parseInt(v, 1)
 		case ConfigDeleteRetentionMs:
 			c.DeleteRetentionMs, err = parseInt(v, 0)
+		case ConfigDeliveryDelayMs:
+			c.DeliveryDelayMs, err = parseInt(v, 0)
 		default:
 			return c, fmt.Errorf("unknown topic config %q", k)
 		}

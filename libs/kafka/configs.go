@@ -30,6 +30,7 @@ var topicConfigs = []topicConfig{
 	{kafka: "cleanup.policy", key: cluster.ConfigCleanupPolicy, typ: kmsg.ConfigTypeList, doc: "delete: segments past retention are deleted; compact: the latest record of every key is kept; or both"},
 	{kafka: "compression.type", typ: kmsg.ConfigTypeString, fixed: "producer", doc: "producer: batches keep the codec the producer chose"},
 	{kafka: "delete.retention.ms", key: cluster.ConfigDeleteRetentionMs, typ: kmsg.ConfigTypeLong, doc: "how long a tombstone stays readable after its timestamp on a compacted topic"},
+	{kafka: "delivery.delay.ms", key: cluster.ConfigDeliveryDelayMs, typ: kmsg.ConfigTypeLong, doc: "share groups hand a record out no earlier than its timestamp plus this (Sluice's own)"},
 	{kafka: "flush.policy", key: cluster.ConfigFlushPolicy, typ: kmsg.ConfigTypeString, doc: "fsync: acks=all after fsync on the in-sync replicas; replication: after they hold it in page cache"},
 	{kafka: "max.message.bytes", key: cluster.ConfigMaxMessageBytes, typ: kmsg.ConfigTypeInt, doc: "largest record batch accepted"},
 	{kafka: "max.compaction.lag.ms", key: cluster.ConfigMaxCompactionLagMs, typ: kmsg.ConfigTypeLong, doc: "a dirty record is cleaned within about this long whatever the dirty ratio"},
@@ -73,6 +74,7 @@ func topicDefaults() map[string]string {
 		cluster.ConfigMinCompactionLagMs:     strconv.FormatInt(d.MinCompactionLagMs, 10),
 		cluster.ConfigMaxCompactionLagMs:     strconv.FormatInt(d.MaxCompactionLagMs, 10),
 		cluster.ConfigDeleteRetentionMs:      strconv.FormatInt(d.DeleteRetentionMs, 10),
+		cluster.ConfigDeliveryDelayMs:        strconv.FormatInt(d.DeliveryDelayMs, 10),
 	}
 }
 

@@ -23,7 +23,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 // AckType is an acknowledgement's kind; the values are Kafka's
@@ -36,7 +38,38 @@ const (
 	AckAccept  AckType = 1 // processed: never deliver again
 	AckRelease AckType = 2 // deliver again, to anyone, now
 	AckReject  AckType = 3 // unprocessable: archive it
+	// AckDefer is Sluice's own: a reader found the record's delivery
+	// time (DeliverAt) in the future. The record waits until
+	// Ack.NotBeforeMs, and the delivery does not count.
+	AckDefer AckType = 4
 )
+
+// HeaderDeliverAt delays a record for share groups: its value is an RFC 3339
+// time or Unix milliseconds before which no share consumer gets it.
+const HeaderDeliverAt = "sluice-deliver-at"
+
+// DeliverAt returns when share groups may hand a record out, in Unix
+// milliseconds (0: at once): the later of its sluice-deliver-at header
+// and its timestamp plus the topic's delivery.delay.ms. A header that is
+// neither form is ignored.
+func DeliverAt(headers []record.RecordHeader, timestampMs, delayMs int64) int64 {
+	var at int64
+	if delayMs > 0 {
+		at = timestampMs + delayMs
+	}
+	for _, h := range headers {
+		if h.Key != HeaderDeliverAt {
+			continue
+		}
+		v := string(h.Value)
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			at = max(at, ms)
+		} else if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			at = max(at, t.UnixMilli())
+		}
+	}
+	return at
+}
 
 // String names the kind as the HTTP API spells it.
 func (t AckType) String() string {
@@ -49,18 +82,21 @@ func (t AckType) String() string {
 		return "release"
 	case AckReject:
 		return "reject"
+	case AckDefer:
+		return "defer"
 	}
 	return "ack_type_" + strconv.Itoa(int(t))
 }
 
-// ParseAckType parses accept, release, reject or gap (or their numbers).
+// ParseAckType parses accept, release, reject, gap or defer (or their
+// numbers).
 func ParseAckType(s string) (AckType, error) {
-	for t := AckGap; t <= AckReject; t++ {
+	for t := AckGap; t <= AckDefer; t++ {
 		if s == t.String() || s == strconv.Itoa(int(t)) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("acknowledgement type %q: want accept, release, reject or gap", s)
+	return 0, fmt.Errorf("acknowledgement type %q: want accept, release, reject, gap or defer", s)
 }
 
 // The group configuration's keys, Kafka's names where Kafka has them.
@@ -70,6 +106,19 @@ const (
 	ConfigDeliveryLimit   = "share.delivery.count.limit"
 	ConfigMaxFetchRecords = "share.max.fetch.records"
 	ConfigMaxRecordLocks  = "share.partition.max.record.locks"
+	ConfigDeadLetterTopic = "errors.deadletter.topic"
+)
+
+// The headers a record written to a dead-letter topic carries besides its
+// own; every one starts with HeaderPrefix.
+const (
+	HeaderPrefix          = "sluice.dlt."
+	HeaderSourceTopic     = "sluice.dlt.topic"
+	HeaderSourcePartition = "sluice.dlt.partition"
+	HeaderSourceOffset    = "sluice.dlt.offset"
+	HeaderDeliveryCount   = "sluice.dlt.delivery.count"
+	HeaderGroup           = "sluice.dlt.group"
+	HeaderReason          = "sluice.dlt.reason"
 )
 
 // Config is a share group's configuration.
@@ -88,6 +137,10 @@ type Config struct {
 	// MaxRecordLocks bounds a partition's in-flight window: the records
 	// from the oldest not yet acknowledged on (2000).
 	MaxRecordLocks int32 `json:"max_record_locks"`
+	// DeadLetterTopic, when set, names the topic a record is written to
+	// (once, with acks=all) when it is rejected or reaches the delivery
+	// limit, before it counts as archived.
+	DeadLetterTopic string `json:"dead_letter_topic,omitempty"`
 }
 
 // DefaultConfig returns the configuration of a group nobody configured.
@@ -108,6 +161,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%s=%d: want 1 to %s (%d)", ConfigMaxFetchRecords, c.MaxFetchRecords, ConfigMaxRecordLocks, c.MaxRecordLocks)
 	case c.MaxRecordLocks < 100 || c.MaxRecordLocks > 10_000:
 		return fmt.Errorf("%s=%d: want 100 to 10000", ConfigMaxRecordLocks, c.MaxRecordLocks)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := cluster.ValidateTopicName(c.DeadLetterTopic); err != nil {
+			return fmt.Errorf("%s: %w", ConfigDeadLetterTopic, err)
+		}
 	}
 	return nil
 }
@@ -137,9 +195,11 @@ func (c *Config) Set(key, value string) error {
 	case ConfigMaxRecordLocks:
 		n, err = num(100, 10_000)
 		c.MaxRecordLocks = int32(n)
+	case ConfigDeadLetterTopic:
+		c.DeadLetterTopic = value
 	default:
-		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s)", key,
-			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks)
+		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s, %s)", key,
+			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks, ConfigDeadLetterTopic)
 	}
 	return err
 }
@@ -152,6 +212,7 @@ func (c Config) Map() map[string]string {
 		ConfigDeliveryLimit:   strconv.Itoa(int(c.DeliveryLimit)),
 		ConfigMaxFetchRecords: strconv.Itoa(int(c.MaxFetchRecords)),
 		ConfigMaxRecordLocks:  strconv.Itoa(int(c.MaxRecordLocks)),
+		ConfigDeadLetterTopic: c.DeadLetterTopic,
 	}
 }
 
@@ -193,6 +254,8 @@ type Ack struct {
 	Type        AckType `json:"type"`
 	// Reason says why a record was rejected (for the dead-letter topic).
 	Reason string `json:"reason,omitempty"`
+	// NotBeforeMs is when a deferred record may be delivered (AckDefer).
+	NotBeforeMs int64 `json:"not_before_ms,omitempty"`
 }
 
 // AckRequest acknowledges records of a consumer. Each partition's
@@ -252,10 +315,15 @@ type PartitionState struct {
 	// Acquired are under a live lock; Available wait for a consumer.
 	Acquired  int64 `json:"acquired"`
 	Available int64 `json:"available"`
+	// Delayed wait for their delivery time.
+	Delayed int64 `json:"delayed,omitempty"`
 	// Running totals since the partition's state was created.
 	Accepted   int64 `json:"accepted"`
 	Archived   int64 `json:"archived"`
 	Deliveries int64 `json:"deliveries"`
+	// DeadLetterPending are archived but not yet written to the
+	// dead-letter topic.
+	DeadLetterPending int64 `json:"dead_letter_pending,omitempty"`
 }
 
 // Description describes a share group.
@@ -276,4 +344,21 @@ type Listing struct {
 // ListResponse lists share groups.
 type ListResponse struct {
 	Groups []Listing `json:"groups"`
+}
+
+// TopicDelayMs returns a topic's delivery.delay.ms in a metadata snapshot
+// (0 when it has none, or the topic is not there).
+func TopicDelayMs(snap *cluster.Snapshot, topic string) int64 {
+	if snap == nil {
+		return 0
+	}
+	t, ok := snap.Topic(topic)
+	if !ok {
+		return 0
+	}
+	ms, err := strconv.ParseInt(t.Config[cluster.ConfigDeliveryDelayMs], 10, 64)
+	if err != nil || ms < 0 {
+		return 0
+	}
+	return ms
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/record"
 )
 
 func TestConfigSetAndValidate(t *testing.T) {
@@ -22,7 +23,8 @@ func TestConfigSetAndValidate(t *testing.T) {
 		{ConfigMaxFetchRecords, "3000", false}, // above the default 2000 record locks
 		{ConfigMaxFetchRecords, "x", false},
 		{ConfigMaxRecordLocks, "50", false},
-		{"errors.deadletter.topic", "dlt", false},
+		{ConfigDeadLetterTopic, "dlt", true},
+		{ConfigDeadLetterTopic, "bad/topic", false},
 		{"share.nope", "1", false},
 	} {
 		cfg := DefaultConfig()
@@ -48,8 +50,33 @@ func TestParseAckType(t *testing.T) {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	if _, err := ParseAckType("4"); err == nil {
-		t.Error("ack type 4 parsed")
+	if _, err := ParseAckType("5"); err == nil {
+		t.Error("ack type 5 parsed")
+	}
+}
+
+func TestDeliverAt(t *testing.T) {
+	at := func(v string) []record.RecordHeader {
+		return []record.RecordHeader{{Key: HeaderDeliverAt, Value: []byte(v)}}
+	}
+	for _, c := range []struct {
+		headers []record.RecordHeader
+		ts      int64
+		delay   int64
+		want    int64
+	}{
+		{nil, 1000, 0, 0},
+		{nil, 1000, 500, 1500},
+		{at("5000"), 1000, 0, 5000},
+		{at("5000"), 1000, 9000, 10_000},
+		{at("2026-12-03T10:00:00Z"), 0, 0, 1796292000000},
+		{at("2026-12-03T10:00:00.250+01:00"), 0, 0, 1796288400250},
+		{at("tomorrow"), 1000, 0, 0},
+		{[]record.RecordHeader{{Key: "other", Value: []byte("5000")}}, 1000, 0, 0},
+	} {
+		if got := DeliverAt(c.headers, c.ts, c.delay); got != c.want {
+			t.Errorf("DeliverAt(%v, %d, %d) = %d, want %d", c.headers, c.ts, c.delay, got, c.want)
+		}
 	}
 }
 

@@ -111,6 +111,7 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
                 --to-earliest | --to-latest | --to-datetime RFC3339 | --to-offset N
                 [--dry-run] [-o json]
   share-group delete G
+  dead-letter replay DLT-TOPIC [--to TOPIC] [--partition P] [--from-offset N]
   txn list [--state S,...] [-o json]
   txn describe TRANSACTIONAL-ID [-o json]
   cluster status [-o json]
@@ -130,7 +131,10 @@ there is none) and commits what it printed on exit. --exit-at-end stops once eve
 assigned partition is read to its end. group reset-offsets and group delete need a
 group without members. A share group's reset-offsets and delete need no record
 under lock; its config keys are share.auto.offset.reset, share.record.lock.duration.ms,
-share.delivery.count.limit, share.max.fetch.records and share.partition.max.record.locks.
+share.delivery.count.limit, share.max.fetch.records, share.partition.max.record.locks and
+errors.deadletter.topic. dead-letter replay produces each record of a dead-letter topic
+again to the topic and partition it came from (or to --to), without the sluice.dlt.*
+headers; replaying twice produces twice.
 --format takes kcat's placeholders: %t topic, %p partition, %o offset, %k key, %s value,
 %T timestamp, %h headers, \n and \t.
 `
@@ -250,6 +254,8 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return shareDelete(ctx, env, rest[1:])
 	case cmd == "share-group" && sub == "config":
 		return shareConfig(ctx, env, rest[1:])
+	case cmd == "dead-letter" && sub == "replay":
+		return deadLetterReplay(ctx, env, rest[1:])
 	case cmd == "txn" && sub == "list":
 		return txnList(ctx, env, rest[1:])
 	case cmd == "txn" && sub == "describe":

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
@@ -76,6 +77,9 @@ func Module() fx.Option {
 			},
 			func(c config.Config) *txns.Client {
 				return txns.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
+			},
+			func(c config.Config) *shares.Client {
+				return shares.NewClientTLS(service.SplitList(c.Offsets), c.TLSClient)
 			},
 			// One memory of the partitions added to transactions, for the
 			// HTTP API and the Kafka listener.

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
 )
 
 // Prefix is the path under which the console is served.
@@ -47,11 +48,22 @@ type Groups interface {
 	Describe(ctx context.Context, group string) (*groups.Description, error)
 }
 
-// Sources are the backends the console reads from.
+// Shares is the read side of the offsets service's share groups;
+// *shares.Client is one. It is called from several goroutines at once.
+type Shares interface {
+	List(ctx context.Context) ([]shares.Listing, error)
+	// Describe describes a share group; an unknown one is a
+	// *protocol.Error with code GROUP_ID_NOT_FOUND.
+	Describe(ctx context.Context, group string) (*shares.Description, error)
+}
+
+// Sources are the backends the console reads from. Shares may be nil: the
+// share-group pages then say so.
 type Sources struct {
 	Metadata Metadata
 	Replicas Replicas
 	Groups   Groups
+	Shares   Shares
 }
 
 // snapshotMaxAge is how old the cluster model on a page may be when the
@@ -112,6 +124,10 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 		c.groupList(ctx)
 	case len(parts) == 2 && parts[0] == "groups" && parts[1] != "":
 		c.group(ctx, parts[1])
+	case len(parts) == 1 && parts[0] == "share-groups":
+		c.shareGroupList(ctx)
+	case len(parts) == 2 && parts[0] == "share-groups" && parts[1] != "":
+		c.shareGroup(ctx, parts[1])
 	default:
 		c.notFound(ctx, path)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/shares"
 )
 
 // row returns the HTML of the first table row whose opening tag holds attr.
@@ -158,6 +159,32 @@ func TestGroupPages(t *testing.T) {
 		t.Fatalf("a partition whose end is unknown: %s", r)
 	}
 	idle.mustContain(t, "No active members.")
+}
+
+func TestShareGroupPages(t *testing.T) {
+	e := newEnv(t, 1)
+	cfg := shares.DefaultConfig()
+	cfg.DeadLetterTopic = "jobs-dlt"
+	e.shares.descs["workers"] = shares.Description{Group: "workers", Config: cfg.Map(), Members: []string{"w-1"},
+		Partitions: []shares.PartitionState{{Topic: "jobs", Partition: 0, StartOffset: 40, EndOffset: 52, HighWatermark: 60, Lag: 18,
+			Acquired: 7, Available: 2, Delayed: 1, Accepted: 35, Archived: 5, DeadLetterPending: 2, Deliveries: 61}}}
+	list := e.get(t, "/console/share-groups")
+	if list.status != http.StatusOK {
+		t.Fatalf("status %d: %s", list.status, list.body)
+	}
+	row(t, list, `data-group="workers"`)
+	g := e.get(t, "/console/share-groups/workers")
+	if g.status != http.StatusOK {
+		t.Fatalf("status %d: %s", g.status, g.body)
+	}
+	g.mustContain(t, `id="total-lag" data-lag="18">18<`, `id="in-flight">12<`, "jobs-dlt", "share.record.lock.duration.ms")
+	r := row(t, g, `data-partition="0"`)
+	if !strings.Contains(r, `<td class="num">7</td><td class="num">2</td><td class="num">1</td>`) || !strings.Contains(r, `data-accepted="35"`) {
+		t.Fatalf("partition row: %s", r)
+	}
+	if missing := e.get(t, "/console/share-groups/nope"); missing.status != http.StatusNotFound {
+		t.Fatalf("an unknown share group: status %d", missing.status)
+	}
 }
 
 // TestNotFound: unknown topics, groups and pages are 404 pages that say

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
@@ -31,7 +32,35 @@ type env struct {
 	nodes   []*fakecluster.Storage
 	cache   *metacache.Cache
 	offsets *fakecluster.Offsets
+	shares  *fakeShares
 	url     string
+}
+
+// fakeShares answers the share-group look-ups from descriptions set by the
+// test (the fake offsets service serves consumer groups only).
+type fakeShares struct {
+	mu    sync.Mutex
+	descs map[string]shares.Description
+}
+
+func (f *fakeShares) List(context.Context) ([]shares.Listing, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []shares.Listing
+	for name, d := range f.descs {
+		out = append(out, shares.Listing{Group: name, Topics: 1, Members: len(d.Members)})
+	}
+	return out, nil
+}
+
+func (f *fakeShares) Describe(_ context.Context, group string) (*shares.Description, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.descs[group]
+	if !ok {
+		return nil, protocol.GroupIDNotFound.Err("no share group %q", group)
+	}
+	return &d, nil
 }
 
 // testLookupTimeout keeps the tests of backends that never answer short.
@@ -66,7 +95,8 @@ func newEnv(t *testing.T, storageNodes int) *env {
 	t.Cleanup(func() { _ = pool.Close() })
 	cfg := DefaultConfig()
 	cfg.LookupTimeout = testLookupTimeout
-	c, err := New(cfg, Sources{Metadata: e.cache, Replicas: pool, Groups: groups.NewClient([]string{e.offsets.URL()})}, nil)
+	e.shares = &fakeShares{descs: map[string]shares.Description{}}
+	c, err := New(cfg, Sources{Metadata: e.cache, Replicas: pool, Groups: groups.NewClient([]string{e.offsets.URL()}), Shares: e.shares}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

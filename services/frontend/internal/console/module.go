@@ -7,12 +7,14 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 )
 
 // Module provides the *Console. It needs a Config, the *metacache.Cache, a
-// *groups.Client of the offsets service and the service.Identity; it opens a
+// *groups.Client and a *shares.Client of the offsets service and the
+// service.Identity; it opens a
 // storage connection pool of its own (so that a storage node slow to answer
 // the console never delays produce or fetch connections), closed on stop.
 func Module() fx.Option {
@@ -26,6 +28,7 @@ type params struct {
 	Config    Config
 	Cache     *metacache.Cache
 	Groups    *groups.Client
+	Shares    *shares.Client
 	Identity  service.Identity
 	TLS       service.TLSClient
 	Log       *slog.Logger
@@ -33,7 +36,7 @@ type params struct {
 
 func newForFx(p params) (*Console, error) {
 	pool := storageclient.NewPoolTLS("sluice-frontend/"+p.Identity.NodeID+"/console", p.TLS.Config)
-	c, err := New(p.Config, Sources{Metadata: p.Cache, Replicas: pool, Groups: p.Groups}, p.Log.With("component", "console"))
+	c, err := New(p.Config, Sources{Metadata: p.Cache, Replicas: pool, Groups: p.Groups, Shares: p.Shares}, p.Log.With("component", "console"))
 	if err != nil {
 		_ = pool.Close()
 		return nil, err

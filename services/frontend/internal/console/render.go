@@ -15,12 +15,13 @@ var templateFS embed.FS
 
 // pageNames are the pages; each is templates/<name>.html defining "content",
 // rendered inside templates/layout.html.
-var pageNames = []string{"overview", "topic", "groups", "group", "message"}
+var pageNames = []string{"overview", "topic", "groups", "group", "sharegroups", "sharegroup", "message"}
 
 // Menu entries a page can mark as current.
 const (
 	navOverview = "overview"
 	navGroups   = "groups"
+	navShares   = "share-groups"
 )
 
 // contentSecurityPolicy lets a page use its inline CSS and nothing else: no

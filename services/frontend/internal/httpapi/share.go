@@ -54,9 +54,10 @@ func (s *Server) shareRecords(ctx *fasthttp.RequestCtx, group string) {
 	b = append(b, `,"records":[`...)
 	first := true
 	var gaps []shares.Ack
+	delayMs := shares.TopicDelayMs(s.cache.Snapshot(), req.Topic)
 	for i, a := range acquired.Acquired {
 		var missing []shares.Ack
-		b, missing, err = s.appendShared(rctx, b, a, &first)
+		b, missing, err = s.appendShared(rctx, b, a, delayMs, &first)
 		if err != nil {
 			// Give the rest back at once rather than at the lock's expiry.
 			for _, r := range acquired.Acquired[i:] {
@@ -105,8 +106,10 @@ func parseShareAcquire(ctx *fasthttp.RequestCtx) (shares.AcquireRequest, error) 
 
 // appendShared appends the records of an acquired range, read from the
 // partition's leader, and returns gap acknowledgements for its offsets that
-// hold none.
-func (s *Server) appendShared(rctx context.Context, b []byte, a shares.Acquired, first *bool) ([]byte, []shares.Ack, error) {
+// hold none and deferrals for its records whose delivery time has not come
+// (the topic delays records delayMs).
+func (s *Server) appendShared(rctx context.Context, b []byte, a shares.Acquired, delayMs int64, first *bool) ([]byte, []shares.Ack, error) {
+	now := time.Now().UnixMilli()
 	next := a.FirstOffset // the first offset not yet accounted for
 	var gaps []shares.Ack
 	gap := func(upTo int64) {
@@ -125,6 +128,10 @@ func (s *Server) appendShared(rctx context.Context, b []byte, a shares.Acquired,
 			}
 			gap(r.Offset)
 			next = r.Offset + 1
+			if at := shares.DeliverAt(r.Headers, r.Timestamp, delayMs); at > now {
+				gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckDefer, NotBeforeMs: at})
+				return
+			}
 			if !*first {
 				b = append(b, ',')
 			}
@@ -144,9 +151,9 @@ func (s *Server) appendShared(rctx context.Context, b []byte, a shares.Acquired,
 	return b, gaps, nil
 }
 
-// shareAcks sends acknowledgements the frontend makes itself (gaps, and
-// releases of what it could not read); a failure leaves them to the lock's
-// expiry.
+// shareAcks sends acknowledgements the frontend makes itself (gaps,
+// deferrals, and releases of what it could not read); a failure leaves them
+// to the lock's expiry.
 func (s *Server) shareAcks(rctx context.Context, group, member string, acks []shares.Ack) {
 	if len(acks) == 0 {
 		return

@@ -119,3 +119,62 @@ func (c *TxnCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 }
+
+var (
+	descShareLag       = prometheus.NewDesc("sluice_offsets_share_group_lag", "Records of a partition a share group has not acknowledged or archived yet: those in flight and those past its end offset up to the high watermark.", lagLabels, nil)
+	descShareAcquired  = prometheus.NewDesc("sluice_offsets_share_group_acquired", "Records of a partition held by a share group's consumers under a live lock.", lagLabels, nil)
+	descShareAvailable = prometheus.NewDesc("sluice_offsets_share_group_available", "Records of a partition released (or whose lock expired) that wait for a share group's consumers.", lagLabels, nil)
+	descShareDelayed   = prometheus.NewDesc("sluice_offsets_share_group_delayed", "Records of a partition a share group holds back until their delivery time.", lagLabels, nil)
+	descShareDLT       = prometheus.NewDesc("sluice_offsets_share_group_dead_letter_pending", "Archived records of a partition waiting to be written to the share group's dead-letter topic.", lagLabels, nil)
+	descShareAccepted  = prometheus.NewDesc("sluice_offsets_share_group_accepted_total", "Records of a partition a share group's consumers accepted.", lagLabels, nil)
+	descShareArchived  = prometheus.NewDesc("sluice_offsets_share_group_archived_total", "Records of a partition a share group archived (rejected or past the delivery limit).", lagLabels, nil)
+	descShareDelivered = prometheus.NewDesc("sluice_offsets_share_group_deliveries_total", "Deliveries of records of a partition to a share group's consumers, redeliveries included.", lagLabels, nil)
+)
+
+// ShareCollector exports every share group's state per partition on the
+// Raft leader (describe's figures).
+type ShareCollector struct {
+	s        *Server
+	isLeader func() bool
+}
+
+// NewShareCollector returns the collector of s's share groups.
+func NewShareCollector(s *Server, isLeader func() bool) *ShareCollector {
+	return &ShareCollector{s: s, isLeader: isLeader}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ShareCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descShareLag, descShareAcquired, descShareAvailable, descShareDelayed, descShareDLT,
+		descShareAccepted, descShareArchived, descShareDelivered} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *ShareCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.isLeader() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.s.base, lagScrapeTimeout)
+	defer cancel()
+	for _, name := range c.s.fsm.ShareNames() {
+		d, err := c.s.shares.Describe(ctx, name)
+		if err != nil {
+			continue
+		}
+		for _, p := range d.Partitions {
+			lv := []string{name, p.Topic, strconv.Itoa(int(p.Partition))}
+			if p.HighWatermark >= 0 {
+				ch <- prometheus.MustNewConstMetric(descShareLag, prometheus.GaugeValue, float64(p.Lag), lv...)
+			}
+			for desc, v := range map[*prometheus.Desc]int64{descShareAcquired: p.Acquired, descShareAvailable: p.Available,
+				descShareDelayed: p.Delayed, descShareDLT: p.DeadLetterPending} {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v), lv...)
+			}
+			for desc, v := range map[*prometheus.Desc]int64{descShareAccepted: p.Accepted, descShareArchived: p.Archived, descShareDelivered: p.Deliveries} {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), lv...)
+			}
+		}
+	}
+}

@@ -106,8 +106,8 @@ type Server struct {
 }
 
 // New listens on cfg.Addr.
-func New(cfg Config, node Node, coord *coordinator.Coordinator, tx *coordinator.Txns, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, shares: coordinator.NewShares(coord, ends), fsm: f, ends: ends, log: log}
+func New(cfg Config, node Node, coord *coordinator.Coordinator, tx *coordinator.Txns, sh *coordinator.Shares, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, shares: sh, fsm: f, ends: ends, log: log}
 	s.routes = s.newRoutes()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -155,7 +157,7 @@ func Options(c Config) []fx.Option {
 func Module() fx.Option {
 	return fx.Module("offsets",
 		fx.Provide(func(c Config) service.TLSClient { return service.TLSClient{Config: c.Raft.ClientTLS} }, newFSM, newNode, newWatcher, newCoordinator,
-			newLogOffsets, newTxns, newServer),
+			newLogOffsets, newTxns, newShares, newServer),
 	)
 }
 
@@ -298,9 +300,57 @@ func (l *logOffsets) Topic(name string) (int32, bool) {
 	return n, ok
 }
 
-func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, x *coordinator.Txns, f *fsm.FSM, ends *logOffsets,
-	reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
-	s, err := api.New(c.API, n, co, x, f, ends, log.With("component", "api"))
+func newShares(lc fx.Lifecycle, co *coordinator.Coordinator, lo *logOffsets) *coordinator.Shares {
+	sh := coordinator.NewShares(co, lo, lo)
+	lc.Append(fx.StartStopHook(sh.Start, sh.Stop))
+	return sh
+}
+
+// ReadRecords implements coordinator.DeadLetterIO: it reads the partition
+// from the first offset wanted to the last, keeping the records wanted.
+func (l *logOffsets) ReadRecords(ctx context.Context, topic string, partition int32, offsets []int64) (map[int64]record.Record, error) {
+	out := map[int64]record.Record{}
+	if len(offsets) == 0 {
+		return out, nil
+	}
+	want := make(map[int64]bool, len(offsets))
+	last := offsets[0]
+	for _, o := range offsets {
+		want[o] = true
+		last = max(last, o)
+	}
+	start := slices.Min(offsets)
+	if first, err := l.ListOffset(ctx, topic, partition, protocol.TimestampEarliest); err == nil && first > start {
+		start = first // the records before were deleted by retention
+	}
+	r := client.NewPartitionReader(l.meta, l.pool, topic, partition, start, client.ReaderConfig{MaxWait: 10 * time.Millisecond})
+	for r.Offset() <= last {
+		at := r.Offset()
+		recs, err := r.Fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if want[rec.Offset] {
+				out[rec.Offset] = rec
+			}
+		}
+		if r.Offset() == at && len(recs) == 0 && r.HighWatermark() <= at {
+			break // nothing more below the high watermark
+		}
+	}
+	return out, nil
+}
+
+// ProduceBatch implements coordinator.DeadLetterIO.
+func (l *logOffsets) ProduceBatch(ctx context.Context, topic string, partition int32, batch []byte) error {
+	_, err := client.ProduceBatch(ctx, l.meta, l.pool, topic, partition, batch)
+	return err
+}
+
+func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, x *coordinator.Txns, sh *coordinator.Shares, f *fsm.FSM,
+	ends *logOffsets, reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
+	s, err := api.New(c.API, n, co, x, sh, f, ends, log.With("component", "api"))
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +358,9 @@ func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coo
 		return nil, err
 	}
 	if err := reg.Register(api.NewTxnCollector(s, n.IsLeader)); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(api.NewShareCollector(s, n.IsLeader)); err != nil {
 		return nil, err
 	}
 	lc.Append(fx.Hook{

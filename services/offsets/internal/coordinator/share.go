@@ -29,12 +29,17 @@ type LogBounds interface {
 type Shares struct {
 	co     *Coordinator
 	bounds LogBounds
+	dlt    DeadLetterIO // nil: no dead-letter writer
 	ttl    time.Duration
 
 	next atomic.Uint32 // the partition an acquisition visits first, rotating
 
 	mu    sync.Mutex // guards cache
 	cache map[groups.TP]bound
+
+	base   context.Context // cancelled by Stop: the writer's requests end
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 type bound struct {
@@ -47,9 +52,42 @@ type bound struct {
 // looks again.
 const BoundsTTL = 20 * time.Millisecond
 
-// NewShares returns the share-group coordinator.
-func NewShares(co *Coordinator, bounds LogBounds) *Shares {
-	return &Shares{co: co, bounds: bounds, ttl: BoundsTTL, cache: map[groups.TP]bound{}}
+// DeadLetterInterval is how often the leader looks for archived records to
+// write to dead-letter topics.
+const DeadLetterInterval = 100 * time.Millisecond
+
+// NewShares returns the share-group coordinator; with dlt set, Start runs
+// its dead-letter writer.
+func NewShares(co *Coordinator, bounds LogBounds, dlt DeadLetterIO) *Shares {
+	base, cancel := context.WithCancel(context.Background())
+	return &Shares{co: co, bounds: bounds, dlt: dlt, ttl: BoundsTTL, cache: map[groups.TP]bound{}, base: base, cancel: cancel}
+}
+
+// Start starts the dead-letter writer; Stop ends it.
+func (s *Shares) Start() {
+	if s.dlt == nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(DeadLetterInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.base.Done():
+				return
+			case <-t.C:
+				s.writeDeadLetters()
+			}
+		}
+	}()
+}
+
+// Stop stops the dead-letter writer and waits for it.
+func (s *Shares) Stop() {
+	s.cancel()
+	s.wg.Wait()
 }
 
 // bound returns a partition's log bounds, looking them up when the cached

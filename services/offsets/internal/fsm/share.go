@@ -1,9 +1,12 @@
 package fsm
 
 import (
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/shares"
 )
@@ -23,6 +26,10 @@ const (
 	Acknowledged
 	// Archived: rejected, or past the delivery limit.
 	Archived
+	// Archiving: archived, waiting to be written to the group's
+	// dead-letter topic (Reason says why); it counts as archived once
+	// written.
+	Archiving
 )
 
 // ShareRecord is one in-flight record's state.
@@ -32,6 +39,11 @@ type ShareRecord struct {
 	Count       int16
 	LockUntilMs int64
 	Member      string
+	// Reason is why an Archiving record was archived.
+	Reason string
+	// NotBeforeMs is when an available record deferred by a reader
+	// (shares.AckDefer) may be acquired again.
+	NotBeforeMs int64
 }
 
 // done reports whether the record needs nothing more.
@@ -39,7 +51,7 @@ func (r ShareRecord) done() bool { return r.State == Acknowledged || r.State == 
 
 // acquirable reports whether a consumer may take the record at nowMs.
 func (r ShareRecord) acquirable(nowMs int64) bool {
-	return r.State == Available || (r.State == Acquired && r.LockUntilMs <= nowMs)
+	return (r.State == Available && r.NotBeforeMs <= nowMs) || (r.State == Acquired && r.LockUntilMs <= nowMs)
 }
 
 // SharePartition is a share group's state of one partition: Records[i] is
@@ -53,6 +65,34 @@ type SharePartition struct {
 	Records   []ShareRecord
 	// Running totals.
 	Accepted, Archived, Deliveries int64
+	// DeadLetters is the partition's writer to the dead-letter topic (nil
+	// before its first record to write).
+	DeadLetters *DeadLetters
+}
+
+// DeadLetters is how a share-partition's archived records go to the
+// dead-letter topic exactly once: as idempotent batches of its own producer
+// id, whose records and sequence numbers are fixed by a Raft entry (Pending)
+// before they are written, so a new leader retrying the write sends the same
+// batch and the partition leader recognizes it as a duplicate.
+type DeadLetters struct {
+	ProducerID int64 `json:"producer_id"`
+	// Topic and Partition are where the batches go.
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// NextSeq is the sequence number of the next batch's first record.
+	NextSeq int32 `json:"next_seq"`
+	// Pending is the batch being written (nil: none).
+	Pending *DeadLetterBatch `json:"pending,omitempty"`
+}
+
+// DeadLetterBatch is a batch of archived records to write to the
+// dead-letter topic: Offsets' records, the first with sequence Seq.
+type DeadLetterBatch struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Seq       int32   `json:"seq"`
+	Offsets   []int64 `json:"offsets"`
 }
 
 // End is the first offset never delivered.
@@ -62,6 +102,15 @@ func (p *SharePartition) End() int64 { return p.Start + int64(len(p.Records)) }
 func (p *SharePartition) Clone() *SharePartition {
 	c := *p
 	c.Records = slices.Clone(p.Records)
+	if p.DeadLetters != nil {
+		d := *p.DeadLetters
+		if d.Pending != nil {
+			b := *d.Pending
+			b.Offsets = slices.Clone(b.Offsets)
+			d.Pending = &b
+		}
+		c.DeadLetters = &d
+	}
 	return &c
 }
 
@@ -92,15 +141,25 @@ func (p *SharePartition) skipTo(offset int64) {
 }
 
 // makeAvailable gives an acquired record back, archiving it when it has
-// been delivered limit times.
-func (p *SharePartition) makeAvailable(r *ShareRecord, limit int32) {
-	r.Member, r.LockUntilMs = "", 0
-	if int32(r.Count) >= limit {
-		r.State = Archived
-		p.Archived++
+// been delivered the limit's number of times.
+func (p *SharePartition) makeAvailable(r *ShareRecord, cfg shares.Config) {
+	r.Member, r.LockUntilMs, r.NotBeforeMs = "", 0, 0
+	if int32(r.Count) >= cfg.DeliveryLimit {
+		p.archive(r, "delivery count limit "+strconv.Itoa(int(cfg.DeliveryLimit))+" reached", cfg)
 		return
 	}
 	r.State = Available
+}
+
+// archive archives a record: at once, or once written to the group's
+// dead-letter topic when it has one.
+func (p *SharePartition) archive(r *ShareRecord, reason string, cfg shares.Config) {
+	if cfg.DeadLetterTopic != "" {
+		*r = ShareRecord{State: Archiving, Count: r.Count, Reason: reason}
+		return
+	}
+	*r = ShareRecord{State: Archived, Count: r.Count}
+	p.Archived++
 }
 
 // acquire takes up to max records for member at nowMs, below hw and
@@ -128,8 +187,8 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 		}
 		if r.State == Acquired {
 			// An expired lock: the record was not acknowledged in time.
-			p.makeAvailable(r, cfg.DeliveryLimit)
-			if r.State == Archived {
+			p.makeAvailable(r, cfg)
+			if r.State != Available {
 				continue
 			}
 		}
@@ -153,7 +212,7 @@ func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64
 		switch {
 		case a.LastOffset < a.FirstOffset:
 			return protocol.InvalidRequest.Err("%s-%d: acknowledgement range %d-%d is empty", p.Topic, p.Partition, a.FirstOffset, a.LastOffset)
-		case a.Type > shares.AckReject:
+		case a.Type > shares.AckDefer:
 			return protocol.InvalidRequest.Err("%s-%d: unknown acknowledgement type %d", p.Topic, p.Partition, a.Type)
 		case a.FirstOffset < p.Start || a.LastOffset >= p.End():
 			return protocol.InvalidRecordState.Err("%s-%d: offsets %d-%d are not all in flight (in flight: %d to %d): never acquired, or already done",
@@ -179,7 +238,7 @@ func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64
 }
 
 // ack applies acknowledgements checkAcks accepted.
-func (p *SharePartition) ack(acks []shares.Ack, limit int32) {
+func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config) {
 	for _, a := range acks {
 		for off := a.FirstOffset; off <= a.LastOffset; off++ {
 			r := &p.Records[off-p.Start]
@@ -190,10 +249,18 @@ func (p *SharePartition) ack(acks []shares.Ack, limit int32) {
 			case shares.AckGap:
 				*r = ShareRecord{State: Acknowledged, Count: r.Count}
 			case shares.AckRelease:
-				p.makeAvailable(r, limit)
+				p.makeAvailable(r, cfg)
+			case shares.AckDefer:
+				// Read before its delivery time: it waits, and this
+				// delivery does not count.
+				*r = ShareRecord{State: Available, Count: r.Count - 1, NotBeforeMs: a.NotBeforeMs}
+				p.Deliveries--
 			case shares.AckReject:
-				*r = ShareRecord{State: Archived, Count: r.Count}
-				p.Archived++
+				reason := a.Reason
+				if reason == "" {
+					reason = "rejected by the consumer"
+				}
+				p.archive(r, reason, cfg)
 			}
 		}
 	}
@@ -201,11 +268,11 @@ func (p *SharePartition) ack(acks []shares.Ack, limit int32) {
 }
 
 // release gives back every record member holds; it reports whether any.
-func (p *SharePartition) release(member string, limit int32) bool {
+func (p *SharePartition) release(member string, cfg shares.Config) bool {
 	any := false
 	for i := range p.Records {
 		if r := &p.Records[i]; r.State == Acquired && r.Member == member {
-			p.makeAvailable(r, limit)
+			p.makeAvailable(r, cfg)
 			any = true
 		}
 	}
@@ -213,14 +280,112 @@ func (p *SharePartition) release(member string, limit int32) bool {
 	return any
 }
 
-// locked reports whether a record is acquired under a live lock at nowMs.
-func (p *SharePartition) locked(nowMs int64) bool {
+// busy says why the partition's state may not be dropped at nowMs: a
+// record under a live lock, or one waiting for the dead-letter topic ("":
+// neither).
+func (p *SharePartition) busy(nowMs int64) string {
 	for _, r := range p.Records {
-		if r.State == Acquired && r.LockUntilMs > nowMs {
+		switch {
+		case r.State == Acquired && r.LockUntilMs > nowMs:
+			return "records under lock"
+		case r.State == Archiving:
+			return "records waiting for the dead-letter topic"
+		}
+	}
+	return ""
+}
+
+// deadLettering reports whether the partition has archived records to
+// write to the dead-letter topic, or a batch being written.
+func (p *SharePartition) deadLettering() bool {
+	if p.DeadLetters != nil && p.DeadLetters.Pending != nil {
+		return true
+	}
+	for _, r := range p.Records {
+		if r.State == Archiving {
 			return true
 		}
 	}
 	return false
+}
+
+// DeadLettering is deadLettering for the coordinator's writer.
+func (p *SharePartition) DeadLettering() bool { return p.deadLettering() }
+
+// beginDeadLetters fixes the next batch to write: up to max Archiving
+// records not in a batch yet. A batch already pending is returned as it is.
+func (p *SharePartition) beginDeadLetters(b *DeadLetterBegin, cfg shares.Config) (*DeadLetterBatch, error) {
+	d := p.DeadLetters
+	if d != nil && d.Pending != nil {
+		return d.Pending, nil
+	}
+	var offs []int64
+	for i, r := range p.Records {
+		if r.State == Archiving && len(offs) < int(b.Max) {
+			offs = append(offs, p.Start+int64(i))
+		}
+	}
+	if len(offs) == 0 || cfg.DeadLetterTopic == "" {
+		return nil, nil
+	}
+	if d == nil {
+		if b.ProducerID <= 0 {
+			return nil, protocol.InvalidRequest.Err("%s-%d: the first dead-letter batch needs a producer id", p.Topic, p.Partition)
+		}
+		d = &DeadLetters{ProducerID: b.ProducerID}
+		p.DeadLetters = d
+	}
+	if d.Topic != cfg.DeadLetterTopic || d.Partition != b.Target {
+		// A new topic: the producer id is new to its partition, which
+		// takes any first sequence.
+		d.Topic, d.Partition = cfg.DeadLetterTopic, b.Target
+	}
+	d.Pending = &DeadLetterBatch{Topic: d.Topic, Partition: d.Partition, Seq: d.NextSeq, Offsets: offs}
+	if d.NextSeq > math.MaxInt32-int32(len(offs)) {
+		d.NextSeq = 0 // sequences wrap, as Kafka's do
+	} else {
+		d.NextSeq += int32(len(offs))
+	}
+	return d.Pending, nil
+}
+
+// endDeadLetters marks the pending batch of first sequence seq written:
+// its records are archived.
+func (p *SharePartition) endDeadLetters(seq int32) error {
+	d := p.DeadLetters
+	if d == nil || d.Pending == nil || d.Pending.Seq != seq {
+		return protocol.InvalidRequest.Err("%s-%d: no dead-letter batch of sequence %d is pending", p.Topic, p.Partition, seq)
+	}
+	for _, off := range d.Pending.Offsets {
+		if off >= p.Start && off < p.End() {
+			if r := &p.Records[off-p.Start]; r.State == Archiving {
+				*r = ShareRecord{State: Archived, Count: r.Count}
+				p.Archived++
+			}
+		}
+	}
+	d.Pending = nil
+	p.compact()
+	return nil
+}
+
+// dropDeadLetters archives the records waiting for a dead-letter topic the
+// group no longer has, but those of the batch being written.
+func (p *SharePartition) dropDeadLetters() bool {
+	var pending []int64
+	if p.DeadLetters != nil && p.DeadLetters.Pending != nil {
+		pending = p.DeadLetters.Pending.Offsets
+	}
+	changed := false
+	for i := range p.Records {
+		if r := &p.Records[i]; r.State == Archiving && !slices.Contains(pending, p.Start+int64(i)) {
+			*r = ShareRecord{State: Archived, Count: r.Count}
+			p.Archived++
+			changed = true
+		}
+	}
+	p.compact()
+	return changed
 }
 
 // String names the state.
@@ -234,6 +399,8 @@ func (s RecordState) String() string {
 		return "acknowledged"
 	case Archived:
 		return "archived"
+	case Archiving:
+		return "archiving"
 	}
 	return "unknown"
 }
@@ -299,6 +466,10 @@ func (p *SharePartition) State(hw, nowMs int64) shares.PartitionState {
 			s.Acquired++
 		case r.acquirable(nowMs):
 			s.Available++
+		case r.State == Available:
+			s.Delayed++
+		case r.State == Archiving:
+			s.DeadLetterPending++
 		}
 		if !r.done() {
 			s.Lag++
@@ -330,3 +501,6 @@ func (f *FSM) ShareNames() []string {
 	sort.Strings(out)
 	return out
 }
+
+// TP is the partition's topic and number.
+func (p *SharePartition) TP() groups.TP { return groups.TP{Topic: p.Topic, Partition: p.Partition} }

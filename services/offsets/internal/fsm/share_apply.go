@@ -33,6 +33,28 @@ type Share struct {
 	Leave   string             `json:"leave,omitempty"`
 	Reset   *ShareReset        `json:"reset,omitempty"`
 	Delete  bool               `json:"delete,omitempty"`
+	// The dead-letter writer's steps (coordinator/deadletter.go).
+	DeadLetterBegin *DeadLetterBegin `json:"dead_letter_begin,omitempty"`
+	DeadLetterDone  *DeadLetterDone  `json:"dead_letter_done,omitempty"`
+}
+
+// DeadLetterBegin fixes a share-partition's next batch for the dead-letter
+// topic (or returns the one pending): up to Max records. ProducerID is the
+// partition's producer id when it has none yet, Target the dead-letter
+// topic's partition its batches go to.
+type DeadLetterBegin struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	ProducerID int64  `json:"producer_id"`
+	Target     int32  `json:"target"`
+	Max        int32  `json:"max"`
+}
+
+// DeadLetterDone reports the pending batch of first sequence Seq written.
+type DeadLetterDone struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Seq       int32  `json:"seq"`
 }
 
 // ShareAcquire acquires up to Max records of a topic for a consumer, from
@@ -62,6 +84,8 @@ type ShareBounds struct {
 type ShareResult struct {
 	Acquire *shares.AcquireResponse
 	Acks    []shares.AckResult
+	// DeadLetter is the batch DeadLetterBegin fixed (nil: nothing to write).
+	DeadLetter *DeadLetterBatch
 }
 
 // validate checks the parts that do not depend on the state.
@@ -70,7 +94,8 @@ func (c *Share) validate() error {
 		return protocol.InvalidGroupID.Err("%v", err)
 	}
 	n := 0
-	for _, set := range []bool{c.Config != nil, c.Acquire != nil, c.Ack != nil, c.Leave != "", c.Reset != nil, c.Delete} {
+	for _, set := range []bool{c.Config != nil, c.Acquire != nil, c.Ack != nil, c.Leave != "", c.Reset != nil, c.Delete,
+		c.DeadLetterBegin != nil, c.DeadLetterDone != nil} {
 		if set {
 			n++
 		}
@@ -112,7 +137,7 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 	}
 	cur := f.shareLocked(st, c.Group)
 	if cur == nil {
-		if c.Ack != nil || c.Leave != "" || c.Reset != nil || c.Delete {
+		if c.Config == nil && c.Acquire == nil {
 			res.Err = protocol.GroupIDNotFound.Err("no share group %q", c.Group)
 			return nil
 		}
@@ -135,8 +160,8 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 	switch {
 	case c.Delete:
 		for _, p := range g.Partitions {
-			if p.locked(c.NowMs) {
-				res.Err = protocol.NonEmptyGroup.Err("share group %s has records under lock (%s-%d); its consumers must stop first", c.Group, p.Topic, p.Partition)
+			if why := p.busy(c.NowMs); why != "" {
+				res.Err = protocol.NonEmptyGroup.Err("share group %s has %s (%s-%d); its consumers must stop first", c.Group, why, p.Topic, p.Partition)
 				return nil
 			}
 		}
@@ -148,8 +173,43 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		return err
 	case c.Config != nil:
 		g.Config = *c.Config
-		st.shares[c.Group] = g
-		return putShareConfig(tx, g)
+		if g.Config.DeadLetterTopic == "" {
+			for k, p := range g.Partitions {
+				if q := p.Clone(); q.dropDeadLetters() {
+					g.Partitions[k] = q
+					changed = append(changed, q)
+				}
+			}
+		}
+		if err := putShareConfig(tx, g); err != nil {
+			return err
+		}
+	case c.DeadLetterBegin != nil, c.DeadLetterDone != nil:
+		topic, part := "", int32(0)
+		if b := c.DeadLetterBegin; b != nil {
+			topic, part = b.Topic, b.Partition
+		} else {
+			topic, part = c.DeadLetterDone.Topic, c.DeadLetterDone.Partition
+		}
+		k := GrantKey(groups.TP{Topic: topic, Partition: part})
+		p := g.Partitions[k]
+		if p == nil {
+			res.Err = protocol.UnknownTopicOrPartition.Err("share group %s has no state of %s", c.Group, k)
+			return nil
+		}
+		p = p.Clone()
+		var err error
+		if c.DeadLetterBegin != nil {
+			out.DeadLetter, err = p.beginDeadLetters(c.DeadLetterBegin, g.Config)
+		} else {
+			err = p.endDeadLetters(c.DeadLetterDone.Seq)
+		}
+		if err != nil {
+			res.Err = err
+			return nil
+		}
+		g.Partitions[k] = p
+		changed = append(changed, p)
 	case c.Acquire != nil:
 		a := c.Acquire
 		max := g.Config.MaxFetchRecords
@@ -209,7 +269,7 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 			if err != nil {
 				r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
 			} else {
-				p.ack(acks, g.Config.DeliveryLimit)
+				p.ack(acks, g.Config)
 				g.Partitions[k] = p
 				changed = append(changed, p)
 			}
@@ -218,15 +278,15 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 	case c.Leave != "":
 		for k, p := range g.Partitions {
 			q := p.Clone()
-			if q.release(c.Leave, g.Config.DeliveryLimit) {
+			if q.release(c.Leave, g.Config) {
 				g.Partitions[k] = q
 				changed = append(changed, q)
 			}
 		}
 	case c.Reset != nil:
 		for _, p := range g.Partitions {
-			if p.Topic == c.Reset.Topic && p.locked(c.NowMs) {
-				res.Err = protocol.NonEmptyGroup.Err("share group %s has records of %s under lock (partition %d); its consumers must stop first", c.Group, p.Topic, p.Partition)
+			if why := p.busy(c.NowMs); p.Topic == c.Reset.Topic && why != "" {
+				res.Err = protocol.NonEmptyGroup.Err("share group %s has %s of %s (partition %d); its consumers must stop first", c.Group, why, p.Topic, p.Partition)
 				return nil
 			}
 		}
@@ -235,6 +295,10 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 			p := &SharePartition{Topic: c.Reset.Topic, Partition: r.Partition, Start: r.Offset}
 			if old := g.Partitions[k]; old != nil {
 				p.Accepted, p.Archived, p.Deliveries = old.Accepted, old.Archived, old.Deliveries
+				if old.DeadLetters != nil {
+					d := *old.DeadLetters // the producer's sequence goes on
+					p.DeadLetters = &d
+				}
 			}
 			g.Partitions[k] = p
 			changed = append(changed, p)
@@ -289,34 +353,39 @@ func putSharePartitions(tx *bolt.Tx, group string, ps []*SharePartition) error {
 // storedPartition is a share-partition as stored: its records run-length
 // encoded (consecutive records alike make one run).
 type storedPartition struct {
-	Topic      string      `json:"topic"`
-	Partition  int32       `json:"partition"`
-	Start      int64       `json:"start"`
-	Runs       []storedRun `json:"runs,omitempty"`
-	Accepted   int64       `json:"accepted,omitempty"`
-	Archived   int64       `json:"archived,omitempty"`
-	Deliveries int64       `json:"deliveries,omitempty"`
+	Topic       string       `json:"topic"`
+	Partition   int32        `json:"partition"`
+	Start       int64        `json:"start"`
+	Runs        []storedRun  `json:"runs,omitempty"`
+	Accepted    int64        `json:"accepted,omitempty"`
+	Archived    int64        `json:"archived,omitempty"`
+	Deliveries  int64        `json:"deliveries,omitempty"`
+	DeadLetters *DeadLetters `json:"dead_letters,omitempty"`
 }
 
 type storedRun struct {
-	N      int         `json:"n"`
-	State  RecordState `json:"s"`
-	Count  int16       `json:"c,omitempty"`
-	Lock   int64       `json:"l,omitempty"`
-	Member string      `json:"m,omitempty"`
+	N         int         `json:"n"`
+	State     RecordState `json:"s"`
+	Count     int16       `json:"c,omitempty"`
+	Lock      int64       `json:"l,omitempty"`
+	Member    string      `json:"m,omitempty"`
+	Reason    string      `json:"r,omitempty"`
+	NotBefore int64       `json:"nb,omitempty"`
 }
 
 func encodePartition(p *SharePartition) storedPartition {
-	s := storedPartition{Topic: p.Topic, Partition: p.Partition, Start: p.Start, Accepted: p.Accepted, Archived: p.Archived, Deliveries: p.Deliveries}
+	s := storedPartition{Topic: p.Topic, Partition: p.Partition, Start: p.Start, Accepted: p.Accepted, Archived: p.Archived, Deliveries: p.Deliveries,
+		DeadLetters: p.DeadLetters}
 	for _, r := range p.Records {
 		if n := len(s.Runs); n > 0 {
 			last := &s.Runs[n-1]
-			if last.State == r.State && last.Count == r.Count && last.Lock == r.LockUntilMs && last.Member == r.Member {
+			if last.State == r.State && last.Count == r.Count && last.Lock == r.LockUntilMs && last.Member == r.Member && last.Reason == r.Reason &&
+				last.NotBefore == r.NotBeforeMs {
 				last.N++
 				continue
 			}
 		}
-		s.Runs = append(s.Runs, storedRun{N: 1, State: r.State, Count: r.Count, Lock: r.LockUntilMs, Member: r.Member})
+		s.Runs = append(s.Runs, storedRun{N: 1, State: r.State, Count: r.Count, Lock: r.LockUntilMs, Member: r.Member, Reason: r.Reason, NotBefore: r.NotBeforeMs})
 	}
 	return s
 }
@@ -326,13 +395,14 @@ func decodePartition(v []byte) (*SharePartition, error) {
 	if err := json.Unmarshal(v, &s); err != nil {
 		return nil, err
 	}
-	p := &SharePartition{Topic: s.Topic, Partition: s.Partition, Start: s.Start, Accepted: s.Accepted, Archived: s.Archived, Deliveries: s.Deliveries}
+	p := &SharePartition{Topic: s.Topic, Partition: s.Partition, Start: s.Start, Accepted: s.Accepted, Archived: s.Archived, Deliveries: s.Deliveries,
+		DeadLetters: s.DeadLetters}
 	for _, r := range s.Runs {
-		if r.N <= 0 || r.N > 1_000_000 || len(p.Records)+r.N > 1_000_000 || r.State > Archived {
+		if r.N <= 0 || r.N > 1_000_000 || len(p.Records)+r.N > 1_000_000 || r.State > Archiving {
 			return nil, fmt.Errorf("run of %d records in state %d is not valid", r.N, r.State)
 		}
 		for range r.N {
-			p.Records = append(p.Records, ShareRecord{State: r.State, Count: r.Count, LockUntilMs: r.Lock, Member: r.Member})
+			p.Records = append(p.Records, ShareRecord{State: r.State, Count: r.Count, LockUntilMs: r.Lock, Member: r.Member, Reason: r.Reason, NotBeforeMs: r.NotBefore})
 		}
 	}
 	return p, nil

@@ -301,3 +301,98 @@ func TestShareGroupNameOfAConsumerGroup(t *testing.T) {
 		t.Fatalf("a share acquisition in a consumer group: %v", res.Err)
 	}
 }
+
+func TestShareDeadLetters(t *testing.T) {
+	cfg := earliest()
+	cfg.DeadLetterTopic = "dlt"
+	l := newShareLog(t, cfg) // delivery limit 3
+	l.acquire("a", 4, 4, 0)
+	res := l.do(Share{NowMs: 1, Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{
+		{Topic: "t", FirstOffset: 0, LastOffset: 0, Type: shares.AckReject, Reason: "bad json"},
+		{Topic: "t", FirstOffset: 1, LastOffset: 1, Type: shares.AckAccept},
+		{Topic: "t", FirstOffset: 2, LastOffset: 3, Type: shares.AckReject}}}})
+	if res.Share.Acks[0].ErrorCode != 0 {
+		t.Fatal(res.Share.Acks[0])
+	}
+	p := l.partition()
+	if p.Start != 0 || p.Archived != 0 || p.Records[0].State != Archiving || p.Records[0].Reason != "bad json" || p.Records[2].Reason != "rejected by the consumer" {
+		t.Fatalf("rejected records with a dead-letter topic: start %d archived %d records %+v", p.Start, p.Archived, p.Records)
+	}
+	if st := p.State(4, 1); st.DeadLetterPending != 3 || st.Lag != 3 {
+		t.Fatalf("state %+v: want 3 records waiting for the dead-letter topic", st)
+	}
+	if res := l.do(Share{NowMs: 1, Delete: true}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
+		t.Fatalf("delete with records waiting for the dead-letter topic: %v", res.Err)
+	}
+	begin := func(max int32) *DeadLetterBatch {
+		t.Helper()
+		res := l.do(Share{DeadLetterBegin: &DeadLetterBegin{Topic: "t", ProducerID: 77, Target: 1, Max: max}})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		return res.Share.DeadLetter
+	}
+	b := begin(2)
+	if b == nil || b.Topic != "dlt" || b.Partition != 1 || b.Seq != 0 || len(b.Offsets) != 2 || b.Offsets[0] != 0 || b.Offsets[1] != 2 {
+		t.Fatalf("first batch %+v", b)
+	}
+	if again := begin(5); again == nil || again.Seq != 0 || len(again.Offsets) != 2 {
+		t.Fatalf("a second begin while a batch is pending fixed %+v; want the pending batch again", again)
+	}
+	if res := l.do(Share{DeadLetterDone: &DeadLetterDone{Topic: "t", Seq: 9}}); res.Err == nil {
+		t.Fatal("a done of a batch that is not pending was accepted")
+	}
+	if res := l.do(Share{DeadLetterDone: &DeadLetterDone{Topic: "t", Seq: 0}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	p = l.partition()
+	if p.Start != 3 || p.Archived != 2 || p.DeadLetters.ProducerID != 77 || p.DeadLetters.NextSeq != 2 {
+		t.Fatalf("after the first batch: start %d archived %d writer %+v", p.Start, p.Archived, p.DeadLetters)
+	}
+	if b := begin(5); b == nil || b.Seq != 2 || len(b.Offsets) != 1 || b.Offsets[0] != 3 {
+		t.Fatalf("second batch %+v", b)
+	}
+	l.do(Share{DeadLetterDone: &DeadLetterDone{Topic: "t", Seq: 2}})
+	if p := l.partition(); p.Start != 4 || p.Archived != 3 {
+		t.Fatalf("after the second batch: start %d archived %d", p.Start, p.Archived)
+	}
+	if b := begin(5); b != nil {
+		t.Fatalf("a batch %+v with nothing to write", b)
+	}
+	// The delivery limit archives through the dead-letter topic too, and
+	// a group that drops its dead-letter topic archives what waited for it.
+	for i := range 3 {
+		l.acquire("a", 1, 5, int64(10_000*i))
+		l.ack("a", 4, 4, shares.AckRelease, int64(10_000*i))
+	}
+	if r := l.partition().Records[0]; r.State != Archiving || r.Reason != "delivery count limit 3 reached" {
+		t.Fatalf("a record past the limit: %+v", r)
+	}
+	cfg.DeadLetterTopic = ""
+	l.do(Share{Config: &cfg})
+	if p := l.partition(); p.Start != 5 || p.Archived != 4 {
+		t.Fatalf("after the dead-letter topic was dropped: start %d archived %d", p.Start, p.Archived)
+	}
+}
+
+func TestShareDeferredRecordsWaitWithoutCounting(t *testing.T) {
+	l := newShareLog(t, earliest())
+	l.acquire("a", 3, 3, 0) // 0-2 at delivery 1
+	res := l.do(Share{NowMs: 10, Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{
+		{Topic: "t", FirstOffset: 0, LastOffset: 1, Type: shares.AckDefer, NotBeforeMs: 900}}}})
+	if res.Share.Acks[0].ErrorCode != 0 {
+		t.Fatal(res.Share.Acks[0])
+	}
+	if st := l.partition().State(5, 10); st.Delayed != 2 || st.Available != 0 || st.Acquired != 1 || st.Deliveries != 1 {
+		t.Fatalf("after deferring 0-1: %+v", st)
+	}
+	// Before their time the delayed records are passed over, not waited for.
+	got := l.acquire("b", 10, 5, 500)
+	if len(got) != 1 || got[0].FirstOffset != 3 || got[0].LastOffset != 4 {
+		t.Fatalf("before the delivery time b acquired %+v, want 3-4 only", got)
+	}
+	got = l.acquire("b", 10, 5, 900)
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 1 || got[0].DeliveryCount != 1 {
+		t.Fatalf("at the delivery time b acquired %+v, want 0-1 at delivery 1", got)
+	}
+}
