@@ -1,0 +1,118 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+)
+
+// fixedBounds gives every partition the log start 0 and a high watermark.
+type fixedBounds int64
+
+func (b fixedBounds) ListOffset(_ context.Context, _ string, _ int32, ts int64) (int64, error) {
+	if ts == protocol.TimestampEarliest {
+		return 0, nil
+	}
+	return int64(b), nil
+}
+
+// deadLetterLog stands in for the storage nodes of the dead-letter writer:
+// it serves records whose value is their offset and keeps every batch
+// produced; with failAfter set, a produce succeeds and then reports an
+// error, as when the writer dies between its write and its report.
+type deadLetterLog struct {
+	mu        sync.Mutex
+	batches   [][]byte
+	targets   []int32
+	failAfter bool
+}
+
+func (d *deadLetterLog) ReadRecords(_ context.Context, _ string, _ int32, offsets []int64) (map[int64]record.Record, error) {
+	out := map[int64]record.Record{}
+	for _, o := range offsets {
+		out[o] = record.Record{Offset: o, Timestamp: 1000 + o, Value: []byte{byte('a' + o)}}
+	}
+	return out, nil
+}
+
+func (d *deadLetterLog) ProduceBatch(_ context.Context, topic string, partition int32, batch []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.batches = append(d.batches, bytes.Clone(batch))
+	d.targets = append(d.targets, partition)
+	if d.failAfter {
+		return errors.New("connection lost after the write")
+	}
+	return nil
+}
+
+func (d *deadLetterLog) NewProducerID(context.Context) (int64, error) { return 4242, nil }
+
+// TestDeadLetterRetryWritesTheSameBatch: a dead-letter batch written but not
+// reported (the writer died in between) is written again byte for byte,
+// producer id and sequence numbers included, so the partition leader drops
+// it as a duplicate; the next batch continues the sequence.
+func TestDeadLetterRetryWritesTheSameBatch(t *testing.T) {
+	co, f, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 4, "dlt": 3} })
+	dl := &deadLetterLog{failAfter: true}
+	s := NewShares(co, fixedBounds(10), dl)
+	ctx := context.Background()
+	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigDeadLetterTopic: "dlt"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: "a", Topic: "t", MaxRecords: 3})
+	if err != nil || len(got.Acquired) != 1 {
+		t.Fatalf("acquired %+v, %v", got, err)
+	}
+	a := got.Acquired[0]
+	resp, err := s.Ack(ctx, "q", shares.AckRequest{MemberID: "a", Acks: []shares.Ack{{Topic: "t", Partition: a.Partition,
+		FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, Type: shares.AckReject, Reason: "poison"}}})
+	if err != nil || resp.Results[0].ErrorCode != 0 {
+		t.Fatalf("reject: %+v, %v", resp, err)
+	}
+	s.writeDeadLetters() // writes, then "dies" before reporting
+	g, _ := f.Share("q")
+	p := g.Partitions[fsmKey("t", a.Partition)]
+	if p.Archived != 0 || p.DeadLetters == nil || p.DeadLetters.Pending == nil {
+		t.Fatalf("after a write that was not reported: archived %d, writer %+v", p.Archived, p.DeadLetters)
+	}
+	dl.failAfter = false
+	s.writeDeadLetters()
+	if len(dl.batches) != 2 || !bytes.Equal(dl.batches[0], dl.batches[1]) {
+		t.Fatalf("the retried batch differs from the first write (%d batches)", len(dl.batches))
+	}
+	h, err := record.ParseHeader(dl.batches[0])
+	if err != nil || h.ProducerID != 4242 || h.BaseSequence != 0 || h.RecordCount != 3 || dl.targets[0] != a.Partition%3 {
+		t.Fatalf("batch header %+v (%v) to partition %d", h, err, dl.targets[0])
+	}
+	it := record.NewIterator(dl.batches[0])
+	for it.Next() {
+		r := it.Record()
+		hs := map[string]string{}
+		for _, x := range r.Headers {
+			hs[x.Key] = string(x.Value)
+		}
+		if hs[shares.HeaderReason] != "poison" || hs[shares.HeaderGroup] != "q" || hs[shares.HeaderDeliveryCount] != "1" || hs[shares.HeaderSourceTopic] != "t" {
+			t.Fatalf("dead letter headers %v", hs)
+		}
+	}
+	g, _ = f.Share("q")
+	p = g.Partitions[fsmKey("t", a.Partition)]
+	if p.Archived != 3 || p.DeadLetters.Pending != nil || p.DeadLetters.NextSeq != 3 || p.Start != a.LastOffset+1 {
+		t.Fatalf("after the retry: archived %d, writer %+v, start %d", p.Archived, p.DeadLetters, p.Start)
+	}
+	s.writeDeadLetters()
+	if len(dl.batches) != 2 {
+		t.Fatalf("%d batches written with nothing left to write", len(dl.batches))
+	}
+}
+
+func fsmKey(topic string, p int32) string { return fsm.GrantKey(groups.TP{Topic: topic, Partition: p}) }
