@@ -111,7 +111,9 @@ const (
 
 // Share groups.
 const (
-	InvalidRecordState Code = 121
+	InvalidRecordState       Code = 121
+	ShareSessionNotFound     Code = 122
+	InvalidShareSessionEpoch Code = 123
 )
 
 // Info describes one wire error code.
@@ -218,7 +220,9 @@ var table = map[Code]Info{
 	UnstableOffsetCommit:         {UnstableOffsetCommit, "UNSTABLE_OFFSET_COMMIT", true, http.StatusServiceUnavailable, "an open transaction holds offsets of the group for this partition; retry"},
 	OperationNotAttempted:        {OperationNotAttempted, "OPERATION_NOT_ATTEMPTED", false, http.StatusConflict, "not attempted: another part of the request was refused"},
 
-	InvalidRecordState: {InvalidRecordState, "INVALID_RECORD_STATE", false, http.StatusConflict, "the record is not acquired by this consumer (never acquired, already acknowledged, another consumer's, or its lock expired)"},
+	InvalidRecordState:       {InvalidRecordState, "INVALID_RECORD_STATE", false, http.StatusConflict, "the record is not acquired by this consumer (never acquired, already acknowledged, another consumer's, or its lock expired)"},
+	ShareSessionNotFound:     {ShareSessionNotFound, "SHARE_SESSION_NOT_FOUND", true, http.StatusNotFound, "the broker has no share session of this member: open a new one"},
+	InvalidShareSessionEpoch: {InvalidShareSessionEpoch, "INVALID_SHARE_SESSION_EPOCH", false, http.StatusConflict, "the share session epoch is not the broker's: open a new session"},
 }
 
 // Info returns the table entry of c; unknown codes get a generic entry.

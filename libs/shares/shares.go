@@ -38,11 +38,15 @@ const (
 	AckAccept  AckType = 1 // processed: never deliver again
 	AckRelease AckType = 2 // deliver again, to anyone, now
 	AckReject  AckType = 3 // unprocessable: archive it
-	// AckDefer is Sluice's own: a reader found the record's delivery
-	// time (DeliverAt) in the future. The record waits until
-	// Ack.NotBeforeMs, and the delivery does not count.
-	AckDefer AckType = 4
+	// AckDefer is Sluice's own (numbered apart from Kafka's kinds, which
+	// may grow): a reader found the record's delivery time (DeliverAt) in
+	// the future. The record waits until Ack.NotBeforeMs, and the delivery
+	// does not count.
+	AckDefer AckType = 10
 )
+
+// Valid reports whether t is a known kind.
+func (t AckType) Valid() bool { return t <= AckReject || t == AckDefer }
 
 // HeaderDeliverAt delays a record for share groups: its value is an RFC 3339
 // time or Unix milliseconds before which no share consumer gets it.
@@ -91,7 +95,7 @@ func (t AckType) String() string {
 // ParseAckType parses accept, release, reject, gap or defer (or their
 // numbers).
 func ParseAckType(s string) (AckType, error) {
-	for t := AckGap; t <= AckDefer; t++ {
+	for _, t := range []AckType{AckGap, AckAccept, AckRelease, AckReject, AckDefer} {
 		if s == t.String() || s == strconv.Itoa(int(t)) {
 			return t, nil
 		}
@@ -226,6 +230,9 @@ type AcquireRequest struct {
 	MaxRecords int32 `json:"max_records,omitempty"`
 	// WaitMs is how long to wait for records when none are available.
 	WaitMs int32 `json:"wait_ms,omitempty"`
+	// Partitions limits the acquisition to these partitions (none: every
+	// partition of the topic).
+	Partitions []int32 `json:"partitions,omitempty"`
 }
 
 // Acquired is a range of offsets of one partition acquired by a consumer,

@@ -50,8 +50,13 @@ func TestParseAckType(t *testing.T) {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	if _, err := ParseAckType("5"); err == nil {
-		t.Error("ack type 5 parsed")
+	for _, bad := range []string{"4", "5", "renew"} {
+		if _, err := ParseAckType(bad); err == nil {
+			t.Errorf("ack type %q parsed", bad)
+		}
+	}
+	if d, err := ParseAckType("10"); err != nil || d != AckDefer {
+		t.Errorf("ack type 10: %v, %v", d, err)
 	}
 }
 

@@ -107,6 +107,7 @@ type kafkaParams struct {
 	Quotas    *quota.Limiter
 	Offsets   *groups.Client
 	Txns      *txns.Client
+	Shares    *shares.Client
 	Joiner    *txnjoin.Joiner
 	Registry  prometheus.Registerer
 	Log       *slog.Logger
@@ -128,7 +129,7 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, p.Joiner, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, p.Shares, p.Joiner, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
 	if err != nil {
 		return err
 	}

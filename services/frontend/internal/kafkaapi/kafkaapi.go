@@ -43,6 +43,7 @@ import (
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
@@ -74,6 +75,8 @@ type Service struct {
 	quotas   *quota.Limiter
 	groups   *groups.Client
 	txns     *txns.Client
+	shares   *shares.Client
+	share    shareState      // Kafka share groups' members and sessions (share.go)
 	joiner   *txnjoin.Joiner // brings transactional produces' partitions into their transactions
 	log      *slog.Logger
 	// idempotentProducerID is the broker's InitProducerId (no
@@ -85,8 +88,11 @@ type Service struct {
 // New builds the listener (it listens at once; Start serves); quotas are
 // the frontend's client quota buckets, shared with its HTTP API.
 func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	offsets *groups.Client, txnCoord *txns.Client, joiner *txnjoin.Joiner, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord, joiner: joiner, log: log}
+	offsets *groups.Client, txnCoord *txns.Client, shareGroups *shares.Client, joiner *txnjoin.Joiner, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics,
+	log *slog.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord,
+		shares: shareGroups, joiner: joiner, log: log,
+		share: shareState{members: map[shareMemberKey]*shareMember{}, sessions: map[shareMemberKey]*shareSession{}}}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
 	s.idempotentProducerID = routes[kmsg.InitProducerID.Int16()].Handle
@@ -115,6 +121,10 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.DeleteGroups.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteGroups}
 	routes[kmsg.ConsumerGroupHeartbeat.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.consumerGroupHeartbeat}
 	routes[kmsg.ConsumerGroupDescribe.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.consumerGroupDescribe}
+	routes[kmsg.ShareGroupHeartbeat.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareGroupHeartbeat}
+	routes[kmsg.ShareGroupDescribe.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareGroupDescribe}
+	routes[kmsg.ShareFetch.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareFetch}
+	routes[kmsg.ShareAcknowledge.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareAcknowledge}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,23 +138,35 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	if !s.co.Ready() {
 		return nil, ErrNotLeader
 	}
-	n, ok := s.co.topics.Partitions()
+	counts, ok := s.co.topics.Partitions()
 	if !ok {
 		return nil, protocol.CoordinatorNotAvailable.Err("the offsets service has no metadata yet")
 	}
-	count, ok := n[req.Topic]
+	count, ok := counts[req.Topic]
 	if !ok || count <= 0 {
 		return nil, protocol.UnknownTopicOrPartition.Err("no topic %q", req.Topic)
 	}
+	visit := make([]int32, 0, count)
+	for p := range count {
+		if len(req.Partitions) == 0 || slices.Contains(req.Partitions, p) {
+			visit = append(visit, p)
+		}
+	}
+	for _, p := range req.Partitions {
+		if p < 0 || p >= count {
+			return nil, protocol.UnknownTopicOrPartition.Err("topic %s has no partition %d", req.Topic, p)
+		}
+	}
+	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
-	first := int32(s.next.Add(1) % uint32(count))
+	first := int32(s.next.Add(1) % uint32(n))
 	for {
-		parts := make([]fsm.ShareBounds, 0, count)
+		parts := make([]fsm.ShareBounds, 0, n)
 		worth := false
 		g, _ := s.co.fsm.Share(group)
 		nowMs := s.co.now().UnixMilli()
-		for i := range count {
-			p := (first + i) % count
+		for i := range n {
+			p := visit[(first+i)%n]
 			b, err := s.bound(ctx, groups.TP{Topic: req.Topic, Partition: p})
 			if err != nil {
 				continue // that partition's leader is away: the others may serve
@@ -170,7 +183,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 				return out.Acquire, nil
 			}
 		}
-		if len(parts) == 0 && count > 0 && time.Now().After(deadline) {
+		if len(parts) == 0 && time.Now().After(deadline) {
 			return nil, protocol.LeaderNotAvailable.Err("no partition of %s could be reached", req.Topic)
 		}
 		wait := time.Until(deadline)

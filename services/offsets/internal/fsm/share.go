@@ -212,7 +212,7 @@ func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64
 		switch {
 		case a.LastOffset < a.FirstOffset:
 			return protocol.InvalidRequest.Err("%s-%d: acknowledgement range %d-%d is empty", p.Topic, p.Partition, a.FirstOffset, a.LastOffset)
-		case a.Type > shares.AckDefer:
+		case !a.Type.Valid():
 			return protocol.InvalidRequest.Err("%s-%d: unknown acknowledgement type %d", p.Topic, p.Partition, a.Type)
 		case a.FirstOffset < p.Start || a.LastOffset >= p.End():
 			return protocol.InvalidRecordState.Err("%s-%d: offsets %d-%d are not all in flight (in flight: %d to %d): never acquired, or already done",

@@ -1,0 +1,142 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/shares"
+)
+
+// TestKafkaShareGroup runs franz-go's share consumer (kgo.ShareGroup)
+// unchanged against two frontends' Kafka listeners: two consumers share
+// 2,000 records of a 3-partition topic, releasing one record in ten once;
+// every record is accepted exactly once by the group, the released ones come
+// back at delivery 2, and ShareGroupDescribe lists the members.
+func TestKafkaShareGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, c, "kq", 3, 3, nil)
+	configureShareGroup(t, ctx, c, "kshare", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000"})
+	const n = 2000
+	produceValues(t, c, "kq", "k", n)
+
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	released := map[string]bool{}
+	redelivered := 0
+	consume := func(name string, done <-chan struct{}) {
+		cl := franzClient(t, c, kgo.ShareGroup("kshare"), kgo.ConsumeTopics("kq"), kgo.ClientID(name))
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			var accept, release []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) {
+				v := string(r.Value)
+				mu.Lock()
+				if r.DeliveryCount() > 1 {
+					redelivered++
+				}
+				if !released[v] && r.Offset%10 == 0 {
+					released[v] = true
+					release = append(release, r)
+				} else {
+					accepted[v]++
+					accept = append(accept, r)
+				}
+				mu.Unlock()
+			})
+			// MarkAcks without records marks every record of the poll.
+			if len(release) > 0 {
+				cl.MarkAcks(kgo.AckRelease, release...)
+			}
+			if len(accept) > 0 {
+				cl.MarkAcks(kgo.AckAccept, accept...)
+			}
+			if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("%s: flushing acknowledgements: %v", name, err)
+			}
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, name := range []string{"franz-a", "franz-b"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); consume(name, done) }()
+	}
+	sh := shares.NewClient(c.OffsetsURLs())
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		d, err := sh.Describe(ctx, "kshare")
+		var acc int64
+		if err == nil {
+			for _, p := range d.Partitions {
+				acc += p.Accepted
+			}
+		}
+		if acc == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group accepted %d of %d records: %+v, %v", acc, n, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The members, as Kafka's admin sees them, before they leave.
+	admin := franzClient(t, c)
+	dreq := kmsg.NewPtrShareGroupDescribeRequest()
+	dreq.GroupIDs = []string{"kshare"}
+	var members int
+	if resp, err := dreq.RequestWith(ctx, admin); err == nil && len(resp.Groups) == 1 {
+		members = len(resp.Groups[0].Members)
+	}
+	close(done)
+	wg.Wait()
+
+	// Bad session epochs: a fetch of a session the broker does not have,
+	// and an acknowledgement outside a session.
+	fr := kmsg.NewPtrShareFetchRequest()
+	fr.GroupID, fr.MemberID, fr.ShareSessionEpoch = kmsg.StringPtr("kshare"), kmsg.StringPtr("nobody"), 7
+	frontend := admin.SeedBrokers()[0] // share sessions live on the frontends
+	if resp, err := frontend.Request(ctx, fr); err != nil || resp.(*kmsg.ShareFetchResponse).ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("a share fetch of an unknown session: %+v, %v", resp, err)
+	}
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = kmsg.StringPtr("kshare"), kmsg.StringPtr("nobody"), 0
+	if resp, err := frontend.Request(ctx, ar); err != nil || resp.(*kmsg.ShareAcknowledgeResponse).ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("an acknowledgement outside a session: %+v, %v", resp, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		v := fmt.Sprintf("k-%d", i)
+		if accepted[v] != 1 {
+			t.Fatalf("%s accepted %d times", v, accepted[v])
+		}
+	}
+	if redelivered < len(released) {
+		t.Fatalf("%d records released, %d delivered again", len(released), redelivered)
+	}
+	t.Logf("franz-go share consumers: %d records accepted once each, %d released and delivered again; ShareGroupDescribe lists %d members", n, len(released), members)
+	if members != 2 {
+		t.Fatalf("ShareGroupDescribe lists %d members, want 2", members)
+	}
+}
