@@ -369,3 +369,17 @@ func TopicDelayMs(snap *cluster.Snapshot, topic string) int64 {
 	}
 	return ms
 }
+
+// DeadLetterHeaders are the headers a dead letter carries besides the
+// record's own: where it came from, how often it was delivered, the group
+// that gave up on it and why.
+func DeadLetterHeaders(topic string, partition int32, offset int64, deliveryCount int, group, reason string) []record.RecordHeader {
+	return []record.RecordHeader{
+		{Key: HeaderSourceTopic, Value: []byte(topic)},
+		{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(partition), 10)},
+		{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, offset, 10)},
+		{Key: HeaderDeliveryCount, Value: strconv.AppendInt(nil, int64(deliveryCount), 10)},
+		{Key: HeaderGroup, Value: []byte(group)},
+		{Key: HeaderReason, Value: []byte(reason)},
+	}
+}

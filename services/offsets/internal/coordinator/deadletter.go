@@ -115,12 +115,7 @@ func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.Share
 			reason += " (the record was no longer in the log)"
 		}
 		rec.Headers = append(rec.Headers[:len(rec.Headers):len(rec.Headers)],
-			record.RecordHeader{Key: shares.HeaderSourceTopic, Value: []byte(p.Topic)},
-			record.RecordHeader{Key: shares.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(p.Partition), 10)},
-			record.RecordHeader{Key: shares.HeaderSourceOffset, Value: strconv.AppendInt(nil, off, 10)},
-			record.RecordHeader{Key: shares.HeaderDeliveryCount, Value: strconv.AppendInt(nil, int64(count), 10)},
-			record.RecordHeader{Key: shares.HeaderGroup, Value: []byte(g.Name)},
-			record.RecordHeader{Key: shares.HeaderReason, Value: []byte(reason)})
+			shares.DeadLetterHeaders(p.Topic, p.Partition, off, int(count), g.Name, reason)...)
 		bld.Append(rec)
 	}
 	bytes, err := bld.Build()
