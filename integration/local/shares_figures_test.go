@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,4 +85,76 @@ func TestShareFigures(t *testing.T) {
 		t.Logf("FIGURE share consumers=%d: %.0f records/s acknowledged; regular group (1 consumer) %.0f records/s; ratio %.2f",
 			n, shareRate, regularRate, shareRate/regularRate)
 	}
+	for _, rate := range []int{10_000, 30_000, 100_000} {
+		shareLatency(t, ctx, c, rate)
+	}
+}
+
+// shareLatency produces at rate records/s for 10 s while 4 share consumers
+// accept them, and reports the time from each record's timestamp (its
+// send) to its acknowledgement.
+func shareLatency(t *testing.T, ctx context.Context, c *localcluster.Cluster, rate int) {
+	topic, group := fmt.Sprintf("slat-%d", rate), fmt.Sprintf("lat-%d", rate)
+	createTopic(t, ctx, c, topic, 4, 3, nil)
+	configureShareGroup(t, ctx, c, group, map[string]string{shares.ConfigAutoOffsetReset: "earliest"})
+	const seconds = 10
+	total := rate * seconds
+	var mu sync.Mutex
+	var lat []time.Duration
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 4 {
+		sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Metadata: c.MetadataURLs(), Offsets: c.OffsetsURLs(),
+			Group: group, Topic: topic, MemberID: fmt.Sprintf("%s-%d", group, i), MaxWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer sc.Close(context.Background())
+			for done.Load() < int64(total) && ctx.Err() == nil {
+				recs, err := sc.Poll(ctx)
+				if err != nil {
+					continue
+				}
+				for _, r := range recs {
+					sc.Acknowledge(r, shares.AckAccept)
+				}
+				if err := sc.Commit(ctx); err == nil {
+					now := time.Now()
+					mu.Lock()
+					for _, r := range recs {
+						lat = append(lat, now.Sub(time.UnixMilli(r.Timestamp)))
+					}
+					mu.Unlock()
+					done.Add(int64(len(recs)))
+				}
+			}
+		}()
+	}
+	cfg := client.DefaultProducerConfig()
+	cfg.Frontends = c.FrontendURLs()
+	p, err := client.NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	value := make([]byte, 100)
+	for i := range total {
+		if i%100 == 0 {
+			if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		if err := p.Send(ctx, client.ProducerRecord{Topic: topic, Partition: -1, Value: value}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = p.Close(ctx)
+	wg.Wait()
+	slices.Sort(lat)
+	pct := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	t.Logf("FIGURE produce-to-acknowledged at %d records/s (4 share consumers, %d records): p50 %v, p99 %v, max %v; produced in %v",
+		rate, len(lat), pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
