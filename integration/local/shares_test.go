@@ -95,7 +95,8 @@ func TestShareGroupUnderKills(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for progress() < at {
 			if time.Now().After(deadline) {
-				t.Fatalf("the group did not reach %d records done (at %d)", at, progress())
+				d, err := sc.Describe(ctx, "workers")
+				t.Fatalf("the group did not reach %d records done (at %d): %+v, %v", at, progress(), d, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
