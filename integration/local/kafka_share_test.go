@@ -139,4 +139,63 @@ func TestKafkaShareGroup(t *testing.T) {
 	if members != 2 {
 		t.Fatalf("ShareGroupDescribe lists %d members, want 2", members)
 	}
+	shareRenewal(t, ctx, c)
+}
+
+// shareRenewal: a franz-go consumer renews the lock of a record it holds
+// (AckRenew, ShareAcknowledge v2) past the group's 1 s lock duration and
+// then accepts it; another consumer polling all along never gets it.
+func shareRenewal(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	createTopic(t, ctx, c, "krenew", 1, 3, nil)
+	configureShareGroup(t, ctx, c, "krenew", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "1000"})
+	produceValues(t, c, "krenew", "r", 1)
+	holder := franzClient(t, c, kgo.ShareGroup("krenew"), kgo.ConsumeTopics("krenew"), kgo.ClientID("holder"))
+	var held *kgo.Record
+	for held == nil && ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		holder.PollFetches(pctx).EachRecord(func(r *kgo.Record) { held = r })
+		pcancel()
+	}
+	other := franzClient(t, c, kgo.ShareGroup("krenew"), kgo.ConsumeTopics("krenew"), kgo.ClientID("other"))
+	stolen := make(chan string, 1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			other.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+				select {
+				case stolen <- string(r.Value):
+				default:
+				}
+			})
+			pcancel()
+		}
+	}()
+	for range 4 {
+		holder.MarkAcks(kgo.AckRenew, held)
+		if err := holder.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	holder.MarkAcks(kgo.AckAccept, held)
+	if err := holder.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	select {
+	case v := <-stolen:
+		t.Fatalf("the other consumer got %s while its lock was renewed", v)
+	default:
+	}
+	d, err := shares.NewClient(c.OffsetsURLs()).Describe(ctx, "krenew")
+	if err != nil || d.Partitions[0].Accepted != 1 || d.Partitions[0].Deliveries != 1 {
+		t.Fatalf("after 2 s of renewals of a 1 s lock: %+v, %v", d, err)
+	}
 }

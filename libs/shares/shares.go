@@ -38,6 +38,7 @@ const (
 	AckAccept  AckType = 1 // processed: never deliver again
 	AckRelease AckType = 2 // deliver again, to anyone, now
 	AckReject  AckType = 3 // unprocessable: archive it
+	AckRenew   AckType = 4 // still working on it: the lock starts again
 	// AckDefer is Sluice's own (numbered apart from Kafka's kinds, which
 	// may grow): a reader found the record's delivery time (DeliverAt) in
 	// the future. The record waits until Ack.NotBeforeMs, and the delivery
@@ -46,7 +47,7 @@ const (
 )
 
 // Valid reports whether t is a known kind.
-func (t AckType) Valid() bool { return t <= AckReject || t == AckDefer }
+func (t AckType) Valid() bool { return t <= AckRenew || t == AckDefer }
 
 // HeaderDeliverAt delays a record for share groups: its value is an RFC 3339
 // time or Unix milliseconds before which no share consumer gets it.
@@ -86,21 +87,23 @@ func (t AckType) String() string {
 		return "release"
 	case AckReject:
 		return "reject"
+	case AckRenew:
+		return "renew"
 	case AckDefer:
 		return "defer"
 	}
 	return "ack_type_" + strconv.Itoa(int(t))
 }
 
-// ParseAckType parses accept, release, reject, gap or defer (or their
-// numbers).
+// ParseAckType parses accept, release, reject, gap, renew or defer (or
+// their numbers).
 func ParseAckType(s string) (AckType, error) {
-	for _, t := range []AckType{AckGap, AckAccept, AckRelease, AckReject, AckDefer} {
+	for _, t := range []AckType{AckGap, AckAccept, AckRelease, AckReject, AckRenew, AckDefer} {
 		if s == t.String() || s == strconv.Itoa(int(t)) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("acknowledgement type %q: want accept, release, reject, gap or defer", s)
+	return 0, fmt.Errorf("acknowledgement type %q: want accept, release, reject, gap, renew or defer", s)
 }
 
 // The group configuration's keys, Kafka's names where Kafka has them.
@@ -280,9 +283,11 @@ type AckResult struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// AckResponse has one result per partition acknowledged.
+// AckResponse has one result per partition acknowledged, and the group's
+// lock duration (what a renewal gave).
 type AckResponse struct {
-	Results []AckResult `json:"results"`
+	Results        []AckResult `json:"results"`
+	LockDurationMs int64       `json:"lock_duration_ms,omitempty"`
 }
 
 // LeaveRequest releases every record a consumer holds.

@@ -50,7 +50,10 @@ func TestParseAckType(t *testing.T) {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	for _, bad := range []string{"4", "5", "renew"} {
+	if r, err := ParseAckType("renew"); err != nil || r != AckRenew {
+		t.Errorf("renew: %v, %v", r, err)
+	}
+	for _, bad := range []string{"5", "9", "renewal"} {
 		if _, err := ParseAckType(bad); err == nil {
 			t.Errorf("ack type %q parsed", bad)
 		}

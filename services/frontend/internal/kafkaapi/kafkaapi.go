@@ -123,8 +123,8 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.ConsumerGroupDescribe.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.consumerGroupDescribe}
 	routes[kmsg.ShareGroupHeartbeat.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareGroupHeartbeat}
 	routes[kmsg.ShareGroupDescribe.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareGroupDescribe}
-	routes[kmsg.ShareFetch.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareFetch}
-	routes[kmsg.ShareAcknowledge.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareAcknowledge}
+	routes[kmsg.ShareFetch.Int16()] = kafka.Route{Min: 1, Max: 2, Handle: s.shareFetch}
+	routes[kmsg.ShareAcknowledge.Int16()] = kafka.Route{Min: 1, Max: 2, Handle: s.shareAcknowledge}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err

@@ -236,8 +236,9 @@ func (s *Service) shareGroupDescribe(ctx context.Context, c *kafka.Conn, req kms
 
 // kafkaAcks turns a partition's Kafka acknowledgement batches into the
 // offsets service's acknowledgements: one kind for a batch, or one per
-// offset.
-func kafkaAcks(tp groups.TP, batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) ([]shares.Ack, error) {
+// offset. Renewals (type 4) are taken only in requests that say they carry
+// them (IsRenewAck, v2).
+func kafkaAcks(tp groups.TP, batches []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch, renew bool) ([]shares.Ack, error) {
 	var out []shares.Ack
 	for _, b := range batches {
 		n := b.LastOffset - b.FirstOffset + 1
@@ -245,8 +246,8 @@ func kafkaAcks(tp groups.TP, batches []kmsg.ShareFetchRequestTopicPartitionAckno
 			return nil, protocol.InvalidRequest.Err("%s: acknowledgement batch %d-%d has %d types", tp, b.FirstOffset, b.LastOffset, len(b.AcknowledgeTypes))
 		}
 		for i, t := range b.AcknowledgeTypes {
-			if t < 0 || t > int8(shares.AckReject) {
-				return nil, protocol.InvalidRequest.Err("%s: acknowledgement type %d is not one this broker takes (0 to 3)", tp, t)
+			if t < 0 || t > int8(shares.AckRenew) || (t == int8(shares.AckRenew) && !renew) {
+				return nil, protocol.InvalidRequest.Err("%s: acknowledgement type %d is not one this broker takes here (0 to 3, and 4 in a renewal request)", tp, t)
 			}
 			first, last := b.FirstOffset+int64(i), b.FirstOffset+int64(i)
 			if len(b.AcknowledgeTypes) == 1 {
@@ -310,25 +311,26 @@ func (s *Service) shareSessionStep(key shareMemberKey, epoch int32, add []groups
 }
 
 // sendShareAcks sends a request's acknowledgements and returns each
-// partition's error (nil when applied).
-func sendShareAcks(ctx context.Context, client *shares.Client, group, member string, acks []shares.Ack) map[groups.TP]error {
+// partition's error (nil when applied) and the group's lock duration in
+// milliseconds (0 when not known).
+func sendShareAcks(ctx context.Context, client *shares.Client, group, member string, acks []shares.Ack) (map[groups.TP]error, int64) {
 	out := map[groups.TP]error{}
 	if len(acks) == 0 {
-		return out
+		return out, 0
 	}
 	resp, err := client.Ack(ctx, group, shares.AckRequest{MemberID: member, Acks: acks})
 	if err != nil {
 		for _, a := range acks {
 			out[groups.TP{Topic: a.Topic, Partition: a.Partition}] = err
 		}
-		return out
+		return out, 0
 	}
 	for _, r := range resp.Results {
 		if r.ErrorCode != 0 {
 			out[groups.TP{Topic: r.Topic, Partition: r.Partition}] = protocol.Code(r.ErrorCode).Err("%s", r.Error)
 		}
 	}
-	return out
+	return out, resp.LockDurationMs
 }
 
 // shareAcknowledge answers ShareAcknowledge.
@@ -358,7 +360,7 @@ func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.
 			}
 			tp.Topic = topic.Name
 			ids[topic.Name] = t.TopicID
-			a, err := kafkaAcks(tp, ackBatches(p.AcknowledgementBatches))
+			a, err := kafkaAcks(tp, ackBatches(p.AcknowledgementBatches), r.IsRenewAck)
 			if err != nil {
 				bad[tp] = err
 				continue
@@ -376,7 +378,10 @@ func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.
 	}
 	client := s.sharesFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		errs := sendShareAcks(c.Context(), client, group, member, acks)
+		errs, lockMs := sendShareAcks(c.Context(), client, group, member, acks)
+		if lockMs > 0 {
+			resp.AcquisitionLockTimeoutMillis = int32(lockMs)
+		}
 		for tp, err := range bad {
 			errs[tp] = err
 		}

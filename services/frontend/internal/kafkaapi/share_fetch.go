@@ -39,6 +39,10 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
+	if r.ShareAcquireMode != 0 && r.ShareAcquireMode != 1 {
+		resp.ErrorCode, resp.ErrorMessage = int16(protocol.InvalidRequest), kmsg.StringPtr("ShareAcquireMode is 0 (batch optimized) or 1 (record limit)")
+		return kafka.Reply{Msg: resp}
+	}
 	group, member := *r.GroupID, *r.MemberID
 	snap := s.broker.Snapshot(ctx)
 	parts := map[groups.TP]*shareFetchPart{}
@@ -66,7 +70,7 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			}
 			part := &shareFetchPart{acked: true}
 			parts[tp] = part
-			a, err := kafkaAcks(tp, p.AcknowledgementBatches)
+			a, err := kafkaAcks(tp, p.AcknowledgementBatches, r.IsRenewAck)
 			if err != nil {
 				part.ackErr = err
 				continue
@@ -93,13 +97,17 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	client := s.sharesFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		rctx := c.Context()
-		for tp, err := range sendShareAcks(rctx, client, group, member, acks) {
+		errs, lockMs := sendShareAcks(rctx, client, group, member, acks)
+		for tp, err := range errs {
 			if p := parts[tp]; p != nil {
 				p.ackErr = err
 			}
 		}
-		lockMs := int64(30_000)
-		if sess != nil && r.MaxRecords >= 0 {
+		if lockMs == 0 {
+			lockMs = 30_000
+		}
+		// A renewal request only renews (KIP-1222): it acquires nothing.
+		if sess != nil && r.MaxRecords >= 0 && !r.IsRenewAck {
 			lockMs = s.shareAcquire(rctx, client, group, member, r, sess, parts)
 		}
 		resp.AcquisitionLockTimeoutMillis = int32(lockMs)
@@ -200,7 +208,9 @@ func max64(a, b int64) int64 {
 // readShared reads the batches holding acquired ranges into their
 // partitions' answers. Records whose delivery time has not come are
 // deferred and left out of the ranges; ranges that cannot be read are
-// released.
+// released. The whole batches go out whatever the acquire mode: a
+// record-limit request (v2) gets no more acquired records than it asked
+// for, which is what clients count.
 func (s *Service) readShared(ctx context.Context, client *shares.Client, group, member string, acquired []shares.Acquired, parts map[groups.TP]*shareFetchPart) {
 	snap := s.cache.Snapshot()
 	var later []shares.Ack
@@ -258,7 +268,7 @@ func (s *Service) readShared(ctx context.Context, client *shares.Client, group, 
 			first = d + 1
 		}
 	}
-	if errs := sendShareAcks(ctx, client, group, member, later); len(errs) > 0 {
+	if errs, _ := sendShareAcks(ctx, client, group, member, later); len(errs) > 0 {
 		s.log.Info("deferring or releasing share records failed; their locks will expire", "group", group, "partitions", len(errs))
 	}
 }

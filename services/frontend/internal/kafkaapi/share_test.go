@@ -18,7 +18,7 @@ func TestKafkaAcks(t *testing.T) {
 	got, err := kafkaAcks(tp, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
 		batch(0, 4, 1),          // one kind for the batch
 		batch(5, 8, 1, 2, 2, 0), // one per offset: joins the first accept, then runs
-	})
+	}, false)
 	want := []shares.Ack{
 		{Topic: "t", Partition: 1, FirstOffset: 0, LastOffset: 5, Type: shares.AckAccept},
 		{Topic: "t", Partition: 1, FirstOffset: 6, LastOffset: 7, Type: shares.AckRelease},
@@ -35,13 +35,16 @@ func TestKafkaAcks(t *testing.T) {
 	for _, bad := range [][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{
 		{batch(3, 2, 1)},    // empty range
 		{batch(0, 2, 1, 1)}, // two types for three offsets
-		{batch(0, 0, 4)},    // renew: not taken at v1
+		{batch(0, 0, 4)},    // renew: only in a renewal request
 		{batch(0, 0, 10)},   // Sluice's own defer is not Kafka's
 		{batch(0, 0, -1)},
 	} {
-		if _, err := kafkaAcks(tp, bad); protocol.CodeOf(err) != protocol.InvalidRequest {
+		if _, err := kafkaAcks(tp, bad, false); protocol.CodeOf(err) != protocol.InvalidRequest {
 			t.Errorf("%+v: %v, want INVALID_REQUEST", bad, err)
 		}
+	}
+	if got, err := kafkaAcks(tp, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{batch(0, 1, 4)}, true); err != nil || got[0].Type != shares.AckRenew {
+		t.Fatalf("a renewal in a renewal request: %+v, %v", got, err)
 	}
 }
 

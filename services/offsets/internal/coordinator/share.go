@@ -226,7 +226,7 @@ func (s *Shares) Ack(ctx context.Context, group string, req shares.AckRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return &shares.AckResponse{Results: out.Acks}, nil
+	return &shares.AckResponse{Results: out.Acks, LockDurationMs: out.LockDurationMs}, nil
 }
 
 // Leave releases every record a consumer holds.

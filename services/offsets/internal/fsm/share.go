@@ -237,8 +237,8 @@ func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64
 	return nil
 }
 
-// ack applies acknowledgements checkAcks accepted.
-func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config) {
+// ack applies acknowledgements checkAcks accepted, at nowMs.
+func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config, nowMs int64) {
 	for _, a := range acks {
 		for off := a.FirstOffset; off <= a.LastOffset; off++ {
 			r := &p.Records[off-p.Start]
@@ -250,6 +250,8 @@ func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config) {
 				*r = ShareRecord{State: Acknowledged, Count: r.Count}
 			case shares.AckRelease:
 				p.makeAvailable(r, cfg)
+			case shares.AckRenew:
+				r.LockUntilMs = nowMs + cfg.LockDurationMs
 			case shares.AckDefer:
 				// Read before its delivery time: it waits, and this
 				// delivery does not count.

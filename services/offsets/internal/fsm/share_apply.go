@@ -84,6 +84,8 @@ type ShareBounds struct {
 type ShareResult struct {
 	Acquire *shares.AcquireResponse
 	Acks    []shares.AckResult
+	// LockDurationMs is the group's lock duration (with Acks).
+	LockDurationMs int64
 	// DeadLetter is the batch DeadLetterBegin fixed (nil: nothing to write).
 	DeadLetter *DeadLetterBatch
 }
@@ -269,12 +271,13 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 			if err != nil {
 				r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
 			} else {
-				p.ack(acks, g.Config)
+				p.ack(acks, g.Config, c.NowMs)
 				g.Partitions[k] = p
 				changed = append(changed, p)
 			}
 			out.Acks = append(out.Acks, r)
 		}
+		out.LockDurationMs = g.Config.LockDurationMs
 	case c.Leave != "":
 		for k, p := range g.Partitions {
 			q := p.Clone()

@@ -396,3 +396,20 @@ func TestShareDeferredRecordsWaitWithoutCounting(t *testing.T) {
 		t.Fatalf("at the delivery time b acquired %+v, want 0-1 at delivery 1", got)
 	}
 }
+
+func TestShareRenewExtendsTheLock(t *testing.T) {
+	l := newShareLog(t, earliest()) // lock 1 s
+	l.acquire("a", 2, 2, 0)
+	if err := l.ack("a", 0, 0, shares.AckRenew, 900); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.acquire("b", 2, 2, 1500); len(got) != 1 || got[0].FirstOffset != 1 {
+		t.Fatalf("at 1.5 s b acquired %+v: want only offset 1, whose lock was not renewed", got)
+	}
+	if err := l.ack("a", 0, 0, shares.AckAccept, 1800); err != nil {
+		t.Fatalf("accepting the renewed record within its new lock: %v", err)
+	}
+	if err := l.ack("a", 1, 1, shares.AckRenew, 1800); protocol.CodeOf(err) != protocol.InvalidRecordState {
+		t.Fatalf("renewing a record another consumer took: %v", err)
+	}
+}
