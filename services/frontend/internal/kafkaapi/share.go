@@ -207,6 +207,9 @@ func (s *Service) shareGroupDescribe(ctx context.Context, c *kafka.Conn, req kms
 					dm.RackID = kmsg.StringPtr(m.rack)
 				}
 				for name, ps := range m.assigned {
+					if snap == nil {
+						break
+					}
 					if t, ok := snap.Topic(name); ok {
 						at := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
 						at.TopicID, at.Topic, at.Partitions = kafka.TopicID(t), name, ps

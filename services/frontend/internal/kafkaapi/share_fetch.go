@@ -120,8 +120,10 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			if !ok {
 				t := kmsg.NewShareFetchResponseTopic()
 				t.TopicID = ids[tp.Topic]
-				if topic, found := snap.Topic(tp.Topic); found {
-					t.TopicID = kafka.TopicID(topic) // a partition of the session the request did not name
+				if snap != nil {
+					if topic, found := snap.Topic(tp.Topic); found {
+						t.TopicID = kafka.TopicID(topic) // a partition of the session the request did not name
+					}
 				}
 				resp.Topics = append(resp.Topics, t)
 				i = len(resp.Topics) - 1
