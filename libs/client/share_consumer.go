@@ -277,11 +277,7 @@ func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
 		if err != nil {
 			// Give what could not be read back at once rather than at
 			// the lock's expiry.
-			release := []shares.Ack{}
-			for _, b := range resp.Acquired[i:] {
-				release = append(release, shares.Ack{Topic: b.Topic, Partition: b.Partition, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, Type: shares.AckRelease})
-			}
-			_ = c.send(ctx, mergeAcks(append(gaps, release...)))
+			_ = c.send(ctx, mergeAcks(append(gaps, shares.Releases(resp.Acquired[i:])...)))
 			return out, errors.Join(ackErr, err)
 		}
 		for _, r := range recs {

@@ -19,7 +19,9 @@
 package shares
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -387,4 +389,34 @@ func DeadLetterHeaders(topic string, partition int32, offset int64, deliveryCoun
 		{Key: HeaderGroup, Value: []byte(group)},
 		{Key: HeaderReason, Value: []byte(reason)},
 	}
+}
+
+// ByPartition groups acquired ranges by partition, in the order the
+// partitions first appear, each partition's ranges in offset order.
+func ByPartition(acquired []Acquired) [][]Acquired {
+	var out [][]Acquired
+	at := map[[2]any]int{}
+	for _, a := range acquired {
+		k := [2]any{a.Topic, a.Partition}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], a)
+	}
+	for _, rs := range out {
+		slices.SortFunc(rs, func(a, b Acquired) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	}
+	return out
+}
+
+// Releases are acknowledgements giving every offset of the ranges back.
+func Releases(ranges []Acquired) []Ack {
+	out := make([]Ack, 0, len(ranges))
+	for _, r := range ranges {
+		out = append(out, Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, Type: AckRelease})
+	}
+	return out
 }

@@ -53,23 +53,26 @@ func (s *Server) shareRecords(ctx *fasthttp.RequestCtx, group string) {
 	b = strconv.AppendInt(b, acquired.LockUntilMs, 10)
 	b = append(b, `,"records":[`...)
 	first := true
-	var gaps []shares.Ack
-	delayMs := shares.TopicDelayMs(s.cache.Snapshot(), req.Topic)
-	for i, a := range acquired.Acquired {
-		var missing []shares.Ack
-		b, missing, err = s.appendShared(rctx, b, a, delayMs, &first)
-		if err != nil {
-			// Give the rest back at once rather than at the lock's expiry.
-			for _, r := range acquired.Acquired[i:] {
-				gaps = append(gaps, shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, Type: shares.AckRelease})
+	var acks []shares.Ack // gaps and deferrals
+	delayMs, now := shares.TopicDelayMs(s.cache.Snapshot(), req.Topic), time.Now().UnixMilli()
+	for _, ranges := range shares.ByPartition(acquired.Acquired) {
+		got, err := s.fetcher.ReadAcquired(rctx, ranges, delayMs, now, nil, func(r *record.Record, a shares.Acquired) {
+			if !first {
+				b = append(b, ',')
 			}
-			s.shareAcks(rctx, group, req.MemberID, gaps)
+			first = false
+			b = fetch.AppendSharedJSON(b, a.Topic, a.Partition, a.DeliveryCount, r)
+		})
+		if err != nil {
+			// The answer is an error: everything goes back at once
+			// rather than at the lock's expiry.
+			s.shareAcks(rctx, group, req.MemberID, shares.Releases(acquired.Acquired))
 			writeErr(ctx, err)
 			return
 		}
-		gaps = append(gaps, missing...)
+		acks = append(append(acks, got.Gaps...), got.Defers...)
 	}
-	s.shareAcks(rctx, group, req.MemberID, gaps)
+	s.shareAcks(rctx, group, req.MemberID, acks)
 	b = append(b, "]}"...)
 	ctx.SetStatusCode(http.StatusOK)
 	ctx.SetContentType("application/json")
@@ -102,53 +105,6 @@ func parseShareAcquire(ctx *fasthttp.RequestCtx) (shares.AcquireRequest, error) 
 		*q.to = int32(min(n, q.max))
 	}
 	return req, nil
-}
-
-// appendShared appends the records of an acquired range, read from the
-// partition's leader, and returns gap acknowledgements for its offsets that
-// hold none and deferrals for its records whose delivery time has not come
-// (the topic delays records delayMs).
-func (s *Server) appendShared(rctx context.Context, b []byte, a shares.Acquired, delayMs int64, first *bool) ([]byte, []shares.Ack, error) {
-	now := time.Now().UnixMilli()
-	next := a.FirstOffset // the first offset not yet accounted for
-	var gaps []shares.Ack
-	gap := func(upTo int64) {
-		if upTo > next {
-			gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: next, LastOffset: upTo - 1, Type: shares.AckGap})
-		}
-	}
-	for at := a.FirstOffset; at <= a.LastOffset; {
-		res, err := s.fetcher.Fetch(rctx, fetch.Request{Topic: a.Topic, Partition: a.Partition, Offset: at, MaxBytes: defaultFetchBytes, MaxWait: 100 * time.Millisecond})
-		if err != nil {
-			return b, nil, err
-		}
-		after, err := fetch.Records(res, func(r *record.Record) {
-			if r.Offset < a.FirstOffset || r.Offset > a.LastOffset {
-				return
-			}
-			gap(r.Offset)
-			next = r.Offset + 1
-			if at := shares.DeliverAt(r.Headers, r.Timestamp, delayMs); at > now {
-				gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckDefer, NotBeforeMs: at})
-				return
-			}
-			if !*first {
-				b = append(b, ',')
-			}
-			*first = false
-			b = fetch.AppendSharedJSON(b, a.Topic, a.Partition, a.DeliveryCount, r)
-		})
-		res.Release()
-		if err != nil {
-			return b, nil, err
-		}
-		if after <= at {
-			return b, nil, protocol.OffsetNotAvailable.Err("%s-%d: no record at offset %d though it was acquired below the high watermark", a.Topic, a.Partition, at)
-		}
-		at = after
-	}
-	gap(a.LastOffset + 1)
-	return b, gaps, nil
 }
 
 // shareAcks sends acknowledgements the frontend makes itself (gaps,

@@ -336,23 +336,31 @@ func sendShareAcks(ctx context.Context, client *shares.Client, group, member str
 	return out, resp.LockDurationMs
 }
 
+// shareCaller checks the group and member of a ShareFetch or
+// ShareAcknowledge (api) and the connection's right to use groups; the code
+// is the request's top-level error (NONE when it may go on).
+func (s *Service) shareCaller(c *kafka.Conn, api string, group, member *string) (string, string, protocol.Code) {
+	switch {
+	case group == nil || member == nil || *member == "":
+		return "", "", protocol.InvalidRequest
+	case !s.broker.UsesGroups(c, api):
+		return "", "", protocol.GroupAuthorizationFailed
+	}
+	return *group, *member, protocol.None
+}
+
 // shareAcknowledge answers ShareAcknowledge.
 func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ShareAcknowledgeRequest)
 	resp := kmsg.NewPtrShareAcknowledgeResponse()
-	if r.GroupID == nil || r.MemberID == nil || *r.MemberID == "" {
-		resp.ErrorCode = int16(protocol.InvalidRequest)
+	group, member, code := s.shareCaller(c, "ShareAcknowledge", r.GroupID, r.MemberID)
+	if code != protocol.None {
+		resp.ErrorCode = int16(code)
 		return kafka.Reply{Msg: resp}
 	}
-	if !s.broker.UsesGroups(c, "ShareAcknowledge") {
-		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
-		return kafka.Reply{Msg: resp}
-	}
-	group, member := *r.GroupID, *r.MemberID
 	snap := s.broker.Snapshot(ctx)
 	var acks []shares.Ack
 	bad := map[groups.TP]error{}
-	ids := map[string][16]byte{}
 	for _, t := range r.Topics {
 		topic, ok := kafka.TopicByID(snap, t.TopicID)
 		for _, p := range t.Partitions {
@@ -362,7 +370,6 @@ func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.
 				continue
 			}
 			tp.Topic = topic.Name
-			ids[topic.Name] = t.TopicID
 			a, err := kafkaAcks(tp, ackBatches(p.AcknowledgementBatches), r.IsRenewAck)
 			if err != nil {
 				bad[tp] = err

@@ -11,9 +11,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
-	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 )
 
 // shareFetchPart is one partition's part of a ShareFetch answer.
@@ -31,19 +29,15 @@ type shareFetchPart struct {
 func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ShareFetchRequest)
 	resp := kmsg.NewPtrShareFetchResponse()
-	if r.GroupID == nil || r.MemberID == nil || *r.MemberID == "" {
-		resp.ErrorCode = int16(protocol.InvalidRequest)
-		return kafka.Reply{Msg: resp}
-	}
-	if !s.broker.UsesGroups(c, "ShareFetch") {
-		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
+	group, member, code := s.shareCaller(c, "ShareFetch", r.GroupID, r.MemberID)
+	if code != protocol.None {
+		resp.ErrorCode = int16(code)
 		return kafka.Reply{Msg: resp}
 	}
 	if r.ShareAcquireMode != 0 && r.ShareAcquireMode != 1 {
 		resp.ErrorCode, resp.ErrorMessage = int16(protocol.InvalidRequest), kmsg.StringPtr("ShareAcquireMode is 0 (batch optimized) or 1 (record limit)")
 		return kafka.Reply{Msg: resp}
 	}
-	group, member := *r.GroupID, *r.MemberID
 	snap := s.broker.Snapshot(ctx)
 	parts := map[groups.TP]*shareFetchPart{}
 	ids := map[string][16]byte{}
@@ -157,9 +151,9 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
-	max := r.MaxRecords
-	if max <= 0 {
-		max = 500
+	limit := r.MaxRecords
+	if limit <= 0 {
+		limit = 500
 	}
 	wait := min(time.Duration(r.MaxWaitMillis)*time.Millisecond, maxShareWait)
 	deadline := time.Now().Add(wait)
@@ -167,9 +161,9 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 	for {
 		got := 0
 		for _, topic := range topics {
-			req := shares.AcquireRequest{MemberID: member, Topic: topic, MaxRecords: max, Partitions: byTopic[topic]}
+			req := shares.AcquireRequest{MemberID: member, Topic: topic, MaxRecords: limit, Partitions: byTopic[topic]}
 			if len(topics) == 1 {
-				req.WaitMs = int32(max64(0, time.Until(deadline).Milliseconds()))
+				req.WaitMs = int32(max(0, time.Until(deadline).Milliseconds()))
 			}
 			out, err := client.Acquire(ctx, group, req)
 			if err != nil {
@@ -183,7 +177,7 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 				continue
 			}
 			if out.LockUntilMs > 0 {
-				lockMs = max64(1000, out.LockUntilMs-time.Now().UnixMilli())
+				lockMs = max(1000, out.LockUntilMs-time.Now().UnixMilli())
 			}
 			got += len(out.Acquired)
 			s.readShared(ctx, client, group, member, out.Acquired, parts)
@@ -200,13 +194,6 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 	}
 }
 
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // readShared reads the batches holding acquired ranges into their
 // partitions' answers. Records whose delivery time has not come are
 // deferred and left out of the ranges; ranges that cannot be read are
@@ -215,59 +202,40 @@ func max64(a, b int64) int64 {
 // for, which is what clients count.
 func (s *Service) readShared(ctx context.Context, client *shares.Client, group, member string, acquired []shares.Acquired, parts map[groups.TP]*shareFetchPart) {
 	snap := s.cache.Snapshot()
-	var later []shares.Ack
-	next := map[groups.TP]int64{} // per partition: the first offset not read yet
-	for _, a := range acquired {
-		tp := groups.TP{Topic: a.Topic, Partition: a.Partition}
+	now := time.Now().UnixMilli()
+	var later []shares.Ack // deferrals, and releases of what could not be read
+	for _, ranges := range shares.ByPartition(acquired) {
+		tp := groups.TP{Topic: ranges[0].Topic, Partition: ranges[0].Partition}
 		p := parts[tp]
 		if p == nil {
 			p = &shareFetchPart{}
 			parts[tp] = p
 		}
-		delayMs := shares.TopicDelayMs(snap, a.Topic)
-		now := time.Now().UnixMilli()
-		var deferred []int64
-		at := max64(a.FirstOffset, next[tp])
-		for at <= a.LastOffset {
-			res, err := s.fetcher.Fetch(ctx, fetch.Request{Topic: a.Topic, Partition: a.Partition, Offset: at, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond})
-			if err != nil {
-				p.err = err
-				later = append(later, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: at, LastOffset: a.LastOffset, Type: shares.AckRelease})
-				break
-			}
-			after, werr := fetch.Records(res, func(rec *record.Record) {
-				if rec.Offset >= a.FirstOffset && rec.Offset <= a.LastOffset {
-					if t := shares.DeliverAt(rec.Headers, rec.Timestamp, delayMs); t > now {
-						deferred = append(deferred, rec.Offset)
-						later = append(later, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: rec.Offset, LastOffset: rec.Offset, Type: shares.AckDefer, NotBeforeMs: t})
-					}
-				}
-			})
-			if werr == nil && after > at {
-				p.records = append(p.records, res.Payload...)
-			}
-			res.Release()
-			if werr != nil || after <= at {
-				if werr == nil {
-					werr = protocol.OffsetNotAvailable.Err("%s: no record at offset %d though it was acquired", tp, at)
-				}
-				p.err = werr
-				later = append(later, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: at, LastOffset: a.LastOffset, Type: shares.AckRelease})
-				break
-			}
-			at = after
-		}
-		next[tp] = at
-		if p.err != nil {
+		got, err := s.fetcher.ReadAcquired(ctx, ranges, shares.TopicDelayMs(snap, tp.Topic), now,
+			func(payload []byte) { p.records = append(p.records, payload...) }, nil)
+		if err != nil {
+			// The partition answers its error and no records: all of
+			// them go back at once.
+			p.err, p.records = err, nil
+			later = append(later, shares.Releases(ranges)...)
 			continue
 		}
-		// The range without its deferred offsets.
-		first := a.FirstOffset
-		for _, d := range append(deferred, a.LastOffset+1) {
-			if d > first {
-				p.acquired = append(p.acquired, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: first, LastOffset: d - 1, DeliveryCount: a.DeliveryCount})
+		later = append(later, got.Defers...)
+		for _, a := range ranges {
+			// The range without its deferred offsets.
+			first := a.FirstOffset
+			for _, d := range got.Defers {
+				if d.FirstOffset < a.FirstOffset || d.FirstOffset > a.LastOffset {
+					continue
+				}
+				if d.FirstOffset > first {
+					p.acquired = append(p.acquired, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: first, LastOffset: d.FirstOffset - 1, DeliveryCount: a.DeliveryCount})
+				}
+				first = d.FirstOffset + 1
 			}
-			first = d + 1
+			if first <= a.LastOffset {
+				p.acquired = append(p.acquired, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: first, LastOffset: a.LastOffset, DeliveryCount: a.DeliveryCount})
+			}
 		}
 	}
 	if errs, _ := sendShareAcks(ctx, client, group, member, later); len(errs) > 0 {

@@ -327,5 +327,25 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	service.WriteError(ctx, err)
 }
 
+// postOp serves a POST route whose path parameter param names what it acts
+// on: decode the body into a fresh In, run op, answer its result (or {}).
+func postOp[In any](param string, op func(c context.Context, key string, req In) (any, error)) routeHandler {
+	return func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
+		var req In
+		if err := decode(ctx, &req); err != nil {
+			return err
+		}
+		out, err := op(c, p.Get(param), req)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			out = struct{}{}
+		}
+		service.WriteJSON(ctx, http.StatusOK, out)
+		return nil
+	}
+}
+
 // decode parses a JSON body into v.
 func decode(ctx *fasthttp.RequestCtx, v any) error { return service.DecodeJSON(ctx, v) }

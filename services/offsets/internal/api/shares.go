@@ -24,43 +24,23 @@ import (
 //	POST   /v1/share-groups/{group}/config       set configuration values
 //	POST   /v1/share-groups/{group}/reset-offsets
 
-// shareOp serves one POST route of a share group: decode the body into a
-// fresh In, run op, answer its result (or {}).
-func shareOp[In any](op func(c context.Context, group string, req In) (any, error)) routeHandler {
-	return func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
-		var req In
-		if err := decode(ctx, &req); err != nil {
-			return err
-		}
-		out, err := op(c, p.Get("group"), req)
-		if err != nil {
-			return err
-		}
-		if out == nil {
-			out = struct{}{}
-		}
-		service.WriteJSON(ctx, http.StatusOK, out)
-		return nil
-	}
-}
-
 func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) service.Route) []service.Route {
 	sh := s.shares
 	none := func(err error) (any, error) { return nil, err }
 	return []service.Route{
-		route(http.MethodPost, "/v1/share-groups/{group}/acquire", shareOp(func(c context.Context, g string, req shares.AcquireRequest) (any, error) {
+		route(http.MethodPost, "/v1/share-groups/{group}/acquire", postOp("group", func(c context.Context, g string, req shares.AcquireRequest) (any, error) {
 			return sh.Acquire(c, g, req)
 		})),
-		route(http.MethodPost, "/v1/share-groups/{group}/acks", shareOp(func(c context.Context, g string, req shares.AckRequest) (any, error) {
+		route(http.MethodPost, "/v1/share-groups/{group}/acks", postOp("group", func(c context.Context, g string, req shares.AckRequest) (any, error) {
 			return sh.Ack(c, g, req)
 		})),
-		route(http.MethodPost, "/v1/share-groups/{group}/leave", shareOp(func(c context.Context, g string, req shares.LeaveRequest) (any, error) {
+		route(http.MethodPost, "/v1/share-groups/{group}/leave", postOp("group", func(c context.Context, g string, req shares.LeaveRequest) (any, error) {
 			return none(sh.Leave(c, g, req.MemberID))
 		})),
-		route(http.MethodPost, "/v1/share-groups/{group}/config", shareOp(func(c context.Context, g string, req shares.ConfigRequest) (any, error) {
+		route(http.MethodPost, "/v1/share-groups/{group}/config", postOp("group", func(c context.Context, g string, req shares.ConfigRequest) (any, error) {
 			return none(sh.Configure(c, g, req.Set))
 		})),
-		route(http.MethodPost, "/v1/share-groups/{group}/reset-offsets", shareOp(func(c context.Context, g string, req shares.ResetRequest) (any, error) {
+		route(http.MethodPost, "/v1/share-groups/{group}/reset-offsets", postOp("group", func(c context.Context, g string, req shares.ResetRequest) (any, error) {
 			offs, err := s.resetTargets(c, req)
 			if err != nil {
 				return nil, err

@@ -25,27 +25,15 @@ import (
 // coordinator.
 var errNoTxns = protocol.CoordinatorNotAvailable.Err("this offsets replica runs no transaction coordinator")
 
-// txnOp serves one POST route of a transactional id: decode the body into
-// a fresh In, run op, answer its result (or {}).
+// txnOp serves one POST route of a transactional id (postOp), on a server
+// with a transaction coordinator.
 func txnOp[In any](s *Server, op func(c context.Context, id string, req In) (any, error)) routeHandler {
-	return func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
+	return postOp("txn", func(c context.Context, id string, req In) (any, error) {
 		if s.txns == nil {
-			return errNoTxns
+			return nil, errNoTxns
 		}
-		var req In
-		if err := decode(ctx, &req); err != nil {
-			return err
-		}
-		out, err := op(c, p.Get("txn"), req)
-		if err != nil {
-			return err
-		}
-		if out == nil {
-			out = struct{}{}
-		}
-		service.WriteJSON(ctx, http.StatusOK, out)
-		return nil
-	}
+		return op(c, id, req)
+	})
 }
 
 func (s *Server) txnRoutes(route func(method, pattern string, h routeHandler) service.Route) []service.Route {
