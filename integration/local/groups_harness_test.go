@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -92,10 +93,26 @@ func startMemberProc(t *testing.T, binary, name string, args []string) *member {
 		m.mu.Unlock()
 	}()
 	t.Cleanup(func() {
+		if t.Failed() {
+			// A member still running when the test failed may be stuck:
+			// SIGQUIT makes it print its goroutines to stderr.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-m.done:
+			case <-time.After(2 * time.Second):
+			}
+		}
 		_ = cmd.Process.Kill()
 		<-m.done
 		if t.Failed() && stderr.Len() > 0 {
-			t.Logf("%s stderr: %s", name, stderr.String())
+			out := stderr.String()
+			if d := os.Getenv("SLUICE_DEBUG_LOGS"); d != "" {
+				_ = os.WriteFile(filepath.Join(d, name+".stderr"), []byte(out), 0o644)
+			}
+			if len(out) > 8000 {
+				out = out[len(out)-8000:]
+			}
+			t.Logf("%s stderr (tail): %s", name, out)
 		}
 	})
 	return m

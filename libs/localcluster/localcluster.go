@@ -573,8 +573,59 @@ func (c *Cluster) exited(e Exit) {
 }
 
 // Pause stops a running process with SIGSTOP (it keeps its sockets but does
-// nothing: a hung node); Resume continues it.
-func (c *Cluster) Pause(p *Proc) error { return p.signal(syscall.SIGSTOP) }
+// nothing: a hung node); Resume continues it. It returns once every thread
+// of the process has stopped: the kernel stops them one by one after the
+// signal is sent, and a thread still running could serve a request sent
+// right after.
+func (c *Cluster) Pause(p *Proc) error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid := p.Pid()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil || running == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d threads still running 5s after SIGSTOP", p.Name, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of process pid that are not stopped,
+// from /proc/pid/task/*/stat (a thread that exits meanwhile is not
+// counted; a process gone has none).
+func runningThreads(pid int) (int, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "tid (comm) S ...": the state follows the last parenthesis.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("%s/%s/stat: unexpected format %q", dir, task.Name(), b)
+		}
+		switch b[i+2] {
+		case 'T', 't', 'Z', 'X':
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
 
 // Resume continues a paused process with SIGCONT.
 func (c *Cluster) Resume(p *Proc) error { return p.signal(syscall.SIGCONT) }
