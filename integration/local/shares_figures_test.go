@@ -49,19 +49,9 @@ func TestShareFigures(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer sc.Close(context.Background())
-				for done.Load() < records && ctx.Err() == nil {
-					recs, err := sc.Poll(ctx)
-					if err != nil {
-						continue
-					}
-					for _, r := range recs {
-						sc.Acknowledge(r, shares.AckAccept)
-					}
-					if err := sc.Commit(ctx); err == nil {
-						done.Add(int64(len(recs)))
-					}
-				}
+				acceptAll(ctx, sc, func() bool { return done.Load() >= records }, func(recs []client.ShareRecord, _ time.Time) {
+					done.Add(int64(len(recs)))
+				})
 			}()
 		}
 		wg.Wait()
@@ -112,25 +102,14 @@ func shareLatency(t *testing.T, ctx context.Context, c *localcluster.Cluster, ra
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer sc.Close(context.Background())
-			for done.Load() < int64(total) && ctx.Err() == nil {
-				recs, err := sc.Poll(ctx)
-				if err != nil {
-					continue
-				}
+			acceptAll(ctx, sc, func() bool { return done.Load() >= int64(total) }, func(recs []client.ShareRecord, at time.Time) {
+				mu.Lock()
 				for _, r := range recs {
-					sc.Acknowledge(r, shares.AckAccept)
+					lat = append(lat, at.Sub(time.UnixMilli(r.Timestamp)))
 				}
-				if err := sc.Commit(ctx); err == nil {
-					now := time.Now()
-					mu.Lock()
-					for _, r := range recs {
-						lat = append(lat, now.Sub(time.UnixMilli(r.Timestamp)))
-					}
-					mu.Unlock()
-					done.Add(int64(len(recs)))
-				}
-			}
+				mu.Unlock()
+				done.Add(int64(len(recs)))
+			})
 		}()
 	}
 	cfg := client.DefaultProducerConfig()
@@ -157,4 +136,27 @@ func shareLatency(t *testing.T, ctx context.Context, c *localcluster.Cluster, ra
 	pct := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	t.Logf("FIGURE produce-to-acknowledged at %d records/s (4 share consumers, %d records): p50 %v, p99 %v, max %v; produced in %v",
 		rate, len(lat), pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// acceptAll polls until enough() and accepts every record, as a share
+// consumer does: each Poll carries the acknowledgements of the records the
+// previous one returned, and confirmed is called with those records and
+// the moment their acknowledgements were confirmed (records whose
+// acknowledgements failed are delivered again later). The last records
+// are acknowledged by Close.
+func acceptAll(ctx context.Context, sc *client.ShareConsumer, enough func() bool, confirmed func([]client.ShareRecord, time.Time)) {
+	var held []client.ShareRecord // acknowledged, not confirmed yet
+	for !enough() && ctx.Err() == nil {
+		recs, err := sc.Poll(ctx)
+		if err == nil && len(held) > 0 {
+			confirmed(held, time.Now())
+		}
+		held = recs
+		for _, r := range recs {
+			sc.Acknowledge(r, shares.AckAccept)
+		}
+	}
+	if err := sc.Close(context.Background()); err == nil && len(held) > 0 {
+		confirmed(held, time.Now())
+	}
 }

@@ -100,6 +100,12 @@ func TestShareGroupUnderKills(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		if d, err := sc.Describe(ctx, "workers"); err == nil {
+			for _, p := range d.Partitions {
+				t.Logf("%d done: partition %d at %d (in flight to %d of %d): %d acquired, %d available, %d accepted, %d archived, %d deliveries",
+					at, p.Partition, p.StartOffset, p.EndOffset, p.HighWatermark, p.Acquired, p.Available, p.Accepted, p.Archived, p.Deliveries)
+			}
+		}
 	}
 	n := int64(records)
 	waitProgress(n / 10)

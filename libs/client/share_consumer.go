@@ -199,12 +199,20 @@ func (c *ShareConsumer) send(ctx context.Context, acks []shares.Ack) error {
 	if len(acks) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	resp, err := c.coord.Ack(ctx, c.cfg.Group, shares.AckRequest{MemberID: c.member, Acks: acks})
 	if err != nil {
 		return err
 	}
+	return ackOutcome(resp.Results)
+}
+
+// ackOutcome is nil when every partition's acknowledgements applied, an
+// *AckRefusedError naming the others otherwise.
+func ackOutcome(results []shares.AckResult) error {
 	var refused map[groups.TP]error
-	for _, r := range resp.Results {
+	for _, r := range results {
 		if r.ErrorCode != 0 {
 			if refused == nil {
 				refused = map[groups.TP]error{}
@@ -246,34 +254,48 @@ func mergeAcks(in []shares.Ack) []shares.Ack {
 	return out
 }
 
-// Poll sends the pending acknowledgements, then acquires records and reads
-// them from the partition leaders. It waits up to MaxWait for records and
-// returns none when there were none. A refused acknowledgement is returned
-// as Commit returns it, with the records acquired meanwhile.
+// Poll sends the pending acknowledgements with a request for records (one
+// step at the coordinator: what they free can be taken at once), then
+// reads the records acquired from the partition leaders. It waits up to
+// MaxWait for records and returns none when there were none. A refused
+// acknowledgement is returned as Commit returns it, with the records
+// acquired; when the request fails, the acknowledgements' outcome is
+// unknown, as with Commit.
 func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
-	ackErr := c.Commit(ctx)
-	if errors.Is(ackErr, ErrConsumerClosed) {
-		return nil, ackErr
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrConsumerClosed
 	}
-	if ackErr != nil && !errors.Is(ackErr, ErrAckRefused) {
-		return nil, ackErr
-	}
-	resp, err := c.coord.Acquire(ctx, c.cfg.Group, shares.AcquireRequest{MemberID: c.member, Topic: c.cfg.Topic,
-		MaxRecords: c.cfg.MaxRecords, WaitMs: int32(c.cfg.MaxWait.Milliseconds())})
+	acks := mergeAcks(c.pending)
+	c.pending = nil
+	c.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, c.cfg.MaxWait+requestTimeout)
+	resp, err := c.coord.Acquire(actx, c.cfg.Group, shares.AcquireRequest{MemberID: c.member, Topic: c.cfg.Topic,
+		MaxRecords: c.cfg.MaxRecords, WaitMs: int32(c.cfg.MaxWait.Milliseconds()), Acks: acks})
+	cancel()
 	if err != nil {
-		return nil, errors.Join(ackErr, err)
+		return nil, err
+	}
+	ackErr := ackOutcome(resp.AckResults)
+	if len(acks) > 0 && len(resp.AckResults) == 0 {
+		// An offsets service older than acknowledgements on acquisitions
+		// ignored them: send them on their own.
+		ackErr = c.send(ctx, acks)
 	}
 	lock := time.UnixMilli(resp.LockUntilMs)
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	var delayMs int64
 	if len(resp.Acquired) > 0 {
-		snap, _ := c.meta.Get(ctx) // no snapshot: the partition reads below fail and say why
+		snap, _ := c.meta.Get(rctx) // no snapshot: the partition reads below fail and say why
 		delayMs = shares.TopicDelayMs(snap, c.cfg.Topic)
 	}
 	now := time.Now().UnixMilli()
 	var out []ShareRecord
 	var gaps []shares.Ack
 	for i, a := range resp.Acquired {
-		recs, missing, err := c.read(ctx, a)
+		recs, missing, err := c.read(rctx, a)
 		if err != nil {
 			// Give what could not be read back at once rather than at
 			// the lock's expiry.

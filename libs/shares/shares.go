@@ -238,6 +238,10 @@ type AcquireRequest struct {
 	// Partitions limits the acquisition to these partitions (none: every
 	// partition of the topic).
 	Partitions []int32 `json:"partitions,omitempty"`
+	// Acks are the consumer's acknowledgements, applied (as an AckRequest
+	// would) before the acquisition, in the same step: a consumer that
+	// acknowledges what it took and asks for more makes one request.
+	Acks []Ack `json:"acks,omitempty"`
 }
 
 // Acquired is a range of offsets of one partition acquired by a consumer,
@@ -255,6 +259,9 @@ type Acquired struct {
 type AcquireResponse struct {
 	Acquired    []Acquired `json:"acquired"`
 	LockUntilMs int64      `json:"lock_until_ms,omitempty"`
+	// AckResults are the outcomes of the request's Acks, a result per
+	// partition (as AckResponse's Results).
+	AckResults []AckResult `json:"ack_results,omitempty"`
 }
 
 // Ack acknowledges a range of offsets of one partition.

@@ -323,17 +323,29 @@ func sendShareAcks(ctx context.Context, client *shares.Client, group, member str
 	}
 	resp, err := client.Ack(ctx, group, shares.AckRequest{MemberID: member, Acks: acks})
 	if err != nil {
-		for _, a := range acks {
-			out[groups.TP{Topic: a.Topic, Partition: a.Partition}] = err
-		}
-		return out, 0
+		return ackFailure(acks, err), 0
 	}
-	for _, r := range resp.Results {
+	return ackErrors(resp.Results), resp.LockDurationMs
+}
+
+// ackErrors returns the partitions' errors of acknowledgement results.
+func ackErrors(results []shares.AckResult) map[groups.TP]error {
+	out := map[groups.TP]error{}
+	for _, r := range results {
 		if r.ErrorCode != 0 {
 			out[groups.TP{Topic: r.Topic, Partition: r.Partition}] = protocol.Code(r.ErrorCode).Err("%s", r.Error)
 		}
 	}
-	return out, resp.LockDurationMs
+	return out
+}
+
+// ackFailure gives every acknowledged partition the request's error.
+func ackFailure(acks []shares.Ack, err error) map[groups.TP]error {
+	out := map[groups.TP]error{}
+	for _, a := range acks {
+		out[groups.TP{Topic: a.Topic, Partition: a.Partition}] = err
+	}
+	return out
 }
 
 // shareCaller checks the group and member of a ShareFetch or

@@ -91,18 +91,21 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	client := s.sharesFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		rctx := c.Context()
-		errs, lockMs := sendShareAcks(rctx, client, group, member, acks)
-		for tp, err := range errs {
-			if p := parts[tp]; p != nil {
-				p.ackErr = err
+		// A renewal request only renews (KIP-1222): it acquires nothing.
+		acquire := sess != nil && r.MaxRecords >= 0 && !r.IsRenewAck
+		lockMs := int64(30_000)
+		var carried []shares.Ack // acknowledgements sent with the acquisition
+		if acquire && sess.oneTopic(acks) {
+			carried = acks
+		} else {
+			errs, ms := sendShareAcks(rctx, client, group, member, acks)
+			setAckErrors(parts, errs)
+			if ms > 0 {
+				lockMs = ms
 			}
 		}
-		if lockMs == 0 {
-			lockMs = 30_000
-		}
-		// A renewal request only renews (KIP-1222): it acquires nothing.
-		if sess != nil && r.MaxRecords >= 0 && !r.IsRenewAck {
-			lockMs = s.shareAcquire(rctx, client, group, member, r, sess, parts)
+		if acquire {
+			lockMs = s.shareAcquire(rctx, client, group, member, r, sess, carried, parts)
 		}
 		resp.AcquisitionLockTimeoutMillis = int32(lockMs)
 		byTopic := map[string]int{}
@@ -138,10 +141,38 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	}}
 }
 
+// setAckErrors records acknowledgement errors in the partitions' answers.
+func setAckErrors(parts map[groups.TP]*shareFetchPart, errs map[groups.TP]error) {
+	for tp, err := range errs {
+		if p := parts[tp]; p != nil {
+			p.ackErr = err
+		}
+	}
+}
+
+// oneTopic reports whether the session is of one topic and acks, when
+// there are any, are of it: they can then ride on the acquisition.
+func (s *shareSession) oneTopic(acks []shares.Ack) bool {
+	topic := ""
+	for tp := range s.parts {
+		if topic != "" && tp.Topic != topic {
+			return false
+		}
+		topic = tp.Topic
+	}
+	for _, a := range acks {
+		if a.Topic != topic {
+			return false
+		}
+	}
+	return len(acks) > 0
+}
+
 // shareAcquire acquires records of the session's partitions, waiting up to
 // the request's MaxWait when there are none, reads them into parts and
-// returns the lock duration in milliseconds.
-func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group, member string, r *kmsg.ShareFetchRequest, sess *shareSession, parts map[groups.TP]*shareFetchPart) int64 {
+// returns the lock duration in milliseconds. acks, of a session of one
+// topic, go with the acquisition, and their outcomes into parts.
+func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group, member string, r *kmsg.ShareFetchRequest, sess *shareSession, acks []shares.Ack, parts map[groups.TP]*shareFetchPart) int64 {
 	byTopic := map[string][]int32{}
 	for tp := range sess.parts {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
@@ -161,11 +192,24 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 	for {
 		got := 0
 		for _, topic := range topics {
-			req := shares.AcquireRequest{MemberID: member, Topic: topic, MaxRecords: limit, Partitions: byTopic[topic]}
+			req := shares.AcquireRequest{MemberID: member, Topic: topic, MaxRecords: limit, Partitions: byTopic[topic], Acks: acks}
 			if len(topics) == 1 {
 				req.WaitMs = int32(max(0, time.Until(deadline).Milliseconds()))
 			}
 			out, err := client.Acquire(ctx, group, req)
+			switch {
+			case len(acks) == 0:
+			case err != nil:
+				setAckErrors(parts, ackFailure(acks, err))
+			case len(out.AckResults) == 0:
+				// An offsets service older than acknowledgements on
+				// acquisitions ignored them.
+				errs, _ := sendShareAcks(ctx, client, group, member, acks)
+				setAckErrors(parts, errs)
+			default:
+				setAckErrors(parts, ackErrors(out.AckResults))
+			}
+			acks = nil
 			if err != nil {
 				for _, p := range byTopic[topic] {
 					tp := groups.TP{Topic: topic, Partition: p}

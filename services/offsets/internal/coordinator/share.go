@@ -133,7 +133,9 @@ func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, e
 }
 
 // Acquire acquires records of a topic for a consumer, waiting up to
-// req.WaitMs (bounded by ctx) for some when none are available.
+// req.WaitMs (bounded by ctx) for some when none are available. A request
+// with acknowledgements applies them first, in the same step, and is
+// answered at once.
 func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRequest) (*shares.AcquireResponse, error) {
 	if !s.co.Ready() {
 		return nil, ErrNotLeader
@@ -160,26 +162,30 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
 	first := int32(s.next.Add(1) % uint32(n))
-	for {
-		parts := make([]fsm.ShareBounds, 0, n)
-		worth := false
-		g, _ := s.co.fsm.Share(group)
-		nowMs := s.co.now().UnixMilli()
-		for i := range n {
-			p := visit[(first+i)%n]
-			b, err := s.bound(ctx, groups.TP{Topic: req.Topic, Partition: p})
-			if err != nil {
-				continue // that partition's leader is away: the others may serve
-			}
-			parts = append(parts, fsm.ShareBounds{Partition: p, LogStart: b.logStart, HighWatermark: b.hw})
-			worth = worth || acquirable(g, req.Topic, p, b, nowMs)
+	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
+		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
+	}
+	if len(req.Acks) > 0 {
+		// The acknowledgements apply first, in one entry with an
+		// acquisition (which takes at once what they freed), and are
+		// answered without waiting for records, so the consumer learns
+		// their outcome (a refusal above all) without delay.
+		parts, _ := s.partitionBounds(ctx, group, req.Topic, visit, first)
+		out, err := s.propose(ctx, fsm.Share{Group: group, Ack: &shares.AckRequest{MemberID: req.MemberID, Acks: req.Acks}, Acquire: acquire(parts)})
+		if err != nil {
+			return nil, err
 		}
+		out.Acquire.AckResults = out.Acks
+		return out.Acquire, nil
+	}
+	for {
+		parts, worth := s.partitionBounds(ctx, group, req.Topic, visit, first)
 		if worth {
-			out, err := s.propose(ctx, fsm.Share{Group: group, Acquire: &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}})
-			if err != nil || len(out.Acquire.Acquired) > 0 {
-				if err != nil {
-					return nil, err
-				}
+			out, err := s.propose(ctx, fsm.Share{Group: group, Acquire: acquire(parts)})
+			if err != nil {
+				return nil, err
+			}
+			if len(out.Acquire.Acquired) > 0 {
 				return out.Acquire, nil
 			}
 		}
@@ -198,6 +204,28 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 		case <-t.C:
 		}
 	}
+}
+
+// partitionBounds looks up the bounds of a topic's partitions to visit, from the
+// first'th on, and reports whether an acquisition could take something.
+// A partition whose leader cannot be reached is left out: the others may
+// serve.
+func (s *Shares) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]fsm.ShareBounds, bool) {
+	n := int32(len(visit))
+	parts := make([]fsm.ShareBounds, 0, n)
+	worth := false
+	g, _ := s.co.fsm.Share(group)
+	nowMs := s.co.now().UnixMilli()
+	for i := range n {
+		p := visit[(first+i)%n]
+		b, err := s.bound(ctx, groups.TP{Topic: topic, Partition: p})
+		if err != nil {
+			continue
+		}
+		parts = append(parts, fsm.ShareBounds{Partition: p, LogStart: b.logStart, HighWatermark: b.hw})
+		worth = worth || acquirable(g, topic, p, b, nowMs)
+	}
+	return parts, worth
 }
 
 // acquirable reports whether an acquisition of partition p could take

@@ -116,3 +116,51 @@ func TestDeadLetterRetryWritesTheSameBatch(t *testing.T) {
 }
 
 func fsmKey(topic string, p int32) string { return fsm.GrantKey(groups.TP{Topic: topic, Partition: p}) }
+
+// TestAcquireCarriesAcknowledgements: acknowledgements sent with an
+// acquisition apply first, in the same step: accepted records are done,
+// a refused acknowledgement comes back with the acquisition's answer and
+// changes nothing, released records are taken again at once, and an
+// acquisition that finds nothing still answers its acknowledgements.
+func TestAcquireCarriesAcknowledgements(t *testing.T) {
+	co, f, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 1} })
+	s := NewShares(co, fixedBounds(6), nil)
+	ctx := context.Background()
+	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: "a", Topic: "t", MaxRecords: 4})
+	if err != nil || len(got.Acquired) != 1 || got.Acquired[0].LastOffset != 3 || got.AckResults != nil {
+		t.Fatalf("first acquisition: %+v, %v", got, err)
+	}
+	ack := func(first, last int64, typ shares.AckType) shares.Ack {
+		return shares.Ack{Topic: "t", Partition: 0, FirstOffset: first, LastOffset: last, Type: typ}
+	}
+	// Accept 0-1, release 2-3: the same step takes 2-5 (2-3 for the
+	// second time).
+	got, err = s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: "a", Topic: "t", MaxRecords: 10,
+		Acks: []shares.Ack{ack(0, 1, shares.AckAccept), ack(2, 3, shares.AckRelease)}})
+	if err != nil || len(got.AckResults) != 1 || got.AckResults[0].ErrorCode != 0 {
+		t.Fatalf("acquisition with acknowledgements: %+v, %v", got, err)
+	}
+	want := []shares.Acquired{{Topic: "t", FirstOffset: 2, LastOffset: 3, DeliveryCount: 2}, {Topic: "t", FirstOffset: 4, LastOffset: 5, DeliveryCount: 1}}
+	if len(got.Acquired) != 2 || got.Acquired[0] != want[0] || got.Acquired[1] != want[1] {
+		t.Fatalf("acquired %+v, want %+v", got.Acquired, want)
+	}
+	// Another member's acknowledgement of a's records is refused, and the
+	// acquisition (nothing left) still answers it.
+	got, err = s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: "b", Topic: "t", Acks: []shares.Ack{ack(2, 5, shares.AckAccept)}})
+	if err != nil || len(got.Acquired) != 0 || len(got.AckResults) != 1 || protocol.Code(got.AckResults[0].ErrorCode) != protocol.InvalidRecordState {
+		t.Fatalf("b's acknowledgement of a's records: %+v, %v", got, err)
+	}
+	g, _ := f.Share("q")
+	st := g.Partitions[fsm.GrantKey(groups.TP{Topic: "t"})].State(6, co.now().UnixMilli())
+	if st.StartOffset != 2 || st.Acquired != 4 || st.Accepted != 2 {
+		t.Fatalf("state after the refusal: %+v; want 0-1 accepted and 2-5 held by a", st)
+	}
+	// Mismatched member ids are refused outright.
+	if _, err := s.propose(ctx, fsm.Share{Group: "q", Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{ack(2, 2, shares.AckAccept)}},
+		Acquire: &fsm.ShareAcquire{MemberID: "b", Topic: "t"}}); protocol.CodeOf(err) != protocol.InvalidRequest {
+		t.Fatalf("acknowledgements and acquisition of two members: %v", err)
+	}
+}

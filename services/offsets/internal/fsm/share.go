@@ -165,11 +165,14 @@ func (p *SharePartition) archive(r *ShareRecord, reason string, cfg shares.Confi
 // acquire takes up to max records for member at nowMs, below hw and
 // within maxLocks records of the start: first those released or expired,
 // in offset order, then new ones from End on. It returns the acquired
-// ranges.
-func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg shares.Config) []shares.Acquired {
+// ranges, and whether it changed the state: an expired lock at the
+// delivery limit archives its record even when nothing is taken.
+func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg shares.Config) ([]shares.Acquired, bool) {
 	var out []shares.Acquired
+	changed := false
 	lock := nowMs + cfg.LockDurationMs
 	take := func(off int64, r *ShareRecord) {
+		changed = true
 		r.State, r.Member, r.LockUntilMs = Acquired, member, lock
 		r.Count++
 		p.Deliveries++
@@ -188,6 +191,7 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 		if r.State == Acquired {
 			// An expired lock: the record was not acknowledged in time.
 			p.makeAvailable(r, cfg)
+			changed = true
 			if r.State != Available {
 				continue
 			}
@@ -201,7 +205,7 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 		take(p.End()-1, &p.Records[len(p.Records)-1])
 	}
 	p.compact()
-	return out
+	return out, changed
 }
 
 // checkAcks checks that every offset acknowledged is acquired by member

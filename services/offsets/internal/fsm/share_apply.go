@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -102,23 +103,30 @@ func (c *Share) validate() error {
 			n++
 		}
 	}
+	if c.Ack != nil && c.Acquire != nil {
+		n-- // a consumer's acknowledgements ride on its next acquisition
+		if c.Ack.MemberID != c.Acquire.MemberID {
+			return protocol.InvalidRequest.Err("acknowledgements of member %q with an acquisition of member %q", c.Ack.MemberID, c.Acquire.MemberID)
+		}
+	}
 	if n != 1 {
-		return protocol.InvalidRequest.Err("a share operation has %d parts; it needs exactly one", n)
+		return protocol.InvalidRequest.Err("a share operation has %d parts; it needs exactly one (or an acquisition and acknowledgements)", n)
 	}
 	switch {
 	case c.Config != nil:
 		if err := c.Config.Validate(); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
 		}
-	case c.Acquire != nil:
-		if c.Acquire.MemberID == "" {
+	case c.Acquire != nil || c.Ack != nil:
+		if c.Acquire != nil && c.Acquire.MemberID == "" {
 			return protocol.UnknownMemberID.Err("an acquisition needs a member id")
 		}
-		if err := cluster.ValidateTopicName(c.Acquire.Topic); err != nil {
-			return protocol.InvalidTopic.Err("%v", err)
+		if c.Acquire != nil {
+			if err := cluster.ValidateTopicName(c.Acquire.Topic); err != nil {
+				return protocol.InvalidTopic.Err("%v", err)
+			}
 		}
-	case c.Ack != nil:
-		if c.Ack.MemberID == "" {
+		if c.Ack != nil && c.Ack.MemberID == "" {
 			return protocol.UnknownMemberID.Err("an acknowledgement needs a member id")
 		}
 	case c.Reset != nil:
@@ -212,72 +220,18 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		}
 		g.Partitions[k] = p
 		changed = append(changed, p)
-	case c.Acquire != nil:
-		a := c.Acquire
-		max := g.Config.MaxFetchRecords
-		if a.Max > 0 && a.Max < max {
-			max = a.Max
+	case c.Acquire != nil || c.Ack != nil:
+		if c.Ack != nil {
+			var acked []*SharePartition
+			out.Acks, acked = ackShare(g, c.Group, c.Ack, c.NowMs)
+			changed = append(changed, acked...)
+			out.LockDurationMs = g.Config.LockDurationMs
 		}
-		resp := &shares.AcquireResponse{Acquired: []shares.Acquired{}}
-		for _, b := range a.Partitions {
-			k := GrantKey(groups.TP{Topic: a.Topic, Partition: b.Partition})
-			p := g.Partitions[k]
-			if p == nil {
-				start := b.HighWatermark
-				if g.Config.AutoOffsetReset == "earliest" {
-					start = b.LogStart
-				}
-				p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
-			} else {
-				p = p.Clone()
-			}
-			before := p.Start
-			p.skipTo(b.LogStart)
-			got := p.acquire(a.MemberID, max, b.HighWatermark, c.NowMs, g.Config)
-			for _, r := range got {
-				max -= int32(r.LastOffset - r.FirstOffset + 1)
-			}
-			resp.Acquired = append(resp.Acquired, got...)
-			if g.Partitions[k] == nil || len(got) > 0 || p.Start != before || p.Archived != g.Partitions[k].Archived {
-				g.Partitions[k] = p
-				changed = append(changed, p)
-			}
+		if c.Acquire != nil {
+			var acquired []*SharePartition
+			out.Acquire, acquired = acquireShare(g, c.Acquire, c.NowMs)
+			changed = appendNew(changed, acquired...)
 		}
-		if len(resp.Acquired) > 0 {
-			resp.LockUntilMs = c.NowMs + g.Config.LockDurationMs
-		}
-		out.Acquire = resp
-	case c.Ack != nil:
-		byPart := map[string][]shares.Ack{}
-		var order []string
-		for _, a := range c.Ack.Acks {
-			k := GrantKey(groups.TP{Topic: a.Topic, Partition: a.Partition})
-			if _, ok := byPart[k]; !ok {
-				order = append(order, k)
-			}
-			byPart[k] = append(byPart[k], a)
-		}
-		for _, k := range order {
-			acks := byPart[k]
-			r := shares.AckResult{Topic: acks[0].Topic, Partition: acks[0].Partition}
-			p := g.Partitions[k]
-			var err error
-			if p == nil {
-				err = protocol.InvalidRecordState.Err("share group %s has no records of %s in flight", c.Group, k)
-			} else {
-				p = p.Clone()
-				err = p.checkAcks(c.Ack.MemberID, acks, c.NowMs)
-			}
-			if err != nil {
-				r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
-			} else {
-				p.ack(acks, g.Config, c.NowMs)
-				g.Partitions[k] = p
-				changed = append(changed, p)
-			}
-			out.Acks = append(out.Acks, r)
-		}
-		out.LockDurationMs = g.Config.LockDurationMs
 	case c.Leave != "":
 		for k, p := range g.Partitions {
 			q := p.Clone()
@@ -435,4 +389,91 @@ func loadShares(tx *bolt.Tx) (map[string]*ShareGroup, error) {
 		return err
 	})
 	return out, err
+}
+
+// ackShare applies a consumer's acknowledgements to g, all or none per
+// partition, and returns each partition's result and the partitions it
+// changed.
+func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64) ([]shares.AckResult, []*SharePartition) {
+	byPart := map[string][]shares.Ack{}
+	var order []string
+	for _, a := range req.Acks {
+		k := GrantKey(groups.TP{Topic: a.Topic, Partition: a.Partition})
+		if _, ok := byPart[k]; !ok {
+			order = append(order, k)
+		}
+		byPart[k] = append(byPart[k], a)
+	}
+	var results []shares.AckResult
+	var changed []*SharePartition
+	for _, k := range order {
+		acks := byPart[k]
+		r := shares.AckResult{Topic: acks[0].Topic, Partition: acks[0].Partition}
+		p := g.Partitions[k]
+		var err error
+		if p == nil {
+			err = protocol.InvalidRecordState.Err("share group %s has no records of %s in flight", group, k)
+		} else {
+			p = p.Clone()
+			err = p.checkAcks(req.MemberID, acks, nowMs)
+		}
+		if err != nil {
+			r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
+		} else {
+			p.ack(acks, g.Config, nowMs)
+			g.Partitions[k] = p
+			changed = append(changed, p)
+		}
+		results = append(results, r)
+	}
+	return results, changed
+}
+
+// acquireShare acquires records of g for a consumer and returns them with
+// the partitions it changed.
+func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64) (*shares.AcquireResponse, []*SharePartition) {
+	max := g.Config.MaxFetchRecords
+	if a.Max > 0 && a.Max < max {
+		max = a.Max
+	}
+	resp := &shares.AcquireResponse{Acquired: []shares.Acquired{}}
+	var changed []*SharePartition
+	for _, b := range a.Partitions {
+		k := GrantKey(groups.TP{Topic: a.Topic, Partition: b.Partition})
+		p := g.Partitions[k]
+		if p == nil {
+			start := b.HighWatermark
+			if g.Config.AutoOffsetReset == "earliest" {
+				start = b.LogStart
+			}
+			p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
+		} else {
+			p = p.Clone()
+		}
+		before := p.Start
+		p.skipTo(b.LogStart)
+		got, took := p.acquire(a.MemberID, max, b.HighWatermark, nowMs, g.Config)
+		for _, r := range got {
+			max -= int32(r.LastOffset - r.FirstOffset + 1)
+		}
+		resp.Acquired = append(resp.Acquired, got...)
+		if g.Partitions[k] == nil || took || p.Start != before {
+			g.Partitions[k] = p
+			changed = append(changed, p)
+		}
+	}
+	if len(resp.Acquired) > 0 {
+		resp.LockUntilMs = nowMs + g.Config.LockDurationMs
+	}
+	return resp, changed
+}
+
+// appendNew appends partitions to changed, dropping earlier versions of
+// the same partitions.
+func appendNew(changed []*SharePartition, ps ...*SharePartition) []*SharePartition {
+	for _, p := range ps {
+		changed = slices.DeleteFunc(changed, func(q *SharePartition) bool { return q.Topic == p.Topic && q.Partition == p.Partition })
+		changed = append(changed, p)
+	}
+	return changed
 }

@@ -413,3 +413,26 @@ func TestShareRenewExtendsTheLock(t *testing.T) {
 		t.Fatalf("renewing a record another consumer took: %v", err)
 	}
 }
+
+// TestShareExpiredLockAtTheLimitGoesToTheDeadLetterTopic: a lock that
+// expires at the delivery limit, in a group with a dead-letter topic,
+// makes the next acquisition (which takes nothing else) set the record
+// aside for the topic, and that change is kept: the record does not stay
+// acquired-and-expired for ever, holding the start offset back.
+func TestShareExpiredLockAtTheLimitGoesToTheDeadLetterTopic(t *testing.T) {
+	cfg := earliest() // delivery limit 3, lock 1 s
+	cfg.DeadLetterTopic = "dlt"
+	l := newShareLog(t, cfg)
+	for i := range int64(3) {
+		if got := l.acquire("a", 1, 1, i*1000); len(got) != 1 || got[0].DeliveryCount != int16(i+1) {
+			t.Fatalf("delivery %d: %+v", i+1, got)
+		}
+	}
+	if got := l.acquire("b", 1, 1, 3000); len(got) != 0 {
+		t.Fatalf("a record past its delivery limit was delivered: %+v", got)
+	}
+	p := l.partition()
+	if st := p.State(1, 3000); p.Records[0].State != Archiving || st.DeadLetterPending != 1 || st.Available != 0 {
+		t.Fatalf("after the last lock expired: record %+v, state %+v; want it waiting for the dead-letter topic", p.Records[0], st)
+	}
+}
