@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +21,9 @@ import (
 // unchanged against two frontends' Kafka listeners: two consumers share
 // 2,000 records of a 3-partition topic, releasing one record in ten once;
 // every record is accepted exactly once by the group, the released ones come
-// back at delivery 2, and ShareGroupDescribe lists the members.
+// back at delivery 2, and ShareGroupDescribe lists the members. The group
+// is configured as Kafka's admin clients do, with IncrementalAlterConfigs
+// on a GROUP resource.
 func TestKafkaShareGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -28,7 +32,7 @@ func TestKafkaShareGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	createTopic(t, ctx, c, "kq", 3, 3, nil)
-	configureShareGroup(t, ctx, c, "kshare", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000"})
+	kafkaShareGroupConfigs(t, ctx, franzClient(t, c), "kshare")
 	const n = 2000
 	produceValues(t, c, "kq", "k", n)
 
@@ -204,4 +208,86 @@ func shareRenewal(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
 	if err != nil || d.Partitions[0].Accepted != 1 {
 		t.Fatalf("after 2 s of renewals of a 1 s lock: %+v, %v", d, err)
 	}
+}
+
+// kafkaShareGroupConfigs configures a share group through Kafka's config
+// APIs on GROUP resources and checks what DescribeConfigs answers: the
+// defaults of a group never configured, the values set (not defaults
+// then), a config returned to its default by DELETE, refusals of a bad
+// value and an unknown name that change nothing, and a validate-only
+// change that changes nothing. It leaves the group reading from the
+// earliest offset with a 5 s lock.
+func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, group string) {
+	t.Helper()
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		req.Resources = append(req.Resources, rr)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("DescribeConfigs of group %s: %v %+v", group, err, resp)
+		}
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			out[c.Name] = c
+		}
+		return out
+	}
+	alter := func(validateOnly bool, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.ValidateOnly = validateOnly
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeGroupConfig, group, ops
+		req.Resources = append(req.Resources, rr)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Resources) != 1 {
+			t.Fatalf("IncrementalAlterConfigs of group %s: %v %+v", group, err, resp)
+		}
+		return kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
+	op := func(name string, value *string, o kmsg.IncrementalAlterConfigOp) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = name, value, o
+		return c
+	}
+	set := func(name, value string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		return op(name, kmsg.StringPtr(value), kmsg.IncrementalAlterConfigOpSet)
+	}
+	check := func(when string, want map[string]string, defaults ...string) {
+		t.Helper()
+		got := describe()
+		for name, v := range want {
+			c, ok := got[name]
+			isDefault := slices.Contains(defaults, name)
+			// IsDefault is v0's field; later versions say it by the source.
+			if !ok || c.Value == nil || *c.Value != v || (c.Source == kmsg.ConfigSourceDefaultConfig) != isDefault ||
+				!isDefault && c.Source != kmsg.ConfigSourceGroupConfig {
+				t.Fatalf("%s: %s = %+v, want %q (default %v)", when, name, c, v, isDefault)
+			}
+		}
+	}
+	check("a group never configured", map[string]string{shares.ConfigAutoOffsetReset: "latest", shares.ConfigLockDurationMs: "30000",
+		shares.ConfigDeliveryLimit: "5"}, shares.ConfigAutoOffsetReset, shares.ConfigLockDurationMs, shares.ConfigDeliveryLimit)
+	if err := alter(false, set(shares.ConfigAutoOffsetReset, "earliest"), set(shares.ConfigLockDurationMs, "5000"), set(shares.ConfigDeliveryLimit, "3")); err != nil {
+		t.Fatal(err)
+	}
+	check("after SET", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000", shares.ConfigDeliveryLimit: "3"})
+	for _, bad := range []kmsg.IncrementalAlterConfigsRequestResourceConfig{set(shares.ConfigLockDurationMs, "10"), set("share.no.such.config", "1"),
+		set(shares.ConfigAutoOffsetReset, "middle")} {
+		if err := alter(false, set(shares.ConfigDeliveryLimit, "7"), bad); !errors.Is(err, kerr.InvalidConfig) {
+			t.Fatalf("SET %s=%s: %v, want INVALID_CONFIG", bad.Name, *bad.Value, err)
+		}
+	}
+	if err := alter(true, set(shares.ConfigDeliveryLimit, "7")); err != nil {
+		t.Fatalf("a validate-only SET: %v", err)
+	}
+	check("after refusals and a validate-only SET", map[string]string{shares.ConfigDeliveryLimit: "3"})
+	if err := alter(false, op(shares.ConfigDeliveryLimit, nil, kmsg.IncrementalAlterConfigOpDelete)); err != nil {
+		t.Fatal(err)
+	}
+	check("after DELETE", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000",
+		shares.ConfigDeliveryLimit: "5"}, shares.ConfigDeliveryLimit)
 }

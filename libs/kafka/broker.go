@@ -45,6 +45,28 @@ type BrokerConfig struct {
 	Services []string
 	// AdminTimeout bounds a request forwarded to the metadata service.
 	AdminTimeout time.Duration
+	// Groups keeps groups' configs (Kafka's GROUP config resources); nil
+	// where the host has no group coordinator to ask.
+	Groups GroupConfigs
+}
+
+// GroupConfigs keeps groups' configs, which Kafka clients describe and
+// alter as GROUP config resources.
+type GroupConfigs interface {
+	// GroupConfig returns a group's configs, those not set on the group
+	// at their defaults.
+	GroupConfig(ctx context.Context, c *Conn, group string) ([]GroupConfigEntry, error)
+	// AlterGroupConfig sets configs of a group and returns those of del
+	// to their defaults; with replace, every config not in set returns
+	// to its default. validateOnly checks the change and makes none.
+	AlterGroupConfig(ctx context.Context, c *Conn, group string, set map[string]string, del []string, replace, validateOnly bool) error
+}
+
+// GroupConfigEntry is one config of a group.
+type GroupConfigEntry struct {
+	Name, Value, Doc string
+	Type             kmsg.ConfigType
+	Default          bool
 }
 
 // Broker answers the requests every broker of the cluster answers alike,

@@ -190,7 +190,7 @@ func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request)
 	for _, rr := range r.Resources {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		code, msg := b.describeResource(c, snap, &rr, &res, r.IncludeSynonyms, r.IncludeDocumentation)
+		code, msg := b.describeResource(ctx, c, snap, &rr, &res, r.IncludeSynonyms, r.IncludeDocumentation)
 		res.ErrorCode = int16(code)
 		if code != protocol.None {
 			res.ErrorMessage = &msg
@@ -200,7 +200,7 @@ func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request)
 	return Reply{Msg: resp}
 }
 
-func (b *Broker) describeResource(c *Conn, snap *cluster.Snapshot, rr *kmsg.DescribeConfigsRequestResource,
+func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, rr *kmsg.DescribeConfigsRequestResource,
 	res *kmsg.DescribeConfigsResponseResource, synonyms, docs bool) (protocol.Code, string) {
 	if snap == nil {
 		return protocol.BrokerNotAvailable, "no cluster model yet"
@@ -226,10 +226,47 @@ func (b *Broker) describeResource(c *Conn, snap *cluster.Snapshot, rr *kmsg.Desc
 			return protocol.CodeOf(err), protocol.MessageOf(err)
 		}
 		res.Configs = describeClusterConfig(snap, rr.ConfigNames, synonyms)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if b.cfg.Groups == nil {
+			return protocol.InvalidRequest, "this broker keeps no group configs"
+		}
+		entries, err := b.cfg.Groups.GroupConfig(ctx, c, rr.ResourceName)
+		if err != nil {
+			return protocol.CodeOf(err), protocol.MessageOf(err)
+		}
+		res.Configs = describeGroupConfig(entries, rr.ConfigNames, synonyms, docs)
 	default:
-		return protocol.InvalidRequest, fmt.Sprintf("configs of resource type %d are not kept (topics and brokers are)", rr.ResourceType)
+		return protocol.InvalidRequest, fmt.Sprintf("configs of resource type %d are not kept (topics, brokers and groups are)", rr.ResourceType)
 	}
 	return protocol.None, ""
+}
+
+// describeGroupConfig lists a group's configs, those asked for (all when
+// names is nil).
+func describeGroupConfig(entries []GroupConfigEntry, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, g := range entries {
+		if names != nil && !slices.Contains(names, g.Name) {
+			continue
+		}
+		e := kmsg.NewDescribeConfigsResponseResourceConfig()
+		v := g.Value
+		e.Name, e.Value, e.ConfigType, e.IsDefault, e.Source = g.Name, &v, g.Type, g.Default, kmsg.ConfigSourceGroupConfig
+		if g.Default {
+			e.Source = kmsg.ConfigSourceDefaultConfig
+		}
+		if synonyms {
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
+			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
+		}
+		if docs {
+			doc := g.Doc
+			e.Documentation = &doc
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // checkBrokerName accepts "" (the cluster-wide defaults) and the id of a
@@ -311,8 +348,11 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 	}
 	if !b.who(c, snap).admin() {
 		b.denied(c, "AlterConfigs", name)
-		if typ == kmsg.ConfigResourceTypeTopic {
+		switch typ {
+		case kmsg.ConfigResourceTypeTopic:
 			return protocol.TopicAuthorizationFailed.Err("changing configs needs an admin principal")
+		case kmsg.ConfigResourceTypeGroupConfig:
+			return protocol.GroupAuthorizationFailed.Err("changing configs needs an admin principal")
 		}
 		return protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
 	}
@@ -354,12 +394,9 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 		if name != "" {
 			return protocol.InvalidRequest.Err("configs are cluster-wide: alter the broker defaults (an empty broker name), not broker %q", name)
 		}
-		kv := map[string]string{}
-		for k, v := range set {
-			if v == nil {
-				return protocol.InvalidConfig.Err("%s has a null value", k)
-			}
-			kv[k] = *v
+		kv, err := values(set)
+		if err != nil {
+			return err
 		}
 		change := configChange(snap.Config, kv, del, replace)
 		if _, err := cluster.ParseClusterConfig(change.Apply(snap.Config)); err != nil {
@@ -368,14 +405,39 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 		if validateOnly {
 			return nil
 		}
-		_, err := b.admin.SetClusterConfig(ctx, change)
+		_, err = b.admin.SetClusterConfig(ctx, change)
 		if err == nil {
 			c.Log().Info("kafka cluster settings changed", "set", change.Set, "delete", change.Delete)
 			_, _ = b.model.Refresh(ctx)
 		}
 		return err
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if b.cfg.Groups == nil {
+			return protocol.InvalidRequest.Err("this broker keeps no group configs")
+		}
+		kv, err := values(set)
+		if err != nil {
+			return err
+		}
+		err = b.cfg.Groups.AlterGroupConfig(ctx, c, name, kv, del, replace, validateOnly)
+		if err == nil && !validateOnly {
+			c.Log().Info("kafka group configs changed", "group", name, "set", kv, "delete", del)
+		}
+		return err
 	}
-	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics and brokers are)", typ)
+	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics, brokers and groups are)", typ)
+}
+
+// values returns the configs set, refusing null values.
+func values(set map[string]*string) (map[string]string, error) {
+	kv := map[string]string{}
+	for k, v := range set {
+		if v == nil {
+			return nil, protocol.InvalidConfig.Err("%s has a null value", k)
+		}
+		kv[k] = *v
+	}
+	return kv, nil
 }
 
 // configChange is the change that sets kv and deletes del, and with

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -118,6 +119,17 @@ const (
 	ConfigDeadLetterTopic = "errors.deadletter.topic"
 )
 
+// ConfigKeys lists the group configuration's keys, in Map's order of
+// presentation, each with what it means.
+var ConfigKeys = []struct{ Key, Doc string }{
+	{ConfigAutoOffsetReset, "where a partition's state starts when the group first reads it: latest or earliest"},
+	{ConfigLockDurationMs, "how long an acquired record stays with its consumer without an acknowledgement (ms)"},
+	{ConfigDeliveryLimit, "how many times a record is delivered before it is archived"},
+	{ConfigMaxFetchRecords, "the most records one acquisition takes"},
+	{ConfigMaxRecordLocks, "the most records of a partition in flight, from the oldest not yet acknowledged on"},
+	{ConfigDeadLetterTopic, "the topic rejected records and those past the delivery limit are written to before they are archived (empty: none)"},
+}
+
 // The headers a record written to a dead-letter topic carries besides its
 // own; every one starts with HeaderPrefix.
 const (
@@ -207,8 +219,11 @@ func (c *Config) Set(key, value string) error {
 	case ConfigDeadLetterTopic:
 		c.DeadLetterTopic = value
 	default:
-		return fmt.Errorf("unknown share group configuration %q (known: %s, %s, %s, %s, %s, %s)", key,
-			ConfigAutoOffsetReset, ConfigLockDurationMs, ConfigDeliveryLimit, ConfigMaxFetchRecords, ConfigMaxRecordLocks, ConfigDeadLetterTopic)
+		known := make([]string, len(ConfigKeys))
+		for i, k := range ConfigKeys {
+			known[i] = k.Key
+		}
+		return fmt.Errorf("unknown share group configuration %q (known: %s)", key, strings.Join(known, ", "))
 	}
 	return err
 }
