@@ -32,7 +32,7 @@ func TestKafkaShareGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	createTopic(t, ctx, c, "kq", 3, 3, nil)
-	kafkaShareGroupConfigs(t, ctx, franzClient(t, c), "kshare")
+	kafkaShareGroupConfigs(t, ctx, franzClient(t, c), franzClient(t, c, kgo.SeedBrokers(c.StorageKafkaAddr(1))), "kshare")
 	const n = 2000
 	produceValues(t, c, "kq", "k", n)
 
@@ -215,11 +215,13 @@ func shareRenewal(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
 // defaults of a group never configured, the values set (not defaults
 // then), a config returned to its default by DELETE, refusals of a bad
 // value and an unknown name that change nothing, and a validate-only
-// change that changes nothing. It leaves the group reading from the
-// earliest offset with a 5 s lock.
-func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, group string) {
+// change that changes nothing. cl speaks to a frontend, storage to a
+// storage node, which answers as well (admin clients send these requests
+// to any broker). It leaves the group reading from the earliest offset
+// with a 5 s lock.
+func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl, storage *kgo.Client, group string) {
 	t.Helper()
-	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	describe := func(cl *kgo.Client) map[string]kmsg.DescribeConfigsResponseResourceConfig {
 		t.Helper()
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		rr := kmsg.NewDescribeConfigsRequestResource()
@@ -235,7 +237,7 @@ func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, g
 		}
 		return out
 	}
-	alter := func(validateOnly bool, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	alter := func(cl *kgo.Client, validateOnly bool, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
 		t.Helper()
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		req.ValidateOnly = validateOnly
@@ -256,9 +258,9 @@ func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, g
 	set := func(name, value string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
 		return op(name, kmsg.StringPtr(value), kmsg.IncrementalAlterConfigOpSet)
 	}
-	check := func(when string, want map[string]string, defaults ...string) {
+	check := func(cl *kgo.Client, when string, want map[string]string, defaults ...string) {
 		t.Helper()
-		got := describe()
+		got := describe(cl)
 		for name, v := range want {
 			c, ok := got[name]
 			isDefault := slices.Contains(defaults, name)
@@ -269,25 +271,25 @@ func kafkaShareGroupConfigs(t *testing.T, ctx context.Context, cl *kgo.Client, g
 			}
 		}
 	}
-	check("a group never configured", map[string]string{shares.ConfigAutoOffsetReset: "latest", shares.ConfigLockDurationMs: "30000",
+	check(storage, "a group never configured", map[string]string{shares.ConfigAutoOffsetReset: "latest", shares.ConfigLockDurationMs: "30000",
 		shares.ConfigDeliveryLimit: "5"}, shares.ConfigAutoOffsetReset, shares.ConfigLockDurationMs, shares.ConfigDeliveryLimit)
-	if err := alter(false, set(shares.ConfigAutoOffsetReset, "earliest"), set(shares.ConfigLockDurationMs, "5000"), set(shares.ConfigDeliveryLimit, "3")); err != nil {
+	if err := alter(cl, false, set(shares.ConfigAutoOffsetReset, "earliest"), set(shares.ConfigLockDurationMs, "5000"), set(shares.ConfigDeliveryLimit, "3")); err != nil {
 		t.Fatal(err)
 	}
-	check("after SET", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000", shares.ConfigDeliveryLimit: "3"})
+	check(cl, "after SET", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000", shares.ConfigDeliveryLimit: "3"})
 	for _, bad := range []kmsg.IncrementalAlterConfigsRequestResourceConfig{set(shares.ConfigLockDurationMs, "10"), set("share.no.such.config", "1"),
 		set(shares.ConfigAutoOffsetReset, "middle")} {
-		if err := alter(false, set(shares.ConfigDeliveryLimit, "7"), bad); !errors.Is(err, kerr.InvalidConfig) {
+		if err := alter(cl, false, set(shares.ConfigDeliveryLimit, "7"), bad); !errors.Is(err, kerr.InvalidConfig) {
 			t.Fatalf("SET %s=%s: %v, want INVALID_CONFIG", bad.Name, *bad.Value, err)
 		}
 	}
-	if err := alter(true, set(shares.ConfigDeliveryLimit, "7")); err != nil {
+	if err := alter(cl, true, set(shares.ConfigDeliveryLimit, "7")); err != nil {
 		t.Fatalf("a validate-only SET: %v", err)
 	}
-	check("after refusals and a validate-only SET", map[string]string{shares.ConfigDeliveryLimit: "3"})
-	if err := alter(false, op(shares.ConfigDeliveryLimit, nil, kmsg.IncrementalAlterConfigOpDelete)); err != nil {
+	check(storage, "after refusals and a validate-only SET", map[string]string{shares.ConfigDeliveryLimit: "3"})
+	if err := alter(storage, false, op(shares.ConfigDeliveryLimit, nil, kmsg.IncrementalAlterConfigOpDelete)); err != nil {
 		t.Fatal(err)
 	}
-	check("after DELETE", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000",
+	check(cl, "after DELETE", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "5000",
 		shares.ConfigDeliveryLimit: "5"}, shares.ConfigDeliveryLimit)
 }

@@ -205,7 +205,7 @@ func New(cfg Config) (*Cluster, error) {
 	for i := 1; i <= cfg.Storage; i++ {
 		c.add("storage-"+strconv.Itoa(i), "sluice-storage", c.nodeAddr(i, p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
 			"-addr", c.nodeAddr(i, p.StorageBase+i-1), "-admin-addr", c.nodeAddr(i, p.StorageAdminBase+i-1),
-			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL,
+			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL, "-offsets", c.OffsetsURL(),
 			"-kafka-addr", c.nodeAddr(i, p.StorageKafkaBase+i-1))
 		if c.netns != nil {
 			last := c.Procs[len(c.Procs)-1]

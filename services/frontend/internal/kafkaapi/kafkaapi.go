@@ -93,7 +93,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord,
 		shares: shareGroups, joiner: joiner, log: log,
 		share: shareState{members: map[shareMemberKey]*shareMember{}, sessions: map[shareMemberKey]*shareSession{}}}
-	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth, Groups: s}, member.ID, cache, meta, log)
+	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth, Groups: kafka.ShareGroupConfigs{Client: shareGroups}}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()
 	s.idempotentProducerID = routes[kmsg.InitProducerID.Int16()].Handle
 	routes[kmsg.InitProducerID.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.initProducerID}

@@ -40,6 +40,8 @@ type Config struct {
 	Services  []string
 	// MaxFetchWait caps a fetch's long-poll.
 	MaxFetchWait time.Duration
+	// Groups keeps groups' configs (nil: none are kept here).
+	Groups kafka.GroupConfigs
 }
 
 // Service is the storage node's Kafka listener.
@@ -63,7 +65,7 @@ func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin,
 		cfg.MaxFetchWait = 30 * time.Second
 	}
 	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quotas, log: log}
-	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services}, mgr.Self, model, admin, log)
+	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services, Groups: cfg.Groups}, mgr.Self, model, admin, log)
 	routes := s.broker.Routes()
 	// Produce is advertised as on every broker (librdkafka takes a broker
 	// without it for one that predates RecordBatch v2 and will not fetch

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/storage/internal/kafkaapi"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
@@ -35,6 +36,9 @@ type Config struct {
 	AdvertisedAddr string
 	Rack           string
 	Metadata       string
+	// Offsets lists the offsets service's addresses, where the Kafka
+	// listener finds groups' configs ("": it keeps none).
+	Offsets        string
 	Heartbeat      time.Duration
 	RetentionCheck time.Duration
 	ReplicaMaxLag  time.Duration
@@ -79,6 +83,7 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.String(&c.AdvertisedAddr, "advertised-addr", "", "address given to clients (default: the internal address)")
 	fs.String(&c.Rack, "rack", "", "rack or zone of this node, for rack-aware placement")
 	fs.String(&c.Metadata, "metadata", "http://127.0.0.1:7070", "comma-separated metadata service addresses")
+	fs.String(&c.Offsets, "offsets", "", "comma-separated offsets service addresses, where the Kafka listener reads and sets groups' configs (Kafka admin clients send those to any broker); empty: it answers that it keeps none")
 	fs.Duration(&c.Heartbeat, "heartbeat-interval", time.Second, "interval between heartbeats to metadata")
 	fs.Duration(&c.RetentionCheck, "retention-check-interval", 30*time.Second, "interval between retention passes")
 	fs.Duration(&c.ReplicaMaxLag, "replica-lag-time-max", 10*time.Second, "a follower that has not caught up for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
@@ -203,10 +208,13 @@ func Module() fx.Option {
 // starts after the membership (it answers from the model the membership
 // follows) and stops before it.
 func startKafka(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients, srv *server.Server, metrics *server.Metrics,
-	reg prometheus.Registerer, log *slog.Logger) error {
+	t service.TLSClient, reg prometheus.Registerer, log *slog.Logger) error {
 	if c.Kafka.Listener.Addr == "" {
 		log.Info("kafka listener off (-kafka-addr is empty)")
 		return nil
+	}
+	if offsets := service.SplitList(c.Offsets); len(offsets) > 0 {
+		c.Kafka.Groups = kafka.ShareGroupConfigs{Client: shares.NewClientTLS(offsets, t.Config)}
 	}
 	svc, err := kafkaapi.New(c.Kafka, m, mem, cl.meta, srv.Quotas(), metrics, kafka.NewMetrics(reg), log.With("component", "kafka"))
 	if err != nil {

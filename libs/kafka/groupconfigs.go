@@ -1,4 +1,4 @@
-package kafkaapi
+package kafka
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/shares"
 )
@@ -14,10 +13,21 @@ import (
 // groupConfigTimeout bounds a group config request to the offsets service.
 const groupConfigTimeout = 10 * time.Second
 
-// GroupConfig implements kafka.GroupConfigs with the share groups' configs
-// (Kafka's share.* group configs and Sluice's own): those of a group never
-// configured are the defaults.
-func (s *Service) GroupConfig(ctx context.Context, c *kafka.Conn, group string) ([]kafka.GroupConfigEntry, error) {
+// ShareGroupConfigs are the share groups' configs (Kafka's share.* group
+// configs and Sluice's own) kept by the offsets service, asked for the
+// connection's principal; those of a group never configured are the
+// defaults.
+type ShareGroupConfigs struct {
+	Client *shares.Client
+}
+
+func (s ShareGroupConfigs) client(c *Conn) *shares.Client {
+	name, _ := c.Principal()
+	return s.Client.For(name)
+}
+
+// GroupConfig implements GroupConfigs.
+func (s ShareGroupConfigs) GroupConfig(ctx context.Context, c *Conn, group string) ([]GroupConfigEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, groupConfigTimeout)
 	defer cancel()
 	cfg, err := s.shareConfig(ctx, c, group)
@@ -26,21 +36,21 @@ func (s *Service) GroupConfig(ctx context.Context, c *kafka.Conn, group string) 
 	}
 	defaults := shares.DefaultConfig().Map()
 	values := cfg.Map()
-	out := make([]kafka.GroupConfigEntry, 0, len(shares.ConfigKeys))
+	out := make([]GroupConfigEntry, 0, len(shares.ConfigKeys))
 	for _, k := range shares.ConfigKeys {
 		typ := kmsg.ConfigTypeInt
 		if k.Key == shares.ConfigAutoOffsetReset || k.Key == shares.ConfigDeadLetterTopic {
 			typ = kmsg.ConfigTypeString
 		}
-		out = append(out, kafka.GroupConfigEntry{Name: k.Key, Value: values[k.Key], Doc: k.Doc, Type: typ, Default: values[k.Key] == defaults[k.Key]})
+		out = append(out, GroupConfigEntry{Name: k.Key, Value: values[k.Key], Doc: k.Doc, Type: typ, Default: values[k.Key] == defaults[k.Key]})
 	}
 	return out, nil
 }
 
-// AlterGroupConfig implements kafka.GroupConfigs: the change is checked
-// against the group's configuration here, then the whole configuration is
-// sent to the offsets service.
-func (s *Service) AlterGroupConfig(ctx context.Context, c *kafka.Conn, group string, set map[string]string, del []string, replace, validateOnly bool) error {
+// AlterGroupConfig implements GroupConfigs: the change is checked against
+// the group's configuration here, then the whole configuration is sent to
+// the offsets service.
+func (s ShareGroupConfigs) AlterGroupConfig(ctx context.Context, c *Conn, group string, set map[string]string, del []string, replace, validateOnly bool) error {
 	ctx, cancel := context.WithTimeout(ctx, groupConfigTimeout)
 	defer cancel()
 	cfg, err := s.shareConfig(ctx, c, group)
@@ -67,14 +77,14 @@ func (s *Service) AlterGroupConfig(ctx context.Context, c *kafka.Conn, group str
 	if validateOnly {
 		return nil
 	}
-	return s.sharesFor(c).Configure(ctx, group, cfg.Map())
+	return s.client(c).Configure(ctx, group, cfg.Map())
 }
 
 // shareConfig returns a share group's configuration (the defaults for a
 // group that does not exist yet).
-func (s *Service) shareConfig(ctx context.Context, c *kafka.Conn, group string) (shares.Config, error) {
+func (s ShareGroupConfigs) shareConfig(ctx context.Context, c *Conn, group string) (shares.Config, error) {
 	cfg := shares.DefaultConfig()
-	d, err := s.sharesFor(c).Describe(ctx, group)
+	d, err := s.client(c).Describe(ctx, group)
 	switch {
 	case protocol.CodeOf(err) == protocol.GroupIDNotFound:
 		return cfg, nil
@@ -83,7 +93,7 @@ func (s *Service) shareConfig(ctx context.Context, c *kafka.Conn, group string) 
 	}
 	for k, v := range d.Config {
 		if err := cfg.Set(k, v); err != nil {
-			return cfg, protocol.UnknownServerError.Err("share group %s holds a configuration this frontend does not know: %v", group, err)
+			return cfg, protocol.UnknownServerError.Err("share group %s holds a configuration this broker does not know: %v", group, err)
 		}
 	}
 	return cfg, nil
