@@ -141,8 +141,11 @@ type Cache struct {
 
 	cur   atomic.Pointer[view] // the published view; nil until the first snapshot
 	empty chan struct{}        // closed when the first view is published
-	// heard is when the metadata service last answered a fetch or a watch
-	// (Unix nanoseconds): the model was current then.
+	// heard is when the metadata service last answered a fetch (Unix
+	// nanoseconds): the model was current then. A fetch is a consistent
+	// read; a watch may be answered by a metadata follower behind the
+	// leader (a topic just created may be missing from it), so it does not
+	// count.
 	heard atomic.Int64
 
 	// ctx ends on Stop; the watch loop and refresh fetches run under it.
@@ -312,8 +315,8 @@ func (c *Cache) Refresh(ctx context.Context) (*cluster.Snapshot, error) {
 	}
 }
 
-// RefreshOlder is Refresh, unless the metadata service answered less than
-// maxAge ago: then the held snapshot is current enough and is returned as is.
+// RefreshOlder is Refresh, unless a fetch was answered less than maxAge ago:
+// then the held snapshot is current enough and is returned as is.
 // It keeps requests for unknown topics from turning into a stream of
 // metadata requests.
 func (c *Cache) RefreshOlder(ctx context.Context, maxAge time.Duration) (*cluster.Snapshot, error) {
@@ -372,7 +375,6 @@ func (c *Cache) watchLoop() {
 			c.log.Info("metadata watch recovered", "failures", failures)
 		}
 		failures, backoff = 0, c.cfg.BackoffMin
-		c.heard.Store(time.Now().UnixNano())
 		if !c.publish(snap) && time.Since(began) < c.cfg.BackoffMin {
 			// Nothing new came back at once: a server that ignores the wait must
 			// not turn this loop into a busy poll.

@@ -179,3 +179,23 @@ func TestRefreshOlderSkipsFreshModel(t *testing.T) {
 		t.Fatalf("%d fetches, want 2", n)
 	}
 }
+
+// TestRefreshOlderIgnoresTheWatch: a model heard only through the watch
+// (which a metadata follower behind the leader may answer) does not spare
+// a request for a missing topic the consistent fetch.
+func TestRefreshOlderIgnoresTheWatch(t *testing.T) {
+	md := fakecluster.NewMetadata()
+	defer md.Close()
+	md.AddTopic("old", 1)
+	c := newTestCache(t, md)
+	c.Start()
+	testkit.WaitFor(t, 5*time.Second, "the watch's first snapshot", func() bool { return c.Ready() == nil })
+	before := md.Snapshots()
+	snap, err := c.RefreshOlder(context.Background(), time.Hour)
+	if err != nil || snap == nil {
+		t.Fatal(err)
+	}
+	if n := md.Snapshots(); n != before+1 {
+		t.Fatalf("%d fetches after a model heard through the watch only, want %d", n, before+1)
+	}
+}
