@@ -206,10 +206,10 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	}
 }
 
-// partitionBounds looks up the bounds of a topic's partitions to visit, from the
-// first'th on, and reports whether an acquisition could take something.
-// A partition whose leader cannot be reached is left out: the others may
-// serve.
+// partitionBounds looks up the log bounds of the partitions to visit,
+// from the first'th on, and reports whether an acquisition could take
+// something. A partition whose leader cannot be reached is left out: the
+// others may serve.
 func (s *Shares) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]fsm.ShareBounds, bool) {
 	n := int32(len(visit))
 	parts := make([]fsm.ShareBounds, 0, n)
