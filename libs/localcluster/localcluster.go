@@ -56,22 +56,65 @@ func DefaultPorts() Ports {
 
 // FreePorts picks unused ports for a cluster with the given storage nodes and
 // up to MaxVoters metadata voters: one run of consecutive free ports, laid out
-// as DefaultPorts lays out its fixed ones.
+// as DefaultPorts lays out its fixed ones. The run lies outside the kernel's
+// ephemeral port range when there is room: a process restarted by a test
+// binds its ports again, and an outgoing connection given one of them as its
+// local port meanwhile would make that fail.
 func FreePorts(storage int) (Ports, error) {
 	n := 3*MaxVoters + 4*MaxFrontends + 3*MaxOffsets + 3*storage
-	for base := 20000 + (os.Getpid()%200)*150; base < 60000; base += 151 {
-		if !runFree(base, n) {
-			continue
+	lo, hi := ephemeralPorts()
+	for _, span := range [][2]int{{10000, lo}, {hi + 1, 65536}, {10000, 65536}} {
+		if base, ok := freeRun(span[0], span[1], n); ok {
+			return layout(base, storage), nil
 		}
-		m := base + 3*MaxVoters
-		o := m + 2*MaxFrontends
-		k := o + 3*MaxOffsets + 2*storage
-		return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
-			FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: o, OffsetsRaft: o + 1, OffsetsAdmin: o + 2,
-			StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage,
-			FrontendKafka: k, StorageKafkaBase: k + 2*MaxFrontends}, nil
 	}
 	return Ports{}, errors.New("localcluster: no free run of ports")
+}
+
+// freeRun finds a run of n free ports within [from, to), starting from a
+// place that depends on the process id, so parallel test processes pick
+// different runs.
+func freeRun(from, to, n int) (int, bool) {
+	slots := (to - from - n) / 151
+	if slots <= 0 {
+		return 0, false
+	}
+	start := os.Getpid() % slots
+	for i := range slots {
+		base := from + ((start+i)%slots)*151
+		if runFree(base, n) {
+			return base, true
+		}
+	}
+	return 0, false
+}
+
+// ephemeralPorts returns the kernel's range of local ports for outgoing
+// connections (Linux's default when it cannot be read).
+func ephemeralPorts() (int, int) {
+	lo, hi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && l <= h {
+				lo, hi = l, h
+			}
+		}
+	}
+	return lo, hi
+}
+
+// layout lays out a cluster's ports from base, as DefaultPorts lays out
+// its fixed ones.
+func layout(base, storage int) Ports {
+	m := base + 3*MaxVoters
+	o := m + 2*MaxFrontends
+	k := o + 3*MaxOffsets + 2*storage
+	return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
+		FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: o, OffsetsRaft: o + 1, OffsetsAdmin: o + 2,
+		StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage,
+		FrontendKafka: k, StorageKafkaBase: k + 2*MaxFrontends}
 }
 
 // MaxVoters bounds the metadata voters of a local cluster, MaxOffsets its
