@@ -167,16 +167,33 @@ func (c *ShareConsumer) MemberID() string { return c.member }
 // Acknowledge marks a record accepted, released or rejected; the next Poll,
 // Commit or Close sends it.
 func (c *ShareConsumer) Acknowledge(r ShareRecord, t shares.AckType) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pending = append(c.pending, shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: t})
+	c.add(shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: t})
 }
 
 // Reject rejects a record, giving the reason (for the dead-letter topic).
 func (c *ShareConsumer) Reject(r ShareRecord, reason string) {
+	c.add(shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckReject, Reason: reason})
+}
+
+func (c *ShareConsumer) add(a shares.Ack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending = append(c.pending, shares.Ack{Topic: r.Topic, Partition: r.Partition, FirstOffset: r.Offset, LastOffset: r.Offset, Type: shares.AckReject, Reason: reason})
+	c.pending = append(c.pending, a)
+}
+
+// takePending takes the pending acknowledgements, merged, to send them
+// (closing the consumer with closing); ok is false when it was closed
+// already.
+func (c *ShareConsumer) takePending(closing bool) (acks []shares.Ack, ok bool) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, false
+	}
+	pending := c.pending
+	c.pending, c.closed = nil, closing
+	c.mu.Unlock()
+	return mergeAcks(pending), true
 }
 
 // Commit sends the pending acknowledgements. Refused ones come back as an
@@ -184,14 +201,10 @@ func (c *ShareConsumer) Reject(r ShareRecord, reason string) {
 // (the coordinator could not be reached) the acknowledgements may or may
 // not have applied; the records' locks settle it.
 func (c *ShareConsumer) Commit(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	acks, ok := c.takePending(false)
+	if !ok {
 		return ErrConsumerClosed
 	}
-	acks := mergeAcks(c.pending)
-	c.pending = nil
-	c.mu.Unlock()
 	return c.send(ctx, acks)
 }
 
@@ -262,14 +275,10 @@ func mergeAcks(in []shares.Ack) []shares.Ack {
 // acquired; when the request fails, the acknowledgements' outcome is
 // unknown, as with Commit.
 func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	acks, ok := c.takePending(false)
+	if !ok {
 		return nil, ErrConsumerClosed
 	}
-	acks := mergeAcks(c.pending)
-	c.pending = nil
-	c.mu.Unlock()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.MaxWait+requestTimeout)
 	resp, err := c.coord.Acquire(actx, c.cfg.Group, shares.AcquireRequest{MemberID: c.member, Topic: c.cfg.Topic,
 		MaxRecords: c.cfg.MaxRecords, WaitMs: int32(c.cfg.MaxWait.Milliseconds()), Acks: acks})
@@ -372,14 +381,10 @@ func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.R
 // Close sends the pending acknowledgements and releases the records the
 // consumer still holds, so others get them at once.
 func (c *ShareConsumer) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	acks, ok := c.takePending(true)
+	if !ok {
 		return nil
 	}
-	acks := mergeAcks(c.pending)
-	c.pending, c.closed = nil, true
-	c.mu.Unlock()
 	err := c.send(ctx, acks)
 	if lerr := c.coord.Leave(ctx, c.cfg.Group, c.member); lerr != nil {
 		err = errors.Join(err, lerr)

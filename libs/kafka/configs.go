@@ -132,18 +132,24 @@ func describeTopicConfig(t *cluster.Topic, names []string, synonyms, docs bool) 
 			v, e.IsDefault, e.Source = defaults[c.key], true, kmsg.ConfigSourceDefaultConfig
 		}
 		e.Value = &v
-		if synonyms {
-			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
-			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
-		}
-		if docs {
-			doc := c.doc
-			e.Documentation = &doc
-		}
+		describeExtras(&e, synonyms, docs, c.doc)
 		out = append(out, e)
 	}
 	return out
+}
+
+// describeExtras adds what a DescribeConfigs request may ask for besides
+// the value: the config's one synonym (itself, from its source) and its
+// documentation.
+func describeExtras(e *kmsg.DescribeConfigsResponseResourceConfig, synonyms, docs bool, doc string) {
+	if synonyms {
+		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
+		e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
+	}
+	if docs {
+		e.Documentation = &doc
+	}
 }
 
 // describeClusterConfig lists the cluster-wide settings as a broker's
@@ -171,18 +177,15 @@ func describeClusterConfig(snap *cluster.Snapshot, names []string, synonyms bool
 			v, e.IsDefault, e.Source = defaults[name], true, kmsg.ConfigSourceDefaultConfig
 		}
 		e.Value = &v
-		if synonyms {
-			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
-			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
-		}
+		describeExtras(&e, synonyms, false, "")
 		out = append(out, e)
 	}
 	return out
 }
 
-// describeConfigs answers DescribeConfigs for topics (their configs) and
-// brokers (the cluster-wide settings, the same on every broker).
+// describeConfigs answers DescribeConfigs for topics (their configs),
+// brokers (the cluster-wide settings, the same on every broker) and groups
+// (BrokerConfig.Groups).
 func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
@@ -255,15 +258,7 @@ func describeGroupConfig(entries []GroupConfigEntry, names []string, synonyms, d
 		if g.Default {
 			e.Source = kmsg.ConfigSourceDefaultConfig
 		}
-		if synonyms {
-			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = e.Name, e.Value, e.Source
-			e.ConfigSynonyms = append(e.ConfigSynonyms, syn)
-		}
-		if docs {
-			doc := g.Doc
-			e.Documentation = &doc
-		}
+		describeExtras(&e, synonyms, docs, g.Doc)
 		out = append(out, e)
 	}
 	return out

@@ -417,9 +417,9 @@ func DeadLetterHeaders(topic string, partition int32, offset int64, deliveryCoun
 // partitions first appear, each partition's ranges in offset order.
 func ByPartition(acquired []Acquired) [][]Acquired {
 	var out [][]Acquired
-	at := map[[2]any]int{}
+	at := map[groups.TP]int{}
 	for _, a := range acquired {
-		k := [2]any{a.Topic, a.Partition}
+		k := groups.TP{Topic: a.Topic, Partition: a.Partition}
 		i, ok := at[k]
 		if !ok {
 			i = len(out)

@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -140,7 +141,7 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 			}
 		}
 	}
-	if r.MemberEpoch == 0 || !sameAssignment(m.assigned, assigned) {
+	if r.MemberEpoch == 0 || !maps.EqualFunc(m.assigned, assigned, slices.Equal) {
 		m.epoch++
 		m.assigned = assigned
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
@@ -155,18 +156,6 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 	resp.MemberEpoch = m.epoch
 	resp.HeartbeatIntervalMillis = int32(shareHeartbeatInterval / time.Millisecond)
 	return kafka.Reply{Msg: resp}
-}
-
-func sameAssignment(a, b map[string][]int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
 }
 
 // expireShareMembersLocked forgets members silent for a session timeout;
@@ -407,17 +396,18 @@ func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.
 		for tp, err := range bad {
 			errs[tp] = err
 		}
-		byTopic := map[string]*kmsg.ShareAcknowledgeResponseTopic{}
+		byTopic := map[[16]byte]int{} // index in resp.Topics, which grows
 		for _, t := range r.Topics {
 			topic, _ := kafka.TopicByID(snap, t.TopicID)
-			rt := byTopic[string(t.TopicID[:])]
-			if rt == nil {
+			i, ok := byTopic[t.TopicID]
+			if !ok {
 				nt := kmsg.NewShareAcknowledgeResponseTopic()
 				nt.TopicID = t.TopicID
 				resp.Topics = append(resp.Topics, nt)
-				rt = &resp.Topics[len(resp.Topics)-1]
-				byTopic[string(t.TopicID[:])] = rt
+				i = len(resp.Topics) - 1
+				byTopic[t.TopicID] = i
 			}
+			rt := &resp.Topics[i]
 			for _, p := range t.Partitions {
 				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 				rp.Partition = p.Partition

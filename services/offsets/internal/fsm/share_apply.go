@@ -229,8 +229,8 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		}
 		if c.Acquire != nil {
 			var acquired []*SharePartition
-			out.Acquire, acquired = acquireShare(g, c.Acquire, c.NowMs)
-			changed = appendNew(changed, acquired...)
+			out.Acquire, acquired = acquireShare(g, c.Acquire, c.NowMs, changed)
+			changed = append(changed, acquired...)
 		}
 	case c.Leave != "":
 		for k, p := range g.Partitions {
@@ -430,8 +430,9 @@ func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64) 
 }
 
 // acquireShare acquires records of g for a consumer and returns them with
-// the partitions it changed.
-func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64) (*shares.AcquireResponse, []*SharePartition) {
+// the partitions it changed besides own, the copies this operation made
+// already (its acknowledgements'), which it changes in place.
+func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, own []*SharePartition) (*shares.AcquireResponse, []*SharePartition) {
 	max := g.Config.MaxFetchRecords
 	if a.Max > 0 && a.Max < max {
 		max = a.Max
@@ -441,13 +442,15 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64) (*shares.AcquireR
 	for _, b := range a.Partitions {
 		k := GrantKey(groups.TP{Topic: a.Topic, Partition: b.Partition})
 		p := g.Partitions[k]
-		if p == nil {
+		fresh, owned := p == nil, slices.Contains(own, p)
+		switch {
+		case fresh:
 			start := b.HighWatermark
 			if g.Config.AutoOffsetReset == "earliest" {
 				start = b.LogStart
 			}
 			p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
-		} else {
+		case !owned:
 			p = p.Clone()
 		}
 		before := p.Start
@@ -457,7 +460,7 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64) (*shares.AcquireR
 			max -= int32(r.LastOffset - r.FirstOffset + 1)
 		}
 		resp.Acquired = append(resp.Acquired, got...)
-		if g.Partitions[k] == nil || took || p.Start != before {
+		if !owned && (fresh || took || p.Start != before) {
 			g.Partitions[k] = p
 			changed = append(changed, p)
 		}
@@ -466,14 +469,4 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64) (*shares.AcquireR
 		resp.LockUntilMs = nowMs + g.Config.LockDurationMs
 	}
 	return resp, changed
-}
-
-// appendNew appends partitions to changed, dropping earlier versions of
-// the same partitions.
-func appendNew(changed []*SharePartition, ps ...*SharePartition) []*SharePartition {
-	for _, p := range ps {
-		changed = slices.DeleteFunc(changed, func(q *SharePartition) bool { return q.Topic == p.Topic && q.Partition == p.Partition })
-		changed = append(changed, p)
-	}
-	return changed
 }
