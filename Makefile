@@ -10,20 +10,23 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 SERVICES := metadata storage frontend offsets
 COMPOSE ?= docker-compose
 
-.PHONY: help build test vet fmt tidy tidy-check run clean bench fuzz certs figures images up up-tls down
+.PHONY: help build test test-deps vet fmt tidy tidy-check run clean bench fuzz certs figures images up up-tls down
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
 	$(GO) build -o bin/ $(BINARIES)
 
-test: ## run every module's tests with -race
+test: test-deps ## run every module's tests with -race (test-deps first)
 	@set -e; for m in $(MODULES); do \
 		echo "== test $$m"; \
 		(cd $$m && $(GO) test $(TEST_FLAGS) ./...); \
 	done
+
+test-deps: ## install (as root) or name the Debian packages the tests drive: kcat, python3-kafka, python3-confluent-kafka, chromium, strace, iproute2, curl
+	@tools/scripts/test-deps.sh
 
 vet: ## go vet every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done

@@ -22,21 +22,6 @@ import (
 // process group is killed.
 const chromiumTimeout = 60 * time.Second
 
-// findChromium returns the chromium binary. Without one the test is skipped,
-// except under CI=true where that is a failure (.ci/run installs it).
-func findChromium(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err == nil {
-		return bin
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("chromium not found under CI=true (the console test drives it headless): %v", err)
-	}
-	t.Skipf("chromium not installed (apt-get install chromium); the console test drives it headless")
-	return ""
-}
-
 // runChromium runs headless Chromium with args after the common flags, in a
 // fresh profile and HOME, and returns its standard output. It fails the test
 // when Chromium fails or outlives chromiumTimeout (then its process group is
@@ -156,7 +141,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	bin := findChromium(t)
+	bin := needTool(t, "chromium", "chromium")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

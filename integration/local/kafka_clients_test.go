@@ -22,21 +22,6 @@ import (
 	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
-// lookTool finds a client no one here wrote (kcat, Debian's python3 with
-// python3-kafka): without it the test is skipped, except under CI=true, where
-// .ci/run installs it.
-func lookTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed under CI: .ci/run installs Debian's %s", name, pkg)
-		}
-		t.Skipf("%s is not installed (Debian's %s)", name, pkg)
-	}
-	return path
-}
-
 // run runs a command with stdin and a timeout and returns its stdout; a
 // failure ends the test with its stderr.
 func run(t *testing.T, timeout time.Duration, stdin string, name string, args ...string) string {
@@ -74,7 +59,7 @@ func TestKafkaClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	kcat := lookTool(t, "kcat", "kcat")
+	kcat := needTool(t, "kcat", "kcat")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -148,13 +133,7 @@ func TestKafkaClients(t *testing.T) {
 	})
 
 	t.Run("kafka-python", func(t *testing.T) {
-		python := lookTool(t, "/usr/bin/python3", "python3-kafka")
-		if err := exec.Command(python, "-c", "import kafka").Run(); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("python3-kafka is not installed under CI: .ci/run installs it")
-			}
-			t.Skip("python3-kafka is not installed")
-		}
+		python := needPython(t, "kafka", "python3-kafka")
 		kafkaTopic(t, ctx, c, "python", 2, 3)
 		out := run(t, 2*time.Minute, "", python, "-c", pythonRoundTrip, boot, "python", "1000")
 		if strings.TrimSpace(out) != "consumed 1000 of 1000 in order" {
@@ -276,13 +255,7 @@ func badKafkaInput(t *testing.T, addr string) {
 // kcatFetchUsesSendfile traces the storage node leading a partition while
 // kcat consumes it: the records leave the node by sendfile(2).
 func kcatFetchUsesSendfile(t *testing.T, ctx context.Context, c *localcluster.Cluster, kcat string) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("strace is not installed under CI")
-		}
-		t.Skip("strace is not installed")
-	}
+	strace := needTool(t, "strace", "strace")
 	kafkaTopic(t, ctx, c, "sendfile", 1, 1)
 	var in strings.Builder
 	value := strings.Repeat("v", 1000)

@@ -117,7 +117,7 @@ func logRebalance(t *testing.T, kind string, crash bool, times []time.Duration) 
 // view: until the offsets service holds the two others with three
 // partitions each.
 func kcatRebalances(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
-	kcat := lookTool(t, "kcat", "kcat")
+	kcat := needTool(t, "kcat", "kcat")
 	boot := strings.Join(c.KafkaAddrs(), ",")
 	gc := groups.NewClient(c.OffsetsURLs())
 	start := func() *kcatMember {

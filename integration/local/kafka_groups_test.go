@@ -151,7 +151,7 @@ func TestKafkaGroupsKcat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	kcat := lookTool(t, "kcat", "kcat")
+	kcat := needTool(t, "kcat", "kcat")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -384,7 +384,7 @@ func TestKafkaGroupsPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	python := lookTool(t, "/usr/bin/python3", "python3-kafka")
+	python := needPython(t, "kafka", "python3-kafka")
 	c := startCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

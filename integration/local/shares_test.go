@@ -479,12 +479,7 @@ func TestShareGroupHTTPWithCurl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("curl is missing under CI")
-		}
-		t.Skip("curl is not installed")
-	}
+	needTool(t, "curl", "curl")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
