@@ -93,16 +93,24 @@ func (s *Snapshot) KafkaLeader(topic string, partition int32) (*Frontend, bool) 
 
 // Cluster-wide settings (Snapshot.Config), by Kafka's broker config names.
 // They are set with PUT /v1/cluster/config (or a Kafka client's
-// IncrementalAlterConfigs on the cluster-wide broker defaults).
+// IncrementalAlterConfigs on the cluster-wide broker defaults) and take
+// effect at once.
 const (
 	// SettingAutoCreateTopics lets a Kafka Metadata request create the
 	// topics it names (Kafka's auto.create.topics.enable), off by default
 	// as Kafka 4 recommends.
 	SettingAutoCreateTopics = "auto.create.topics.enable"
-	// SettingNumPartitions and SettingReplicationFactor shape topics
-	// created without a count (auto-created ones, CreateTopics with -1).
-	SettingNumPartitions     = "num.partitions"
+	// SettingNumPartitions shapes topics created without a partition count
+	// (auto-created ones, CreateTopics with -1).
+	SettingNumPartitions = "num.partitions"
+	// SettingReplicationFactor is the replication factor of topics
+	// created without one (sluicectl and HTTP without a factor,
+	// CreateTopics with -1, auto-created ones), lowered to the number of
+	// live storage nodes when there are fewer (see DefaultReplicationFactor).
 	SettingReplicationFactor = "default.replication.factor"
+	// SettingMinInsyncReplicas is the min.insync.replicas of topics that
+	// set none of their own (see MinInsyncFor).
+	SettingMinInsyncReplicas = "min.insync.replicas"
 )
 
 // ClusterConfig is the typed view of the cluster-wide settings.
@@ -110,17 +118,55 @@ type ClusterConfig struct {
 	AutoCreateTopics  bool
 	NumPartitions     int
 	ReplicationFactor int
+	MinInsyncReplicas int
 }
 
 // DefaultClusterConfig returns the settings of a cluster nobody changed:
-// Kafka's defaults.
+// Kafka's, but durable ones for replication (3 replicas, 2 in sync for
+// acks=all), as Redpanda's production mode and Confluent Cloud have them,
+// so that an acknowledged record survives a node's loss without anyone
+// asking for it.
 func DefaultClusterConfig() ClusterConfig {
-	return ClusterConfig{AutoCreateTopics: false, NumPartitions: 1, ReplicationFactor: 1}
+	return ClusterConfig{AutoCreateTopics: false, NumPartitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2}
+}
+
+// DefaultReplicationFactor is the replication factor of a topic created
+// without one on a cluster of live storage nodes: the setting, or live when
+// fewer nodes are up (at least 1, so that placement names the shortage).
+// short reports the lowering, which callers log as a warning.
+func (c ClusterConfig) DefaultReplicationFactor(live int) (rf int, short bool) {
+	if live >= 1 && live < c.ReplicationFactor {
+		return live, true
+	}
+	return c.ReplicationFactor, false
+}
+
+// MinInsyncFor is the min.insync.replicas of a topic of replication factor
+// rf that sets none of its own: the cluster's setting (capped at rf) where
+// rf is 3 or more, and 1 below that, where a second in-sync replica would
+// make one replica's loss stop every acks=all write.
+func (c ClusterConfig) MinInsyncFor(rf int) int {
+	if rf < 3 {
+		return 1
+	}
+	return min(c.MinInsyncReplicas, rf)
 }
 
 // ClusterSettings lists the cluster-wide setting names, in order.
 func ClusterSettings() []string {
-	return []string{SettingAutoCreateTopics, SettingReplicationFactor, SettingNumPartitions}
+	return []string{SettingAutoCreateTopics, SettingReplicationFactor, SettingMinInsyncReplicas, SettingNumPartitions}
+}
+
+// ClusterSettingDefaults returns the defaults of the cluster-wide settings
+// as strings, by name.
+func ClusterSettingDefaults() map[string]string {
+	d := DefaultClusterConfig()
+	return map[string]string{
+		SettingAutoCreateTopics:  strconv.FormatBool(d.AutoCreateTopics),
+		SettingNumPartitions:     strconv.Itoa(d.NumPartitions),
+		SettingReplicationFactor: strconv.Itoa(d.ReplicationFactor),
+		SettingMinInsyncReplicas: strconv.Itoa(d.MinInsyncReplicas),
+	}
 }
 
 // ParseClusterConfig validates the settings on top of the defaults.
@@ -139,13 +185,17 @@ func ParseClusterConfig(kv map[string]string) (ClusterConfig, error) {
 				err = fmt.Errorf("must be at most %d", MaxPartitions)
 			}
 			c.NumPartitions = int(n)
-		case SettingReplicationFactor:
+		case SettingReplicationFactor, SettingMinInsyncReplicas:
 			var n int64
 			n, err = parseInt(v, 1)
-			if err == nil && n > 16 {
-				err = fmt.Errorf("must be at most 16")
+			if err == nil && n > MaxReplicationFactor {
+				err = fmt.Errorf("must be at most %d", MaxReplicationFactor)
 			}
-			c.ReplicationFactor = int(n)
+			if k == SettingReplicationFactor {
+				c.ReplicationFactor = int(n)
+			} else {
+				c.MinInsyncReplicas = int(n)
+			}
 		default:
 			return c, fmt.Errorf("unknown cluster setting %q (known: %s)", k, strings.Join(ClusterSettings(), ", "))
 		}

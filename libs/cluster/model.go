@@ -253,9 +253,12 @@ func (s *Snapshot) SortStable() {
 
 // CreateTopicRequest is the body of POST /v1/topics.
 type CreateTopicRequest struct {
-	Name              string            `json:"name"`
-	Partitions        int               `json:"partitions"`
-	ReplicationFactor int               `json:"replication_factor"`
+	Name       string `json:"name"`
+	Partitions int    `json:"partitions"`
+	// ReplicationFactor 0 (or absent) or DefaultRF takes the cluster's
+	// default.replication.factor, lowered to the live storage nodes when
+	// there are fewer.
+	ReplicationFactor int               `json:"replication_factor,omitempty"`
 	Config            map[string]string `json:"config,omitempty"`
 }
 
@@ -344,10 +347,16 @@ type InitProducerIDResponse struct {
 // ErrorBody is the JSON body of every non-2xx answer of the HTTP APIs.
 type ErrorBody = jsonhttp.ErrorBody
 
+// DefaultRF asks for the cluster's default replication factor in a
+// CreateTopicRequest, as -1 does in Kafka's CreateTopics (so does 0).
+const DefaultRF = -1
+
 // Limits on topic names and shapes.
 const (
 	MaxTopicNameLen = 249
 	MaxPartitions   = 10000
+	// MaxReplicationFactor bounds the cluster's replication settings.
+	MaxReplicationFactor = 16
 )
 
 var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)

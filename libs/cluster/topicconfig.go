@@ -172,6 +172,26 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 	return c, nil
 }
 
+// ResolveTopicConfig is ParseTopicConfig with the cluster's settings
+// applied where the topic sets no value of its own: min.insync.replicas
+// (ClusterConfig.MinInsyncFor). Storage nodes enforce what it returns.
+func ResolveTopicConfig(kv map[string]string, replicationFactor int, settings ClusterConfig) (TopicConfig, error) {
+	c, err := ParseTopicConfig(kv, replicationFactor)
+	if err != nil {
+		return c, err
+	}
+	if _, set := kv[ConfigMinInsyncReplicas]; !set {
+		c.MinInsyncReplicas = settings.MinInsyncFor(replicationFactor)
+	}
+	return c, nil
+}
+
+// TopicConfig returns a topic's configuration as storage nodes enforce it:
+// its own values over the cluster's settings over the defaults.
+func (s *Snapshot) TopicConfig(t *Topic) (TopicConfig, error) {
+	return ResolveTopicConfig(t.Config, t.ReplicationFactor, s.Settings())
+}
+
 // parseCleanupPolicy reads cleanup.policy: a comma-separated list of
 // delete and compact, in any order, at least one.
 func parseCleanupPolicy(v string) (compact, del bool, err error) {

@@ -40,7 +40,7 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 			if t != nil {
 				res.TopicID = TopicID(t)
 				res.NumPartitions, res.ReplicationFactor = int32(len(t.Partitions)), int16(t.ReplicationFactor)
-				for _, e := range describeTopicConfig(t, nil, false, false) {
+				for _, e := range describeTopicConfig(snap, t, nil, false, false) {
 					ce := kmsg.NewCreateTopicsResponseTopicConfig()
 					ce.Name, ce.Value, ce.ReadOnly, ce.Source = e.Name, e.Value, e.ReadOnly, int8(e.Source)
 					res.Configs = append(res.Configs, ce)
@@ -71,8 +71,14 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if parts == -1 {
 		parts = set.NumPartitions
 	}
-	if rf == -1 {
-		rf = set.ReplicationFactor
+	alive := 0
+	for _, n := range snap.Nodes {
+		if n.Alive && !n.Decommissioned {
+			alive++
+		}
+	}
+	if rf == cluster.DefaultRF && validateOnly {
+		rf, _ = set.DefaultReplicationFactor(alive) // metadata resolves it when creating
 	}
 	kv := map[string]*string{}
 	for _, cfg := range rt.Configs {
@@ -98,12 +104,6 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 		if _, err := cluster.ParseTopicConfig(config, rf); err != nil {
 			return nil, protocol.InvalidConfig.Err("%v", err)
 		}
-		alive := 0
-		for _, n := range snap.Nodes {
-			if n.Alive && !n.Decommissioned {
-				alive++
-			}
-		}
 		if rf > alive {
 			return nil, protocol.InvalidReplicationFactor.Err("replication factor %d is larger than the %d storage nodes available", rf, alive)
 		}
@@ -114,7 +114,7 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if err != nil {
 		return nil, err
 	}
-	c.Log().Info("kafka topic created", "topic", rt.Topic, "partitions", parts, "replication_factor", rf)
+	c.Log().Info("kafka topic created", "topic", rt.Topic, "partitions", parts, "replication_factor", t.ReplicationFactor)
 	_, _ = b.model.Refresh(ctx)
 	return t, nil
 }

@@ -466,12 +466,14 @@ func (b *Broker) autoCreate(ctx context.Context, c *Conn, snap *cluster.Snapshot
 	set := snap.Settings()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
 	defer cancel()
-	_, err := b.admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: set.NumPartitions, ReplicationFactor: set.ReplicationFactor})
-	if err != nil && protocol.CodeOf(err) != protocol.TopicAlreadyExists {
+	t, err := b.admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: set.NumPartitions, ReplicationFactor: cluster.DefaultRF})
+	switch {
+	case err != nil && protocol.CodeOf(err) != protocol.TopicAlreadyExists:
 		c.Log().Warn("kafka topic auto-creation failed", "topic", name, "err", err)
 		return int16(protocol.CodeOf(err))
+	case err == nil:
+		c.Log().Info("kafka topic auto-created", "topic", name, "partitions", set.NumPartitions, "replication_factor", t.ReplicationFactor)
 	}
-	c.Log().Info("kafka topic auto-created", "topic", name, "partitions", set.NumPartitions, "replication_factor", set.ReplicationFactor)
 	_, _ = b.model.Refresh(ctx)
 	return int16(protocol.LeaderNotAvailable)
 }

@@ -180,8 +180,9 @@ func TestTopicConfigMapping(t *testing.T) {
 			t.Errorf("%v: %v, want INVALID_CONFIG", bad, err)
 		}
 	}
-	topic := testModel().Topics[1]
-	entries := describeTopicConfig(&topic, []string{"retention.ms", "segment.bytes", "cleanup.policy", "delete.retention.ms"}, true, true)
+	model := testModel()
+	topic := model.Topics[1]
+	entries := describeTopicConfig(model, &topic, []string{"retention.ms", "segment.bytes", "cleanup.policy", "delete.retention.ms"}, true, true)
 	if len(entries) != 4 {
 		t.Fatalf("described %+v", entries)
 	}
@@ -200,6 +201,34 @@ func TestTopicConfigMapping(t *testing.T) {
 	}
 	if e := byName["delete.retention.ms"]; *e.Value != "86400000" || !e.IsDefault {
 		t.Fatalf("delete.retention.ms %+v", e)
+	}
+
+	// min.insync.replicas unset on a topic is the cluster's for its
+	// replication factor: 2 for 3 replicas by default, a cluster-wide
+	// dynamic default once the setting is set, 1 below 3 replicas.
+	minISR := func(snap *cluster.Snapshot, topic *cluster.Topic) kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		e := describeTopicConfig(snap, topic, []string{"min.insync.replicas"}, false, false)
+		if len(e) != 1 {
+			t.Fatalf("described %+v", e)
+		}
+		return e[0]
+	}
+	rf3 := &cluster.Topic{Name: "rf3", ReplicationFactor: 3}
+	if e := minISR(model, rf3); *e.Value != "2" || e.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("RF=3 by default: %s from %v, want 2 from DEFAULT_CONFIG", *e.Value, e.Source)
+	}
+	if e := minISR(model, &topic); *e.Value != "1" {
+		t.Fatalf("RF=2: %s, want 1", *e.Value)
+	}
+	set := testModel()
+	set.Config = map[string]string{cluster.SettingMinInsyncReplicas: "3"}
+	if e := minISR(set, rf3); *e.Value != "3" || e.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("RF=3 with the cluster's 3: %s from %v", *e.Value, e.Source)
+	}
+	brokers := describeClusterConfig(set, []string{"default.replication.factor", "min.insync.replicas"}, false)
+	if len(brokers) != 2 || *brokers[0].Value != "3" || !brokers[0].IsDefault || *brokers[1].Value != "3" || brokers[1].IsDefault {
+		t.Fatalf("cluster settings described as %+v", brokers)
 	}
 }
 

@@ -113,8 +113,12 @@ func topicConfigNames() string {
 
 // describeTopicConfig lists a topic's configs under Kafka's names, those
 // asked for (all when names is nil).
-func describeTopicConfig(t *cluster.Topic, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+func describeTopicConfig(snap *cluster.Snapshot, t *cluster.Topic, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	defaults := topicDefaults()
+	// min.insync.replicas unset on the topic is the cluster's setting for
+	// its replication factor: a cluster-wide default once set.
+	defaults[cluster.ConfigMinInsyncReplicas] = strconv.Itoa(snap.Settings().MinInsyncFor(t.ReplicationFactor))
+	_, clusterMinISR := snap.Config[cluster.SettingMinInsyncReplicas]
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, c := range topicConfigs {
 		if names != nil && !slices.Contains(names, c.kafka) {
@@ -128,6 +132,8 @@ func describeTopicConfig(t *cluster.Topic, names []string, synonyms, docs bool) 
 			v, e.ReadOnly, e.IsDefault, e.Source = c.fixed, true, true, kmsg.ConfigSourceDefaultConfig
 		case set:
 			e.Source = kmsg.ConfigSourceDynamicTopicConfig
+		case c.key == cluster.ConfigMinInsyncReplicas && clusterMinISR:
+			v, e.Source = defaults[c.key], kmsg.ConfigSourceDynamicDefaultBrokerConfig
 		default:
 			v, e.IsDefault, e.Source = defaults[c.key], true, kmsg.ConfigSourceDefaultConfig
 		}
@@ -155,14 +161,10 @@ func describeExtras(e *kmsg.DescribeConfigsResponseResourceConfig, synonyms, doc
 // describeClusterConfig lists the cluster-wide settings as a broker's
 // configs: set ones come from the cluster-wide dynamic defaults.
 func describeClusterConfig(snap *cluster.Snapshot, names []string, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	d := cluster.DefaultClusterConfig()
-	defaults := map[string]string{
-		cluster.SettingAutoCreateTopics:  strconv.FormatBool(d.AutoCreateTopics),
-		cluster.SettingNumPartitions:     strconv.Itoa(d.NumPartitions),
-		cluster.SettingReplicationFactor: strconv.Itoa(d.ReplicationFactor),
-	}
+	defaults := cluster.ClusterSettingDefaults()
 	types := map[string]kmsg.ConfigType{cluster.SettingAutoCreateTopics: kmsg.ConfigTypeBoolean,
-		cluster.SettingNumPartitions: kmsg.ConfigTypeInt, cluster.SettingReplicationFactor: kmsg.ConfigTypeShort}
+		cluster.SettingNumPartitions: kmsg.ConfigTypeInt, cluster.SettingReplicationFactor: kmsg.ConfigTypeShort,
+		cluster.SettingMinInsyncReplicas: kmsg.ConfigTypeInt}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, name := range cluster.ClusterSettings() {
 		if names != nil && !slices.Contains(names, name) {
@@ -219,7 +221,7 @@ func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Sn
 		if !ok {
 			return protocol.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", rr.ResourceName)
 		}
-		res.Configs = describeTopicConfig(t, rr.ConfigNames, synonyms, docs)
+		res.Configs = describeTopicConfig(snap, t, rr.ConfigNames, synonyms, docs)
 	case kmsg.ConfigResourceTypeBroker:
 		if !w.admin() {
 			b.denied(c, "DescribeConfigs", "broker "+rr.ResourceName)

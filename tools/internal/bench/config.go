@@ -127,7 +127,7 @@ cluster:   --frontends URLs ($SLUICE_FRONTEND, default ` + ctl.DefaultFrontend +
            --metadata URLs ($SLUICE_METADATA, default: the frontends)
            --offsets URLs ($SLUICE_OFFSETS, default ` + ctl.DefaultOffsets + `)
 topic:     --topic T (default sluice-bench; created when missing by produce and e2e with)
-           --partitions N (4) --replication-factor R (1) --config k=v (repeatable)
+           --partitions N (4) --replication-factor R (the cluster's default) --config k=v (repeatable)
 amount:    --records N (default 1000000) | --duration D;  --warmup D (default 2s with
            --duration, else 0; not for consume);  --rate R records/s in all (0: unthrottled)
 records:   --record-size|--size BYTES (100; e2e needs >= 8)  --keys none|random|fixed:N
@@ -244,7 +244,7 @@ func newFlagSet(c *Config, raw *rawFlags, getenv func(string) string) *flag.Flag
 	fs.StringVar(&raw.offsets, "offsets", envOr("SLUICE_OFFSETS", ctl.DefaultOffsets), "offsets service URLs")
 	fs.StringVar(&c.Topic, "topic", "sluice-bench", "topic")
 	fs.IntVar(&c.Partitions, "partitions", 4, "partitions of a created topic")
-	fs.IntVar(&c.ReplicationFactor, "replication-factor", 1, "replication factor of a created topic")
+	fs.IntVar(&c.ReplicationFactor, "replication-factor", 0, "replication factor of a created topic (0: the cluster's default)")
 	fs.Var(raw.topicConfig, "config", "topic config key=value of a created topic (repeatable)")
 	fs.IntVar(&raw.recordSize, "record-size", 100, "value bytes of each record")
 	fs.IntVar(&raw.recordSize, "size", 100, "the same as --record-size")
@@ -358,8 +358,8 @@ func (c Config) Validate() error {
 		return bad("--grace: must not be negative")
 	case c.Partitions < 1:
 		return bad("--partitions: must be at least 1")
-	case c.ReplicationFactor < 1:
-		return bad("--replication-factor: must be at least 1")
+	case c.ReplicationFactor < 0:
+		return bad("--replication-factor: must be at least 1 (or 0 for the cluster's default)")
 	case c.Producers < 1 || c.Producers > 1024:
 		return bad("--producers: must be between 1 and 1024")
 	case c.Consumers < 1 || c.Consumers > 1024:

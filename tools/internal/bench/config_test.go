@@ -20,7 +20,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Mode != ModeProduce || c.Records != 1_000_000 || c.Duration != 0 || c.Warmup != 0 || c.Partitions != 4 ||
-		c.ReplicationFactor != 1 || c.RecordSize != 100 || c.Producers != 1 || c.Consumers != 1 || c.Rate != 0 {
+		c.ReplicationFactor != 0 || c.RecordSize != 100 || c.Producers != 1 || c.Consumers != 1 || c.Rate != 0 {
 		t.Fatalf("amounts: %+v", c)
 	}
 	if c.Acks != protocol.AcksAll || !c.Idempotent || c.Compression != record.CodecNone || c.Linger != 5*time.Millisecond ||
@@ -86,7 +86,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"produce", "--warmup", "-1s"}, "--warmup"},
 		{[]string{"consume", "--warmup", "1s"}, "--warmup"},
 		{[]string{"produce", "--partitions", "0"}, "--partitions"},
-		{[]string{"produce", "--replication-factor", "0"}, "--replication-factor"},
+		{[]string{"produce", "--replication-factor", "-1"}, "--replication-factor"},
 		{[]string{"produce", "--producers", "0"}, "--producers"},
 		{[]string{"e2e", "--consumers", "0"}, "--consumers"},
 		{[]string{"produce", "--consumers", "2"}, "--consumers"},
@@ -117,7 +117,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"produce", "--progress", "sometimes"}, "--progress"},
 		{[]string{"produce", "--topic", "bad topic!"}, "--topic"},
 		{[]string{"e2e", "--group", "bad group!"}, "--group"},
-		{[]string{"produce", "--config", "min.insync.replicas=3"}, "--config"},
+		{[]string{"produce", "--replication-factor", "1", "--config", "min.insync.replicas=3"}, "--config"},
 		{[]string{"produce", "--config", "nokv"}, "-config"},
 		{[]string{"produce", "--frontends", " , "}, "--frontends"},
 		{[]string{"e2e", "--offsets", ","}, "--offsets"},

@@ -72,7 +72,7 @@ const usage = `sluicectl: the command-line client of a Sluice cluster
 usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKEN]
                  [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] COMMAND ...
 
-  topic create NAME --partitions N --replication-factor R [--config k=v ...]
+  topic create NAME [--partitions N] [--replication-factor R] [--config k=v ...]   R: the cluster's default (3, at most the live storage nodes)
   topic list [-o json]
   topic describe NAME [-o json]
   topic delete NAME

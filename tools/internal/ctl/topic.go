@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,7 +34,7 @@ func (k kvFlags) Set(s string) error {
 func topicCreate(ctx context.Context, env Env, args []string) error {
 	fs := flag.NewFlagSet("topic create", flag.ContinueOnError)
 	partitions := fs.Int("partitions", 1, "number of partitions")
-	rf := fs.Int("replication-factor", 1, "replicas per partition")
+	rf := fs.Int("replication-factor", 0, "replicas per partition (0: the cluster's default.replication.factor, at most the live storage nodes)")
 	cfg := kvFlags{}
 	fs.Var(cfg, "config", "topic config key=value (repeatable)")
 	pos, err := parseArgs(fs, args)
@@ -46,8 +47,8 @@ func topicCreate(ctx context.Context, env Env, args []string) error {
 	if *partitions < 1 {
 		return fmt.Errorf("%w: --partitions must be at least 1", errUsage)
 	}
-	if *rf < 1 {
-		return fmt.Errorf("%w: --replication-factor must be at least 1", errUsage)
+	if *rf < 0 {
+		return fmt.Errorf("%w: --replication-factor must be at least 1 (or 0 for the cluster's default)", errUsage)
 	}
 	t, err := env.frontendAdmin().CreateTopic(ctx, cluster.CreateTopicRequest{Name: pos[0], Partitions: *partitions, ReplicationFactor: *rf, Config: cfg})
 	if err != nil {
@@ -106,7 +107,13 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 		}
 		return writeJSON(env, out)
 	}
-	fmt.Fprintf(env.Stdout, "Topic: %s  Partitions: %d  ReplicationFactor: %d\n", t.Name, len(t.Partitions), t.ReplicationFactor)
+	minISR := "-"
+	if snap, err := meta.Refresh(ctx); err == nil {
+		if cfg, err := snap.TopicConfig(t); err == nil {
+			minISR = strconv.Itoa(cfg.MinInsyncReplicas)
+		}
+	}
+	fmt.Fprintf(env.Stdout, "Topic: %s  Partitions: %d  ReplicationFactor: %d  MinInsyncReplicas: %s\n", t.Name, len(t.Partitions), t.ReplicationFactor, minISR)
 	if len(t.Config) > 0 {
 		keys := make([]string, 0, len(t.Config))
 		for k := range t.Config {

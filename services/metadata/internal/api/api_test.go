@@ -126,7 +126,7 @@ func TestSingleNodeAPI(t *testing.T) {
 		{"bad name", cluster.CreateTopicRequest{Name: "a b", Partitions: 1, ReplicationFactor: 1}, protocol.InvalidTopic},
 		{"zero partitions", cluster.CreateTopicRequest{Name: "t1", Partitions: 0, ReplicationFactor: 1}, protocol.InvalidPartitions},
 		{"too many partitions", cluster.CreateTopicRequest{Name: "t1", Partitions: cluster.MaxPartitions + 1, ReplicationFactor: 1}, protocol.InvalidPartitions},
-		{"zero rf", cluster.CreateTopicRequest{Name: "t1", Partitions: 1, ReplicationFactor: 0}, protocol.InvalidReplicationFactor},
+		{"negative rf", cluster.CreateTopicRequest{Name: "t1", Partitions: 1, ReplicationFactor: -2}, protocol.InvalidReplicationFactor},
 		{"rf above live nodes", cluster.CreateTopicRequest{Name: "t1", Partitions: 1, ReplicationFactor: 4}, protocol.InvalidReplicationFactor},
 	}
 	for _, r := range rejects {
@@ -310,6 +310,57 @@ func TestDisallowedRelayLoop(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&eb)
 	if resp.StatusCode != 503 || protocol.Code(eb.ErrorCode) != protocol.NotController {
 		t.Fatalf("relayed request on a follower: HTTP %d %+v; want 503 NOT_CONTROLLER", resp.StatusCode, eb)
+	}
+}
+
+// TestTopicWithoutReplicationFactor: a topic created without a replication
+// factor (0, or Kafka's -1) gets default.replication.factor (3) replicas,
+// or as many as there are live storage nodes when fewer; the setting
+// changes at run time.
+func TestTopicWithoutReplicationFactor(t *testing.T) {
+	m := startCluster(t, 1, clusterOpts{})[0]
+	c := client(m)
+	ctx := context.Background()
+	register := func(id int32) {
+		t.Helper()
+		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string, rf int) int {
+		t.Helper()
+		tp, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: 2, ReplicationFactor: rf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range tp.Partitions {
+			if len(p.Replicas) != tp.ReplicationFactor {
+				t.Fatalf("%s: partition %d has replicas %v, replication factor %d", name, p.ID, p.Replicas, tp.ReplicationFactor)
+			}
+		}
+		return tp.ReplicationFactor
+	}
+	register(1)
+	if rf := create("alone", 0); rf != 1 {
+		t.Fatalf("one live node: replication factor %d, want 1", rf)
+	}
+	register(2)
+	register(3)
+	register(4)
+	if rf := create("durable", 0); rf != 3 {
+		t.Fatalf("four live nodes: replication factor %d, want 3", rf)
+	}
+	if rf := create("kafka-style", cluster.DefaultRF); rf != 3 {
+		t.Fatalf("-1 on four live nodes: replication factor %d, want 3", rf)
+	}
+	if rf := create("asked", 2); rf != 2 {
+		t.Fatalf("an explicit 2: replication factor %d", rf)
+	}
+	if _, err := c.SetClusterConfig(ctx, cluster.AlterTopicConfigRequest{Set: map[string]string{cluster.SettingReplicationFactor: "4"}}); err != nil {
+		t.Fatal(err)
+	}
+	if rf := create("wider", 0); rf != 4 {
+		t.Fatalf("default.replication.factor=4: replication factor %d", rf)
 	}
 }
 

@@ -101,12 +101,25 @@ func (s *Server) describeTopic(ctx *fasthttp.RequestCtx, name string) {
 	service.WriteJSON(ctx, http.StatusOK, t)
 }
 
-// createTopic validates, places and commits a topic. Runs on the leader.
+// createTopic validates, places and commits a topic. Runs on the leader. A
+// request without a replication factor (0, or Kafka's -1) gets the
+// cluster's default, lowered to the live storage nodes (with a warning)
+// when there are fewer.
 func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 	var req cluster.CreateTopicRequest
 	if err := decode(ctx, &req); err != nil {
 		writeError(ctx, err)
 		return
+	}
+	live := placement.LiveNodes(s.fsm.Nodes())
+	if req.ReplicationFactor == cluster.DefaultRF || req.ReplicationFactor == 0 {
+		settings := s.fsm.Settings()
+		rf, short := settings.DefaultReplicationFactor(len(live))
+		if short {
+			s.log.Warn("topic created with fewer replicas than default.replication.factor: too few live storage nodes",
+				"topic", req.Name, "replication_factor", rf, "default_replication_factor", settings.ReplicationFactor, "live_storage_nodes", len(live))
+		}
+		req.ReplicationFactor = rf
 	}
 	if err := validateCreate(req); err != nil {
 		writeError(ctx, err)
@@ -116,7 +129,7 @@ func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, bad(protocol.TopicAlreadyExists, "topic %q already exists", req.Name))
 		return
 	}
-	replicas, err := placement.Assign(placement.LiveNodes(s.fsm.Nodes()), s.fsm.Topics(), req.Partitions, req.ReplicationFactor)
+	replicas, err := placement.Assign(live, s.fsm.Topics(), req.Partitions, req.ReplicationFactor)
 	if err != nil {
 		writeError(ctx, err)
 		return

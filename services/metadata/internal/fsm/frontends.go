@@ -94,6 +94,18 @@ func (s *state) setClusterConfig(c *SetClusterConfig) (bool, error) {
 	return true, nil
 }
 
+// Settings returns the cluster-wide settings (the defaults for any this
+// version cannot read).
+func (f *FSM) Settings() cluster.ClusterConfig {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c, err := cluster.ParseClusterConfig(f.st.config)
+	if err != nil {
+		return cluster.DefaultClusterConfig()
+	}
+	return c
+}
+
 func (s *state) sortedFrontends() []cluster.Frontend {
 	if len(s.frontends) == 0 {
 		return nil

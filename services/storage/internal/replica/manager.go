@@ -128,7 +128,7 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	want := map[Key]struct{}{}
 	var errs []error
 	for _, t := range snap.Topics {
-		cfg, cfgErr := cluster.ParseTopicConfig(t.Config, t.ReplicationFactor)
+		cfg, cfgErr := snap.TopicConfig(&t)
 		if cfgErr != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, cfgErr))
 		}
