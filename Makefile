@@ -5,6 +5,10 @@ BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/fronten
             $(PKG)/services/storage/cmd/sluice-storage $(PKG)/services/offsets/cmd/sluice-offsets \
             $(PKG)/tools/cmd/sluicectl $(PKG)/tools/cmd/sluice-dev $(PKG)/tools/cmd/sluice-bench
 GO ?= go
+# VERSION is the release the binaries report with -version: the nearest git
+# tag, or "dev"; the commit is recorded by the Go toolchain (-buildvcs).
+VERSION ?= $(shell git describe --tags 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/sluicemq/sluice/libs/version.Version=$(VERSION)
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SERVICES := metadata storage frontend offsets
@@ -17,7 +21,7 @@ help: ## list the targets
 
 build: ## build every binary into ./bin
 	@mkdir -p bin
-	$(GO) build -o bin/ $(BINARIES)
+	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o bin/ $(BINARIES)
 
 test: test-deps ## run every module's tests with -race (test-deps first)
 	@set -e; for m in $(MODULES); do \
@@ -60,7 +64,7 @@ run: build ## build and start a local cluster on 127.0.0.1 (data in ./data); Ctr
 
 images: ## build static binaries and the sluice/<service>:dev images (FROM scratch)
 	@mkdir -p bin/docker
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl %/sluice-bench,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags='-s -w $(LDFLAGS)' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl %/sluice-bench,$(BINARIES))
 	@set -e; for s in $(SERVICES); do \
 		docker build -q -f deploy/docker/$$s.Dockerfile -t sluice/$$s:dev . >/dev/null; \
 		echo "built sluice/$$s:dev"; \

@@ -17,9 +17,14 @@ type FlagSet struct {
 	lookupEnv func(string) (string, bool)
 }
 
-// NewFlagSet returns an empty FlagSet for the named binary.
+// versionFlag prints the build and exits (Main looks for it before
+// parsing); it has no environment fallback.
+const versionFlag = "version"
+
+// NewFlagSet returns a FlagSet for the named binary holding -version.
 func NewFlagSet(name string) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Bool(versionFlag, false, "print the version, the commit and the Go version, and exit")
 	return &FlagSet{FlagSet: fs, lookupEnv: os.LookupEnv}
 }
 
@@ -59,7 +64,7 @@ func (f *FlagSet) Bool(p *bool, name string, def bool, usage string) {
 func (f *FlagSet) Parse(args []string) error {
 	var envErr error
 	f.VisitAll(func(fl *flag.Flag) {
-		if envErr != nil {
+		if envErr != nil || fl.Name == versionFlag {
 			return
 		}
 		env := EnvName(fl.Name)

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicemq/sluice/libs/version"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 )
@@ -65,11 +66,16 @@ func Module() fx.Option {
 // flag when it fails, and otherwise runs the fx application built from the
 // returned options until SIGINT or SIGTERM.
 //
+// "NAME -version" prints the build (version.String) instead;
 // "NAME healthcheck" instead asks the running process's admin listener for
 // its readiness (see HealthCheck), for container health checks.
 func Main(name string, parse func(args []string) ([]fx.Option, error)) {
 	if len(os.Args) > 1 && os.Args[1] == HealthCheckCommand {
 		os.Exit(HealthCheck(os.Args[2:], os.Stderr))
+	}
+	if version.Asked(os.Args[1:]) {
+		fmt.Println(version.String(name))
+		os.Exit(0)
 	}
 	opts, err := parse(os.Args[1:])
 	if err != nil {

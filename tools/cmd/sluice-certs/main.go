@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/tlsconf"
+	"github.com/sluicemq/sluice/libs/version"
 )
 
 func main() {
@@ -20,7 +21,12 @@ func main() {
 	hosts := flag.String("hosts", strings.Join(tlsconf.DefaultHosts, ","), "names and IP addresses of the node certificate, comma-separated")
 	validity := flag.Duration("validity", 365*24*time.Hour, "how long the certificates are valid")
 	client := flag.String("client", "", "instead, sign a client certificate for this user (NAME.pem, NAME-key.pem) with the CA in -dir")
+	showVersion := flag.Bool("version", false, "print the version, the commit and the Go version, and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String("sluice-certs"))
+		return
+	}
 	if flag.NArg() > 0 || *validity <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: sluice-certs [-dir DIR] [-hosts h1,h2] [-validity DURATION] [-client NAME]")
 		os.Exit(2)

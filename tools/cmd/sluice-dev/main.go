@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/version"
 )
 
 const usage = `usage:
@@ -45,8 +46,13 @@ func main() {
 	storage := fs.Int("storage", 3, "number of storage nodes")
 	voters := fs.Int("voters", 3, "number of metadata voters: 1 or 3")
 	freePorts := fs.Bool("free-ports", false, "listen on free ports instead of make run's fixed ones (printed at start)")
+	showVersion := fs.Bool("version", false, "print the version, the commit and the Go version, and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println(version.String("sluice-dev"))
+		return
 	}
 	if fs.NArg() > 0 {
 		os.Exit(control(os.Stdout, os.Stderr, socketPath(*data), fs.Args()))

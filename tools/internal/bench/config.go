@@ -141,6 +141,7 @@ consuming: --consumers N (1)  --group G (default sluice-bench-<random>)
            --grace D (e2e: 10s for consumers to catch up after producing ended)
 output:    --json (one JSON object on stdout)  --progress auto|on|off (stderr, auto: on a terminal)
            --cpuprofile FILE (a pprof CPU profile of the client side of the run)
+           --version (print the version, the commit and the Go version, and exit)
 
 Throughput counts record values only (MB = 10^6 bytes). Exit status: 0 success,
 1 some record failed, 2 usage error, 130 interrupted (the summary is printed).

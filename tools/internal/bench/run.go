@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/version"
 )
 
 // drainTimeout bounds how long records in flight when a run is interrupted
@@ -29,6 +30,10 @@ const usageHint = "usage: sluice-bench produce|consume|e2e|disk|sendfile [flags]
 // Main runs sluice-bench with args (without the program name) and returns
 // the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if version.Asked(args) {
+		fmt.Fprintln(stdout, version.String("sluice-bench"))
+		return 0
+	}
 	if len(args) > 0 && (args[0] == ModeDisk || args[0] == ModeSendfile) {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/libs/version"
 )
 
 // Defaults point at the local cluster that `make run` starts.
@@ -115,6 +116,10 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
   txn list [--state S,...] [-o json]
   txn describe TRANSACTIONAL-ID [-o json]
   cluster status [-o json]
+  version       the version, the commit and the Go version (also --version)
+  cluster config [--set KEY=VALUE ...] [--delete KEY ...] [-o json]
+                cluster-wide settings: default.replication.factor, min.insync.replicas,
+                num.partitions, auto.create.topics.enable; changes apply at once
 
 --frontend ($SLUICE_FRONTEND, default ` + DefaultFrontend + `) takes produce, topic, partition and node changes;
 --metadata ($SLUICE_METADATA, default ` + DefaultMetadata + `)
@@ -155,6 +160,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tlsCA := fs.String("tls-ca", os.Getenv("SLUICE_TLS_CA"), "PEM CA to verify the services with (a cluster running TLS)")
 	tlsCert := fs.String("tls-cert", os.Getenv("SLUICE_TLS_CERT"), "PEM client certificate, for services that require one")
 	tlsKey := fs.String("tls-key", os.Getenv("SLUICE_TLS_KEY"), "PEM key of --tls-cert")
+	showVersion := fs.Bool("version", false, "print the version, the commit and the Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stdout, usage)
@@ -163,6 +169,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluicectl: %v\n\n", err)
 		io.WriteString(stderr, usage)
 		return 2
+	}
+	if *showVersion || len(fs.Args()) == 1 && fs.Arg(0) == "version" {
+		fmt.Fprintln(stdout, version.String("sluicectl"))
+		return 0
 	}
 	if *tlsCA != "" || *tlsCert != "" {
 		cfg, err := tlsconf.ClientFiles(*tlsCA, *tlsCert, *tlsKey)
@@ -262,6 +272,8 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return txnDescribe(ctx, env, rest[1:])
 	case cmd == "cluster" && sub == "status":
 		return clusterStatus(ctx, env, rest[1:])
+	case cmd == "cluster" && sub == "config":
+		return clusterConfig(ctx, env, rest[1:])
 	case cmd == "help":
 		io.WriteString(env.Stdout, usage)
 		return nil
