@@ -12,7 +12,9 @@ LDFLAGS := -X github.com/sluicemq/sluice/libs/version.Version=$(VERSION)
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 SERVICES := metadata storage frontend offsets
-COMPOSE ?= docker-compose
+# COMPOSE is Docker's compose plugin (v2) when the engine has it, else the
+# standalone docker-compose (v1, Debian's package); either reads the files.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
 .PHONY: help build test test-deps vet fmt tidy tidy-check run clean bench fuzz certs figures images up up-tls down
 
@@ -53,7 +55,7 @@ certs: ## write a development CA and certificates to ./certs (make run and docke
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s); failing inputs land in testdata/fuzz as seeds
 	@tools/scripts/fuzz.sh $(or $(FUZZTIME),10s)
 
-figures: ## measure the storage figures of docs/performance.md (append and fetch vs their physical limits)
+figures: ## measure the storage figures of docs/dev/performance-log.md (append and fetch vs their physical limits)
 	@tools/scripts/storage-figures.sh
 
 bench: ## run the Go benchmarks of the hot paths
@@ -70,11 +72,11 @@ images: ## build static binaries and the sluice/<service>:dev images (FROM scrat
 		echo "built sluice/$$s:dev"; \
 	done
 
-up: images ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets)
+up: images build ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets); SLUICE_ADVERTISED_HOST makes it reachable from other hosts
 	$(COMPOSE) up -d
-	@echo "frontends on http://127.0.0.1:8080 and :8082; ./bin/sluicectl works against it as against make run"
+	@echo "frontends on http://127.0.0.1:8080 and :8082, Kafka on 127.0.0.1:9092 and :9094; ./bin/sluicectl works against it as against make run"
 
-up-tls: images ## start the docker-compose cluster over TLS with the certificates of make certs (docker-compose.tls.yml)
+up-tls: images build ## start the docker-compose cluster over TLS with the certificates of make certs (docker-compose.tls.yml)
 	@test -f certs/node.pem || { echo "no certs/node.pem: run make certs first"; exit 1; }
 	$(COMPOSE) -f docker-compose.yml -f docker-compose.tls.yml up -d
 	@echo "frontends on https://127.0.0.1:8080 and :8082; sluicectl --tls-ca certs/ca.pem --tls-cert certs/client.pem --tls-key certs/client-key.pem ..."

@@ -119,3 +119,46 @@ func TestComposeOverTLS(t *testing.T) {
 		t.Error("metadata answered a TLS client without a certificate")
 	}
 }
+
+// TestComposeAdvertisesOneHost: SLUICE_ADVERTISED_HOST alone moves every
+// address the compose cluster gives its clients (storage nodes' and the
+// frontends' Kafka listeners, storage nodes' protocol) off 127.0.0.1, so
+// the cluster is reachable from other hosts and containers; unset, every
+// one is 127.0.0.1 for clients on this host.
+func TestComposeAdvertisesOneHost(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertised := func(host string) []string {
+		t.Helper()
+		cmd := exec.Command("docker-compose", "-f", filepath.Join(root, "docker-compose.yml"), "config")
+		cmd.Env = append(os.Environ(), "SLUICE_ADVERTISED_HOST="+host)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("docker-compose config: %v", err)
+		}
+		var addrs []string
+		lines := strings.Split(string(out), "\n")
+		for i, l := range lines {
+			if f := strings.TrimSpace(l); (f == "- -advertised-addr" || f == "- -kafka-advertised-addr") && i+1 < len(lines) {
+				addrs = append(addrs, strings.TrimPrefix(strings.TrimSpace(lines[i+1]), "- "))
+			}
+		}
+		// 3 storage nodes with two advertised addresses, 2 frontends with one.
+		if len(addrs) != 8 {
+			t.Fatalf("SLUICE_ADVERTISED_HOST=%q: %d advertised addresses, want 8: %v", host, len(addrs), addrs)
+		}
+		return addrs
+	}
+	for _, a := range advertised("192.0.2.10") {
+		if !strings.HasPrefix(a, "192.0.2.10:") {
+			t.Fatalf("with SLUICE_ADVERTISED_HOST=192.0.2.10 an address is %s", a)
+		}
+	}
+	for _, a := range advertised("") {
+		if !strings.HasPrefix(a, "127.0.0.1:") {
+			t.Fatalf("by default an address is %s", a)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
-// TestBenchFigures measures the standard workloads of docs/performance.md
+// TestBenchFigures measures the standard workloads of docs/dev/performance-log.md
 // with the sluice-bench binary, each next to its physical limit measured in
 // the same run; it runs only with SLUICE_FIGURES=1:
 //

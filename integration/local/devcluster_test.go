@@ -31,6 +31,7 @@ type devCluster struct {
 	frontend  string
 	metadata  string
 	offsets   string
+	kafka     string
 	exited    chan struct{}
 	exitError error
 }
@@ -57,12 +58,13 @@ func (s *syncLines) String() string {
 	return strings.Join(s.lines, "\n")
 }
 
-// startDev runs sluice-dev -free-ports and waits for its banner.
-func startDev(t *testing.T) *devCluster {
+// startDev runs sluice-dev -free-ports with more flags and waits for its
+// banner.
+func startDev(t *testing.T, flags ...string) *devCluster {
 	t.Helper()
 	bin := buildBinaries(t)
 	d := &devCluster{data: filepath.Join(t.TempDir(), "data"), bin: bin, out: &syncLines{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(filepath.Join(bin, "sluice-dev"), "-bin", bin, "-data", d.data, "-free-ports")
+	d.cmd = exec.Command(filepath.Join(bin, "sluice-dev"), append([]string{"-bin", bin, "-data", d.data, "-free-ports"}, flags...)...)
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
 	if err := d.cmd.Start(); err != nil {
@@ -85,6 +87,8 @@ func startDev(t *testing.T) *devCluster {
 					d.metadata = fields[1]
 				case "offsets":
 					d.offsets = fields[1]
+				case "kafka":
+					d.kafka = fields[1]
 				}
 			}
 			if strings.HasPrefix(line, "Ctrl-C stops the cluster") && !seen {

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
-// TestGroupFigures measures what docs/performance.md reports for consumer
+// TestGroupFigures measures what docs/dev/performance-log.md reports for consumer
 // groups; it runs only with SLUICE_FIGURES=1:
 //
 //	SLUICE_FIGURES=1 go test -run TestGroupFigures -v ./local/

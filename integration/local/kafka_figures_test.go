@@ -15,8 +15,8 @@ import (
 )
 
 // TestKafkaFigures measures the Kafka path next to the SDK path on one
-// cluster, the figures of docs/performance.md's Kafka section; it runs only
-// with SLUICE_FIGURES=1:
+// cluster, the figures of docs/performance.md's summary (the full tables
+// are in docs/dev/performance-log.md); it runs only with SLUICE_FIGURES=1:
 //
 //	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestKafkaFigures -v ./local/
 //

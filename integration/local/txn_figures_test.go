@@ -16,7 +16,8 @@ import (
 )
 
 // TestTxnFigures measures transactions, the figures of docs/performance.md's
-// Transactions section; it runs only with SLUICE_FIGURES=1:
+// summary and of docs/dev/performance-log.md's Transactions section; it runs
+// only with SLUICE_FIGURES=1:
 //
 //	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestTxnFigures -v ./local/
 //

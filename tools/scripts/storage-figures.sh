@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the storage figures of docs/performance.md: each benchmark against its
+# Measures the storage figures of docs/dev/performance-log.md: each benchmark against its
 # physical limit, run alternately in separate processes (the disk and CPU of a
 # shared machine drift; alternating keeps both sides under the same drift).
 # Usage: tools/scripts/storage-figures.sh [runs] [benchtime]

@@ -141,7 +141,7 @@
 // makes the next pass redo work). CleanOptions.Throttle sees each chunk a
 // pass reads or writes and may block; its error aborts like a failed step.
 //
-// Cost (docs/performance.md, "Log compaction"): a pass reads each dirty
+// Cost (docs/dev/performance-log.md, "Log compaction"): a pass reads each dirty
 // segment twice (to map, then to rewrite), decodes each record twice and
 // creates three files per rewritten segment. Its memory is MapBytes: the
 // key table gets all but cleanReserve, which the pass's buffers use; table
