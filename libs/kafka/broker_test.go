@@ -159,6 +159,11 @@ func TestMetadataAutoCreate(t *testing.T) {
 	if resp.Topics[0].ErrorCode != int16(protocol.LeaderNotAvailable) || len(a.created) != 1 || a.created[0].Partitions != 4 {
 		t.Fatalf("auto-creation on: %d, created %+v", resp.Topics[0].ErrorCode, a.created)
 	}
+	// The replication factor is left to metadata, which knows the live
+	// storage nodes: the cluster's default, at most one per node.
+	if rf := a.created[0].ReplicationFactor; rf != cluster.DefaultRF {
+		t.Fatalf("auto-created with replication factor %d, want the cluster default (%d)", rf, cluster.DefaultRF)
+	}
 	req.AllowAutoTopicCreation = false
 	b.metadata(context.Background(), connAs(""), req)
 	if len(a.created) != 1 {
@@ -321,5 +326,27 @@ func TestInitProducerID(t *testing.T) {
 	resp = b.initProducerID(context.Background(), connAs("alice"), req).Msg.(*kmsg.InitProducerIDResponse)
 	if resp.ErrorCode != int16(protocol.NotCoordinator) {
 		t.Fatalf("a transactional producer: %+v", resp)
+	}
+}
+
+// TestCreateTopicsWithoutReplicationFactor: CreateTopics with -1 leaves the
+// replication factor to metadata (the cluster's default, at most one per
+// live node); validate_only answers what that would be here (2 live nodes).
+func TestCreateTopicsWithoutReplicationFactor(t *testing.T) {
+	b, _, a := testBroker(false)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", 2, -1
+	req.Topics = append(req.Topics, rt)
+	req.ValidateOnly = true
+	resp := b.createTopics(context.Background(), connAs(""), req).Msg.(*kmsg.CreateTopicsResponse)
+	if got := resp.Topics[0]; got.ErrorCode != 0 || got.ReplicationFactor != 2 || len(a.created) != 0 {
+		t.Fatalf("validate only: code %d, replication factor %d, created %v", got.ErrorCode, got.ReplicationFactor, a.created)
+	}
+	req.ValidateOnly = false
+	resp = b.createTopics(context.Background(), connAs(""), req).Msg.(*kmsg.CreateTopicsResponse)
+	if resp.Topics[0].ErrorCode != 0 || len(a.created) != 1 || a.created[0].ReplicationFactor != cluster.DefaultRF {
+		t.Fatalf("create: code %d, sent %+v", resp.Topics[0].ErrorCode, a.created)
 	}
 }
