@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -12,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // dashboard is the part of deploy/grafana/sluice.json the test reads.
@@ -38,8 +44,13 @@ type dashboard struct {
 // TestDashboardMetricsExist: every panel of the Grafana dashboard is
 // described and queries the templated Prometheus data source, and every
 // metric its queries name is served by some process of a running cluster
-// after a small workload (a renamed metric breaks this test, not the
-// dashboard in production).
+// (a renamed metric breaks this test, not the dashboard in production).
+// Labelled series appear once observed, so a small workload runs first:
+// SDK produce and a group consume; a fetch past the log end (an error
+// answer); franz-go producing to and reading a compacted topic the
+// cleaners pass over; bad frames on a Kafka listener (refused requests); a
+// committed Kafka transaction; a share group acquiring and accepting a
+// record; and a Kafka producer over its client id's produce quota.
 func TestDashboardMetricsExist(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -76,9 +87,13 @@ func TestDashboardMetricsExist(t *testing.T) {
 		}
 	}
 
-	c := startCluster(t, 3)
+	// A short cleaner back-off, so that the compacted topic is cleaned
+	// within a second or two of its segments rolling.
+	c := startCluster(t, 3, "-cleaner-backoff", "300ms")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// Set first: the frontend learns the quota while the rest runs.
+	must(t, c, "quota", "set", "--client-id", dashThrottled, "--produce-bytes-per-sec", "1024")
 	createReplicated(t, ctx, c, "dash", 3, "2")
 	p := quietProducer(t, c.FrontendURLs())
 	l := loadcheck.NewKeyedLoad()
@@ -97,31 +112,122 @@ func TestDashboardMetricsExist(t *testing.T) {
 	if _, err := r.Fetch(ctx); err == nil {
 		t.Fatal("a fetch far past the log end succeeded")
 	}
+	passes := cleanerPasses(t, c)
+	dashboardKafka(t, ctx, c)
+	badKafkaInput(t, c.KafkaAddrs()[0]) // refused requests, by reason
+	dashboardTransaction(t, ctx, c)
+	dashboardShareGroup(t, ctx, c)
+	dashboardQuota(t, ctx, c)
+	testkit.WaitFor(t, 30*time.Second, "a cleaning pass over the compacted topic", func() bool { return cleanerPasses(t, c) > passes })
 
-	served := map[string]bool{}
-	for _, proc := range c.Procs {
-		resp, err := http.Get("http://" + proc.AdminAddr + "/metrics")
-		if err != nil {
-			t.Fatalf("%s: %v", proc.Name, err)
+	// The offsets leader's collectors read their state at scrape time:
+	// poll until every name is served.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		served := map[string]bool{}
+		for _, proc := range c.Procs {
+			resp, err := http.Get("http://" + proc.AdminAddr + "/metrics")
+			if err != nil {
+				return fmt.Errorf("%s: %w", proc.Name, err)
+			}
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+					served[f[2]] = true
+				}
+			}
+			resp.Body.Close()
 		}
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
-				served[f[2]] = true
+		var missing []string
+		for n := range names {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+			if !served[n] && !served[base] {
+				missing = append(missing, n)
 			}
 		}
-		resp.Body.Close()
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			return fmt.Errorf("the dashboard queries metrics no process serves: %v", missing)
+		}
+		return nil
+	})
+	t.Logf("%d panels, %d metrics, all served", len(d.Panels), len(names))
+}
+
+// dashThrottled is the client id the dashboard test gives a 1 KB/s produce
+// quota.
+const dashThrottled = "dashboard-throttled"
+
+// dashboardKafka produces 2,000 updates of 100 keys with franz-go to a
+// compacted topic with small segments (Kafka requests by API, and
+// segments for the cleaners), and reads it back with franz-go (Kafka
+// fetches): at least one record per key survives compaction.
+func dashboardKafka(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	t.Helper()
+	const topic, keys, updates = "dash-compacted", 100, 2000
+	createTopic(t, ctx, c, topic, 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "16384",
+		"segment.ms": "500", "min.cleanable.dirty.ratio": "0.01"})
+	prod := franzClient(t, c, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerLinger(2*time.Millisecond))
+	recs := make([]*kgo.Record, updates)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%03d", i%keys), Value: fmt.Appendf(nil, "update %04d %s", i, strings.Repeat("x", 40))}
 	}
-	var missing []string
-	for n := range names {
-		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
-		if !served[n] && !served[base] {
-			missing = append(missing, n)
+	produceAll(t, ctx, prod, recs, "to the compacted topic")
+	cons := franzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	read := 0
+	testkit.WaitFor(t, 30*time.Second, "franz-go reading a record per key", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		read += cons.PollFetches(pctx).NumRecords()
+		return read >= keys
+	})
+}
+
+// dashboardTransaction commits a franz-go transaction of three records.
+func dashboardTransaction(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	t.Helper()
+	tx := franzClient(t, c, kgo.TransactionalID("dashboard-txn"), kgo.DefaultProduceTopic("dash"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := tx.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "txn-%d", i), Value: []byte("in a transaction")}).FirstErr(); err != nil {
+			t.Fatalf("transactional produce: %v", err)
 		}
 	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Fatalf("the dashboard queries metrics no process serves: %v", missing)
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
 	}
-	t.Logf("%d panels, %d metrics, all served", len(d.Panels), len(names))
+}
+
+// dashboardShareGroup has an SDK share consumer acquire records of dash and
+// accept one.
+func dashboardShareGroup(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	t.Helper()
+	configureShareGroup(t, ctx, c, "dashboard-share", map[string]string{shares.ConfigAutoOffsetReset: "earliest"})
+	sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Metadata: c.MetadataURLs(), Offsets: c.OffsetsURLs(),
+		Group: "dashboard-share", Topic: "dash", MaxWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(context.Background())
+	pollShare(t, ctx, sc, func(r client.ShareRecord, _ time.Time) bool {
+		sc.Acknowledge(r, shares.AckAccept)
+		return true
+	})
+	if err := sc.Commit(ctx); err != nil {
+		t.Fatalf("share acknowledgement: %v", err)
+	}
+}
+
+// dashboardQuota produces 4 KB records with franz-go as dashThrottled until
+// the frontend throttles one (it learns the quota from metadata).
+func dashboardQuota(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	t.Helper()
+	cl := franzClient(t, c, kgo.ClientID(dashThrottled), kgo.DefaultProduceTopic("dash"))
+	testkit.WaitFor(t, 30*time.Second, "the frontend throttling a Kafka producer over its quota", func() bool {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("quota"), Value: make([]byte, 4<<10)}).FirstErr(); err != nil {
+			t.Fatalf("produce over the quota: %v", err)
+		}
+		return metricSeries(t, c.Proc("frontend").AdminAddr)[`sluice_frontend_quota_throttled_total{kind="produce"}`] > 0
+	})
 }

@@ -51,6 +51,30 @@ func describeWithCtl(t *testing.T, c *localcluster.Cluster, topic string) (topic
 	return v, true
 }
 
+// produceAll produces every record through cl at once and waits for them;
+// any failure ends the test with the count and the first error.
+func produceAll(t *testing.T, ctx context.Context, cl *kgo.Client, recs []*kgo.Record, what string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
+	for _, r := range recs {
+		wg.Add(1)
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d Kafka records failed %s, first: %v", len(failed), len(recs), what, failed[0])
+	}
+}
+
 func franzClient(t *testing.T, c *localcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.KafkaAddrs()...)}, opts...)...)

@@ -194,26 +194,12 @@ func kafkaQuotas(t *testing.T, ctx context.Context, c *localcluster.Cluster, n i
 	hooks := &brokerThrottles{byNode: map[int32]int{}}
 	pr := franzClient(t, c, kgo.ClientID("slow-producer"), kgo.WithHooks(hooks),
 		kgo.DefaultProduceTopic("limited-kafka"), kgo.ProducerBatchMaxBytes(8<<10), kgo.ProducerLinger(2*time.Millisecond))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed []error
-	for i := range n {
-		wg.Add(1)
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
 		// 50-byte values: 100 KB, seconds of quota past its burst.
-		r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "%d %s", i, strings.Repeat("x", 44))}
-		pr.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, err)
-				mu.Unlock()
-			}
-		})
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "%d %s", i, strings.Repeat("x", 44))}
 	}
-	wg.Wait()
-	if len(failed) > 0 {
-		t.Fatalf("%d of %d Kafka records failed under the produce quota, first: %v", len(failed), n, failed[0])
-	}
+	produceAll(t, ctx, pr, recs, "under the produce quota")
 	if fe, _ := hooks.count(); fe < 1 {
 		t.Fatalf("no frontend answer told the Kafka producer to wait: %v", hooks.byNode)
 	}
