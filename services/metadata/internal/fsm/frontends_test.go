@@ -64,7 +64,7 @@ func TestClusterConfig(t *testing.T) {
 	if r := set(map[string]string{"auto.create.topics.enable": "true", "num.partitions": "6"}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if s := h.View().Settings(); !s.AutoCreateTopics || s.NumPartitions != 6 || s.ReplicationFactor != 1 {
+	if s := h.View().Settings(); !s.AutoCreateTopics || s.NumPartitions != 6 || s.ReplicationFactor != 3 || s.MinInsyncReplicas != 2 {
 		t.Fatalf("settings %+v", s)
 	}
 	for _, bad := range []map[string]string{{"num.partitions": "0"}, {"auto.create.topics.enable": "maybe"}, {"log.dirs": "/tmp"}} {
