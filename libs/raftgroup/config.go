@@ -39,7 +39,7 @@ type Config struct {
 	// HTTPAddr is this member's HTTP API address as other members and clients
 	// reach it (reported as the leader's address and used when it is in no peer).
 	HTTPAddr string
-	// DataDir holds raft.db and snapshots/.
+	// DataDir holds the Raft log (wal/) and snapshots/.
 	DataDir string
 	// Bootstrap bootstraps the group when there is no existing state.
 	Bootstrap bool

@@ -4,9 +4,12 @@
 // implementation of the transport, storage, bootstrap, forwarding and metrics.
 //
 // What it owns:
-//   - the TCP transport on the raft address, the bbolt log and stable store
-//     (<data-dir>/raft.db, package raftstore) and the file snapshot store
-//     (<data-dir>/snapshots);
+//   - the TCP transport on the raft address, the log and stable store
+//     (<data-dir>/wal, a write-ahead log of segment files: hashicorp/raft-wal,
+//     one fdatasync per append of a batch of entries; logstore.go) and the
+//     file snapshot store (<data-dir>/snapshots). A <data-dir>/raft.db of an
+//     earlier release (the bbolt store of package raftstore) is converted on
+//     the first start and kept as raft.db.converted;
 //   - bootstrap: with -bootstrap and no existing state it bootstraps the voters
 //     of -peers (or itself alone when -peers is empty); with existing state it
 //     restarts from it and -bootstrap is a no-op, so the flag can stay set;

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
 )
 
 // Sentinel errors. They name no service: the errors a Node returns wrap them
@@ -74,11 +72,13 @@ type Node struct {
 	fsm    raft.FSM
 	log    *slog.Logger
 	hlog   hclog.Logger
+	// logMetrics counts the log store's appends; registered by RegisterMetrics.
+	logMetrics *logMetrics
 	ready  []func() error    // readiness checks after the leader check; read-only after New
 	health []func() error    // the WithHealth checks (also in ready); read-only after New
 	self   Peer              // RaftAddr is the advertised transport address
 	http   map[string]string // raft server id -> HTTP address; read-only after New
-	store  *raftstore.Store
+	store  logStore
 	snaps  *raft.FileSnapshotStore
 	ln     net.Listener
 	trans  *raft.NetworkTransport
@@ -109,6 +109,7 @@ func New(cfg Config, f raft.FSM, log *slog.Logger, opts ...Option) (*Node, error
 		o(n)
 	}
 	n.hlog = newHCLogger(log, hclog.LevelFromString(cfg.LogLevel))
+	n.logMetrics = newLogMetrics(cfg.Service)
 	if err := n.open(); err != nil {
 		n.closeResources()
 		return nil, err
@@ -120,10 +121,8 @@ func (n *Node) open() error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("raft data dir: %w", err)
 	}
-	sc := raftstore.DefaultConfig(filepath.Join(n.cfg.DataDir, "raft.db"))
-	sc.NoSync = n.cfg.NoSync
 	var err error
-	if n.store, err = raftstore.Open(sc); err != nil {
+	if n.store, err = openLogStore(n.cfg.DataDir, n.cfg.NoSync, n.hlog, n.logMetrics, n.log); err != nil {
 		return err
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, n.cfg.SnapshotRetain, n.hlog.Named("snapshots")); err != nil {

@@ -220,7 +220,14 @@ sluice_offsets_raft_state 2
 			t.Errorf("sluice_offsets_raft_%s: %d series, %v; want 1", name, c, err)
 		}
 	}
-	if c, _ := testutil.GatherAndCount(reg); c != 5 {
-		t.Fatalf("%d metrics; want 5", c)
+	if c, _ := testutil.GatherAndCount(reg); c != 5+len(walCounters) {
+		t.Fatalf("%d metrics; want %d", c, 5+len(walCounters))
+	}
+	// The log counts its appends: the entry above, and those raft wrote
+	// itself (its configuration, a leader's first no-op).
+	appends, _ := testutil.GatherAndCount(reg, "sluice_offsets_raft_log_appends_total")
+	entries := testutil.ToFloat64(n.logMetrics.counters["log_entries_written"])
+	if appends != 1 || entries < 2 || testutil.ToFloat64(n.logMetrics.counters["log_appends"]) < 2 {
+		t.Fatalf("log appends: %d series, %v entries written, %v appends", appends, entries, testutil.ToFloat64(n.logMetrics.counters["log_appends"]))
 	}
 }

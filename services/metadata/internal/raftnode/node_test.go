@@ -178,8 +178,9 @@ sluice_metadata_storage_nodes 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_metadata_raft_is_leader", "sluice_metadata_storage_nodes"); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := testutil.GatherAndCount(reg); c != 8 {
-		t.Fatalf("%d metrics; want 8", c)
+	// 5 raft gauges, 6 Raft log counters, the FSM's 3 gauges.
+	if c, _ := testutil.GatherAndCount(reg); c != 14 {
+		t.Fatalf("%d metrics; want 14", c)
 	}
 }
 
