@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-
 )
 
 // Sentinel errors. They name no service: the errors a Node returns wrap them
@@ -68,21 +67,21 @@ const HealthInterval = time.Second
 
 // Node is this member of the service's Raft group.
 type Node struct {
-	cfg    Config
-	fsm    raft.FSM
-	log    *slog.Logger
-	hlog   hclog.Logger
+	cfg  Config
+	fsm  raft.FSM
+	log  *slog.Logger
+	hlog hclog.Logger
 	// logMetrics counts the log store's appends; registered by RegisterMetrics.
 	logMetrics *logMetrics
-	ready  []func() error    // readiness checks after the leader check; read-only after New
-	health []func() error    // the WithHealth checks (also in ready); read-only after New
-	self   Peer              // RaftAddr is the advertised transport address
-	http   map[string]string // raft server id -> HTTP address; read-only after New
-	store  logStore
-	snaps  *raft.FileSnapshotStore
-	ln     net.Listener
-	trans  *raft.NetworkTransport
-	hc     *http.Client
+	ready      []func() error    // readiness checks after the leader check; read-only after New
+	health     []func() error    // the WithHealth checks (also in ready); read-only after New
+	self       Peer              // RaftAddr is the advertised transport address
+	http       map[string]string // raft server id -> HTTP address; read-only after New
+	store      logStore
+	snaps      *raft.FileSnapshotStore
+	ln         net.Listener
+	trans      *raft.NetworkTransport
+	hc         *http.Client
 
 	raft atomic.Pointer[raft.Raft] // set by Start, cleared by Stop
 
