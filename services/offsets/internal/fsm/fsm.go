@@ -70,7 +70,23 @@ func (f *FSM) open() error {
 		}
 	}
 	os.Remove(f.path + ".restore")
-	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	// Unsynced commits only where a machine crash can be told apart from a
+	// process crash (durability.go); the sidecar says so before the first.
+	boot := bootID()
+	why, err := setAsideIfUntrusted(f.path, boot)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		f.log.Warn("offsets state file set aside; raft rebuilds the state from its snapshot and log",
+			"file", f.path+untrustedSuffix, "why", why)
+	}
+	if boot != "" {
+		if err := writeSidecar(f.path, boot, sidecarOpen); err != nil {
+			return fmt.Errorf("offsets state %s: %w", f.path, err)
+		}
+	}
+	db, err := bolt.Open(f.path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: boot != ""})
 	if err != nil {
 		return fmt.Errorf("open offsets state %s: %w", f.path, err)
 	}
@@ -103,11 +119,19 @@ func (f *FSM) open() error {
 	return nil
 }
 
-// Close closes the state file.
+// Close syncs and closes the state file and records that it was closed
+// cleanly (durability.go).
 func (f *FSM) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.db.Close()
+	err := f.db.Sync()
+	if cerr := f.db.Close(); err == nil {
+		err = cerr
+	}
+	if boot := bootID(); err == nil && boot != "" && f.broken == nil {
+		err = writeSidecar(f.path, boot, sidecarClosed)
+	}
+	return err
 }
 
 // AppliedIndex returns the Raft index of the last applied entry.
@@ -130,10 +154,12 @@ func readApplied(tx *bolt.Tx) uint64 {
 // Apply applies one entry (raft uses ApplyBatch; this is for completeness).
 func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies committed entries in one bbolt transaction, synced before
-// it returns. Entries at or below the stored applied index were applied before
-// a restart and are skipped, so the file is the state and raft need not
-// restore a snapshot on start. Each command's answer is a *Result.
+// ApplyBatch applies committed entries in one bbolt transaction, which
+// stores the last applied index with them; it is not synced (the Raft log
+// is the record, see durability.go). Entries at or below the stored applied
+// index were applied before a restart and are skipped, so the file is the
+// state and raft need not restore a snapshot on start. Each command's
+// answer is a *Result.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	f.mu.Lock()
