@@ -206,10 +206,13 @@ func ParseClusterConfig(kv map[string]string) (ClusterConfig, error) {
 	return c, nil
 }
 
-// Settings returns the snapshot's cluster-wide settings; a model holding
-// settings this version cannot read gives the defaults for those.
-func (s *Snapshot) Settings() ClusterConfig {
-	c, err := ParseClusterConfig(s.Config)
+// Settings returns the snapshot's cluster-wide settings (SettingsOf).
+func (s *Snapshot) Settings() ClusterConfig { return SettingsOf(s.Config) }
+
+// SettingsOf reads stored cluster-wide settings; settings this version
+// cannot read (a newer metadata service's) give the defaults.
+func SettingsOf(kv map[string]string) ClusterConfig {
+	c, err := ParseClusterConfig(kv)
 	if err != nil {
 		return DefaultClusterConfig()
 	}

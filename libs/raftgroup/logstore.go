@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 
+	"github.com/sluicemq/sluice/libs/durable"
 	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
 )
 
@@ -134,7 +135,7 @@ func convertLegacyStore(dir string, hlog hclog.Logger, log *slog.Logger) error {
 	if err := os.Rename(tmp, target); err != nil {
 		return fmt.Errorf("raft log conversion: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("raft log conversion: %w", err)
 	}
 	log.Info("raft log converted to the write-ahead log", "from", legacy, "to", target, "entries", entries,
@@ -148,7 +149,7 @@ func retireLegacyStore(dir string) error {
 	if err := os.Rename(legacy, legacy+convertedSuffix); err != nil {
 		return fmt.Errorf("raft log conversion: %w", err)
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // copyBatchBytes bounds the entry bytes of one append while converting.
@@ -227,15 +228,6 @@ func copyStableStore(dst, src raft.StableStore) error {
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // noSyncFS is a VFS whose files never sync: tests only (Config.NoSync).

@@ -88,20 +88,27 @@ func checkLogs(t *testing.T, store logStore, want []*raft.Log) {
 	}
 }
 
+// openAndCheck opens the log store in dir, checks it holds logs, and
+// closes it.
+func openAndCheck(t *testing.T, dir string, logs []*raft.Log) {
+	t.Helper()
+	store, err := openLogStore(dir, false, hclog.NewNullLogger(), nil, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogs(t, store, logs)
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConvertLegacyStore: a data directory written by the bbolt store of
 // earlier releases starts under the write-ahead log with every entry and
 // stable key; raft.db is kept aside, and later starts do not convert again.
 func TestConvertLegacyStore(t *testing.T) {
 	dir, logs := legacyDir(t, 3000)
 	for range 2 {
-		store, err := openLogStore(dir, false, hclog.NewNullLogger(), nil, discardLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkLogs(t, store, logs)
-		if err := store.Close(); err != nil {
-			t.Fatal(err)
-		}
+		openAndCheck(t, dir, logs)
 		if exists(t, filepath.Join(dir, legacyStore)) || !exists(t, filepath.Join(dir, legacyStore+convertedSuffix)) ||
 			exists(t, filepath.Join(dir, walDir+".converting")) {
 			t.Fatal("after the conversion raft.db should be raft.db.converted, with no work directory left")
@@ -121,25 +128,13 @@ func TestConvertAfterACrash(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(junk, "00000000000000000001-0000000000000001.wal"), []byte("half a segment"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	store, err := openLogStore(dir, false, hclog.NewNullLogger(), nil, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkLogs(t, store, logs)
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+	openAndCheck(t, dir, logs)
 	// Put a raft.db back beside the finished log, as a crash between the
 	// two renames leaves it: the log is kept as it is.
 	if err := os.Rename(filepath.Join(dir, legacyStore+convertedSuffix), filepath.Join(dir, legacyStore)); err != nil {
 		t.Fatal(err)
 	}
-	store, err = openLogStore(dir, false, hclog.NewNullLogger(), nil, discardLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	checkLogs(t, store, logs)
+	openAndCheck(t, dir, logs)
 	if exists(t, filepath.Join(dir, legacyStore)) {
 		t.Fatal("raft.db was not set aside")
 	}

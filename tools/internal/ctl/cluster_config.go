@@ -34,8 +34,8 @@ func clusterConfig(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 0, "no arguments (--set k=v, --delete k)"); err != nil {
 		return err
 	}
-	if *o != "table" && *o != "json" {
-		return fmt.Errorf("%w: -o %q is not table or json", errUsage, *o)
+	if err := checkOutput(*o); err != nil {
+		return err
 	}
 	meta := env.metadataClient()
 	var config map[string]string

@@ -325,10 +325,18 @@ func parseOutputCommand(name string, args []string, n int, what string) (pos []s
 	if err := exactly(pos, n, what); err != nil {
 		return nil, "", err
 	}
-	if *o != "table" && *o != "json" {
-		return nil, "", fmt.Errorf("%w: -o %q is not table or json", errUsage, *o)
+	if err := checkOutput(*o); err != nil {
+		return nil, "", err
 	}
 	return pos, *o, nil
+}
+
+// checkOutput checks an -o value.
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return fmt.Errorf("%w: -o %q is not table or json", errUsage, o)
+	}
+	return nil
 }
 
 // addrs splits a comma-separated address flag.

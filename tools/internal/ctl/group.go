@@ -178,8 +178,8 @@ func parseResetArgs(args []string) (resetCommand, error) {
 	if *topic == "" {
 		return resetCommand{}, fmt.Errorf("%w: --topic is required", errUsage)
 	}
-	if *o != "table" && *o != "json" {
-		return resetCommand{}, fmt.Errorf("%w: -o %q is not table or json", errUsage, *o)
+	if err := checkOutput(*o); err != nil {
+		return resetCommand{}, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -24,8 +24,8 @@ func txnList(ctx context.Context, env Env, args []string) error {
 	if err := exactly(pos, 0, "no arguments"); err != nil {
 		return err
 	}
-	if *o != "table" && *o != "json" {
-		return fmt.Errorf("%w: -o %q is not table or json", errUsage, *o)
+	if err := checkOutput(*o); err != nil {
+		return err
 	}
 	var filter []string
 	for _, s := range strings.Split(*states, ",") {

@@ -99,11 +99,7 @@ func (s *state) setClusterConfig(c *SetClusterConfig) (bool, error) {
 func (f *FSM) Settings() cluster.ClusterConfig {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	c, err := cluster.ParseClusterConfig(f.st.config)
-	if err != nil {
-		return cluster.DefaultClusterConfig()
-	}
-	return c
+	return cluster.SettingsOf(f.st.config)
 }
 
 func (s *state) sortedFrontends() []cluster.Frontend {

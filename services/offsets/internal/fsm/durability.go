@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluicemq/sluice/libs/durable"
 )
 
 // Durability of the state file.
@@ -64,29 +66,9 @@ func readSidecar(statePath string) (boot, state string, ok bool, err error) {
 	return boot, state, true, nil
 }
 
-// writeSidecar records boot and state durably, replacing the sidecar by a
-// rename.
+// writeSidecar records boot and state durably.
 func writeSidecar(statePath, boot, state string) error {
-	path := sidecarPath(statePath)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(f, "%s %s\n", boot, state)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	return err
+	return durable.WriteFile(sidecarPath(statePath), []byte(boot+" "+state+"\n"), 0o600)
 }
 
 // untrustedSuffix names a state file set aside after a machine crash.
@@ -107,5 +89,5 @@ func setAsideIfUntrusted(statePath, boot string) (string, error) {
 	if err := os.Rename(statePath, statePath+untrustedSuffix); err != nil {
 		return "", fmt.Errorf("offsets state %s: setting it aside: %w", statePath, err)
 	}
-	return why, syncDir(filepath.Dir(statePath))
+	return why, durable.SyncDir(filepath.Dir(statePath))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/sluicemq/sluice/libs/durable"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
@@ -426,7 +427,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.broken = fmt.Errorf("offsets restore: %w", err)
 		return f.broken
 	}
-	if err := syncDir(filepath.Dir(f.path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(f.path)); err != nil {
 		f.broken = fmt.Errorf("offsets restore: %w", err)
 		return f.broken
 	}
@@ -436,14 +437,4 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.broken = nil
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -38,7 +38,7 @@ func FuzzApplyBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines := bytes.Split(data, []byte("\n"))
 		if len(lines) > 32 {
-			t.Skip("at most 32 entries: each run syncs a bbolt file twice")
+			t.Skip("at most 32 entries: each run creates and opens a state file twice")
 		}
 		path := filepath.Join(t.TempDir(), "state.db")
 		fsm := open(t, path)

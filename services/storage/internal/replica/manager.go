@@ -127,8 +127,9 @@ func (m *Manager) Apply(snap *cluster.Snapshot, allowDelete bool) error {
 	m.access.Store(&cluster.Snapshot{Principals: snap.Principals, ACLs: snap.ACLs})
 	want := map[Key]struct{}{}
 	var errs []error
+	settings := snap.Settings()
 	for _, t := range snap.Topics {
-		cfg, cfgErr := snap.TopicConfig(&t)
+		cfg, cfgErr := cluster.ResolveTopicConfig(t.Config, t.ReplicationFactor, settings)
 		if cfgErr != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, cfgErr))
 		}

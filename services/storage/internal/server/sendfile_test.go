@@ -54,10 +54,8 @@ var straceLine = regexp.MustCompile(`^\d+\s+(\w+)\(.*\)\s+=\s+(-?\d+)`)
 func TestFetchUsesSendfile(t *testing.T) {
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("strace is not installed; .ci/run installs it")
-		}
-		t.Skip("strace is not installed; skipping the syscall check")
+		// make test installs it first (tools/scripts/test-deps.sh).
+		t.Fatal("strace is not installed: run `make test-deps` (as root), or `sudo apt-get install -y strace`")
 	}
 	dir := t.TempDir()
 	traceFile := filepath.Join(dir, "trace.txt")
