@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/groupcommit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
@@ -67,15 +68,32 @@ type Coordinator struct {
 	term        uint64                   // leadership changes seen, so a stale barrier cannot set ready
 	stopped     bool                     // set by Stop: no goroutine may start after it
 
+	entries *groupcommit.Batcher[[]byte, *fsm.Result] // group commit of the proposals (proposeResult)
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
+// Group commit bounds: the commands and encoded bytes of one Raft entry.
+const (
+	maxEntryCommands = 512
+	maxEntryBytes    = 1 << 20
+)
+
 // New returns a coordinator; Start runs its expiry loop.
 func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coordinator {
-	return &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
+	c := &Coordinator{fsm: f, raft: r, topics: topics, s: s, log: log, now: time.Now,
 		classic: map[string]*classicGroup{}, seen: map[memberKey]time.Time{}, revokeSince: map[memberKey]time.Time{},
 		stop: make(chan struct{})}
+	c.entries = groupcommit.New(c.applyEntry, maxEntryCommands, maxEntryBytes, func(b []byte) int { return len(b) })
+	return c
+}
+
+// EntryCounts reports the Raft entries the coordinators proposed since this
+// process started and the commands they held (group commit puts many in
+// one entry).
+func (c *Coordinator) EntryCounts() (entries, commands int64) {
+	return c.entries.Counts()
 }
 
 // Start starts the expiry loops (members, and idle groups unless
@@ -146,6 +164,7 @@ func (c *Coordinator) Stop() {
 		close(c.stop)
 	}
 	c.wg.Wait()
+	c.entries.Wait()
 }
 
 // OnLeadership is the Raft node's leadership callback. On gaining leadership
@@ -315,9 +334,26 @@ func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) error {
 }
 
 // proposeResult proposes cmd and returns the FSM's answer; the error is a
-// failure to commit.
+// failure to commit. Commands proposed while an entry is in flight go
+// together into the next entry (group commit, c.entries), each with its own
+// answer.
 func (c *Coordinator) proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
 	b, err := cmd.Encode()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.entries.Do(ctx, b)
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		// The wait ended before the entry's answer: it may still commit.
+		return nil, protocol.RequestTimedOut.Err("the offsets raft group did not commit in time: %v", err)
+	}
+	return res, err
+}
+
+// applyEntry proposes the encoded commands as one Raft entry and returns
+// their answers in order.
+func (c *Coordinator) applyEntry(ctx context.Context, cmds [][]byte) ([]*fsm.Result, error) {
+	b, err := fsm.EncodeBatch(cmds)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +370,22 @@ func (c *Coordinator) proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.
 	if !ok {
 		return nil, fmt.Errorf("offsets raft apply: unexpected FSM answer %T", out)
 	}
-	return res, nil
+	if len(cmds) == 1 {
+		return []*fsm.Result{res}, nil
+	}
+	if res.Err != nil && res.Batch == nil {
+		// The FSM refused the entry as a whole (its state file failed):
+		// the same answer for each command.
+		out := make([]*fsm.Result, len(cmds))
+		for i := range out {
+			out[i] = res
+		}
+		return out, nil
+	}
+	if len(res.Batch) != len(cmds) {
+		return nil, fmt.Errorf("offsets raft apply: %d answers to a batch of %d commands", len(res.Batch), len(cmds))
+	}
+	return res.Batch, nil
 }
 
 // Commit commits offsets for a member (or, with no member id, for a group

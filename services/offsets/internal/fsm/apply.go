@@ -102,10 +102,26 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 		return res, err
 	case TypePutTxn:
 		var err error
-		res.Err, err = applyPutTxn(tx, index, cmd.PutTxn)
+		res.Err, err = f.applyPutTxn(tx, st, index, cmd.PutTxn)
 		return res, err
 	case TypeShare:
 		return res, f.applyShare(tx, st, cmd.Share, res)
+	case TypeBatch:
+		res.Batch = make([]*Result, len(cmd.Batch))
+		for i, b := range cmd.Batch {
+			sub, err := DecodeCommand(b)
+			if err == nil && sub.Type == TypeBatch {
+				err = errors.New("offsets command: a batch inside a batch")
+			}
+			if err != nil {
+				res.Batch[i] = &Result{Index: index, Err: protocol.InvalidRequest.Err("%v", err)}
+				continue
+			}
+			if res.Batch[i], err = f.applyTx(tx, st, index, sub); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
 	}
 	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
 	return res, nil

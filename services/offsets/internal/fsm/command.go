@@ -20,6 +20,10 @@ const (
 	TypeDeleteOffsets CommandType = "delete_offsets"
 	TypePutTxn        CommandType = "put_txn"
 	TypeShare         CommandType = "share"
+	// TypeBatch is group commit: several commands in one entry, applied in
+	// order, each with its own answer (Result.Batch). A batch never holds
+	// another batch.
+	TypeBatch CommandType = "batch"
 )
 
 // Command is one entry of the offsets log, encoded as JSON: a type and exactly
@@ -33,6 +37,8 @@ type Command struct {
 	DeleteOffsets *DeleteOffsets `json:"delete_offsets,omitempty"`
 	PutTxn        *PutTxn        `json:"put_txn,omitempty"`
 	Share         *Share         `json:"share,omitempty"`
+	// Batch holds the encoded commands of a TypeBatch entry.
+	Batch []json.RawMessage `json:"batch,omitempty"`
 }
 
 // DeleteOffsets removes a group's committed offsets of one topic's
@@ -103,6 +109,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		ok = c.PutTxn != nil && c.PutTxn.Txn != nil
 	case TypeShare:
 		ok = c.Share != nil
+	case TypeBatch:
+		ok = len(c.Batch) > 0
 	default:
 		return c, fmt.Errorf("offsets command: unknown type %q", c.Type)
 	}
@@ -110,6 +118,19 @@ func DecodeCommand(b []byte) (Command, error) {
 		return c, fmt.Errorf("offsets command %q: missing body", c.Type)
 	}
 	return c, nil
+}
+
+// EncodeBatch returns the log bytes of one entry holding the encoded
+// commands cmds, in order: the command itself when there is one.
+func EncodeBatch(cmds [][]byte) ([]byte, error) {
+	if len(cmds) == 1 {
+		return cmds[0], nil
+	}
+	raw := make([]json.RawMessage, len(cmds))
+	for i, c := range cmds {
+		raw[i] = c
+	}
+	return json.Marshal(Command{Type: TypeBatch, Batch: raw})
 }
 
 // Result is what applying a command returns through raft.
@@ -120,4 +141,6 @@ type Result struct {
 	Err error
 	// Share is a share operation's answer.
 	Share *ShareResult
+	// Batch is a TypeBatch entry's answers, one per command in order.
+	Batch []*Result
 }

@@ -320,3 +320,57 @@ func TestCheckFetch(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchEntryAnswersEachCommand: a group-commit entry applies its
+// commands in order, each seeing the ones before it, and answers each on
+// its own: a refusal (a fenced commit, a batch inside the batch, bytes that
+// are no command) changes nothing and does not stop the commands after it.
+func TestBatchEntryAnswersEachCommand(t *testing.T) {
+	f := open(t, filepath.Join(t.TempDir(), "state.db"))
+	enc := func(c Command) []byte {
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	inner, err := EncodeBatch([][]byte{enc(commit("h", "", 0, "t", 0, 1)), enc(commit("h", "", 0, "t", 1, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EncodeBatch([][]byte{
+		enc(Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}),
+		enc(commit("g", "m1", 3, "t", 0, 10)), // m1 exists: the group was put just before
+		enc(commit("g", "m1", 4, "t", 0, 99)), // an epoch from the future: fenced
+		inner,
+		[]byte(`{"type":"nonsense"}`),
+		enc(commit("g", "m2", 1, "t", 2, 20)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := apply(t, f, &raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: b})[0]
+	if res.Err != nil || len(res.Batch) != 6 {
+		t.Fatalf("batch answer: %+v", res)
+	}
+	for i, want := range []protocol.Code{protocol.None, protocol.None, protocol.FencedMemberEpoch, protocol.InvalidRequest, protocol.InvalidRequest, protocol.None} {
+		if got := protocol.CodeOf(res.Batch[i].Err); got != want {
+			t.Fatalf("command %d answered %v (%v), want %v", i, got, res.Batch[i].Err, want)
+		}
+	}
+	if got := offsetOf(t, f, "g", 0); got != 10 {
+		t.Fatalf("t-0 committed at %d, want 10 (the fenced commit changed nothing)", got)
+	}
+	if got := offsetOf(t, f, "g", 2); got != 20 {
+		t.Fatalf("t-2 committed at %d, want 20", got)
+	}
+	if offs, _ := f.Offsets("h", "t"); len(offs) != 0 {
+		t.Fatalf("the nested batch was applied: %v", offs)
+	}
+	if g, ok := f.Group("g"); !ok || g.Version != 5 {
+		t.Fatalf("group after the batch: %+v", g)
+	}
+	if single, _ := EncodeBatch([][]byte{enc(commit("g", "", 0, "t", 0, 1))}); !bytes.Equal(single, enc(commit("g", "", 0, "t", 0, 1))) {
+		t.Fatalf("a batch of one is not the command itself: %s", single)
+	}
+}
