@@ -28,6 +28,10 @@ const (
 	// producer's transaction (Kafka's WriteTxnMarkers, one partition); the
 	// transaction coordinator sends it.
 	APIWriteTxnMarker APIKey = 6
+	// APIWriteTxnMarkers has a node append the markers of several
+	// transactions on the partitions it leads, in one request (Kafka's
+	// WriteTxnMarkers); the transaction coordinator sends it.
+	APIWriteTxnMarkers APIKey = 7
 )
 
 func (k APIKey) String() string {
@@ -46,6 +50,8 @@ func (k APIKey) String() string {
 		return "DeleteRecords"
 	case APIWriteTxnMarker:
 		return "WriteTxnMarker"
+	case APIWriteTxnMarkers:
+		return "WriteTxnMarkers"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

@@ -33,6 +33,8 @@ func TestRequestRoundTrip(t *testing.T) {
 			CoordinatorEpoch: 12, TimeoutMs: 5000}, &WriteTxnMarkerRequest{}, nil},
 		{APIFetch, &FetchRequest{Topic: "t", Offset: 9, MaxBytes: 10, ReplicaID: 2, CurrentLeaderEpoch: 4, FlushedOffset: 7}, &FetchRequest{}, nil},
 		{APIOffsetForLeaderEpoch, &OffsetForLeaderEpochRequest{Topic: "t", Partition: 1, CurrentLeaderEpoch: 5, LeaderEpoch: 3}, &OffsetForLeaderEpochRequest{}, nil},
+		{APIWriteTxnMarkers, &WriteTxnMarkersRequest{Markers: []TxnMarker{{Topic: "t", Partition: 3, ProducerID: 1 << 40, ProducerEpoch: 7, Commit: true, CoordinatorEpoch: 2},
+			{Topic: "u", ProducerID: 9}}, TimeoutMs: 5000}, &WriteTxnMarkersRequest{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.key.String(), func(t *testing.T) {
@@ -307,5 +309,29 @@ func TestOlderFetchRequestDefaultsNewFields(t *testing.T) {
 	}
 	if r.CurrentLeaderEpoch != -1 || r.FlushedOffset != -1 || r.Topic != "t" || r.ReplicaID != -1 {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// TestWriteTxnMarkersResultsRoundTrip: each marker's outcome survives the
+// wire, a refusal with its code and message.
+func TestWriteTxnMarkersResultsRoundTrip(t *testing.T) {
+	h := ResponseHeader{CorrelationID: 5}
+	in := &WriteTxnMarkersResponse{Results: []TxnMarkerResult{{Offset: 41}, {Offset: -1, Err: NotLeaderOrFollower.Err("u-0 is led by node 2")}, {Offset: 7}}}
+	prefix, err := NewEncoder().Response(&h, in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder()
+	var got ResponseHeader
+	if err := d.Response(prefix[LengthSize:], &got); err != nil {
+		t.Fatal(err)
+	}
+	var out WriteTxnMarkersResponse
+	if err := d.Body(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 3 || out.Results[0].Offset != 41 || out.Results[0].Err != nil || out.Results[2].Offset != 7 ||
+		!errors.Is(out.Results[1].Err, &Error{Code: NotLeaderOrFollower}) || out.Results[1].Err.Error() != in.Results[1].Err.Error() {
+		t.Fatalf("results %+v", out.Results)
 	}
 }

@@ -13,6 +13,8 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIListOffsets, CorrelationID: 3}, &ListOffsetsRequest{Topic: "t", Timestamp: -2}, nil))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIDescribeReplicas, CorrelationID: 4}, &DescribeReplicasRequest{Topic: "t"}, nil))
 	f.Add(encodeRequest(f, RequestHeader{APIKey: APIWriteTxnMarker, CorrelationID: 5}, &WriteTxnMarkerRequest{Topic: "t", ProducerID: 3, Commit: true}, nil))
+	f.Add(encodeRequest(f, RequestHeader{APIKey: APIWriteTxnMarkers, CorrelationID: 6}, &WriteTxnMarkersRequest{
+		Markers: []TxnMarker{{Topic: "t", ProducerID: 3, Commit: true}, {Topic: "u", Partition: 2, ProducerID: 4, ProducerEpoch: 1}}, TimeoutMs: 5}, nil))
 	f.Add([]byte{0, 0, 0, 1, 0xc0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr := NewFrameReader(bytes.NewReader(data), 1<<20)
@@ -38,6 +40,8 @@ func FuzzDecodeFrame(f *testing.F) {
 				body = &DeleteRecordsRequest{}
 			case APIWriteTxnMarker:
 				body = &WriteTxnMarkerRequest{}
+			case APIWriteTxnMarkers:
+				body = &WriteTxnMarkersRequest{}
 			default:
 				body = &ListOffsetsRequest{}
 			}
@@ -49,6 +53,7 @@ func FuzzDecodeFrame(f *testing.F) {
 				_ = d.Body(&FetchResponse{})
 				_ = d.Body(&DescribeReplicasResponse{})
 				_ = d.Body(&WriteTxnMarkerResponse{})
+				_ = d.Body(&WriteTxnMarkersResponse{})
 			}
 		}
 	})

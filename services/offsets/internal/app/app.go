@@ -21,7 +21,6 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/record"
@@ -242,25 +241,39 @@ type logOffsets struct {
 	meta  *client.Metadata
 	pool  *storageclient.Pool
 	w     *topics.Watcher
+	// markers sends the markers of the transactions that end together in
+	// one request per storage node.
+	markers *client.TxnMarkerWriter
 }
 
 func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSClient) *logOffsets {
 	admin := cluster.NewClientTLS(c.Metadata, t.Config)
 	lo := &logOffsets{admin: admin, meta: client.NewInternalMetadata(admin), pool: storageclient.NewPoolTLS("sluice-offsets", t.Config), w: w}
-	lc.Append(fx.StopHook(lo.pool.Close))
+	lo.markers = client.NewTxnMarkerWriter(lo.meta, lo.pool, 10*time.Second)
+	lc.Append(fx.StopHook(func() {
+		lo.markers.Close()
+		lo.pool.Close()
+	}))
 	return lo
 }
 
-// WriteMarker implements coordinator.MarkerWriter: a partition that is
-// gone, or that holds a newer epoch of the producer, needs no marker.
-func (l *logOffsets) WriteMarker(ctx context.Context, tp groups.TP, producerID int64, epoch int16, commit bool) error {
-	_, err := client.WriteTxnMarker(ctx, l.meta, l.pool, protocol.WriteTxnMarkerRequest{Topic: tp.Topic, Partition: tp.Partition,
-		ProducerID: producerID, ProducerEpoch: epoch, Commit: commit, TimeoutMs: int32(10 * time.Second / time.Millisecond)})
-	switch protocol.CodeOf(err) {
-	case protocol.UnknownTopicOrPartition, protocol.InvalidProducerEpoch:
-		return nil
+// WriteMarkers implements coordinator.MarkerWriter: the markers of the
+// transactions that end together go in one request per storage node
+// (client.TxnMarkerWriter). A partition that is gone, or that holds a
+// newer epoch of the producer, needs no marker.
+func (l *logOffsets) WriteMarkers(ctx context.Context, ms []coordinator.Marker) []error {
+	req := make([]protocol.TxnMarker, len(ms))
+	for i, m := range ms {
+		req[i] = protocol.TxnMarker{Topic: m.TP.Topic, Partition: m.TP.Partition, ProducerID: m.ProducerID, ProducerEpoch: m.Epoch, Commit: m.Commit}
 	}
-	return err
+	errs := l.markers.Write(ctx, req)
+	for i, err := range errs {
+		switch protocol.CodeOf(err) {
+		case protocol.UnknownTopicOrPartition, protocol.InvalidProducerEpoch:
+			errs[i] = nil
+		}
+	}
+	return errs
 }
 
 // NewProducerID implements coordinator.ProducerIDs with the metadata
@@ -363,9 +376,36 @@ func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coo
 	if err := reg.Register(api.NewShareCollector(s, n.IsLeader)); err != nil {
 		return nil, err
 	}
+	if err := registerBatching(reg, co, ends.markers); err != nil {
+		return nil, err
+	}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { s.Start(); return nil },
 		OnStop:  s.Stop,
 	})
 	return s, nil
+}
+
+// registerBatching exports what group commit gathers: the coordinators'
+// Raft entries and the commands in them, the batched marker requests and
+// the markers in them.
+func registerBatching(reg prometheus.Registerer, co *coordinator.Coordinator, markers *client.TxnMarkerWriter) error {
+	counter := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	for _, c := range []prometheus.Collector{
+		counter("sluice_offsets_coordinator_entries_total", "Raft entries the coordinators of this replica proposed as leader (each holds one or more commands: group commit).",
+			func() int64 { e, _ := co.EntryCounts(); return e }),
+		counter("sluice_offsets_coordinator_commands_total", "Commands in those entries: requests' state changes (commits, membership, transactions, share acquisitions).",
+			func() int64 { _, n := co.EntryCounts(); return n }),
+		counter("sluice_offsets_transaction_marker_requests_total", "Batched marker requests this replica sent to storage nodes (each holds the markers bound for one node).",
+			func() int64 { r, _ := markers.Counts(); return r }),
+		counter("sluice_offsets_transaction_markers_sent_total", "Transaction markers in those requests.",
+			func() int64 { _, m := markers.Counts(); return m }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -32,11 +32,22 @@ import (
 // fails, and one that did not is aborted (by its timeout, or by its
 // producer's next session).
 
-// MarkerWriter writes transaction markers at partition leaders. A partition
-// that no longer exists, or that has a newer epoch of the producer (the
-// marker is obsolete), counts as written.
+// Marker is one transaction marker: the end of producer ProducerID's
+// transaction on a partition, carrying Epoch.
+type Marker struct {
+	TP         groups.TP
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+}
+
+// MarkerWriter writes transaction markers at partition leaders and
+// returns one error per marker (nil: written); it is called concurrently,
+// once per completing transaction. A partition that no longer exists,
+// or that has a newer epoch of the producer (the marker is obsolete),
+// counts as written.
 type MarkerWriter interface {
-	WriteMarker(ctx context.Context, tp groups.TP, producerID int64, epoch int16, commit bool) error
+	WriteMarkers(ctx context.Context, ms []Marker) []error
 }
 
 // ProducerIDs hands out producer ids (the metadata service's allocator).
@@ -560,7 +571,7 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool
 	if err := x.put(ctx, t.Version, n, false); err != nil {
 		return err
 	}
-	x.co.log.Info("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
+	x.co.log.Debug("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
 		"partitions", len(n.Partitions), "groups", len(n.Groups))
 	x.complete(t.ID)
 	return nil
@@ -685,25 +696,27 @@ func (x *Txns) completed(t *fsm.Txn, commit bool) {
 	} else {
 		x.counts.Aborted.Add(1)
 	}
-	x.co.log.Info("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
+	x.co.log.Debug("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
 }
 
-// writeMarkers writes t's marker to each of its partitions concurrently.
+// writeMarkers writes t's marker to each of its partitions (the writer
+// sends the markers of the transactions that end together in one request
+// per storage node).
 func (x *Txns) writeMarkers(t *fsm.Txn) error {
 	commit := t.State == fsm.TxnPrepareCommit
-	errs := make([]error, len(t.Partitions))
-	var wg sync.WaitGroup
+	ms := make([]Marker, len(t.Partitions))
 	for i, tp := range t.Partitions {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
-			defer cancel()
-			if err := x.markers.WriteMarker(ctx, tp, t.ProducerID, t.Epoch, commit); err != nil {
-				x.counts.MarkerFailures.Add(1)
-				errs[i] = fmt.Errorf("%s: %w", tp, err)
-			}
-		})
+		ms[i] = Marker{TP: tp, ProducerID: t.ProducerID, Epoch: t.Epoch, Commit: commit}
 	}
-	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
+	defer cancel()
+	errs := x.markers.WriteMarkers(ctx, ms)
+	for i := range errs {
+		if errs[i] != nil {
+			x.counts.MarkerFailures.Add(1)
+			errs[i] = fmt.Errorf("%s: %w", ms[i].TP, errs[i])
+		}
+	}
 	return errors.Join(errs...)
 }
 

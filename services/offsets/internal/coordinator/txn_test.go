@@ -22,6 +22,7 @@ import (
 type markerLog struct {
 	mu      sync.Mutex
 	markers []marker
+	calls   int // WriteMarkers calls
 	hold    chan struct{}
 	failing atomic.Bool
 }
@@ -33,9 +34,13 @@ type marker struct {
 	commit bool
 }
 
-func (m *markerLog) WriteMarker(_ context.Context, tp groups.TP, pid int64, epoch int16, commit bool) error {
+func (m *markerLog) WriteMarkers(_ context.Context, ms []Marker) []error {
+	errs := make([]error, len(ms))
 	if m.failing.Load() {
-		return protocol.NotLeaderOrFollower.Err("no leader for %s", tp)
+		for i, w := range ms {
+			errs[i] = protocol.NotLeaderOrFollower.Err("no leader for %s", w.TP)
+		}
+		return errs
 	}
 	m.mu.Lock()
 	hold := m.hold
@@ -45,8 +50,11 @@ func (m *markerLog) WriteMarker(_ context.Context, tp groups.TP, pid int64, epoc
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.markers = append(m.markers, marker{tp, pid, epoch, commit})
-	return nil
+	m.calls++
+	for _, w := range ms {
+		m.markers = append(m.markers, marker{w.TP, w.ProducerID, w.Epoch, w.Commit})
+	}
+	return errs
 }
 
 func (m *markerLog) written() []marker {

@@ -200,15 +200,37 @@ func (l *Log) OpenTxns() map[int64]int64 {
 // named) and changes nothing. An epoch below the producer's is refused with
 // ErrInvalidProducerEpoch.
 func (l *Log) AppendMarker(pid int64, epoch int16, m record.Marker, leaderEpoch int32) (AppendInfo, error) {
-	if pid < 0 || epoch < 0 {
-		return AppendInfo{}, fmt.Errorf("%w: marker for producer %d epoch %d", ErrInvalidProducerBatch, pid, epoch)
-	}
+	return l.AppendMarkers([]MarkerAppend{{ProducerID: pid, Epoch: epoch, Marker: m}}, leaderEpoch)
+}
+
+// MarkerAppend is one marker of AppendMarkers.
+type MarkerAppend struct {
+	ProducerID int64
+	Epoch      int16
+	Marker     record.Marker
+}
+
+// AppendMarkers appends the markers ms, in order, in one append (one
+// control batch each), as AppendMarker does for one. One refused marker
+// (an epoch below its producer's) refuses them all: the caller appends
+// them one by one to learn which.
+func (l *Log) AppendMarkers(ms []MarkerAppend, leaderEpoch int32) (AppendInfo, error) {
 	l.mu.RLock()
 	now := l.cfg.now()
 	l.mu.RUnlock()
-	b, err := record.BuildMarker(pid, epoch, m, now.UnixMilli())
-	if err != nil {
-		return AppendInfo{}, err
+	var b []byte
+	for _, m := range ms {
+		if m.ProducerID < 0 || m.Epoch < 0 {
+			return AppendInfo{}, fmt.Errorf("%w: marker for producer %d epoch %d", ErrInvalidProducerBatch, m.ProducerID, m.Epoch)
+		}
+		one, err := record.BuildMarker(m.ProducerID, m.Epoch, m.Marker, now.UnixMilli())
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		b = append(b, one...)
+	}
+	if len(b) == 0 {
+		return AppendInfo{}, fmt.Errorf("%w: no markers", ErrInvalidProducerBatch)
 	}
 	return l.append(b, leaderEpoch, originCoordinator)
 }

@@ -46,7 +46,7 @@ func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
 func apiLabel(k protocol.APIKey) string {
 	switch k {
 	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas,
-		protocol.APIDeleteRecords, protocol.APIWriteTxnMarker:
+		protocol.APIDeleteRecords, protocol.APIWriteTxnMarker, protocol.APIWriteTxnMarkers:
 		return k.String()
 	}
 	return "unknown"
@@ -102,6 +102,8 @@ func (c *conn) serve() {
 			c.deleteRecords(&h, dec)
 		case protocol.APIWriteTxnMarker:
 			c.writeTxnMarker(&h, dec)
+		case protocol.APIWriteTxnMarkers:
+			c.writeTxnMarkers(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

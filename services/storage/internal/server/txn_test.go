@@ -196,3 +196,64 @@ func TestWriteTxnMarker(t *testing.T) {
 		t.Fatalf("produced control batch: %v, want INVALID_RECORD", err)
 	}
 }
+
+// TestWriteTxnMarkers: the coordinator's batched marker API appends the
+// markers of several transactions, each partition's in one append in the
+// request's order, and answers each marker: its offset, or its own
+// refusal (a partition the node does not have, a fenced epoch) without
+// failing the others.
+func TestWriteTxnMarkers(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 2, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	for _, p := range []struct {
+		pid       int64
+		partition int32
+	}{{4, 0}, {5, 0}, {6, 1}} {
+		if _, err := produce(t, c, "t", p.partition, protocol.AcksAll, txnBatch(t, p.pid, 0, 2, "txn")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(ms ...protocol.TxnMarker) []protocol.TxnMarkerResult {
+		t.Helper()
+		var resp protocol.WriteTxnMarkersResponse
+		if _, err := c.Call(context.Background(), protocol.APIWriteTxnMarkers, &protocol.WriteTxnMarkersRequest{Markers: ms, TimeoutMs: 5000}, nil, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Results) != len(ms) {
+			t.Fatalf("%d results for %d markers", len(resp.Results), len(ms))
+		}
+		return resp.Results
+	}
+	res := call(
+		protocol.TxnMarker{Topic: "t", Partition: 0, ProducerID: 4, ProducerEpoch: 1, Commit: true},
+		protocol.TxnMarker{Topic: "t", Partition: 1, ProducerID: 6, ProducerEpoch: 1},
+		protocol.TxnMarker{Topic: "t", Partition: 0, ProducerID: 5, ProducerEpoch: 1, Commit: true},
+		protocol.TxnMarker{Topic: "gone", Partition: 0, ProducerID: 7, ProducerEpoch: 1},
+	)
+	// t-0 holds 4 records (offsets 0-3): its two markers follow at 4 and 5;
+	// t-1 holds 2: its marker is at 2.
+	for i, want := range []int64{4, 2, 5} {
+		if res[i].Err != nil || res[i].Offset != want {
+			t.Fatalf("marker %d: %+v, want offset %d", i, res[i], want)
+		}
+	}
+	if protocol.CodeOf(res[3].Err) != protocol.UnknownTopicOrPartition {
+		t.Fatalf("marker of a partition the node lacks: %+v, want UNKNOWN_TOPIC_OR_PARTITION", res[3])
+	}
+	if resp, vals := fetchAt(t, c, 0, protocol.ReadCommitted); len(vals) != 4 || resp.LastStableOffset != 6 {
+		t.Fatalf("t-0 after the markers: %q, LSO %d", vals, resp.LastStableOffset)
+	}
+	if _, err := produce(t, c, "t", 0, protocol.AcksAll, txnBatch(t, 8, 0, 1, "txn")); err != nil {
+		t.Fatal(err)
+	}
+	res = call(
+		protocol.TxnMarker{Topic: "t", Partition: 0, ProducerID: 4, ProducerEpoch: 0}, // fenced: epoch 1 ended it
+		protocol.TxnMarker{Topic: "t", Partition: 0, ProducerID: 8, ProducerEpoch: 1, Commit: true},
+	)
+	if protocol.CodeOf(res[0].Err) != protocol.InvalidProducerEpoch {
+		t.Fatalf("fenced marker: %+v, want INVALID_PRODUCER_EPOCH", res[0])
+	}
+	if res[1].Err != nil || res[1].Offset != 7 {
+		t.Fatalf("the marker beside the fenced one: %+v, want offset 7", res[1])
+	}
+}
