@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -40,10 +41,11 @@ type FSM struct {
 	path string
 	log  *slog.Logger
 
-	mu     sync.RWMutex           // guards db (replaced by Restore), groups, shares and broken
+	mu     sync.RWMutex           // guards db (replaced by Restore), groups, shares, txns and broken
 	db     *bolt.DB               //
 	groups map[string]*Group      // membership state by group, as stored
 	shares map[string]*ShareGroup // share groups' state, as stored
+	txns   map[string]*Txn        // transactional ids' state, as stored
 	broken error                  // set when a write failed
 }
 
@@ -52,6 +54,7 @@ type FSM struct {
 type stage struct {
 	groups map[string]*Group
 	shares map[string]*ShareGroup
+	txns   map[string]*Txn
 }
 
 // Open opens (creating) the state file at path.
@@ -93,6 +96,7 @@ func (f *FSM) open() error {
 	}
 	loaded := map[string]*Group{}
 	var loadedShares map[string]*ShareGroup
+	var loadedTxns map[string]*Txn
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns, bucketShares} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -101,6 +105,9 @@ func (f *FSM) open() error {
 		}
 		var err error
 		if loadedShares, err = loadShares(tx); err != nil {
+			return err
+		}
+		if loadedTxns, err = loadTxns(tx); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketGroups).ForEach(func(k, v []byte) error {
@@ -116,7 +123,7 @@ func (f *FSM) open() error {
 		db.Close()
 		return fmt.Errorf("offsets state %s: %w", f.path, err)
 	}
-	f.db, f.groups, f.shares = db, loaded, loadedShares
+	f.db, f.groups, f.shares, f.txns = db, loaded, loadedShares, loadedTxns
 	return nil
 }
 
@@ -171,7 +178,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}}
+	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}}
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		applied := readApplied(tx)
 		last := applied
@@ -221,6 +228,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.shares[name] = g
 		}
 	}
+	maps.Copy(f.txns, st.txns)
 	return out
 }
 

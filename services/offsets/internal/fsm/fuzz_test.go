@@ -34,6 +34,13 @@ func FuzzApplyBatch(f *testing.F) {
 		Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g"}}))
 	f.Add(seed(Command{Type: TypePutGroup, PutGroup: &PutGroup{Group: memberGroup()}}, commit("g", "m1", 3, "t", 0, 5),
 		commit("g", "m2", 9, "t", 2, 5), Command{Type: TypeDeleteGroup, DeleteGroup: &DeleteGroup{Group: "g"}}))
+	f.Add(seed(Command{Type: TypePutTxn, PutTxn: &PutTxn{Txn: &Txn{ID: "tx", ProducerID: 7, State: TxnOngoing, Groups: []string{"g"},
+		Offsets: map[string][]groups.Offset{"g": {{Topic: "t", Partition: 0, Offset: 9}}}}}},
+		Command{Type: TypePutTxn, PutTxn: &PutTxn{ExpectVersion: 1, Commit: true, Txn: &Txn{ID: "tx", ProducerID: 7, Epoch: 1, State: TxnCompleteCommit,
+			Offsets: map[string][]groups.Offset{"g": {{Topic: "t", Partition: 0, Offset: 9}}}}}},
+		Command{Type: TypePutTxn, PutTxn: &PutTxn{ExpectVersion: 1, Txn: &Txn{ID: "tx", ProducerID: 7, State: TxnEmpty}}}))
+	f.Add(seed(Command{Type: TypeBatch, Batch: []json.RawMessage{[]byte(`{"type":"commit","commit":{"group":"g","offsets":[{"topic":"t","partition":0,"offset":3}],"time_ms":1}}`),
+		[]byte(`{"type":"batch","batch":[{}]}`), []byte(`"x"`)}}))
 	f.Add([]byte("{\"type\":\"commit\",\"commit\":{\"group\":\"\",\"offsets\":[{\"topic\":\"\",\"partition\":-1,\"offset\":-9}]}}\n{}\n\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines := bytes.Split(data, []byte("\n"))
@@ -66,7 +73,7 @@ func FuzzApplyBatch(f *testing.F) {
 }
 
 // dump renders what a replica serves: applied index, groups and their
-// offsets and membership.
+// offsets and membership, transactional ids' states.
 func dump(t *testing.T, f *FSM) string {
 	t.Helper()
 	type group struct {
@@ -77,7 +84,12 @@ func dump(t *testing.T, f *FSM) string {
 	out := struct {
 		Applied uint64
 		Groups  []group
+		Txns    []*Txn
 	}{Applied: f.AppliedIndex()}
+	var err error
+	if out.Txns, err = f.Txns(); err != nil {
+		t.Fatal(err)
+	}
 	names := f.GroupNames()
 	slices.Sort(names)
 	for _, name := range names {

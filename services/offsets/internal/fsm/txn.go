@@ -126,13 +126,13 @@ func ValidateTxn(t *Txn) error {
 
 // applyPutTxn is PutTxn's rule: validate, compare and set, and on a commit
 // store the pending offsets.
-func applyPutTxn(tx *bolt.Tx, index uint64, c *PutTxn) (error, error) {
+func (f *FSM) applyPutTxn(tx *bolt.Tx, st *stage, index uint64, c *PutTxn) (error, error) {
 	if err := ValidateTxn(c.Txn); err != nil {
 		return err, nil
 	}
-	cur, err := txnTx(tx, c.Txn.ID)
-	if err != nil {
-		return nil, err
+	cur, ok := st.txns[c.Txn.ID]
+	if !ok {
+		cur = f.txns[c.Txn.ID]
 	}
 	var have uint64
 	if cur != nil {
@@ -155,52 +155,46 @@ func applyPutTxn(tx *bolt.Tx, index uint64, c *PutTxn) (error, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.txns[t.ID] = t
 	return nil, tx.Bucket(bucketTxns).Put([]byte(t.ID), v)
 }
 
-// txnTx reads a transactional id's state inside a transaction (nil: none).
-func txnTx(tx *bolt.Tx, id string) (*Txn, error) {
-	v := tx.Bucket(bucketTxns).Get([]byte(id))
-	if v == nil {
-		return nil, nil
-	}
-	var t Txn
-	if err := json.Unmarshal(v, &t); err != nil {
-		return nil, fmt.Errorf("transaction %q: corrupt state record: %w", id, err)
-	}
-	return &t, nil
+// loadTxns reads every transactional id's state from the file.
+func loadTxns(tx *bolt.Tx) (map[string]*Txn, error) {
+	out := map[string]*Txn{}
+	err := tx.Bucket(bucketTxns).ForEach(func(k, v []byte) error {
+		var t Txn
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("transaction %q: corrupt state record: %w", k, err)
+		}
+		out[string(k)] = &t
+		return nil
+	})
+	return out, err
 }
 
-// Txn returns a transactional id's state.
+// Txn returns a copy of a transactional id's state (kept in memory, as
+// stored).
 func (f *FSM) Txn(id string) (*Txn, bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var t *Txn
-	err := f.db.View(func(tx *bolt.Tx) error {
-		var err error
-		t, err = txnTx(tx, id)
-		return err
-	})
-	return t, t != nil, err
+	t := f.txns[id]
+	if t == nil {
+		return nil, false, nil
+	}
+	return t.Clone(), true, nil
 }
 
-// Txns returns every transactional id's state, ordered by id.
+// Txns returns a copy of every transactional id's state, ordered by id.
 func (f *FSM) Txns() ([]*Txn, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []*Txn
-	err := f.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketTxns).ForEach(func(k, v []byte) error {
-			var t Txn
-			if err := json.Unmarshal(v, &t); err != nil {
-				return fmt.Errorf("transaction %q: corrupt state record: %w", k, err)
-			}
-			out = append(out, &t)
-			return nil
-		})
-	})
+	out := make([]*Txn, 0, len(f.txns))
+	for _, t := range f.txns {
+		out = append(out, t.Clone())
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, err
+	return out, nil
 }
 
 // PendingTxnOffsets returns the partitions for which an open transaction
