@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -110,6 +111,21 @@ func (c *Client) Addrs() []string { return c.addrs }
 // *protocol.Error. It tries every address once on transport errors and
 // retry-elsewhere codes.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, method, path, in, out, false)
+}
+
+// DoAtMostOnce is Do for a request that must not apply twice (it is not
+// idempotent): it tries another address only when this one surely did not
+// take the request (it refused the connection, or answered a
+// retry-elsewhere code). When a request may have been delivered and its
+// answer was lost, it returns that error: the outcome is unknown, and a
+// second attempt could answer for the first one's effect (an
+// acknowledgement refused because the first attempt applied it).
+func (c *Client) DoAtMostOnce(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, method, path, in, out, true)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any, atMostOnce bool) error {
 	if len(c.addrs) == 0 {
 		return fmt.Errorf("%s: %w", c.name, ErrNoAddress)
 	}
@@ -137,7 +153,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 			return nil
 		}
 		lastErr = err
-		if ctx.Err() != nil || !c.retryElsewhere(err) {
+		if ctx.Err() != nil || !c.retryElsewhere(err) || atMostOnce && mayHaveArrived(err) {
 			return err
 		}
 	}
@@ -150,6 +166,17 @@ func (c *Client) retryElsewhere(err error) bool {
 		return c.retryOn != nil && c.retryOn(pe.Code)
 	}
 	return true // transport error
+}
+
+// mayHaveArrived reports whether a failed request may have reached the
+// service: every transport error but a refused or failed connection.
+func mayHaveArrived(err error) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return false // the service answered: it decided
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
 }
 
 // indexOf returns the index of the address whose host:port is hostPort,

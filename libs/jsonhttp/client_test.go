@@ -82,3 +82,43 @@ func TestDoReturnsWireErrorsWithoutRetrying(t *testing.T) {
 		t.Fatalf("no address: %v", err)
 	}
 }
+
+// TestDoAtMostOnceStopsWhenTheRequestMayHaveArrived: a replica that took
+// the request and dropped the connection before answering is not followed
+// by another attempt elsewhere (the request may have applied); a refused
+// connection and a retry-elsewhere answer still move on.
+func TestDoAtMostOnceStopsWhenTheRequestMayHaveArrived(t *testing.T) {
+	var took, next atomic.Int32
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		took.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; its answer is lost
+		}
+	}))
+	t.Cleanup(hangUp.Close)
+	ok := server(t, 200, `{"v":3}`, &next)
+	var down atomic.Int32
+	dead := server(t, 200, "", &down)
+	dead.Close()
+	nl := server(t, 503, `{"error_code":16,"error":"not the coordinator"}`, &down)
+	retry := func(code protocol.Code) bool { return code == protocol.NotCoordinator }
+
+	c := New("offsets", []string{hangUp.URL, ok.URL}, retry)
+	if err := c.DoAtMostOnce(context.Background(), http.MethodPost, "/acks", nil, nil); err == nil {
+		t.Fatal("DoAtMostOnce answered although the replica hung up on the request")
+	}
+	if took.Load() != 1 || next.Load() != 0 {
+		t.Fatalf("hits: %d at the replica that hung up, %d elsewhere; want 1 and 0", took.Load(), next.Load())
+	}
+	// The same with Do: another attempt at the next replica.
+	if err := c.Do(context.Background(), http.MethodPost, "/acks", nil, nil); err != nil || next.Load() != 1 {
+		t.Fatalf("Do = %v, %d hits elsewhere", err, next.Load())
+	}
+
+	c = New("offsets", []string{dead.URL, nl.URL, ok.URL}, retry)
+	var out struct{ V int }
+	if err := c.DoAtMostOnce(context.Background(), http.MethodPost, "/acks", nil, &out); err != nil || out.V != 3 {
+		t.Fatalf("DoAtMostOnce past a refused connection and a retry-elsewhere answer = %v, %+v", err, out)
+	}
+}

@@ -50,17 +50,19 @@ func (c *Client) For(principal string) *Client {
 func Path(group string) string { return "/v1/share-groups/" + url.PathEscape(group) }
 
 // Acquire acquires records for a consumer, waiting up to req.WaitMs when
-// none are available.
+// none are available. Like Ack it is sent at most once
+// (jsonhttp.Client.DoAtMostOnce): the acknowledgements it carries are not
+// idempotent, so an error may leave them applied or not.
 func (c *Client) Acquire(ctx context.Context, group string, req AcquireRequest) (*AcquireResponse, error) {
 	var out AcquireResponse
-	err := c.jc.Do(ctx, http.MethodPost, Path(group)+"/acquire", req, &out)
+	err := c.jc.DoAtMostOnce(ctx, http.MethodPost, Path(group)+"/acquire", req, &out)
 	return &out, err
 }
 
 // Ack acknowledges records; each partition's result is in the answer.
 func (c *Client) Ack(ctx context.Context, group string, req AckRequest) (*AckResponse, error) {
 	var out AckResponse
-	err := c.jc.Do(ctx, http.MethodPost, Path(group)+"/acks", req, &out)
+	err := c.jc.DoAtMostOnce(ctx, http.MethodPost, Path(group)+"/acks", req, &out)
 	return &out, err
 }
 
