@@ -110,6 +110,9 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("flag -data-dir: must not be empty")
 	}
+	if c.SnapshotInterval < 5*time.Millisecond {
+		return fmt.Errorf("flag -raft-snapshot-interval: %v is below the 5ms raft allows", c.SnapshotInterval)
+	}
 	if len(c.Peers) > 0 {
 		seen := map[string]bool{}
 		self := false

@@ -85,6 +85,7 @@ func openWAL(dir string, vfs types.VFS, segmentSize int, hlog hclog.Logger, m me
 		m = &metrics.NoOpCollector{}
 	}
 	meta := &metadb.BoltMetaDB{}
+	vfs = tailRepairFS{vfs} // a tail left sealed by a crash (walrepair.go)
 	w, err := wal.Open(dir, wal.WithSegmentFiler(segment.NewFiler(dir, vfs)), wal.WithSegmentSize(segmentSize),
 		wal.WithMetaStore(meta), wal.WithLogger(hlog.Named("wal")), wal.WithMetricsCollector(m))
 	if err != nil {
@@ -252,3 +253,32 @@ func (f noSyncFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 type noSyncFile struct{ types.WritableFile }
 
 func (noSyncFile) Sync() error { return nil }
+
+// ReadLog calls fn with each entry of the Raft log in dataDir, a stopped
+// member's, from index from (at least the log's first) to its last, in
+// order, and returns the log's first and last index (0, 0 when empty). It
+// is for offline checks of a member's state against its log.
+func ReadLog(dataDir string, from uint64, fn func(*raft.Log) error) (first, last uint64, err error) {
+	hlog := hclog.NewNullLogger()
+	store, err := openLogStore(dataDir, true, hlog, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer store.Close()
+	if first, err = store.FirstIndex(); err != nil {
+		return 0, 0, err
+	}
+	if last, err = store.LastIndex(); err != nil || last == 0 {
+		return first, last, err
+	}
+	for i := max(from, first); i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return first, last, fmt.Errorf("raft log entry %d: %w", i, err)
+		}
+		if err := fn(&l); err != nil {
+			return first, last, err
+		}
+	}
+	return first, last, nil
+}

@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
@@ -466,6 +468,18 @@ func TestLogSurvivesPowerLoss(t *testing.T) {
 						next += uint64(len(batch))
 					}
 				}
+				// The log seals a full segment in the append that fills
+				// it and rotates to the next in the background, recording
+				// both in its meta store, which is on the real disk here
+				// and cannot lose writes: a crash while the rotation runs
+				// would keep its meta store's half and lose the files'.
+				// So the crash comes once no rotation is pending (a
+				// deletion past the end waits for it and changes nothing);
+				// TestTailSealedByACrashTakesAppends covers a crash
+				// between the seal and the rotation.
+				if err := w.DeleteRange(next+1<<20, next+1<<20); err != nil {
+					t.Fatal(err)
+				}
 				// The power goes; the old process's last acts (closing)
 				// reach no disk.
 				vfs.crash()
@@ -516,5 +530,120 @@ func BenchmarkLogAppend(b *testing.B) {
 				b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "entries/s")
 			})
 		}
+	}
+}
+
+// TestTailSealedByACrashTakesAppends: the append that fills a segment
+// seals it in its file, and the log records the seal in its meta store
+// only when it rotates, in the background. After a crash between the two,
+// the meta store names the sealed file as the unsealed tail: the
+// write-ahead log recovers it as sealed and refuses every append ("segment
+// is sealed"), so the member could take no entry again; the same when the
+// crash tore the sealing append (its index frame written, its commit not).
+// The log store repairs such a tail when it opens (tailRepairFS): every
+// acknowledged entry is there, and appends go on.
+func TestTailSealedByACrashTakesAppends(t *testing.T) {
+	for _, torn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sealed", true: "torn"}[torn], func(t *testing.T) { testSealedTail(t, torn) })
+	}
+}
+
+func testSealedTail(t *testing.T, torn bool) {
+	dir := t.TempDir()
+	vfs := newLossyFS(1)
+	w, err := openWAL(dir, vfs, 64<<10, hclog.NewNullLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segments := func() []types.SegmentInfo {
+		t.Helper()
+		st, err := w.meta.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Segments
+	}
+	entry := func(i uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat(fmt.Appendf(nil, "%d.", i), 100)}
+	}
+	next := uint64(1)
+	for len(segments()) < 2 { // until an append sealed the first segment and the log rotated
+		if err := w.StoreLogs([]*raft.Log{entry(next), entry(next + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		next += 2
+		if err := w.DeleteRange(next+1<<20, next+1<<20); err != nil { // waits for the rotation
+			t.Fatal(err)
+		}
+	}
+	sealed := segments()[0]
+	if sealed.SealTime.IsZero() || segments()[1].BaseIndex != next {
+		t.Fatalf("segments after the rotation: %+v", segments())
+	}
+	// The crash came before the rotation: the meta store still names the
+	// first segment as the unsealed tail, and the next file never was.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	unsealed := sealed
+	unsealed.SealTime, unsealed.IndexStart, unsealed.MaxIndex = time.Time{}, 0, 0
+	meta := &metadb.BoltMetaDB{}
+	if _, err := meta.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.CommitState(types.PersistentState{NextSegmentID: unsealed.ID + 1, Segments: []types.SegmentInfo{unsealed}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var tail *lossyFile
+	vfs.mu.Lock()
+	for name, f := range vfs.files {
+		if strings.HasPrefix(name, fmt.Sprintf("%020d-%016x", sealed.BaseIndex, sealed.ID)) {
+			tail = f
+		} else {
+			delete(vfs.files, name)
+		}
+	}
+	vfs.mu.Unlock()
+	if torn { // the sealing append's commit frame never reached the disk
+		frames, err := segFrames(tail)
+		if err != nil || len(frames) < 2 || frames[len(frames)-1].typ != segFrameCommit || frames[len(frames)-2].typ != segFrameIndex {
+			t.Fatalf("the sealed segment ends with %+v (%v), not an index and a commit frame", frames[max(0, len(frames)-2):], err)
+		}
+		last := frames[len(frames)-1]
+		vfs.mu.Lock()
+		clear(tail.data[last.off : last.off+last.size])
+		tail.synced = slices.Clone(tail.data)
+		vfs.mu.Unlock()
+	}
+	if torn {
+		next -= 2 // the sealing append held two entries, never acknowledged
+	}
+
+	w, err = openWAL(dir, vfs, 64<<10, hclog.NewNullLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if last, _ := w.LastIndex(); last != next-1 {
+		t.Fatalf("after the crash the log ends at %d, want %d", last, next-1)
+	}
+	for i := uint64(1); i < next; i++ {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
+			t.Fatalf("acknowledged entry %d: %v", i, err)
+		}
+	}
+	for range 200 { // past the next seal and rotation too
+		if err := w.StoreLogs([]*raft.Log{entry(next)}); err != nil {
+			t.Fatalf("append of %d after the crash: %v", next, err)
+		}
+		next++
+	}
+	var l raft.Log
+	if err := w.GetLog(next-1, &l); err != nil || !bytes.Equal(l.Data, entry(next-1).Data) {
+		t.Fatalf("entry %d after the crash: %v", next-1, err)
 	}
 }
