@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
@@ -24,10 +25,17 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Int64(&cfg.Controller.ProducerIDBlockSize, "producer-id-block-size", cfg.Controller.ProducerIDBlockSize,
 		"producer ids the leader reserves per raft entry and hands out from memory; unused ones are skipped after a leader change")
 	fs.String(&cfg.Raft.LogLevel, "raft-log-level", cfg.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	snapshotEntries := int64(cfg.Raft.SnapshotThreshold)
+	fs.Int64(&snapshotEntries, "raft-snapshot-entries", snapshotEntries, "log entries after which the member takes a snapshot and compacts its raft log")
+	fs.Duration(&cfg.Raft.SnapshotInterval, "raft-snapshot-interval", cfg.Raft.SnapshotInterval, "how often the member checks whether to take a snapshot")
 	cfg.API.Authz.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	if snapshotEntries < 1 {
+		return cfg, fmt.Errorf("-raft-snapshot-entries %d: must be at least 1", snapshotEntries)
+	}
+	cfg.Raft.SnapshotThreshold = uint64(snapshotEntries)
 	p, err := raftnode.ParsePeers(peers)
 	if err != nil {
 		return cfg, err

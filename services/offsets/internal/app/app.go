@@ -106,10 +106,17 @@ func ParseConfig(args []string) (Config, error) {
 	fs.Duration(&c.Txns.MaxTimeout, "transaction-max-timeout", c.Txns.MaxTimeout, "longest transaction timeout a producer may ask for (Kafka's transaction.max.timeout.ms)")
 	fs.Duration(&c.API.RequestTimeout, "request-timeout", c.API.RequestTimeout, "bound on one request's work, relaying to the leader included")
 	fs.String(&c.Raft.LogLevel, "raft-log-level", c.Raft.LogLevel, "lowest level of raft's own log lines passed on: trace, debug, info, warn or error")
+	snapshotEntries := int64(c.Raft.SnapshotThreshold)
+	fs.Int64(&snapshotEntries, "raft-snapshot-entries", snapshotEntries, "log entries after which the replica takes a snapshot and compacts its raft log")
+	fs.Duration(&c.Raft.SnapshotInterval, "raft-snapshot-interval", c.Raft.SnapshotInterval, "how often the replica checks whether to take a snapshot")
 	c.API.Authz.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if snapshotEntries < 1 {
+		return c, fmt.Errorf("-raft-snapshot-entries %d: must be at least 1", snapshotEntries)
+	}
+	c.Raft.SnapshotThreshold = uint64(snapshotEntries)
 	p, err := raftgroup.ParsePeers(peers)
 	if err != nil {
 		return c, err
