@@ -45,7 +45,7 @@ var docBinaries = []docBinary{
 		sections: []string{"sluice-storage", "Every service", "Kafka listeners"}},
 	{name: "sluice-frontend", pkg: "github.com/sluicemq/sluice/services/frontend/cmd/sluice-frontend", help: true, commands: serviceCommands,
 		sections: []string{"sluice-frontend", "Every service", "Kafka listeners"}},
-	{name: "sluice-offsets", pkg: "github.com/sluicemq/sluice/services/offsets/cmd/sluice-offsets", help: true, commands: serviceCommands,
+	{name: "sluice-offsets", pkg: "github.com/sluicemq/sluice/services/offsets/cmd/sluice-offsets", help: true, commands: append(serviceCommands, "check-state"),
 		sections: []string{"sluice-offsets", "Every service"}},
 	{name: "sluice-dev", pkg: "github.com/sluicemq/sluice/tools/cmd/sluice-dev", help: true,
 		sections: []string{"sluice-dev"}},
