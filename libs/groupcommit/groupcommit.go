@@ -120,10 +120,10 @@ func (b *Batcher[In, Out]) next() []*call[In, Out] {
 		}
 		var calls []*call[In, Out]
 		n, size := 0, 0
-		for n < len(b.queue) && (n == 0 || n < b.maxItems && size+b.size(b.queue[n].in) <= b.maxSize) {
-			size += b.size(b.queue[n].in)
+		for n < len(b.queue) && (len(calls) == 0 || len(calls) < b.maxItems && size+b.size(b.queue[n].in) <= b.maxSize) {
 			if c := b.queue[n]; c.ctx.Err() == nil {
 				calls = append(calls, c)
+				size += b.size(c.in)
 			} else {
 				c.err = c.ctx.Err()
 				close(c.done)
