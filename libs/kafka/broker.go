@@ -29,6 +29,9 @@ type Admin interface {
 	CreateTopic(ctx context.Context, req cluster.CreateTopicRequest) (*cluster.Topic, error)
 	DeleteTopic(ctx context.Context, name string) error
 	AlterTopicConfig(ctx context.Context, name string, req cluster.AlterTopicConfigRequest) (*cluster.Topic, error)
+	// DescribeTopic reads one topic from the metadata leader
+	// (linearizable), fresher than the watched model.
+	DescribeTopic(ctx context.Context, name string) (*cluster.Topic, error)
 	AddPartitions(ctx context.Context, name string, req cluster.AddPartitionsRequest) (*cluster.Topic, error)
 	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
 	SetClusterConfig(ctx context.Context, req cluster.AlterTopicConfigRequest) (map[string]string, error)

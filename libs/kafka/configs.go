@@ -375,6 +375,16 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 				keys = append(keys, tc.key)
 			}
 		}
+		if replace {
+			// The keys to delete are those the topic has now: read them
+			// from the metadata leader, not from this frontend's model,
+			// which may not have seen a change answered just before.
+			fresh, err := b.admin.DescribeTopic(ctx, name)
+			if err != nil {
+				return err
+			}
+			t = fresh
+		}
 		change := configChange(t.Config, kv, keys, replace)
 		if _, err := cluster.ParseTopicConfig(change.Apply(t.Config), t.ReplicationFactor); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
