@@ -112,8 +112,12 @@ func TestCoordinationCrashConsistency(t *testing.T) {
 		}
 	}
 	// Transactions: every committed one's records are there, read_committed.
-	seen := readCommitted(t, ctx, c, "cc-txn")
-	for _, v := range txns.committedValues() {
+	// A transaction the load left open when it stopped holds back what
+	// follows it on its partitions until the coordinator aborts it at its
+	// 10 s timeout, so the read goes on until it has them all or 40 s passed.
+	want := txns.committedValues()
+	seen := readCommitted(t, ctx, c, "cc-txn", want, 40*time.Second)
+	for _, v := range want {
 		if !seen[v] {
 			t.Fatalf("record %s of a committed transaction is missing (%d records read_committed)", v, len(seen))
 		}
@@ -342,22 +346,26 @@ func feedQueue(ctx context.Context, wg *sync.WaitGroup, c *localcluster.Cluster)
 	return &sent
 }
 
-// readCommitted reads a topic's two partitions read_committed to their
-// end and returns the values seen.
-func readCommitted(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string) map[string]bool {
+// readCommitted reads a topic's two partitions read_committed from the
+// start until it has seen every value of want, or for d, and returns the
+// values seen.
+func readCommitted(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, want []string, d time.Duration) map[string]bool {
 	t.Helper()
 	cl := franzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	seen := map[string]bool{}
-	quiet := 0
-	for quiet < 3 {
+	missing := func() bool {
+		for _, v := range want {
+			if !seen[v] {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(d)
+	for missing() && time.Now().Before(deadline) {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
-		if fs.NumRecords() == 0 {
-			quiet++
-			continue
-		}
-		quiet = 0
 		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 	}
 	return seen
