@@ -67,19 +67,8 @@ func TestRequestRoundTrip(t *testing.T) {
 
 func TestResponseRoundTripWithError(t *testing.T) {
 	h := ResponseHeader{CorrelationID: 5, ErrorCode: NotLeaderOrFollower, ErrorMessage: "leader is node 2"}
-	prefix, err := NewEncoder().Response(&h, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewDecoder()
-	var got ResponseHeader
-	if err := d.Response(prefix[LengthSize:], &got); err != nil {
-		t.Fatal(err)
-	}
 	var body FetchResponse
-	if err := d.Body(&body); err != nil {
-		t.Fatal(err)
-	}
+	got := responseRoundTrip(t, h, nil, &body)
 	if !errors.Is(got.Err(), &Error{Code: NotLeaderOrFollower}) || got.CorrelationID != 5 {
 		t.Fatalf("got %+v", got)
 	}
@@ -317,6 +306,18 @@ func TestOlderFetchRequestDefaultsNewFields(t *testing.T) {
 func TestWriteTxnMarkersResultsRoundTrip(t *testing.T) {
 	h := ResponseHeader{CorrelationID: 5}
 	in := &WriteTxnMarkersResponse{Results: []TxnMarkerResult{{Offset: 41}, {Offset: -1, Err: NotLeaderOrFollower.Err("u-0 is led by node 2")}, {Offset: 7}}}
+	var out WriteTxnMarkersResponse
+	responseRoundTrip(t, h, in, &out)
+	if len(out.Results) != 3 || out.Results[0].Offset != 41 || out.Results[0].Err != nil || out.Results[2].Offset != 7 ||
+		!errors.Is(out.Results[1].Err, &Error{Code: NotLeaderOrFollower}) || out.Results[1].Err.Error() != in.Results[1].Err.Error() {
+		t.Fatalf("results %+v", out.Results)
+	}
+}
+
+// responseRoundTrip encodes a response of header h and body in, decodes it
+// into out and returns the decoded header.
+func responseRoundTrip(t *testing.T, h ResponseHeader, in, out Body) ResponseHeader {
+	t.Helper()
 	prefix, err := NewEncoder().Response(&h, in, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -326,12 +327,8 @@ func TestWriteTxnMarkersResultsRoundTrip(t *testing.T) {
 	if err := d.Response(prefix[LengthSize:], &got); err != nil {
 		t.Fatal(err)
 	}
-	var out WriteTxnMarkersResponse
-	if err := d.Body(&out); err != nil {
+	if err := d.Body(out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Results) != 3 || out.Results[0].Offset != 41 || out.Results[0].Err != nil || out.Results[2].Offset != 7 ||
-		!errors.Is(out.Results[1].Err, &Error{Code: NotLeaderOrFollower}) || out.Results[1].Err.Error() != in.Results[1].Err.Error() {
-		t.Fatalf("results %+v", out.Results)
-	}
+	return got
 }

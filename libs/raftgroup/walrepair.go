@@ -165,13 +165,16 @@ func segFrames(f types.WritableFile) ([]segFrame, error) {
 	}
 }
 
+// castagnoli is the CRC-32C table of the segment format.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // crcOf returns the CRC-32C (Castagnoli) of f's bytes [from, to).
 func crcOf(f types.WritableFile, from, to int64) (uint32, error) {
 	buf := make([]byte, to-from)
 	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
 	}
-	return crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)), nil
+	return crc32.Checksum(buf, castagnoli), nil
 }
 
 func crcMatches(f types.WritableFile, from, to int64, want uint32) (bool, error) {

@@ -200,12 +200,10 @@ func (f *FSM) Txns() ([]*Txn, error) {
 // PendingTxnOffsets returns the partitions for which an open transaction
 // (Ongoing or being completed) holds offsets of group, ordered.
 func (f *FSM) PendingTxnOffsets(group string) ([]groups.TP, error) {
-	all, err := f.Txns()
-	if err != nil {
-		return nil, err
-	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	var out []groups.TP
-	for _, t := range all {
+	for _, t := range f.txns {
 		if t.State != TxnOngoing && !t.Preparing() {
 			continue
 		}
