@@ -118,6 +118,23 @@ func (c *Controller) SetLeader(isLeader bool) {
 	signal(c.leaderSig)
 }
 
+// ErrTakingOver is the readiness error of a leader whose controller has not
+// finished its take-over (barrier, session table) and refuses controller
+// requests with ErrNotActive until it has.
+var ErrTakingOver = errors.New("controller: this member leads and is still taking over")
+
+// Ready is the controller's readiness check: a member that leads is ready
+// once its controller is active; one that does not lead answers controller
+// requests by forwarding them and is ready for this check.
+func (c *Controller) Ready() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wantLeader && !c.active {
+		return ErrTakingOver
+	}
+	return nil
+}
+
 // Active reports whether the controller runs (leader, caught up).
 func (c *Controller) Active() bool {
 	c.mu.Lock()

@@ -111,16 +111,25 @@ func TestTakeOverSetsClusterIDOnce(t *testing.T) {
 
 func TestTakeOverRetriesAfterBarrierFailure(t *testing.T) {
 	c, r, _ := newTest(t, nil)
+	if err := c.Ready(); err != nil {
+		t.Fatalf("Ready as a follower = %v", err)
+	}
 	r.err = errors.New("no quorum")
 	c.SetLeader(true)
 	c.syncLeadership()
 	if c.Active() {
 		t.Fatal("active although the barrier failed")
 	}
+	if err := c.Ready(); !errors.Is(err, ErrTakingOver) {
+		t.Fatalf("Ready while taking over = %v; want ErrTakingOver", err)
+	}
 	r.err = nil
 	c.syncLeadership()
 	if !c.Active() {
 		t.Fatal("not active after the barrier succeeded")
+	}
+	if err := c.Ready(); err != nil {
+		t.Fatalf("Ready once active = %v", err)
 	}
 }
 
