@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
@@ -174,6 +175,27 @@ func TestSluiceBench(t *testing.T) {
 		}
 		if _, stderr, code := sluiceBench(t, c, "consume", "--topic", "bench1", "--records", strconv.Itoa(2*n+1)); code != 1 || !strings.Contains(stderr, "fewer than --records") {
 			t.Fatalf("consume of more than the topic holds: exit %d, %s", code, stderr)
+		}
+	})
+	t.Run("share", func(t *testing.T) {
+		// Two members of a new share group accept every record of bench1,
+		// 1,000 an acquisition: what the run counts is what the group
+		// holds as accepted, and the group took the given setting.
+		r := mustBench(t, c, 2*n, "share", "--topic", "bench1", "--records", strconv.Itoa(2*n), "--consumers", "2",
+			"--group", "bench-share", "--group-config", "share.max.fetch.records=1000")
+		if r.Mode != "share" || r.Latency != nil || r.Consume == nil || r.Consume.Records != 2*n || r.Produce != nil {
+			t.Fatalf("share: %+v", r)
+		}
+		d, err := shares.NewClient(c.OffsetsURLs()).Describe(context.Background(), "bench-share")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var accepted int64
+		for _, p := range d.Partitions {
+			accepted += p.Accepted
+		}
+		if accepted < 2*n || d.Config[shares.ConfigMaxFetchRecords] != "1000" {
+			t.Fatalf("share group after the run: %d records accepted (want %d at least), config %v", accepted, 2*n, d.Config)
 		}
 	})
 	t.Run("consume-kafka", func(t *testing.T) {

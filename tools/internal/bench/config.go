@@ -23,7 +23,17 @@ const (
 	ModeProduce = "produce"
 	ModeConsume = "consume"
 	ModeE2E     = "e2e"
+	// ModeShare reads like consume, as members of a share group that
+	// accept every record.
+	ModeShare = "share"
 )
+
+// producesIn reports whether a mode sends records.
+func producesIn(mode string) bool { return mode == ModeProduce || mode == ModeE2E }
+
+// drains reports whether a mode reads a topic's backlog (consume, share)
+// rather than what it produces.
+func drains(mode string) bool { return mode == ModeConsume || mode == ModeShare }
 
 // Bodies of produce requests.
 const (
@@ -86,6 +96,8 @@ type Config struct {
 	Producers int    // SDK producers or JSON posters
 	Consumers int    // group members
 	Group     string // consumer group id
+	// GroupConfig sets share-group configuration values (share).
+	GroupConfig map[string]string
 
 	Acks            int8
 	Idempotent      bool
@@ -111,13 +123,16 @@ type Config struct {
 // usage is printed with usage errors and for -h.
 const usage = `sluice-bench: load generator and benchmark of a Sluice cluster
 
-usage: sluice-bench produce|consume|e2e [flags]
+usage: sluice-bench produce|consume|e2e|share [flags]
 
   produce   send records (SDK producers, or JSON bodies over HTTP) and report
             throughput and send-to-acknowledgement latency
   consume   read the topic from the beginning as a consumer group and report
             throughput (the topic must exist; with --records N hold >= N records)
   e2e       produce and consume at once; latency is from send to receipt
+  share     read the topic from the beginning as a share group whose members accept
+            every record, and report acknowledged records/s (as consume, the topic must
+            exist; compare with consume on the same records)
 
   disk and sendfile (given first) measure the physical limits instead (sluice-bench disk -h)
 
@@ -138,6 +153,9 @@ producing: --producers N (1)  --body sdk|json  --acks all|leader|none  --idempot
            --txn-records N (0: each SDK producer is transactional and commits every N
            records, its transaction coordinator the --offsets service)
 consuming: --consumers N (1)  --group G (default sluice-bench-<random>)
+           --group-config k=v (share: a share-group setting, repeatable, e.g.
+           share.max.fetch.records=1000; the group starts at the earliest offsets
+           unless share.auto.offset.reset is given)
            --grace D (e2e: 10s for consumers to catch up after producing ended)
 output:    --json (one JSON object on stdout)  --progress auto|on|off (stderr, auto: on a terminal)
            --cpuprofile FILE (a pprof CPU profile of the client side of the run)
@@ -157,12 +175,12 @@ var modeFlags = map[string][]string{
 	"idempotence": {ModeProduce, ModeE2E}, "compression": {ModeProduce, ModeE2E}, "linger": {ModeProduce, ModeE2E},
 	"batch-size": {ModeProduce, ModeE2E}, "delivery-timeout": {ModeProduce, ModeE2E}, "keys": {ModeProduce, ModeE2E},
 	"body": {ModeProduce, ModeE2E}, "json-batch": {ModeProduce, ModeE2E}, "txn-records": {ModeProduce, ModeE2E},
-	"consumers": {ModeConsume, ModeE2E}, "group": {ModeConsume, ModeE2E},
+	"consumers": {ModeConsume, ModeE2E, ModeShare}, "group": {ModeConsume, ModeE2E, ModeShare}, "group-config": {ModeShare},
 	"grace": {ModeE2E},
 }
 
 // sluiceOnly are the flags --protocol kafka does not use.
-var sluiceOnly = []string{"body", "json-batch", "txn-records"}
+var sluiceOnly = []string{"body", "json-batch", "txn-records", "group-config"}
 
 // sdkOnly and jsonOnly are the producing flags of one --body.
 var (
@@ -190,7 +208,7 @@ type rawFlags struct {
 	acks, compression, keys      string
 	records                      int64
 	recordSize                   int
-	topicConfig                  kvFlags
+	topicConfig, groupConfig     kvFlags
 	idempotence                  bool
 	warmup                       time.Duration
 }
@@ -199,20 +217,20 @@ type rawFlags struct {
 // the SLUICE_* fallbacks. Every error wraps errUsage and names the flag.
 func Parse(args []string, getenv func(string) string) (Config, error) {
 	var c Config
-	raw := rawFlags{topicConfig: kvFlags{}}
+	raw := rawFlags{topicConfig: kvFlags{}, groupConfig: kvFlags{}}
 	fs := newFlagSet(&c, &raw, getenv)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return c, err
 	}
 	if len(pos) != 1 {
-		return c, fmt.Errorf("%w: want one mode (produce, consume or e2e), got %d argument(s)", errUsage, len(pos))
+		return c, fmt.Errorf("%w: want one mode (produce, consume, e2e or share), got %d argument(s)", errUsage, len(pos))
 	}
 	c.Mode = pos[0]
 	switch c.Mode {
-	case ModeProduce, ModeConsume, ModeE2E:
+	case ModeProduce, ModeConsume, ModeE2E, ModeShare:
 	default:
-		return c, fmt.Errorf("%w: unknown mode %q (produce, consume or e2e)", errUsage, c.Mode)
+		return c, fmt.Errorf("%w: unknown mode %q (produce, consume, e2e or share)", errUsage, c.Mode)
 	}
 	c.Explicit = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.Explicit[f.Name] = true })
@@ -247,6 +265,7 @@ func newFlagSet(c *Config, raw *rawFlags, getenv func(string) string) *flag.Flag
 	fs.IntVar(&c.Partitions, "partitions", 4, "partitions of a created topic")
 	fs.IntVar(&c.ReplicationFactor, "replication-factor", 0, "replication factor of a created topic (0: the cluster's default)")
 	fs.Var(raw.topicConfig, "config", "topic config key=value of a created topic (repeatable)")
+	fs.Var(raw.groupConfig, "group-config", "share-group config key=value (repeatable)")
 	fs.IntVar(&raw.recordSize, "record-size", 100, "value bytes of each record")
 	fs.IntVar(&raw.recordSize, "size", 100, "the same as --record-size")
 	fs.Int64Var(&raw.records, "records", 1_000_000, "records to count")
@@ -292,7 +311,7 @@ func (c *Config) apply(raw rawFlags) error {
 		c.Records = raw.records
 	}
 	c.Warmup = raw.warmup
-	if !set["warmup"] && c.Duration > 0 && c.Mode != ModeConsume {
+	if !set["warmup"] && c.Duration > 0 && producesIn(c.Mode) {
 		c.Warmup = defaultWarmupWithDuration
 	}
 	for _, b := range strings.Split(raw.bootstrap, ",") {
@@ -307,6 +326,7 @@ func (c *Config) apply(raw rawFlags) error {
 	}
 	c.Offsets = jsonhttp.BaseURLs(strings.Split(raw.offsets, ","))
 	c.TopicConfig = raw.topicConfig
+	c.GroupConfig = raw.groupConfig
 	if c.Group == "" {
 		c.Group = "sluice-bench-" + randomHex(8)
 	}
@@ -340,7 +360,7 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
 	}
-	producing := c.Mode != ModeConsume
+	producing := producesIn(c.Mode)
 	consuming := c.Mode != ModeProduce
 	switch {
 	case len(c.Frontends) == 0:
@@ -385,6 +405,8 @@ func (c Config) Validate() error {
 		return bad("--progress %q is not auto, on or off", c.Progress)
 	case c.Protocol != ProtocolSluice && c.Protocol != ProtocolKafka:
 		return bad("--protocol %q is not sluice or kafka", c.Protocol)
+	case c.Protocol == ProtocolKafka && c.Mode == ModeShare:
+		return bad("--protocol kafka: share reads through the SDK's share consumer (Kafka share groups: docs/kafka.md)")
 	case c.Protocol == ProtocolKafka && len(c.Bootstrap) == 0:
 		return bad("--bootstrap: no address")
 	}
@@ -405,6 +427,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := cluster.ParseTopicConfig(c.TopicConfig, c.ReplicationFactor); err != nil {
 		return bad("--config: %v", err)
+	}
+	if c.Mode == ModeShare {
+		if _, err := shareGroupConfig(c.GroupConfig); err != nil {
+			return bad("--group-config: %v", err)
+		}
 	}
 	if !producing {
 		return nil

@@ -61,6 +61,13 @@ func TestParseRelations(t *testing.T) {
 	if err != nil || c.Mode != ModeE2E || c.RecordSize != 64 || len(c.Metadata) != 2 || c.Metadata[0] != "http://m1:1" || c.Frontends[0] != "http://f:1" {
 		t.Fatalf("interleaved: %+v, %v", c, err)
 	}
+	c, err = Parse([]string{"share", "--consumers", "16", "--group-config", "share.max.fetch.records=1000", "--duration", "5s"}, noEnv)
+	if err != nil || c.Mode != ModeShare || c.Consumers != 16 || c.Warmup != 0 || c.GroupConfig["share.max.fetch.records"] != "1000" {
+		t.Fatalf("share: %+v, %v", c, err)
+	}
+	if set, err := shareGroupConfig(c.GroupConfig); err != nil || set["share.auto.offset.reset"] != "earliest" || set["share.max.fetch.records"] != "1000" {
+		t.Fatalf("share group settings: %v, %v; want the given value and share.auto.offset.reset=earliest", set, err)
+	}
 	env := map[string]string{"SLUICE_FRONTEND": "http://e:8080", "SLUICE_OFFSETS": "o:1"}
 	c, err = Parse([]string{"e2e"}, func(k string) string { return env[k] })
 	if err != nil || c.Frontends[0] != "http://e:8080" || c.Metadata[0] != "http://e:8080" || c.Offsets[0] != "http://o:1" {
@@ -121,6 +128,12 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"produce", "--config", "nokv"}, "-config"},
 		{[]string{"produce", "--frontends", " , "}, "--frontends"},
 		{[]string{"e2e", "--offsets", ","}, "--offsets"},
+		{[]string{"consume", "--group-config", "share.max.fetch.records=10"}, "--group-config"},
+		{[]string{"share", "--group-config", "share.max.fetch.records=0"}, "--group-config"},
+		{[]string{"share", "--group-config", "share.max.fetch.records=3000"}, "--group-config"}, // above the window of 2000
+		{[]string{"share", "--group-config", "nope=1"}, "--group-config"},
+		{[]string{"share", "--rate", "10"}, "--rate"},
+		{[]string{"share", "--protocol", "kafka"}, "--protocol"},
 	} {
 		_, err := Parse(tc.args, noEnv)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {

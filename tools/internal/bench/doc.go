@@ -29,6 +29,15 @@
 //     rebalances stay out of the figures. Records acknowledged but not
 //     consumed within --grace after producing ended are failures (unless the
 //     run was interrupted).
+//   - share: --consumers members of a share group (a fresh one by default,
+//     set to start at the earliest offsets; --group-config sets its other
+//     settings, such as share.max.fetch.records) read what the topic holds
+//     and accept every record. Each poll carries the acceptances of the
+//     records the previous poll returned; a record counts once its
+//     acceptance is confirmed, so the figure is acknowledged records/s,
+//     comparable with consume's on the same records. An acceptance refused
+//     (an expired lock) leaves the record to be delivered and counted again
+//     later.
 //
 // Counting: --records N counts records sent after the warm-up; --duration D
 // is the measured period after the warm-up. Records sent during --warmup

@@ -97,7 +97,7 @@ func (r *run) progressLine() func(time.Duration) string {
 			fmt.Fprintf(&b, "%.1f%% (%s/%s)", 100*float64(counted)/float64(r.cfg.Records), count(counted), count(r.cfg.Records))
 		}
 		fmt.Fprintf(&b, "  %s rec/s", count(int64(rate)))
-		if r.cfg.Mode != ModeConsume {
+		if producesIn(r.cfg.Mode) {
 			fmt.Fprintf(&b, "  sent %s  acked %s  failed %s", count(r.prod.sent.Load()), count(r.prod.acked()), count(r.prod.failures.Count()))
 		}
 		if r.cfg.Mode != ModeProduce {

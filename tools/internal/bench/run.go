@@ -25,7 +25,7 @@ import (
 const drainTimeout = 5 * time.Second
 
 // usageHint follows a usage error.
-const usageHint = "usage: sluice-bench produce|consume|e2e|disk|sendfile [flags]  (sluice-bench -h, sluice-bench disk -h list the flags)\n"
+const usageHint = "usage: sluice-bench produce|consume|e2e|share|disk|sendfile [flags]  (sluice-bench -h, sluice-bench disk -h list the flags)\n"
 
 // Main runs sluice-bench with args (without the program name) and returns
 // the exit status.
@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) (*Summary, error) {
 	switch cfg.Mode {
 	case ModeProduce:
 		return r.runProduce(ctx)
-	case ModeConsume:
+	case ModeConsume, ModeShare:
 		return r.runConsume(ctx, setup)
 	}
 	start := make([]int64, r.partitions) // a new topic is empty
@@ -271,7 +271,13 @@ func (r *run) runConsume(ctx, setup context.Context) (*Summary, error) {
 	defer abort(nil)
 	stop := r.stopper(abort)
 	r.begin()
-	consumers, err := r.newConsumers()
+	var consumers []member
+	var err error
+	if r.cfg.Mode == ModeShare {
+		consumers, err = r.newShareMembers(setup)
+	} else {
+		consumers, err = r.newConsumers()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +413,7 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 	s := &Summary{Mode: c.Mode, Protocol: c.Protocol, Topic: c.Topic, Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor,
 		Interrupted: ctx.Err() != nil, WarmupSec: c.Warmup.Seconds(), Rate: c.Rate}
 	s.ElapsedSec = round(seconds(r.start, r.end), 3)
-	if c.Mode != ModeConsume {
+	if producesIn(c.Mode) {
 		s.Body, s.RecordSize, s.Acks, s.Keys, s.Producers = c.Body, c.RecordSize, acksName(c.Acks), c.Keys.String(), c.Producers
 		s.Compression = c.Compression.String()
 		if c.Protocol == ProtocolKafka {
@@ -444,7 +450,7 @@ func (r *run) summary(ctx context.Context, unconsumed int64) *Summary {
 		}
 		first, last := r.cons.first(), r.cons.last()
 		cs := newSideSummary(r.cons.counted.Load(), r.cons.bytes.Load(), r.cons.warmup.Load(), seconds(first, last), lat)
-		if c.Mode == ModeConsume {
+		if drains(c.Mode) {
 			cs.JoinSec = round(seconds(r.start, first), 3)
 			cs.RecordsPerSecWithJoin, cs.MBPerSecWithJoin = rates(cs.Records, cs.Bytes, seconds(r.start, last))
 		} else {

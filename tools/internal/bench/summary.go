@@ -98,7 +98,7 @@ func (s *Summary) WriteHuman(w io.Writer) error {
 	if s.Protocol == ProtocolKafka {
 		b.WriteString(", Kafka protocol (franz-go)")
 	}
-	if s.Mode != ModeConsume {
+	if producesIn(s.Mode) {
 		fmt.Fprintf(&b, ", %d-byte values", s.RecordSize)
 		if s.Body != "" {
 			fmt.Fprintf(&b, ", %s body", s.Body)
@@ -135,9 +135,13 @@ func (s *Summary) WriteHuman(w io.Writer) error {
 		}
 	}
 	if c := s.Consume; c != nil {
-		fmt.Fprintf(&b, "  consume   %s records in %.2f s: %s rec/s, %.2f MB/s of values",
+		label := "consume   %s records"
+		if s.Mode == ModeShare {
+			label = "share     %s records accepted"
+		}
+		fmt.Fprintf(&b, "  "+label+" in %.2f s: %s rec/s, %.2f MB/s of values",
 			count(c.Records), c.Seconds, count(int64(c.RecordsPerSec)), c.MBPerSec)
-		if s.Mode == ModeConsume {
+		if drains(s.Mode) {
 			fmt.Fprintf(&b, " from the first record; counting the %.2f s join: %s rec/s, %.2f MB/s",
 				c.JoinSec, count(int64(c.RecordsPerSecWithJoin)), c.MBPerSecWithJoin)
 		} else {

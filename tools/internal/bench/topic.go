@@ -31,8 +31,8 @@ func ensureTopic(ctx context.Context, cfg Config) (t *cluster.Topic, created boo
 		return t, false, checkTopic(cfg, t)
 	case protocol.CodeOf(err) != protocol.UnknownTopicOrPartition:
 		return nil, false, fmt.Errorf("describe topic %s: %w", cfg.Topic, err)
-	case cfg.Mode == ModeConsume:
-		return nil, false, fmt.Errorf("%w %s does not exist: consume reads an existing topic (fill it with sluice-bench produce first)", errTopic, cfg.Topic)
+	case drains(cfg.Mode):
+		return nil, false, fmt.Errorf("%w %s does not exist: %s reads an existing topic (fill it with sluice-bench produce first)", errTopic, cfg.Topic, cfg.Mode)
 	}
 	t, err = cluster.NewClient(cfg.Frontends).CreateTopic(ctx, cluster.CreateTopicRequest{Name: cfg.Topic,
 		Partitions: cfg.Partitions, ReplicationFactor: cfg.ReplicationFactor, Config: cfg.TopicConfig})
