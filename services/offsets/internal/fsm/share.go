@@ -208,6 +208,25 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 	return out, changed
 }
 
+// wouldAcquire reports whether skipTo(logStart) and then acquire(max, hw,
+// nowMs) would change p: the log start passed its start, a lock expired
+// (which makes its record available or archives it), or, with max above 0,
+// a record waits or the log holds records past End that the window has
+// room for. An acquisition visits every partition of the topic, and one
+// that would change nothing is not copied.
+func (p *SharePartition) wouldAcquire(max int32, logStart, hw, nowMs int64, cfg shares.Config) bool {
+	if logStart > p.Start || max > 0 && p.End() < hw && len(p.Records) < int(cfg.MaxRecordLocks) {
+		return true
+	}
+	for i := range p.Records {
+		r := &p.Records[i]
+		if r.State == Acquired && r.LockUntilMs <= nowMs || max > 0 && r.acquirable(nowMs) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkAcks checks that every offset acknowledged is acquired by member
 // under a live lock, and that no offset is acknowledged twice.
 func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64) error {

@@ -451,6 +451,9 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, own []*ShareParti
 			}
 			p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
 		case !owned:
+			if !p.wouldAcquire(max, b.LogStart, b.HighWatermark, nowMs, g.Config) {
+				continue
+			}
 			p = p.Clone()
 		}
 		before := p.Start

@@ -3,9 +3,12 @@ package fsm
 import (
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/shares"
 )
@@ -434,5 +437,78 @@ func TestShareExpiredLockAtTheLimitGoesToTheDeadLetterTopic(t *testing.T) {
 	p := l.partition()
 	if st := p.State(1, 3000); p.Records[0].State != Archiving || st.DeadLetterPending != 1 || st.Available != 0 {
 		t.Fatalf("after the last lock expired: record %+v, state %+v; want it waiting for the dead-letter topic", p.Records[0], st)
+	}
+}
+
+// TestWouldAcquireTellsWhatAcquireChanges: on random partitions (records in
+// every state, live and expired locks, deferred records, log starts and
+// high watermarks before, at and past the window), wouldAcquire is true
+// exactly when skipTo and acquire change the partition, so an acquisition
+// copies no partition it leaves alone and misses none it changes.
+func TestWouldAcquireTellsWhatAcquireChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cfg := shares.DefaultConfig()
+	cfg.MaxRecordLocks = 100
+	const now = int64(1_000_000)
+	for i := range 20_000 {
+		p := &SharePartition{Topic: "t", Start: 1000}
+		for range rng.IntN(int(cfg.MaxRecordLocks) + 1) {
+			r := ShareRecord{State: RecordState(rng.IntN(int(Archiving) + 1)), Count: int16(1 + rng.IntN(int(cfg.DeliveryLimit)))}
+			switch r.State {
+			case Acquired:
+				r.Member, r.LockUntilMs = "m", now+int64(rng.IntN(3)-1)*1000
+			case Available:
+				r.NotBeforeMs = now + int64(rng.IntN(3)-1)*1000
+			}
+			p.Records = append(p.Records, r)
+		}
+		p.compact()
+		logStart := p.Start + int64(rng.IntN(3)-1)
+		hw := p.End() + int64(rng.IntN(3)-1)
+		max := int32(rng.IntN(3))
+		before := p.Clone()
+		q := p.Clone()
+		q.skipTo(logStart)
+		_, took := q.acquire("n", max, hw, now, cfg)
+		changed := took || q.Start != before.Start
+		if got := p.wouldAcquire(max, logStart, hw, now, cfg); got != changed {
+			t.Fatalf("case %d (start %d, %d records, log start %d, hw %d, max %d): wouldAcquire %v, acquire changed it: %v",
+				i, p.Start, len(p.Records), logStart, hw, max, got, changed)
+		}
+		if !reflect.DeepEqual(p, before) {
+			t.Fatalf("case %d: wouldAcquire changed the partition", i)
+		}
+	}
+}
+
+// BenchmarkAcquireFullWindow is one acquisition of a consumer over four
+// partitions whose windows are full (2,000 records each, every one under
+// another consumer's lock) but one, which has records to take: the shape
+// of many consumers sharing a topic's windows.
+func BenchmarkAcquireFullWindow(b *testing.B) {
+	cfg := shares.DefaultConfig()
+	g := &ShareGroup{Name: "g", Config: cfg, Partitions: map[string]*SharePartition{}}
+	const now = int64(1_000_000)
+	var parts []ShareBounds
+	for p := range int32(4) {
+		sp := &SharePartition{Topic: "t", Partition: p}
+		for range cfg.MaxRecordLocks {
+			sp.Records = append(sp.Records, ShareRecord{State: Acquired, Member: "other", LockUntilMs: now + 30_000, Count: 1})
+		}
+		hw := sp.End()
+		if p == 3 {
+			hw += 10_000
+			sp.Records = sp.Records[:0]
+		}
+		g.Partitions[GrantKey(groups.TP{Topic: "t", Partition: p})] = sp
+		parts = append(parts, ShareBounds{Partition: p, LogStart: 0, HighWatermark: hw})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		gg := g.clone()
+		resp, _ := acquireShare(gg, &ShareAcquire{MemberID: "m", Topic: "t", Partitions: parts}, now, nil)
+		if len(resp.Acquired) == 0 {
+			b.Fatal("nothing acquired")
+		}
 	}
 }
