@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -27,16 +28,28 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
 	}
-	for _, rt := range r.Topics {
-		res := kmsg.NewCreateTopicsResponseTopic()
+	// The topics are created concurrently, a bounded number at a time:
+	// their Raft entries share the metadata log's appends, and the
+	// metadata leader places each seeing the others.
+	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, len(r.Topics))
+	created := false
+	var mu sync.Mutex // guards created
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, createTopicsInFlight)
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		res := &resp.Topics[i]
+		*res = kmsg.NewCreateTopicsResponseTopic()
 		res.Topic = rt.Topic
 		res.NumPartitions, res.ReplicationFactor = -1, -1
-		var err error
 		if seen[rt.Topic] > 1 {
-			err = protocol.InvalidRequest.Err("topic %q is named more than once in the request", rt.Topic)
-		} else {
-			var t *cluster.Topic
-			t, err = b.createTopic(ctx, c, snap, &rt, r.ValidateOnly)
+			res.ErrorCode, res.ErrorMessage = errorFields(protocol.InvalidRequest.Err("topic %q is named more than once in the request", rt.Topic))
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			t, err := b.createTopic(ctx, c, snap, rt, r.ValidateOnly)
 			if t != nil {
 				res.TopicID = TopicID(t)
 				res.NumPartitions, res.ReplicationFactor = int32(len(t.Partitions)), int16(t.ReplicationFactor)
@@ -45,13 +58,23 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 					ce.Name, ce.Value, ce.ReadOnly, ce.Source = e.Name, e.Value, e.ReadOnly, int8(e.Source)
 					res.Configs = append(res.Configs, ce)
 				}
+				mu.Lock()
+				created = created || !r.ValidateOnly
+				mu.Unlock()
 			}
-		}
-		res.ErrorCode, res.ErrorMessage = errorFields(err)
-		resp.Topics = append(resp.Topics, res)
+			res.ErrorCode, res.ErrorMessage = errorFields(err)
+		})
+	}
+	wg.Wait()
+	if created {
+		_, _ = b.model.Refresh(ctx) // the client's next Metadata sees the topics
 	}
 	return Reply{Msg: resp}
 }
+
+// createTopicsInFlight bounds the topics of one CreateTopics request being
+// created at once.
+const createTopicsInFlight = 16
 
 // createTopic creates (or with validateOnly checks) one topic and returns it
 // as created (as it would be, validating).
@@ -115,7 +138,6 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 		return nil, err
 	}
 	c.Log().Info("kafka topic created", "topic", rt.Topic, "partitions", parts, "replication_factor", t.ReplicationFactor)
-	_, _ = b.model.Refresh(ctx)
 	return t, nil
 }
 

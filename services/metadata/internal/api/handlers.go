@@ -129,11 +129,12 @@ func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, bad(protocol.TopicAlreadyExists, "topic %q already exists", req.Name))
 		return
 	}
-	replicas, err := placement.Assign(live, s.fsm.Topics(), req.Partitions, req.ReplicationFactor)
+	replicas, err := s.placing.place(req.Name, live, s.fsm.Topics, req.Partitions, req.ReplicationFactor)
 	if err != nil {
 		writeError(ctx, err)
 		return
 	}
+	defer s.placing.done(req.Name)
 	rctx, cancel := s.requestContext()
 	defer cancel()
 	res, err := s.node.Propose(rctx, fsm.Command{Type: fsm.TypeCreateTopic, CreateTopic: &fsm.CreateTopic{

@@ -39,6 +39,8 @@ type Server struct {
 	http   *service.HTTPServer
 	routes *service.Router
 
+	placing placing // topics being created
+
 	base        context.Context // cancelled by Stop: ends long polls and proposals
 	cancel      context.CancelFunc
 	waiting     atomic.Int64 // long polls waiting for a change
