@@ -33,10 +33,15 @@ type Shares struct {
 	dlt    DeadLetterIO // nil: no dead-letter writer
 	ttl    time.Duration
 
-	next atomic.Uint32 // the partition an acquisition visits first, rotating
+	next    atomic.Uint32 // the partition an acquisition visits first, rotating
+	waiting atomic.Int32  // acquisitions waiting for records
 
-	mu    sync.Mutex // guards cache
+	mu    sync.Mutex // guards cache and freed
 	cache map[groups.TP]bound
+	// freed is closed (and replaced) when records were given back to a
+	// group here (acknowledged, released, a member gone, a reset or a
+	// new configuration): the acquisitions waiting for room look again.
+	freed chan struct{}
 
 	base   context.Context // cancelled by Stop: the writer's requests end
 	cancel context.CancelFunc
@@ -50,7 +55,7 @@ type bound struct {
 
 // BoundsTTL is how long a partition's looked-up log bounds serve
 // acquisitions; an acquisition that finds nothing waits this long before it
-// looks again.
+// looks again, unless records are given back first.
 const BoundsTTL = 20 * time.Millisecond
 
 // DeadLetterInterval is how often the leader looks for archived records to
@@ -61,7 +66,7 @@ const DeadLetterInterval = 100 * time.Millisecond
 // its dead-letter writer.
 func NewShares(co *Coordinator, bounds LogBounds, dlt DeadLetterIO) *Shares {
 	base, cancel := context.WithCancel(context.Background())
-	return &Shares{co: co, bounds: bounds, dlt: dlt, ttl: BoundsTTL, cache: map[groups.TP]bound{}, base: base, cancel: cancel}
+	return &Shares{co: co, bounds: bounds, dlt: dlt, ttl: BoundsTTL, cache: map[groups.TP]bound{}, freed: make(chan struct{}), base: base, cancel: cancel}
 }
 
 // Start starts the dead-letter writer; Stop ends it.
@@ -116,13 +121,28 @@ func (s *Shares) bound(ctx context.Context, tp groups.TP) (bound, error) {
 	return b, nil
 }
 
-// propose runs a share operation and returns its answer.
+// freedSignal returns the channel closed the next time records are given
+// back.
+func (s *Shares) freedSignal() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freed
+}
+
+// propose runs a share operation and returns its answer; one that may have
+// given records back wakes the acquisitions waiting for room.
 func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, error) {
 	if !s.co.Ready() {
 		return nil, ErrNotLeader
 	}
 	op.NowMs = s.co.now().UnixMilli()
 	res, err := s.co.proposeResult(ctx, fsm.Command{Type: fsm.TypeShare, Share: &op})
+	if op.Ack != nil || op.Leave != "" || op.Reset != nil || op.Config != nil {
+		s.mu.Lock()
+		close(s.freed)
+		s.freed = make(chan struct{})
+		s.mu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +199,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 		return out.Acquire, nil
 	}
 	for {
+		freed := s.freedSignal() // taken before looking: a give-back after the look wakes the wait
 		parts, worth := s.partitionBounds(ctx, group, req.Topic, visit, first)
 		if worth {
 			out, err := s.propose(ctx, fsm.Share{Group: group, Acquire: acquire(parts)})
@@ -197,12 +218,17 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 			return &shares.AcquireResponse{Acquired: []shares.Acquired{}}, nil
 		}
 		t := time.NewTimer(min(wait, s.ttl))
+		s.waiting.Add(1)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.waiting.Add(-1)
 			return &shares.AcquireResponse{Acquired: []shares.Acquired{}}, nil
+		case <-freed:
+			t.Stop()
 		case <-t.C:
 		}
+		s.waiting.Add(-1)
 	}
 }
 

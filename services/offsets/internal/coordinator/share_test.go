@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -162,5 +163,43 @@ func TestAcquireCarriesAcknowledgements(t *testing.T) {
 	if _, err := s.propose(ctx, fsm.Share{Group: "q", Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{ack(2, 2, shares.AckAccept)}},
 		Acquire: &fsm.ShareAcquire{MemberID: "b", Topic: "t"}}); protocol.CodeOf(err) != protocol.InvalidRequest {
 		t.Fatalf("acknowledgements and acquisition of two members: %v", err)
+	}
+}
+
+// TestWaitingAcquisitionWakesWhenRecordsAreGivenBack: an acquisition that
+// found every record under another member's lock waits; another member's
+// release wakes it, and it takes the released records at once rather than
+// at its next look (an hour away here).
+func TestWaitingAcquisitionWakesWhenRecordsAreGivenBack(t *testing.T) {
+	co, _, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 1} })
+	s := NewShares(co, fixedBounds(10), nil)
+	s.ttl = time.Hour
+	ctx := context.Background()
+	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: "a", Topic: "t", MaxRecords: 10})
+	if err != nil || len(got.Acquired) != 1 || got.Acquired[0].LastOffset != 9 {
+		t.Fatalf("a's acquisition: %+v, %v", got, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	woken := make(chan *shares.AcquireResponse, 1)
+	go func() {
+		resp, err := s.Acquire(wctx, "q", shares.AcquireRequest{MemberID: "b", Topic: "t", WaitMs: 30_000})
+		if err != nil {
+			t.Error(err)
+		}
+		woken <- resp
+	}()
+	for s.waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Ack(ctx, "q", shares.AckRequest{MemberID: "a", Acks: []shares.Ack{{Topic: "t", FirstOffset: 0, LastOffset: 4, Type: shares.AckRelease}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-woken
+	if resp == nil || len(resp.Acquired) != 1 || resp.Acquired[0].FirstOffset != 0 || resp.Acquired[0].LastOffset != 4 {
+		t.Fatalf("b's acquisition after a's release: %+v; want offsets 0-4", resp)
 	}
 }
