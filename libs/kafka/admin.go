@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,8 +33,7 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 	// their Raft entries share the metadata log's appends, and the
 	// metadata leader places each seeing the others.
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, len(r.Topics))
-	created := false
-	var mu sync.Mutex // guards created
+	var created atomic.Bool
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, createTopicsInFlight)
 	for i := range r.Topics {
@@ -58,15 +58,15 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 					ce.Name, ce.Value, ce.ReadOnly, ce.Source = e.Name, e.Value, e.ReadOnly, int8(e.Source)
 					res.Configs = append(res.Configs, ce)
 				}
-				mu.Lock()
-				created = created || !r.ValidateOnly
-				mu.Unlock()
+				if !r.ValidateOnly {
+					created.Store(true)
+				}
 			}
 			res.ErrorCode, res.ErrorMessage = errorFields(err)
 		})
 	}
 	wg.Wait()
-	if created {
+	if created.Load() {
 		_, _ = b.model.Refresh(ctx) // the client's next Metadata sees the topics
 	}
 	return Reply{Msg: resp}

@@ -38,9 +38,10 @@ type Shares struct {
 
 	mu    sync.Mutex // guards cache and freed
 	cache map[groups.TP]bound
-	// freed is closed (and replaced) when records were given back to a
-	// group here (acknowledged, released, a member gone, a reset or a
-	// new configuration): the acquisitions waiting for room look again.
+	// freed is closed (and replaced) when records may have been given
+	// back to a group here (acknowledged, released, a member gone, a
+	// reset or a new configuration): the acquisitions waiting for room,
+	// of every group, look again.
 	freed chan struct{}
 
 	base   context.Context // cancelled by Stop: the writer's requests end
