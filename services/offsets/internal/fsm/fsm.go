@@ -55,6 +55,10 @@ type stage struct {
 	groups map[string]*Group
 	shares map[string]*ShareGroup
 	txns   map[string]*Txn
+	// private holds the share-partitions copied by this transaction's
+	// commands: not yet visible outside it, a later command of the same
+	// entry changes them in place rather than copying them again.
+	private map[*SharePartition]bool
 }
 
 // Open opens (creating) the state file at path.
@@ -178,7 +182,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}}
+	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}, private: map[*SharePartition]bool{}}
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		applied := readApplied(tx)
 		last := applied

@@ -222,15 +222,11 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		changed = append(changed, p)
 	case c.Acquire != nil || c.Ack != nil:
 		if c.Ack != nil {
-			var acked []*SharePartition
-			out.Acks, acked = ackShare(g, c.Group, c.Ack, c.NowMs)
-			changed = append(changed, acked...)
+			out.Acks, changed = ackShare(g, c.Group, c.Ack, c.NowMs, st.private)
 			out.LockDurationMs = g.Config.LockDurationMs
 		}
 		if c.Acquire != nil {
-			var acquired []*SharePartition
-			out.Acquire, acquired = acquireShare(g, c.Acquire, c.NowMs, changed)
-			changed = append(changed, acquired...)
+			out.Acquire, changed = acquireShare(g, c.Acquire, c.NowMs, st.private, changed)
 		}
 	case c.Leave != "":
 		for k, p := range g.Partitions {
@@ -394,7 +390,7 @@ func loadShares(tx *bolt.Tx) (map[string]*ShareGroup, error) {
 // ackShare applies a consumer's acknowledgements to g, all or none per
 // partition, and returns each partition's result and the partitions it
 // changed.
-func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64) ([]shares.AckResult, []*SharePartition) {
+func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64, private map[*SharePartition]bool) ([]shares.AckResult, []*SharePartition) {
 	byPart := map[string][]shares.Ack{}
 	var order []string
 	for _, a := range req.Acks {
@@ -414,12 +410,15 @@ func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64) 
 		if p == nil {
 			err = protocol.InvalidRecordState.Err("share group %s has no records of %s in flight", group, k)
 		} else {
-			p = p.Clone()
-			err = p.checkAcks(req.MemberID, acks, nowMs)
+			err = p.checkAcks(req.MemberID, acks, nowMs) // changes nothing
 		}
 		if err != nil {
 			r.ErrorCode, r.Error = int16(protocol.CodeOf(err)), protocol.MessageOf(err)
 		} else {
+			if !private[p] {
+				p = p.Clone()
+				private[p] = true
+			}
 			p.ack(acks, g.Config, nowMs)
 			g.Partitions[k] = p
 			changed = append(changed, p)
@@ -430,19 +429,19 @@ func ackShare(g *ShareGroup, group string, req *shares.AckRequest, nowMs int64) 
 }
 
 // acquireShare acquires records of g for a consumer and returns them with
-// the partitions it changed besides own, the copies this operation made
-// already (its acknowledgements'), which it changes in place.
-func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, own []*SharePartition) (*shares.AcquireResponse, []*SharePartition) {
+// changed, the partitions the command changed so far, and those it changes
+// added. It copies a partition it changes unless private holds it (a copy
+// this entry made already), and then changes it in place.
+func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, private map[*SharePartition]bool, changed []*SharePartition) (*shares.AcquireResponse, []*SharePartition) {
 	max := g.Config.MaxFetchRecords
 	if a.Max > 0 && a.Max < max {
 		max = a.Max
 	}
 	resp := &shares.AcquireResponse{Acquired: []shares.Acquired{}}
-	var changed []*SharePartition
 	for _, b := range a.Partitions {
 		k := GrantKey(groups.TP{Topic: a.Topic, Partition: b.Partition})
 		p := g.Partitions[k]
-		fresh, owned := p == nil, slices.Contains(own, p)
+		fresh := p == nil
 		switch {
 		case fresh:
 			start := b.HighWatermark
@@ -450,11 +449,12 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, own []*ShareParti
 				start = b.LogStart
 			}
 			p = &SharePartition{Topic: a.Topic, Partition: b.Partition, Start: start}
-		case !owned:
-			if !p.wouldAcquire(max, b.LogStart, b.HighWatermark, nowMs, g.Config) {
-				continue
-			}
+			private[p] = true
+		case !p.wouldAcquire(max, b.LogStart, b.HighWatermark, nowMs, g.Config):
+			continue
+		case !private[p]:
 			p = p.Clone()
+			private[p] = true
 		}
 		before := p.Start
 		p.skipTo(b.LogStart)
@@ -463,7 +463,7 @@ func acquireShare(g *ShareGroup, a *ShareAcquire, nowMs int64, own []*ShareParti
 			max -= int32(r.LastOffset - r.FirstOffset + 1)
 		}
 		resp.Acquired = append(resp.Acquired, got...)
-		if !owned && (fresh || took || p.Start != before) {
+		if (fresh || took || p.Start != before) && !slices.Contains(changed, p) {
 			g.Partitions[k] = p
 			changed = append(changed, p)
 		}
