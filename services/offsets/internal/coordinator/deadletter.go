@@ -107,8 +107,7 @@ func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.Share
 	for _, off := range batch.Offsets {
 		reason, count := "", int16(0)
 		if off >= sp.Start && off < sp.End() {
-			r := sp.Records[off-sp.Start]
-			reason, count = r.Reason, r.Count
+			reason, count = sp.ReasonOf(off), sp.Records[off-sp.Start].Count
 		}
 		rec, found := recs[off]
 		if !found {

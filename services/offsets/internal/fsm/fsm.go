@@ -59,6 +59,9 @@ type stage struct {
 	// commands: not yet visible outside it, a later command of the same
 	// entry changes them in place rather than copying them again.
 	private map[*SharePartition]bool
+	// dirty holds the share-partitions changed, with their group's name:
+	// written once, when the entry's commands are applied.
+	dirty map[*SharePartition]string
 }
 
 // Open opens (creating) the state file at path.
@@ -182,7 +185,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}, private: map[*SharePartition]bool{}}
+	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}, private: map[*SharePartition]bool{},
+		dirty: map[*SharePartition]string{}}
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		applied := readApplied(tx)
 		last := applied
@@ -205,6 +209,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 				return err
 			}
 			out[i] = res
+		}
+		if err := putSharePartitions(tx, st); err != nil {
+			return err
 		}
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], last)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -32,15 +33,18 @@ const (
 	Archiving
 )
 
-// ShareRecord is one in-flight record's state.
+// ShareRecord is one in-flight record's state. It holds no pointer (its
+// member is an index into its partition's Members, the reason an archiving
+// record was archived is in its partition's Reasons), so a partition's
+// window of records is copied and scanned as plain memory.
 type ShareRecord struct {
 	State RecordState
 	// Count is how many times the record was delivered.
-	Count       int16
+	Count int16
+	// member is 1 + the index in the partition's Members of the member
+	// holding an Acquired record (0: none); SharePartition.MemberOf reads it.
+	member      int32
 	LockUntilMs int64
-	Member      string
-	// Reason is why an Archiving record was archived.
-	Reason string
 	// NotBeforeMs is when an available record deferred by a reader
 	// (shares.AckDefer) may be acquired again.
 	NotBeforeMs int64
@@ -63,6 +67,12 @@ type SharePartition struct {
 	Partition int32
 	Start     int64
 	Records   []ShareRecord
+	// Members names the members records were acquired by (ShareRecord's
+	// member indexes it); names no record refers to are dropped when it
+	// grows past maxMemberNames. Copies share it up to its length.
+	Members []string
+	// Reasons holds, by offset, why an Archiving record was archived.
+	Reasons map[int64]string
 	// Running totals.
 	Accepted, Archived, Deliveries int64
 	// DeadLetters is the partition's writer to the dead-letter topic (nil
@@ -98,10 +108,74 @@ type DeadLetterBatch struct {
 // End is the first offset never delivered.
 func (p *SharePartition) End() int64 { return p.Start + int64(len(p.Records)) }
 
+// maxMemberNames is how many member names a partition keeps before it
+// drops those no record refers to.
+const maxMemberNames = 64
+
+// MemberOf returns the member holding r ("" for none).
+func (p *SharePartition) MemberOf(r ShareRecord) string {
+	if r.member == 0 {
+		return ""
+	}
+	return p.Members[r.member-1]
+}
+
+// ReasonOf returns why the record at off was archived ("" when not told).
+func (p *SharePartition) ReasonOf(off int64) string { return p.Reasons[off] }
+
+// memberRef returns name's reference for a record, adding it to Members.
+// It is called on a partition this entry may change (a copy).
+func (p *SharePartition) memberRef(name string) int32 {
+	if i := slices.Index(p.Members, name); i >= 0 {
+		return int32(i + 1)
+	}
+	if len(p.Members) >= maxMemberNames {
+		p.dropUnusedMembers()
+	}
+	p.Members = append(p.Members, name)
+	return int32(len(p.Members))
+}
+
+// lookupMember returns name's reference, 0 when no record can hold it.
+func (p *SharePartition) lookupMember(name string) int32 {
+	return int32(slices.Index(p.Members, name) + 1)
+}
+
+// dropUnusedMembers keeps the names records refer to, in their order, and
+// renumbers the records.
+func (p *SharePartition) dropUnusedMembers() {
+	renum := make([]int32, len(p.Members)+1)
+	var kept []string
+	for i := range p.Records {
+		r := &p.Records[i]
+		if r.member == 0 {
+			continue
+		}
+		if renum[r.member] == 0 {
+			kept = append(kept, p.Members[r.member-1])
+			renum[r.member] = int32(len(kept))
+		}
+		r.member = renum[r.member]
+	}
+	p.Members = kept
+}
+
+// setReason notes why the record at off was archived.
+func (p *SharePartition) setReason(off int64, reason string) {
+	if p.Reasons == nil {
+		p.Reasons = map[int64]string{}
+	}
+	p.Reasons[off] = reason
+}
+
 // Clone returns a deep copy.
 func (p *SharePartition) Clone() *SharePartition {
 	c := *p
 	c.Records = slices.Clone(p.Records)
+	c.Members = slices.Clip(p.Members) // an append to the copy's reallocates
+	if p.Reasons != nil {
+		c.Reasons = maps.Clone(p.Reasons)
+	}
 	if p.DeadLetters != nil {
 		d := *p.DeadLetters
 		if d.Pending != nil {
@@ -124,6 +198,11 @@ func (p *SharePartition) compact() {
 		p.Start += int64(i)
 		p.Records = slices.Delete(p.Records, 0, i)
 	}
+	for off := range p.Reasons {
+		if off < p.Start {
+			delete(p.Reasons, off)
+		}
+	}
 }
 
 // skipTo drops the records before offset (deleted by retention, or a
@@ -140,22 +219,23 @@ func (p *SharePartition) skipTo(offset int64) {
 	p.compact()
 }
 
-// makeAvailable gives an acquired record back, archiving it when it has
-// been delivered the limit's number of times.
-func (p *SharePartition) makeAvailable(r *ShareRecord, cfg shares.Config) {
-	r.Member, r.LockUntilMs, r.NotBeforeMs = "", 0, 0
+// makeAvailable gives the acquired record r at off back, archiving it when
+// it has been delivered the limit's number of times.
+func (p *SharePartition) makeAvailable(off int64, r *ShareRecord, cfg shares.Config) {
+	r.member, r.LockUntilMs, r.NotBeforeMs = 0, 0, 0
 	if int32(r.Count) >= cfg.DeliveryLimit {
-		p.archive(r, "delivery count limit "+strconv.Itoa(int(cfg.DeliveryLimit))+" reached", cfg)
+		p.archive(off, r, "delivery count limit "+strconv.Itoa(int(cfg.DeliveryLimit))+" reached", cfg)
 		return
 	}
 	r.State = Available
 }
 
-// archive archives a record: at once, or once written to the group's
-// dead-letter topic when it has one.
-func (p *SharePartition) archive(r *ShareRecord, reason string, cfg shares.Config) {
+// archive archives the record r at off: at once, or once written to the
+// group's dead-letter topic when it has one.
+func (p *SharePartition) archive(off int64, r *ShareRecord, reason string, cfg shares.Config) {
 	if cfg.DeadLetterTopic != "" {
-		*r = ShareRecord{State: Archiving, Count: r.Count, Reason: reason}
+		*r = ShareRecord{State: Archiving, Count: r.Count}
+		p.setReason(off, reason)
 		return
 	}
 	*r = ShareRecord{State: Archived, Count: r.Count}
@@ -171,9 +251,13 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 	var out []shares.Acquired
 	changed := false
 	lock := nowMs + cfg.LockDurationMs
+	ref := int32(0) // member's reference, once a record is taken
 	take := func(off int64, r *ShareRecord) {
 		changed = true
-		r.State, r.Member, r.LockUntilMs = Acquired, member, lock
+		if ref == 0 {
+			ref = p.memberRef(member)
+		}
+		r.State, r.member, r.LockUntilMs = Acquired, ref, lock
 		r.Count++
 		p.Deliveries++
 		max--
@@ -190,7 +274,7 @@ func (p *SharePartition) acquire(member string, max int32, hw, nowMs int64, cfg 
 		}
 		if r.State == Acquired {
 			// An expired lock: the record was not acknowledged in time.
-			p.makeAvailable(r, cfg)
+			p.makeAvailable(p.Start+int64(i), r, cfg)
 			changed = true
 			if r.State != Available {
 				continue
@@ -250,7 +334,7 @@ func (p *SharePartition) checkAcks(member string, acks []shares.Ack, nowMs int64
 			switch {
 			case r.State != Acquired:
 				return protocol.InvalidRecordState.Err("%s-%d: offset %d is %s, not acquired", p.Topic, p.Partition, off, r.State)
-			case r.Member != member:
+			case p.MemberOf(r) != member:
 				return protocol.InvalidRecordState.Err("%s-%d: offset %d is acquired by another consumer", p.Topic, p.Partition, off)
 			case r.LockUntilMs <= nowMs:
 				return protocol.InvalidRecordState.Err("%s-%d: the lock on offset %d expired %d ms ago", p.Topic, p.Partition, off, nowMs-r.LockUntilMs)
@@ -272,7 +356,7 @@ func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config, nowMs int64) 
 			case shares.AckGap:
 				*r = ShareRecord{State: Acknowledged, Count: r.Count}
 			case shares.AckRelease:
-				p.makeAvailable(r, cfg)
+				p.makeAvailable(off, r, cfg)
 			case shares.AckRenew:
 				r.LockUntilMs = nowMs + cfg.LockDurationMs
 			case shares.AckDefer:
@@ -285,7 +369,7 @@ func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config, nowMs int64) 
 				if reason == "" {
 					reason = "rejected by the consumer"
 				}
-				p.archive(r, reason, cfg)
+				p.archive(off, r, reason, cfg)
 			}
 		}
 	}
@@ -295,9 +379,13 @@ func (p *SharePartition) ack(acks []shares.Ack, cfg shares.Config, nowMs int64) 
 // release gives back every record member holds; it reports whether any.
 func (p *SharePartition) release(member string, cfg shares.Config) bool {
 	any := false
+	ref := p.lookupMember(member)
+	if ref == 0 {
+		return false
+	}
 	for i := range p.Records {
-		if r := &p.Records[i]; r.State == Acquired && r.Member == member {
-			p.makeAvailable(r, cfg)
+		if r := &p.Records[i]; r.State == Acquired && r.member == ref {
+			p.makeAvailable(p.Start+int64(i), r, cfg)
 			any = true
 		}
 	}
@@ -469,7 +557,7 @@ func (g *ShareGroup) Members(nowMs int64) []string {
 	for _, p := range g.Partitions {
 		for _, r := range p.Records {
 			if r.State == Acquired && r.LockUntilMs > nowMs {
-				seen[r.Member] = true
+				seen[p.MemberOf(r)] = true
 			}
 		}
 	}

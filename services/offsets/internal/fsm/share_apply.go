@@ -259,7 +259,10 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 	}
 	res.Share = out
 	st.shares[c.Group] = g
-	return putSharePartitions(tx, c.Group, changed)
+	for _, p := range changed {
+		st.dirty[p] = c.Group
+	}
+	return nil
 }
 
 // shareLocked returns a share group's state as of the transaction in
@@ -283,15 +286,20 @@ func putShareConfig(tx *bolt.Tx, g *ShareGroup) error {
 	return b.Put(keyShareConfig, v)
 }
 
-func putSharePartitions(tx *bolt.Tx, group string, ps []*SharePartition) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	b, err := tx.Bucket(bucketShares).CreateBucketIfNotExists([]byte(group))
-	if err != nil {
-		return err
-	}
-	for _, p := range ps {
+// putSharePartitions writes the share-partitions the entry's commands
+// changed, once each however many commands changed them: those still their
+// group's (a later command may have deleted the group or replaced the
+// partition, which it then wrote or removed itself).
+func putSharePartitions(tx *bolt.Tx, st *stage) error {
+	for p, group := range st.dirty {
+		g := st.shares[group]
+		if g == nil || g.Partitions[GrantKey(p.TP())] != p {
+			continue
+		}
+		b, err := tx.Bucket(bucketShares).CreateBucketIfNotExists([]byte(group))
+		if err != nil {
+			return err
+		}
 		v, err := json.Marshal(encodePartition(p))
 		if err != nil {
 			return err
@@ -329,16 +337,20 @@ type storedRun struct {
 func encodePartition(p *SharePartition) storedPartition {
 	s := storedPartition{Topic: p.Topic, Partition: p.Partition, Start: p.Start, Accepted: p.Accepted, Archived: p.Archived, Deliveries: p.Deliveries,
 		DeadLetters: p.DeadLetters}
-	for _, r := range p.Records {
+	for i, r := range p.Records {
+		member, reason := p.MemberOf(r), ""
+		if r.State == Archiving {
+			reason = p.ReasonOf(p.Start + int64(i))
+		}
 		if n := len(s.Runs); n > 0 {
 			last := &s.Runs[n-1]
-			if last.State == r.State && last.Count == r.Count && last.Lock == r.LockUntilMs && last.Member == r.Member && last.Reason == r.Reason &&
+			if last.State == r.State && last.Count == r.Count && last.Lock == r.LockUntilMs && last.Member == member && last.Reason == reason &&
 				last.NotBefore == r.NotBeforeMs {
 				last.N++
 				continue
 			}
 		}
-		s.Runs = append(s.Runs, storedRun{N: 1, State: r.State, Count: r.Count, Lock: r.LockUntilMs, Member: r.Member, Reason: r.Reason, NotBefore: r.NotBeforeMs})
+		s.Runs = append(s.Runs, storedRun{N: 1, State: r.State, Count: r.Count, Lock: r.LockUntilMs, Member: member, Reason: reason, NotBefore: r.NotBeforeMs})
 	}
 	return s
 }
@@ -354,8 +366,15 @@ func decodePartition(v []byte) (*SharePartition, error) {
 		if r.N <= 0 || r.N > 1_000_000 || len(p.Records)+r.N > 1_000_000 || r.State > Archiving {
 			return nil, fmt.Errorf("run of %d records in state %d is not valid", r.N, r.State)
 		}
+		var ref int32
+		if r.Member != "" {
+			ref = p.memberRef(r.Member)
+		}
 		for range r.N {
-			p.Records = append(p.Records, ShareRecord{State: r.State, Count: r.Count, LockUntilMs: r.Lock, Member: r.Member, Reason: r.Reason, NotBeforeMs: r.NotBefore})
+			if r.Reason != "" {
+				p.setReason(p.End(), r.Reason)
+			}
+			p.Records = append(p.Records, ShareRecord{State: r.State, Count: r.Count, LockUntilMs: r.Lock, member: ref, NotBeforeMs: r.NotBefore})
 		}
 	}
 	return p, nil

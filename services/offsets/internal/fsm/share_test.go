@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -322,7 +323,7 @@ func TestShareDeadLetters(t *testing.T) {
 		t.Fatal(res.Share.Acks[0])
 	}
 	p := l.partition()
-	if p.Start != 0 || p.Archived != 0 || p.Records[0].State != Archiving || p.Records[0].Reason != "bad json" || p.Records[2].Reason != "rejected by the consumer" {
+	if p.Start != 0 || p.Archived != 0 || p.Records[0].State != Archiving || p.ReasonOf(0) != "bad json" || p.ReasonOf(2) != "rejected by the consumer" {
 		t.Fatalf("rejected records with a dead-letter topic: start %d archived %d records %+v", p.Start, p.Archived, p.Records)
 	}
 	if st := p.State(4, 1); st.DeadLetterPending != 3 || st.Lag != 3 {
@@ -372,8 +373,8 @@ func TestShareDeadLetters(t *testing.T) {
 		l.acquire("a", 1, 5, int64(10_000*i))
 		l.ack("a", 4, 4, shares.AckRelease, int64(10_000*i))
 	}
-	if r := l.partition().Records[0]; r.State != Archiving || r.Reason != "delivery count limit 3 reached" {
-		t.Fatalf("a record past the limit: %+v", r)
+	if p := l.partition(); p.Records[0].State != Archiving || p.ReasonOf(p.Start) != "delivery count limit 3 reached" {
+		t.Fatalf("a record past the limit: %+v, reason %q", p.Records[0], p.ReasonOf(p.Start))
 	}
 	cfg.DeadLetterTopic = ""
 	l.do(Share{Config: &cfg})
@@ -460,7 +461,7 @@ func TestWouldAcquireTellsWhatAcquireChanges(t *testing.T) {
 			r := ShareRecord{State: RecordState(rng.IntN(int(Archiving) + 1)), Count: int16(1 + rng.IntN(int(cfg.DeliveryLimit)))}
 			switch r.State {
 			case Acquired:
-				r.Member, r.LockUntilMs = "m", now+int64(rng.IntN(3)-1)*1000
+				r.member, r.LockUntilMs = p.memberRef("m"), now+int64(rng.IntN(3)-1)*1000
 			case Available:
 				r.NotBeforeMs = now + int64(rng.IntN(3)-1)*1000
 			}
@@ -497,7 +498,7 @@ func BenchmarkAcquireFullWindow(b *testing.B) {
 	for p := range int32(4) {
 		sp := &SharePartition{Topic: "t", Partition: p}
 		for range cfg.MaxRecordLocks {
-			sp.Records = append(sp.Records, ShareRecord{State: Acquired, Member: "other", LockUntilMs: now + 30_000, Count: 1})
+			sp.Records = append(sp.Records, ShareRecord{State: Acquired, member: sp.memberRef("other"), LockUntilMs: now + 30_000, Count: 1})
 		}
 		hw := sp.End()
 		if p == 3 {
@@ -679,5 +680,49 @@ func BenchmarkShareEntry(b *testing.B) {
 			}
 			held[m] = r.Share.Acquire.Acquired[0]
 		}
+	}
+}
+
+// TestShareMemberNamesStayBounded: a partition read by many members in
+// turn keeps a bounded table of their names; a member holding records
+// keeps them across the table's pruning and across a restart, and only
+// it can acknowledge them.
+func TestShareMemberNamesStayBounded(t *testing.T) {
+	cfg := earliest()
+	cfg.MaxRecordLocks = 1000 // keeper's record holds the window's start
+	l := newShareLog(t, cfg)
+	if got := l.acquire("keeper", 1, 1000, 0); len(got) != 1 || got[0].FirstOffset != 0 {
+		t.Fatalf("keeper's acquisition: %+v", got)
+	}
+	for i := range 300 {
+		m := "passer-" + strconv.Itoa(i)
+		got := l.acquire(m, 1, 1000, 0)
+		if len(got) != 1 {
+			t.Fatalf("%s's acquisition: %+v", m, got)
+		}
+		if err := l.ack(m, got[0].FirstOffset, got[0].LastOffset, shares.AckAccept, 0); err != nil {
+			t.Fatalf("%s's acknowledgement: %v", m, err)
+		}
+	}
+	p := l.partition()
+	if len(p.Members) > maxMemberNames+1 {
+		t.Fatalf("%d member names kept after 301 members, want at most %d", len(p.Members), maxMemberNames+1)
+	}
+	if p.MemberOf(p.Records[0]) != "keeper" || p.Start != 0 {
+		t.Fatalf("offset 0 is held by %q (start %d), want keeper", p.MemberOf(p.Records[0]), p.Start)
+	}
+	path := l.f.path
+	if err := l.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.f = open(t, path)
+	if err := l.ack("passer-0", 0, 0, shares.AckAccept, 0); !errors.Is(err, &protocol.Error{Code: protocol.InvalidRecordState}) {
+		t.Fatalf("another member's acknowledgement of keeper's record after a restart: %v, want INVALID_RECORD_STATE", err)
+	}
+	if err := l.ack("keeper", 0, 0, shares.AckAccept, 0); err != nil {
+		t.Fatalf("keeper's acknowledgement after a restart: %v", err)
+	}
+	if p := l.partition(); p.Start != 301 || p.Accepted != 301 {
+		t.Fatalf("after keeper's acknowledgement: start %d, %d accepted; want 301, 301", p.Start, p.Accepted)
 	}
 }
