@@ -230,6 +230,9 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		}
 	case c.Leave != "":
 		for k, p := range g.Partitions {
+			if p.lookupMember(c.Leave) == 0 {
+				continue // it holds nothing here
+			}
 			q := p.Clone()
 			if q.release(c.Leave, g.Config) {
 				g.Partitions[k] = q
