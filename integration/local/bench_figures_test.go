@@ -41,9 +41,7 @@ import (
 //     bytes per fsync (from sluice_storage_fsyncs_total); the sendfile
 //     baseline sends the consumed bytes over loopback.
 func TestBenchFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the benchmark figures")
-	}
+	figuresOnly(t, "the benchmark figures")
 	runs := 3
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
 		runs = n

@@ -31,9 +31,7 @@ import (
 // generation for all), until every member has its assignment, and the
 // offsets leader's Raft entries and commands over the join.
 func TestClassicJoinFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the classic join figures")
-	}
+	figuresOnly(t, "the classic join figures")
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_MEMBERS")); err == nil && v > 0 {
 		n = v

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,9 +23,7 @@ import (
 // commits answered per second, their latency, and the Raft entries the
 // offsets leader proposed for them (group commit puts many in one).
 func TestCommitFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the commit figures")
-	}
+	figuresOnly(t, "the commit figures")
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -18,15 +18,22 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
+// figuresOnly skips a test that measures figures (what: which ones) unless
+// SLUICE_FIGURES=1 asks for them.
+func figuresOnly(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("SLUICE_FIGURES") != "1" {
+		t.Skip("set SLUICE_FIGURES=1 to measure " + what)
+	}
+}
+
 // TestReplicationFigures measures what docs/performance.md reports for
 // replication; it runs only with SLUICE_FIGURES=1 (figures are measured, not
 // asserted):
 //
 //	SLUICE_FIGURES=1 go test -run TestReplicationFigures -v ./local/
 func TestReplicationFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure replication figures")
-	}
+	figuresOnly(t, "replication figures")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -25,9 +24,7 @@ import (
 // members' 3s session timeout and the coordinator's 500ms heartbeat interval.
 // Consumer throughput: one group member reading a backlog of 100-byte records.
 func TestGroupFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure consumer-group figures")
-	}
+	figuresOnly(t, "consumer-group figures")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -37,9 +37,7 @@ import (
 // over the cluster's processes (/proc/<pid>/stat before and after; the
 // benchmark's own process is not counted).
 func TestKafkaFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the Kafka figures")
-	}
+	figuresOnly(t, "the Kafka figures")
 	runs := 3
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
 		runs = n

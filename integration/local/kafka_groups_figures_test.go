@@ -31,9 +31,7 @@ import (
 // -session-timeout is 3s for KIP-848 members, whose session timeout is the
 // coordinator's) and heartbeats every 500ms.
 func TestKafkaGroupFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure Kafka group figures")
-	}
+	figuresOnly(t, "Kafka group figures")
 	c := startClusterConfig(t, localcluster.Config{Storage: 3, Extra: map[string][]string{"offsets": {"-session-timeout=3s"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -81,9 +79,7 @@ func TestKafkaGroupFigures(t *testing.T) {
 // size matched to the SDK's (1 MiB fetches, two prefetched: 3 MiB a
 // partition); it runs only with SLUICE_FIGURES=1.
 func TestKafkaGroupBacklogFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure Kafka group figures")
-	}
+	figuresOnly(t, "Kafka group figures")
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

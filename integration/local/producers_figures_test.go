@@ -28,9 +28,7 @@ import (
 // records a request, 5 s), the frontend's CPU time per million records for
 // each, and the SDK's produce latency at half its maximum rate.
 func TestProducerFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure producer figures")
-	}
+	figuresOnly(t, "producer figures")
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,9 +24,7 @@ import (
 // accepts every record (records/s acknowledged), and in the same run a new
 // regular group of one SDK consumer reads the same records.
 func TestShareFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the share-group figures")
-	}
+	figuresOnly(t, "the share-group figures")
 	const records = 200_000
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -29,9 +28,7 @@ import (
 // metadata leader's Raft log appends (each one fdatasync) and entries
 // written.
 func TestTopicFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the topic figures")
-	}
+	figuresOnly(t, "the topic figures")
 	const n = 1000
 	// Each way on a cluster of its own: every topic the metadata group
 	// holds already makes the next creation cost more (placement reads

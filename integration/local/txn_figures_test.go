@@ -37,9 +37,7 @@ import (
 //     records per second over three passes of each (each a new client,
 //     connected before the clock starts), alternating which reads first.
 func TestTxnFigures(t *testing.T) {
-	if os.Getenv("SLUICE_FIGURES") != "1" {
-		t.Skip("set SLUICE_FIGURES=1 to measure the transaction figures")
-	}
+	figuresOnly(t, "the transaction figures")
 	runs := 3
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_FIGURES_RUNS")); err == nil && n > 0 {
 		runs = n

@@ -3,10 +3,10 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -33,9 +33,8 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 	// their Raft entries share the metadata log's appends, and the
 	// metadata leader places each seeing the others.
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, len(r.Topics))
-	var created atomic.Bool
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, createTopicsInFlight)
+	var creating errgroup.Group
+	creating.SetLimit(createTopicsInFlight)
 	for i := range r.Topics {
 		rt := &r.Topics[i]
 		res := &resp.Topics[i]
@@ -46,9 +45,7 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 			res.ErrorCode, res.ErrorMessage = errorFields(protocol.InvalidRequest.Err("topic %q is named more than once in the request", rt.Topic))
 			continue
 		}
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		creating.Go(func() error {
 			t, err := b.createTopic(ctx, c, snap, rt, r.ValidateOnly)
 			if t != nil {
 				res.TopicID = TopicID(t)
@@ -58,15 +55,14 @@ func (b *Broker) createTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 					ce.Name, ce.Value, ce.ReadOnly, ce.Source = e.Name, e.Value, e.ReadOnly, int8(e.Source)
 					res.Configs = append(res.Configs, ce)
 				}
-				if !r.ValidateOnly {
-					created.Store(true)
-				}
 			}
 			res.ErrorCode, res.ErrorMessage = errorFields(err)
+			return nil // each topic's error is in its answer
 		})
 	}
-	wg.Wait()
-	if created.Load() {
+	_ = creating.Wait()
+	created := slices.ContainsFunc(resp.Topics, func(t kmsg.CreateTopicsResponseTopic) bool { return t.ErrorCode == 0 })
+	if created && !r.ValidateOnly {
 		_, _ = b.model.Refresh(ctx) // the client's next Metadata sees the topics
 	}
 	return Reply{Msg: resp}

@@ -428,11 +428,7 @@ func TestAddPartitions(t *testing.T) {
 	m := startCluster(t, 1, clusterOpts{})[0]
 	c := client(m)
 	ctx := context.Background()
-	for id := int32(1); id <= 3; id++ {
-		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, c, 3)
 	if _, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "t", Partitions: 2, ReplicationFactor: 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -23,11 +22,7 @@ func TestReassignmentRoutes(t *testing.T) {
 	f := follower(t, ms)
 	c := client(f)
 	ctx := context.Background()
-	for id := int32(1); id <= 4; id++ {
-		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, c, 4)
 	tp, err := c.CreateTopic(ctx, cluster.CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 3})
 	if err != nil {
 		t.Fatal(err)

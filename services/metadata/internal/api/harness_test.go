@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -193,3 +194,13 @@ func addrs(ms ...*member) []string {
 }
 
 func client(ms ...*member) *cluster.Client { return cluster.NewClient(addrs(ms...)) }
+
+// registerNodes registers storage nodes 1 to n (at 127.0.0.1:9001 on).
+func registerNodes(t *testing.T, c *cluster.Client, n int32) {
+	t.Helper()
+	for id := int32(1); id <= n; id++ {
+		if _, err := c.Register(context.Background(), cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

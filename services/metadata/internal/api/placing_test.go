@@ -59,11 +59,7 @@ func TestTopicsCreatedTogetherSpreadTheirLeaders(t *testing.T) {
 	m := startCluster(t, 1, clusterOpts{})[0]
 	c := client(m)
 	ctx := context.Background()
-	for id := int32(1); id <= 3; id++ {
-		if _, err := c.Register(ctx, cluster.RegisterRequest{ID: id, Addr: fmt.Sprintf("127.0.0.1:900%d", id)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, c, 3)
 	var wg sync.WaitGroup
 	errs := make([]error, 32)
 	for i := range 30 {

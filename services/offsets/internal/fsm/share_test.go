@@ -572,24 +572,7 @@ func TestShareBatchesApplyAsSingleEntries(t *testing.T) {
 		var got []string
 		for i, index := 0, uint64(1); i < len(ops); index++ {
 			n := min(1+rng.IntN(8), len(ops)-i)
-			var cmds [][]byte
-			for _, c := range ops[i : i+n] {
-				b, err := c.Encode()
-				if err != nil {
-					t.Fatal(err)
-				}
-				cmds = append(cmds, b)
-			}
-			data, err := EncodeBatch(cmds)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := apply(t, batched, &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})[0]
-			answers := res.Batch
-			if n == 1 {
-				answers = []*Result{res}
-			}
-			for _, r := range answers {
+			for _, r := range applyEntry(t, batched, index, ops[i:i+n]...) {
 				b, err := json.Marshal(r.Share)
 				if err != nil {
 					t.Fatal(err)
@@ -616,6 +599,30 @@ func TestShareBatchesApplyAsSingleEntries(t *testing.T) {
 	t.Logf("%d records accepted over the seeds", accepted)
 }
 
+// applyEntry applies cmds as the entry at index, a batch of them (the
+// command itself when there is one, as the coordinator proposes it), and
+// returns their answers.
+func applyEntry(tb testing.TB, f *FSM, index uint64, cmds ...Command) []*Result {
+	tb.Helper()
+	var enc [][]byte
+	for _, c := range cmds {
+		e, err := c.Encode()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		enc = append(enc, e)
+	}
+	data, err := EncodeBatch(enc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res := f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	if len(cmds) == 1 {
+		return []*Result{res}
+	}
+	return res.Batch
+}
+
 func fsmKeyOf(topic string, p int32) string { return GrantKey(groups.TP{Topic: topic, Partition: p}) }
 
 // BenchmarkShareEntry applies entries of 8 share commands of one group on
@@ -629,24 +636,8 @@ func BenchmarkShareEntry(b *testing.B) {
 	defer f.Close()
 	index := uint64(0)
 	run := func(cmds ...Command) []*Result {
-		var enc [][]byte
-		for _, c := range cmds {
-			e, err := c.Encode()
-			if err != nil {
-				b.Fatal(err)
-			}
-			enc = append(enc, e)
-		}
-		data, err := EncodeBatch(enc)
-		if err != nil {
-			b.Fatal(err)
-		}
 		index++
-		res := f.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: data}})[0].(*Result)
-		if len(cmds) == 1 {
-			return []*Result{res}
-		}
-		return res.Batch
+		return applyEntry(b, f, index, cmds...)
 	}
 	cfg := shares.DefaultConfig()
 	cfg.AutoOffsetReset = "earliest"
