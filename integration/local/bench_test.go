@@ -133,40 +133,50 @@ func TestSluiceBench(t *testing.T) {
 			"--records", records, "--keys", "fixed:10")
 		checkLatency(t, "produce", r.Latency, n)
 	})
-	t.Run("produce-transactions", func(t *testing.T) {
-		// Two producers, each committing every 1,000 records, take the
-		// records from one plan: 20 transactions, or 21 when the producers'
-		// shares are not multiples of 1,000 and each commits a last,
-		// shorter one. read_committed readers see all their records.
-		r := mustBench(t, c, n, "produce", "--topic", "benchtx", "--partitions", "3", "--replication-factor", "1",
-			"--records", records, "--producers", "2", "--txn-records", "1000")
-		checkLatency(t, "produce", r.Latency, n)
-		if tx := r.Transactions; tx == nil || tx.RecordsPerTxn != 1000 || tx.Committed < int64(n/1000) || tx.Committed > int64(n/1000+1) || tx.CommitLatency == nil {
-			t.Fatalf("transactions: %+v", r.Transactions)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		// Every transaction is committed: each partition's last stable
-		// offset is its high watermark, past the records and the markers.
-		meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
-		pool := storageclient.NewPool("bench-lso")
-		defer pool.Close()
-		var stable, end int64
-		for p := range int32(3) {
-			lso, err := client.ListOffsetAt(ctx, meta, pool, "benchtx", p, protocol.TimestampLatest, protocol.ReadCommitted)
-			if err != nil {
-				t.Fatal(err)
+	// Two producers, each committing every 1,000 records, take the records
+	// from one plan: 20 transactions, or 21 when the producers' shares are
+	// not multiples of 1,000 and each commits a last, shorter one.
+	// read_committed readers see all their records. The SDK's transactional
+	// producer, then franz-go's over the Kafka listener.
+	for _, tc := range []struct {
+		name, topic string
+		args        []string
+	}{
+		{"produce-transactions", "benchtx", nil},
+		{"produce-transactions-kafka", "benchtxk", []string{"--protocol", "kafka", "--bootstrap", c.KafkaAddrs()[0]}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"produce", "--topic", tc.topic, "--partitions", "3", "--replication-factor", "1",
+				"--records", records, "--producers", "2", "--txn-records", "1000"}, tc.args...)
+			r := mustBench(t, c, n, args...)
+			checkLatency(t, "produce", r.Latency, n)
+			if tx := r.Transactions; tx == nil || tx.RecordsPerTxn != 1000 || tx.Committed < int64(n/1000) || tx.Committed > int64(n/1000+1) || tx.CommitLatency == nil {
+				t.Fatalf("transactions: %+v", r.Transactions)
 			}
-			hw, err := client.ListOffset(ctx, meta, pool, "benchtx", p, protocol.TimestampLatest)
-			if err != nil {
-				t.Fatal(err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// Every transaction is committed: each partition's last stable
+			// offset is its high watermark, past the records and the markers.
+			meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
+			pool := storageclient.NewPool("bench-lso")
+			defer pool.Close()
+			var stable, end int64
+			for p := range int32(3) {
+				lso, err := client.ListOffsetAt(ctx, meta, pool, tc.topic, p, protocol.TimestampLatest, protocol.ReadCommitted)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hw, err := client.ListOffset(ctx, meta, pool, tc.topic, p, protocol.TimestampLatest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stable, end = stable+lso, end+hw
 			}
-			stable, end = stable+lso, end+hw
-		}
-		if stable != end || end <= n {
-			t.Fatalf("last stable offsets add up to %d, high watermarks to %d: want equal, above the %d records (markers)", stable, end, n)
-		}
-	})
+			if stable != end || end <= n {
+				t.Fatalf("last stable offsets add up to %d, high watermarks to %d: want equal, above the %d records (markers)", stable, end, n)
+			}
+		})
+	}
 	t.Run("consume", func(t *testing.T) {
 		// Both produce runs went to bench1: it holds 2n records.
 		r := mustBench(t, c, 2*n, "consume", "--topic", "bench1", "--records", strconv.Itoa(2*n), "--consumers", "2")

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -23,12 +24,16 @@ import (
 //
 // A local cluster (3 metadata voters, 3 storage nodes, 3 offsets replicas,
 // one frontend, defaults) and franz-go, in this test's process, share the
-// machine. A topic of 4 partitions, RF=3, acks=all, 100-byte records:
-//   - produce throughput of 4 producers together for 8 s,
-//     SLUICE_FIGURES_RUNS times (default 3) each, alternating: franz-go's
-//     idempotent producer (flushing every 1,000 records), and its
+// machine. A topic of 4 partitions, RF=3, acks=all, 100-byte records unless
+// said:
+//   - produce throughput of 4 producers (SLUICE_FIGURES_PRODUCERS) together
+//     for 8 s, SLUICE_FIGURES_RUNS times (default 3) each, alternating:
+//     franz-go's idempotent producer flushing every 1,000 records, and its
 //     transactional producer committing every 100 and every 1,000 records
-//     (each producer its own transactional id);
+//     (each producer its own transactional id); then the idempotent producer
+//     never flushing, and the transactional one committing every 100 ms
+//     (Kafka's published measure of what transactions cost), with values of
+//     100 bytes and of 1 KiB;
 //   - commit latency: EndTransaction's time after the transaction's records
 //     were flushed (the markers' round trip), p50 and p99;
 //   - consume throughput of a log of 1,000,000 records written in
@@ -59,12 +64,27 @@ func TestTxnFigures(t *testing.T) {
 		return name
 	}
 
+	// A workload of the producers: transactions of perTxn records, or
+	// (every > 0) transactions of what each producer sends in every, or
+	// (neither) franz-go's idempotent producer, flushing every 1,000
+	// records or (continuous) only at the end; values of size bytes. Each
+	// transactional mode is compared with the idempotent one named base.
+	type workload struct {
+		name       string
+		perTxn     int
+		every      time.Duration
+		continuous bool
+		size       int
+		base       string
+	}
 	// produce runs producers producers (each its own client, and for
 	// transactions its own transactional id) for d and returns their
 	// records/s together and, for transactions, the EndTransaction
 	// latencies.
-	produce := func(perTxn int, d time.Duration) (float64, []time.Duration) {
+	produce := func(w workload, d time.Duration) (float64, []time.Duration) {
 		topic := newTopic()
+		value := make([]byte, w.size)
+		transactional := w.perTxn > 0 || w.every > 0
 		var mu sync.Mutex
 		var total int
 		var commits []time.Duration
@@ -72,36 +92,46 @@ func TestTxnFigures(t *testing.T) {
 		start := time.Now()
 		for i := range producers {
 			opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(100000)}
-			if perTxn > 0 {
+			if transactional {
 				opts = append(opts, kgo.TransactionalID(fmt.Sprintf("tfig-%d-%d", topicN, i)))
 			}
 			cl := franzClient(t, c, opts...)
 			wg.Go(func() {
 				var n int
 				var mine []time.Duration
+				promise := func(_ *kgo.Record, err error) {
+					if err != nil {
+						t.Errorf("produce: %v", err)
+					}
+				}
 				for time.Since(start) < d {
-					if perTxn > 0 {
+					if transactional {
 						if err := cl.BeginTransaction(); err != nil {
 							t.Error(err)
 							return
 						}
 					}
-					batch := perTxn
-					if batch == 0 {
-						batch = 1000
-					}
-					for range batch {
-						cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-							if err != nil {
-								t.Errorf("produce: %v", err)
-							}
-						})
+					switch {
+					case w.every > 0:
+						for opened := time.Now(); time.Since(opened) < w.every; n++ {
+							cl.Produce(ctx, &kgo.Record{Value: value}, promise)
+						}
+					case w.continuous:
+						for ; time.Since(start) < d; n++ {
+							cl.Produce(ctx, &kgo.Record{Value: value}, promise)
+						}
+					default:
+						batch := cmp.Or(w.perTxn, 1000)
+						for range batch {
+							cl.Produce(ctx, &kgo.Record{Value: value}, promise)
+						}
+						n += batch
 					}
 					if err := cl.Flush(ctx); err != nil {
 						t.Error(err)
 						return
 					}
-					if perTxn > 0 {
+					if transactional {
 						end := time.Now()
 						if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 							t.Error(err)
@@ -109,7 +139,6 @@ func TestTxnFigures(t *testing.T) {
 						}
 						mine = append(mine, time.Since(end))
 					}
-					n += batch
 				}
 				mu.Lock()
 				total += n
@@ -121,24 +150,32 @@ func TestTxnFigures(t *testing.T) {
 		return float64(total) / time.Since(start).Seconds(), commits
 	}
 
-	modes := []struct {
-		name   string
-		perTxn int
-	}{{"idempotent", 0}, {"transactions of 100", 100}, {"transactions of 1000", 1000}}
+	modes := []workload{
+		{name: "idempotent", size: 100},
+		{name: "transactions of 100", perTxn: 100, size: 100, base: "idempotent"},
+		{name: "transactions of 1000", perTxn: 1000, size: 100, base: "idempotent"},
+		{name: "idempotent without flushes", continuous: true, size: 100},
+		{name: "transactions every 100 ms", every: 100 * time.Millisecond, size: 100, base: "idempotent without flushes"},
+		{name: "idempotent without flushes, 1 KiB", continuous: true, size: 1024},
+		{name: "transactions every 100 ms, 1 KiB", every: 100 * time.Millisecond, size: 1024, base: "idempotent without flushes, 1 KiB"},
+	}
 	rates := map[string][]float64{}
 	latencies := map[string][]time.Duration{}
 	for run := range runs {
 		for _, m := range modes {
-			rate, commits := produce(m.perTxn, 8*time.Second)
+			rate, commits := produce(m, 8*time.Second)
 			rates[m.name] = append(rates[m.name], rate)
 			latencies[m.name] = append(latencies[m.name], commits...)
 			report("run %d: produce %s: %.0f records/s", run+1, m.name, rate)
 		}
 	}
-	base := median(rates["idempotent"])
 	for _, m := range modes {
 		r := median(rates[m.name])
-		report("produce %s: median %.0f records/s (%.2f of idempotent)", m.name, r, r/base)
+		if m.base == "" {
+			report("produce %s: median %.0f records/s", m.name, r)
+			continue
+		}
+		report("produce %s: median %.0f records/s (%.2f of %s)", m.name, r, r/median(rates[m.base]), m.base)
 		if l := latencies[m.name]; len(l) > 0 {
 			slices.Sort(l)
 			report("commit latency, %s: p50 %v, p99 %v (%d commits)", m.name, l[len(l)/2], l[len(l)*99/100], len(l))

@@ -150,8 +150,8 @@ producing: --producers N (1)  --body sdk|json  --acks all|leader|none  --idempot
            off by itself with leader/none)  --compression none|gzip|snappy|lz4|zstd
            --linger D (5ms; 0 sends at once)  --batch-size BYTES (1048576)
            --delivery-timeout D (2m)  --json-batch N (1000 records a JSON request)
-           --txn-records N (0: each SDK producer is transactional and commits every N
-           records, its transaction coordinator the --offsets service)
+           --txn-records N (0: each producer is transactional and commits every N
+           records; the SDK's coordinator is the --offsets service)
 consuming: --consumers N (1)  --group G (default sluice-bench-<random>)
            --group-config k=v (share: a share-group setting, repeatable, e.g.
            share.max.fetch.records=1000; the group starts at the earliest offsets
@@ -180,7 +180,7 @@ var modeFlags = map[string][]string{
 }
 
 // sluiceOnly are the flags --protocol kafka does not use.
-var sluiceOnly = []string{"body", "json-batch", "txn-records", "group-config"}
+var sluiceOnly = []string{"body", "json-batch", "group-config"}
 
 // sdkOnly and jsonOnly are the producing flags of one --body.
 var (

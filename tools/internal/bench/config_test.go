@@ -118,7 +118,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"produce", "--txn-records", "-1"}, "--txn-records"},
 		{[]string{"produce", "--txn-records", "100", "--acks", "leader"}, "--txn-records"},
 		{[]string{"produce", "--body", "json", "--txn-records", "100"}, "--txn-records"},
-		{[]string{"produce", "--protocol", "kafka", "--txn-records", "100"}, "--txn-records"},
+		{[]string{"produce", "--protocol", "kafka", "--txn-records", "100", "--acks", "leader"}, "--txn-records"},
 		{[]string{"produce", "--linger", "-1ms"}, "--linger"},
 		{[]string{"produce", "--delivery-timeout", "0s"}, "--delivery-timeout"},
 		{[]string{"produce", "--progress", "sometimes"}, "--progress"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,8 +36,9 @@ func kafkaCodec(c record.Codec) kgo.CompressionCodec {
 	return kgo.NoCompression()
 }
 
-// newKafkaProducer is a franz-go producer with the run's settings.
-func (r *run) newKafkaProducer() (*kgo.Client, error) {
+// newKafkaProducer is producer i's franz-go client with the run's settings;
+// with --txn-records, transactional under its own transactional id.
+func (r *run) newKafkaProducer(i int) (*kgo.Client, error) {
 	c := r.cfg
 	// The SDK producer's memory bound (records sent but not answered),
 	// rather than franz-go's default of 10,000 records: the two paths
@@ -57,14 +59,42 @@ func (r *run) newKafkaProducer() (*kgo.Client, error) {
 	if !c.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
+	if c.TxnRecords > 0 {
+		opts = append(opts, kgo.TransactionalID(r.txnID(i)))
+	}
 	return kgo.NewClient(opts...)
 }
 
 // kafkaProducer sends records with one franz-go client until the plan says
 // stop or ctx ends, then flushes what is buffered and awaits the outcomes,
 // up to drain. It runs on its own goroutine, owned by the run.
-func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer) {
+//
+// With --txn-records it sends in transactions of that many records: it
+// flushes each and commits it (the flush and the commit are its commit
+// latency, as the SDK's CommitTxn), the last, shorter one at the end.
+func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer, stop func(error)) {
+	txn := r.cfg.TxnRecords
+	inTxn := 0 // records sent in the open transaction
+	commit := func(c context.Context) bool {
+		start := time.Now()
+		err := cl.Flush(c)
+		if err == nil {
+			err = cl.EndTransaction(c, kgo.TryCommit)
+		}
+		if err != nil {
+			if c.Err() == nil {
+				stop(fmt.Errorf("producer %d: commit: %w", i, err))
+			}
+			return false
+		}
+		r.commits[i].Record(time.Since(start))
+		inTxn = 0
+		return true
+	}
 	defer func() {
+		if inTxn > 0 {
+			commit(drain)
+		}
 		if err := cl.Flush(drain); err != nil && drain.Err() == nil {
 			r.stderrf("producer %d: flush: %v", i, err)
 		}
@@ -96,6 +126,12 @@ func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, p
 		if n == 0 {
 			return
 		}
+		if txn > 0 && inTxn == 0 {
+			if err := cl.BeginTransaction(); err != nil {
+				stop(fmt.Errorf("producer %d: begin a transaction: %w", i, err))
+				return
+			}
+		}
 		value := shared // franz-go keeps the slice until the answer: shared only while never written
 		if r.cfg.Mode == ModeE2E {
 			value = append([]byte(nil), shared...)
@@ -112,6 +148,11 @@ func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, p
 		}
 		cl.Produce(ctx, rec, promise)
 		r.prod.sent.Add(1)
+		if txn > 0 {
+			if inTxn++; inTxn == txn && !commit(ctx) {
+				return
+			}
+		}
 	}
 }
 

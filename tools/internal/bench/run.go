@@ -130,6 +130,9 @@ type run struct {
 	commits   []*Latencies
 }
 
+// txnID is producer i's transactional id.
+func (r *run) txnID(i int) string { return fmt.Sprintf("%s-%d", r.txnPrefix, i) }
+
 // Run sets the run up (the topic; e2e: the start offsets and the group),
 // runs it and returns its summary. An error means the run could not start.
 func Run(ctx context.Context, cfg Config, stderr io.Writer) (*Summary, error) {
@@ -227,17 +230,17 @@ func (r *run) produce(ctx context.Context, stop func(error)) {
 			continue
 		}
 		if r.cfg.Protocol == ProtocolKafka {
-			cl, err := r.newKafkaProducer()
+			cl, err := r.newKafkaProducer(i)
 			if err != nil {
 				stop(fmt.Errorf("producer %d: %w", i, err))
 				break
 			}
-			wg.Go(func() { r.kafkaProducer(ctx, drain, i, cl, pacer) })
+			wg.Go(func() { r.kafkaProducer(ctx, drain, i, cl, pacer, stop) })
 			continue
 		}
 		pc := r.producerConfig()
 		if r.cfg.TxnRecords > 0 {
-			pc.TransactionalID = fmt.Sprintf("%s-%d", r.txnPrefix, i)
+			pc.TransactionalID = r.txnID(i)
 		}
 		p, err := client.NewProducer(pc)
 		if err != nil {
