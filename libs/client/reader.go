@@ -181,33 +181,11 @@ func ProduceBatch(ctx context.Context, meta *Metadata, pool *storageclient.Pool,
 // Fetch long-polls the leader once and returns the records at or after the
 // reader's offset (possibly none), advancing the offset past them.
 func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
-	if wait := time.Until(r.throttledUntil); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
-	}
-	var resp protocol.FetchResponse
-	var res storageclient.Result
-	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
-		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
-			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1,
-			Isolation: r.cfg.Isolation}
-		var err error
-		res, err = c.Call(ctx, protocol.APIFetch, req, nil, &resp)
-		return err
-	})
+	resp, res, err := r.fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Release() // records are copied out below
-	r.hw, r.lso = resp.HighWatermark, resp.LastStableOffset
-	if resp.ThrottleMs > 0 {
-		r.throttledUntil = time.Now().Add(time.Duration(resp.ThrottleMs) * time.Millisecond)
-	}
 	r.it.Reset(res.Payload)
 	r.it.SetStartOffset(r.offset)
 	if r.cfg.Isolation == protocol.ReadCommitted {
@@ -229,6 +207,75 @@ func (r *PartitionReader) Fetch(ctx context.Context) ([]record.Record, error) {
 		r.offset = next
 	}
 	return out, nil
+}
+
+// FetchBatches long-polls the leader once and appends the whole batches of
+// its answer to dst, as they are (possibly none; the first may start below
+// the offset), advancing the offset past them. Each batch's length, header
+// and CRC are checked (record.Validate), its records not: a record.Iterator
+// over them with SetChecked does that, for the part it reads. It is for a
+// reader of part of what it fetches, which decodes only that part; a
+// read_committed reader, which needs the answer's aborted transactions,
+// uses Fetch.
+func (r *PartitionReader) FetchBatches(ctx context.Context, dst []byte) ([]byte, error) {
+	_, res, err := r.fetch(ctx)
+	if err != nil {
+		return dst, err
+	}
+	defer res.Release()     // the batches are copied out below
+	n, next := 0, int64(-1) // the whole batches' bytes, and the offset after them
+	for {
+		h, verr := record.Validate(res.Payload[n:])
+		if verr != nil {
+			if !errors.Is(verr, record.ErrShortBatch) { // else a trailing part or the end
+				err = fmt.Errorf("batch at byte %d: %w", n, verr)
+			}
+			break
+		}
+		n += h.Size()
+		next = max(next, h.LastOffset()+1)
+	}
+	dst = append(dst, res.Payload[:n]...)
+	if next > r.offset {
+		r.offset = next
+	}
+	if err != nil {
+		return dst, fmt.Errorf("%s-%d at offset %d: %w", r.Topic, r.Partition, r.offset, err)
+	}
+	return dst, nil
+}
+
+// fetch long-polls the leader once from the reader's offset, after any
+// throttle the leader asked for, and notes the answer's watermarks; the
+// caller releases the result.
+func (r *PartitionReader) fetch(ctx context.Context) (protocol.FetchResponse, storageclient.Result, error) {
+	var resp protocol.FetchResponse
+	var res storageclient.Result
+	if wait := time.Until(r.throttledUntil); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return resp, res, ctx.Err()
+		}
+	}
+	err := withLeader(ctx, r.meta, r.pool, r.Topic, r.Partition, func(c *storageclient.Conn) error {
+		req := &protocol.FetchRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.offset, MaxBytes: r.cfg.MaxBytes,
+			MaxWaitMs: int32(r.cfg.MaxWait.Milliseconds()), MinBytes: 1, ReplicaID: -1, CurrentLeaderEpoch: -1, FlushedOffset: -1,
+			Isolation: r.cfg.Isolation}
+		var err error
+		res, err = c.Call(ctx, protocol.APIFetch, req, nil, &resp)
+		return err
+	})
+	if err != nil {
+		return resp, res, err
+	}
+	r.hw, r.lso = resp.HighWatermark, resp.LastStableOffset
+	if resp.ThrottleMs > 0 {
+		r.throttledUntil = time.Now().Add(time.Duration(resp.ThrottleMs) * time.Millisecond)
+	}
+	return resp, res, nil
 }
 
 // withLeader runs f on a connection to the partition's leader, refreshing
@@ -267,7 +314,6 @@ func withLeader(ctx context.Context, meta *Metadata, pool *storageclient.Pool, t
 	return err
 }
 
-// cloneRecord copies a record out of the iterator's buffers.
 // arena copies the keys, values and header values of one fetch's records
 // out of the pooled response buffer into a few large allocations instead of
 // one or two per record: a record kept alive keeps its arena chunk alive.

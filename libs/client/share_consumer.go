@@ -127,12 +127,15 @@ type ShareConsumer struct {
 }
 
 // sharePartition is what a ShareConsumer read of a partition and did not
-// hand out yet: the records after the last acquired range, read along
-// with it, and the reader positioned after them.
+// hand out yet: the batches after the last acquired range, as fetched, and
+// the reader positioned after them. The records of a range are decoded
+// when it is acquired, and only they: the members of a group take turns on
+// a partition, so each reads batches of which it is given a part.
 type sharePartition struct {
-	reader *PartitionReader
-	from   int64           // first offset the buffer covers
-	buf    []record.Record // read, not handed out, offsets from `from` on
+	reader  *PartitionReader
+	from    int64  // first offset the batches are kept for
+	batches []byte // whole batches, checked, from the one holding `from` to the reader's offset
+	it      record.Iterator
 }
 
 // NewShareConsumer validates cfg and returns a consumer; it contacts the
@@ -338,34 +341,14 @@ func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.R
 		p = &sharePartition{reader: NewPartitionReader(c.meta, c.pool, a.Topic, a.Partition, a.FirstOffset, c.rcfg), from: a.FirstOffset}
 		c.parts[a.Partition] = p
 	}
-	var out []record.Record
-	next := a.FirstOffset // the first offset not yet accounted for
-	var gaps []shares.Ack
-	gap := func(upTo int64) { // offsets next..upTo-1 hold no record
-		if upTo > next {
-			gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: next, LastOffset: upTo - 1, Type: shares.AckGap})
-		}
-	}
-	for empty := 0; ; {
-		i := 0
-		for ; i < len(p.buf) && p.buf[i].Offset <= a.LastOffset; i++ {
-			r := p.buf[i]
-			if r.Offset < a.FirstOffset {
-				continue
-			}
-			gap(r.Offset)
-			out = append(out, r)
-			next = r.Offset + 1
-		}
-		p.buf = p.buf[i:]
-		p.from = a.LastOffset + 1
-		if len(p.buf) > 0 || p.reader.Offset() > a.LastOffset {
-			gap(a.LastOffset + 1)
-			return out, gaps, nil
-		}
+	for empty := 0; p.reader.Offset() <= a.LastOffset; {
 		at := p.reader.Offset()
-		recs, err := p.reader.Fetch(ctx)
-		if err == nil && len(recs) == 0 && p.reader.Offset() == at {
+		var err error
+		p.batches, err = p.reader.FetchBatches(ctx, p.batches)
+		if err != nil && p.reader.Offset() > a.LastOffset {
+			break // the range was read whole: the next fetch meets the error again
+		}
+		if err == nil && p.reader.Offset() == at {
 			if empty++; empty == 20 {
 				err = fmt.Errorf("%s-%d: no record at offset %d though it was acquired below the high watermark", a.Topic, a.Partition, at)
 			}
@@ -374,8 +357,53 @@ func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.R
 			delete(c.parts, a.Partition)
 			return nil, nil, err
 		}
-		p.buf = append(p.buf, recs...)
 	}
+	var out []record.Record
+	next := a.FirstOffset // the first offset not yet accounted for
+	var gaps []shares.Ack
+	gap := func(upTo int64) { // offsets next..upTo-1 hold no record
+		if upTo > next {
+			gaps = append(gaps, shares.Ack{Topic: a.Topic, Partition: a.Partition, FirstOffset: next, LastOffset: upTo - 1, Type: shares.AckGap})
+		}
+	}
+	p.it.Reset(p.batches)
+	p.it.SetChecked(true) // by FetchBatches
+	p.it.SetStartOffset(a.FirstOffset)
+	p.it.SetEndOffset(a.LastOffset)
+	ar := arena{size: shareArenaSize}
+	for p.it.Next() {
+		r := p.it.Record()
+		gap(r.Offset)
+		out = append(out, ar.record(r))
+		next = r.Offset + 1
+	}
+	if err := p.it.Err(); err != nil {
+		delete(c.parts, a.Partition)
+		return nil, nil, fmt.Errorf("%s-%d at offset %d: %w", a.Topic, a.Partition, a.FirstOffset, err)
+	}
+	gap(a.LastOffset + 1)
+	// Keep the batches from the one that holds the range's next offset.
+	p.batches = p.batches[batchesThrough(p.batches, a.LastOffset):]
+	p.from = a.LastOffset + 1
+	return out, gaps, nil
+}
+
+// shareArenaSize is the size of the chunks an acquired range's records are
+// copied into: 500 records of 100 bytes (the default acquisition) fit one.
+const shareArenaSize = 64 << 10
+
+// batchesThrough returns how many bytes at the start of b are whole
+// batches that end at or below offset.
+func batchesThrough(b []byte, offset int64) int {
+	n := 0
+	for n < len(b) {
+		h, err := record.ParseHeader(b[n:])
+		if err != nil || h.LastOffset() > offset || h.Size() > len(b)-n {
+			break
+		}
+		n += h.Size()
+	}
+	return n
 }
 
 // Close sends the pending acknowledgements and releases the records the

@@ -2,11 +2,15 @@ package record
 
 // recordDecoder decodes the records of one batch's (decompressed) records
 // section, checking every length against the bytes present. It appends the
-// records at or above start to recs, their headers to hdrs.
+// records from start to end to recs, their headers to hdrs. With ranged,
+// the records outside start..end are only framed (length and offset delta),
+// not decoded.
 type recordDecoder struct {
 	h         *Header
 	prevDelta int32 // offset delta of the previous record; deltas must rise
 	start     int64
+	end       int64
+	ranged    bool
 	recs      []Record
 	hdrs      []RecordHeader
 }
@@ -38,6 +42,10 @@ func (d *recordDecoder) decode(b []byte) (int, error) {
 		return 0, corruptf("offset delta %d after %d, last offset delta %d", offDelta, d.prevDelta, d.h.LastOffsetDelta)
 	}
 	d.prevDelta = offDelta
+	offset := d.h.BaseOffset + int64(offDelta)
+	if d.ranged && (offset < d.start || offset > d.end) {
+		return n + len(body), nil
+	}
 
 	key, p, err := readBytesField(body, p, "key")
 	if err != nil {
@@ -55,8 +63,7 @@ func (d *recordDecoder) decode(b []byte) (int, error) {
 		return 0, corruptf("record length %d but fields end at %d", len(body), p)
 	}
 
-	offset := d.h.BaseOffset + int64(offDelta)
-	if offset < d.start {
+	if offset < d.start || offset > d.end {
 		d.hdrs = d.hdrs[:hdrStart]
 		return n + len(body), nil
 	}

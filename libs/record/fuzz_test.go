@@ -47,10 +47,14 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 
 // checkIteration runs an Iterator over data and fails on any broken
 // invariant: errors not wrapping the sentinels, bytes consumed past the data,
-// records below the start offset or out of order within a batch.
-func checkIteration(t *testing.T, data []byte, start int64) {
+// records below the start offset, past the end offset (none when end < 0)
+// or out of order within a batch.
+func checkIteration(t *testing.T, data []byte, start, end int64) {
 	it := NewIterator(data)
 	it.SetStartOffset(start)
+	if end >= 0 {
+		it.SetEndOffset(end)
+	}
 	it.SetMaxDecompressedSize(1 << 20)
 	var last Header
 	prev := int64(-1)
@@ -60,8 +64,8 @@ func checkIteration(t *testing.T, data []byte, start int64) {
 		if h != last {
 			last, prev = h, -1
 		}
-		if r.Offset < start || r.Offset <= prev || r.Offset > h.LastOffset() {
-			t.Fatalf("offset %d (start %d, previous %d, batch last %d)", r.Offset, start, prev, h.LastOffset())
+		if r.Offset < start || r.Offset <= prev || r.Offset > h.LastOffset() || (end >= 0 && r.Offset > end) {
+			t.Fatalf("offset %d (start %d, end %d, previous %d, batch last %d)", r.Offset, start, end, prev, h.LastOffset())
 		}
 		prev = r.Offset
 	}
@@ -69,7 +73,7 @@ func checkIteration(t *testing.T, data []byte, start int64) {
 	switch {
 	case it.Consumed() < 0 || it.Consumed() > len(data):
 		t.Fatalf("consumed %d of %d", it.Consumed(), len(data))
-	case err == nil && !it.Partial() && it.Consumed() != len(data):
+	case err == nil && !it.Partial() && end < 0 && it.Consumed() != len(data):
 		t.Fatalf("clean end after %d of %d bytes", it.Consumed(), len(data))
 	case err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrShortBatch):
 		t.Fatalf("error wraps no sentinel: %v", err)
@@ -83,8 +87,9 @@ func FuzzIterator(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkIteration(t, data, 0)
-		checkIteration(t, data, 4)
+		checkIteration(t, data, 0, -1)
+		checkIteration(t, data, 4, -1)
+		checkIteration(t, data, 1, 2)
 	})
 }
 
@@ -102,8 +107,9 @@ func FuzzRecords(f *testing.F) {
 	f.Fuzz(func(t *testing.T, section []byte, codec, count uint8) {
 		n := int32(count % 16)
 		batch := rawBatch(Codec(codec%8), n, max(n-1, 0), section)
-		checkIteration(t, batch, 0)
-		checkIteration(t, batch, 1)
+		checkIteration(t, batch, 0, -1)
+		checkIteration(t, batch, 1, -1)
+		checkIteration(t, batch, 1, 1)
 		checkRawAgrees(t, batch)
 	})
 }

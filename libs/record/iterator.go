@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"slices"
 )
 
@@ -41,6 +42,9 @@ type Iterator struct {
 	data            []byte
 	pos             int   // start of the next batch to read: bytes consumed
 	start           int64 // records below this offset are skipped
+	end             int64 // with bounded, records above this offset are not yielded
+	bounded         bool
+	checked         bool  // the batches' CRCs were checked by the caller
 	maxDecompressed int   // 0 means DefaultMaxDecompressedSize
 	nextOffset      int64 // one past the last batch consumed
 	partial         bool
@@ -63,8 +67,8 @@ func NewIterator(data []byte) *Iterator {
 	return it
 }
 
-// Reset restarts the Iterator on new data, keeping its start offset, its
-// decompression cap and its buffers. Records yielded before must not be used
+// Reset restarts the Iterator on new data, keeping its start and end
+// offsets, its decompression cap and its buffers. Records yielded before must not be used
 // afterwards.
 func (it *Iterator) Reset(data []byte) {
 	it.data = data
@@ -87,6 +91,23 @@ func (it *Iterator) SetStartOffset(offset int64) {
 		it.nextOffset = offset
 	}
 }
+
+// SetEndOffset makes the Iterator read the range from its start offset to
+// offset: it yields only the records in it, and ends before the first batch
+// that starts past it (which is not consumed). The batches it reads have
+// their CRC checked as always, but of their records outside the range it
+// reads only the length and offset delta, and none past the end, so that
+// reading a small part of a large batch costs little; a record malformed
+// inside the CRC is an error only when it is in the range. An Iterator has
+// no end until it is set. Call it before the first Next after NewIterator
+// or Reset.
+func (it *Iterator) SetEndOffset(offset int64) { it.end, it.bounded = offset, true }
+
+// SetChecked tells the Iterator that the caller checked every batch of its
+// data with Validate (PartitionReader.FetchBatches in package client
+// does), so that reading the data again, range by range, does not compute
+// their CRCs again. Reset keeps it.
+func (it *Iterator) SetChecked(checked bool) { it.checked = checked }
 
 // SetAborted makes the Iterator a read_committed reader's: it drops the
 // records of the aborted transactions a fetch answer listed with the
@@ -184,10 +205,15 @@ func (it *Iterator) readBatch() bool {
 		return it.fail(err)
 	}
 	h := &it.hdr
+	if it.bounded && h.BaseOffset > it.end {
+		return false // past the end: left for a later read
+	}
 	drop := it.aborted.drop(batch, h)
 	if h.LastOffset() >= it.start {
-		if got := crc32.Checksum(batch[offAttributes:], castagnoli); got != h.CRC {
-			return it.fail(fmt.Errorf("%w: CRC-32C %08x, header says %08x", ErrCorrupt, got, h.CRC))
+		if !it.checked {
+			if got := crc32.Checksum(batch[offAttributes:], castagnoli); got != h.CRC {
+				return it.fail(fmt.Errorf("%w: CRC-32C %08x, header says %08x", ErrCorrupt, got, h.CRC))
+			}
 		}
 		if !h.IsControl() && !drop {
 			if err := it.decodeRecords(h, batch[HeaderSize:]); err != nil {
@@ -233,7 +259,11 @@ func (it *Iterator) decodeRecords(h *Header, raw []byte) error {
 	if count > len(raw)/minRecordSize {
 		return corruptf("%d records cannot fit in %d bytes", count, len(raw))
 	}
-	d := recordDecoder{h: h, prevDelta: -1, start: it.start, recs: it.recs, hdrs: it.hdrs}
+	end := int64(math.MaxInt64)
+	if it.bounded {
+		end = it.end
+	}
+	d := recordDecoder{h: h, prevDelta: -1, start: it.start, end: end, ranged: it.bounded, recs: it.recs, hdrs: it.hdrs}
 	defer func() { it.recs, it.hdrs = d.recs, d.hdrs }() // keep grown buffers
 	off := 0
 	for i := range count {
@@ -242,6 +272,9 @@ func (it *Iterator) decodeRecords(h *Header, raw []byte) error {
 			return fmt.Errorf("record %d of %d (byte %d of the records): %w", i, count, off, err)
 		}
 		off += n
+		if d.ranged && h.BaseOffset+int64(d.prevDelta) >= end {
+			return nil // the rest is past the end: not read
+		}
 	}
 	if off != len(raw) {
 		return corruptf("%d bytes left after the last of %d records", len(raw)-off, count)

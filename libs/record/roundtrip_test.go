@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -194,6 +195,93 @@ func TestIterateManyBatchesAndStartOffset(t *testing.T) {
 	}
 }
 
+// TestEndOffset: with an end, records above it are not yielded and the
+// batches that start above it are neither read nor consumed; every
+// (start, end) pair over batches of every codec yields exactly the records
+// between them.
+func TestEndOffset(t *testing.T) {
+	var data []byte
+	var starts []int // byte position of each batch
+	var bases []int64
+	base := int64(0)
+	for i, codec := range allCodecs {
+		recs := make([]Record, 2+i)
+		for j := range recs {
+			recs[j] = Record{Value: []byte{byte(i), byte(j)}}
+		}
+		batch := buildBatch(t, codec, recs)
+		SetBaseOffset(batch, base)
+		starts, bases = append(starts, len(data)), append(bases, base)
+		base += int64(len(recs))
+		data = append(data, batch...)
+	}
+	for start := int64(0); start <= base; start++ {
+		for end := start - 1; end <= base; end++ {
+			it := NewIterator(data)
+			it.SetStartOffset(start)
+			it.SetEndOffset(end)
+			var got []int64
+			for it.Next() {
+				got = append(got, it.Record().Offset)
+			}
+			var want []int64
+			for o := start; o <= end && o < base; o++ {
+				want = append(want, o)
+			}
+			if it.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("start %d end %d: %v %v, want %v", start, end, it.Err(), got, want)
+			}
+			consumed := len(data) // up to the first batch past the end
+			for i, b := range bases {
+				if b > end {
+					consumed = starts[i]
+					break
+				}
+			}
+			if it.Consumed() != consumed {
+				t.Fatalf("start %d end %d: consumed %d bytes, want %d", start, end, it.Consumed(), consumed)
+			}
+		}
+	}
+	// A batch past the end is not read: a corrupt one is no error.
+	first := buildBatch(t, CodecNone, []Record{{Value: []byte("a")}})
+	second := buildBatch(t, CodecNone, []Record{{Value: []byte("b")}})
+	SetBaseOffset(second, 1)
+	second[len(second)-1] ^= 0xff
+	it := NewIterator(append(first, second...))
+	it.SetEndOffset(0)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	if it.Err() != nil || n != 1 {
+		t.Fatalf("corrupt batch past the end: %v, %d records", it.Err(), n)
+	}
+
+	// Inside a batch whose CRC holds, a malformed record outside the range
+	// is framed only; in the range, or without an end, it is an error.
+	bad := []byte{16, 0, 0, 0, 10, 'k', 2, 'v', 0} // offset delta 0, a key of 5 bytes in 1
+	good := []byte{16, 0, 0, 2, 2, 'k', 2, 'v', 0} // offset delta 1
+	batch := rawBatch(CodecNone, 2, 1, append(bad, good...))
+	for _, tc := range []struct {
+		start, end int64 // end < 0: none
+		ok         bool
+	}{{1, 1, true}, {0, 1, false}, {1, -1, false}} {
+		it := NewIterator(batch)
+		it.SetStartOffset(tc.start)
+		if tc.end >= 0 {
+			it.SetEndOffset(tc.end)
+		}
+		var got []string
+		for it.Next() {
+			got = append(got, string(it.Record().Value))
+		}
+		if ok := it.Err() == nil; ok != tc.ok || (ok && !slices.Equal(got, []string{"v"})) {
+			t.Errorf("start %d end %d: %q, %v; want ok %v", tc.start, tc.end, got, it.Err(), tc.ok)
+		}
+	}
+}
+
 func TestPartialTrailingBatch(t *testing.T) {
 	a := buildBatch(t, CodecNone, []Record{{Value: []byte("a1")}, {Value: []byte("a2")}})
 	b := buildBatch(t, CodecZstd, []Record{{Value: []byte("b1")}})
@@ -312,5 +400,23 @@ func TestCount(t *testing.T) {
 	}
 	if n, offsets := Count(b[:20]); n != 0 || offsets != 0 {
 		t.Errorf("Count of a cut header = %d, %d; want 0, 0", n, offsets)
+	}
+}
+
+// TestSetChecked: batches the caller checked are not checked again, so a
+// bad CRC is then not seen; otherwise it is.
+func TestSetChecked(t *testing.T) {
+	batch := buildBatch(t, CodecNone, []Record{{Value: []byte("a")}})
+	batch[len(batch)-2] ^= 0xff // the value (the header count follows): the records still decode
+	for _, checked := range []bool{false, true} {
+		it := NewIterator(batch)
+		it.SetChecked(checked)
+		n := 0
+		for it.Next() {
+			n++
+		}
+		if bad := errors.Is(it.Err(), ErrCorrupt); bad == checked || (checked && n != 1) {
+			t.Errorf("checked %v: %d records, %v", checked, n, it.Err())
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package fakecluster
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -72,13 +73,25 @@ func (s *Storage) Append(topic string, partition int32, recs ...record.Record) (
 	if err != nil {
 		return 0, err
 	}
+	return s.AppendBatch(topic, partition, batch)
+}
+
+// AppendBatch writes a batch to a partition's log as it is but for its base
+// offset (the log's end), so that a test may serve a damaged one, and
+// returns the base offset.
+func (s *Storage) AppendBatch(topic string, partition int32, batch []byte) (int64, error) {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return 0, err
+	}
+	batch = bytes.Clone(batch)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.logLocked(topic, partition)
 	base := l.end
 	record.SetBaseOffset(batch, base)
 	l.batches = append(l.batches, batch)
-	l.end += int64(len(recs))
+	l.end += int64(h.LastOffsetDelta) + 1
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return base, nil
