@@ -19,13 +19,13 @@ import (
 //
 //	SLUICE_FIGURES=1 go test -count=1 -timeout 30m -run TestShareFigures -v ./local/
 //
-// A topic of 4 partitions (RF=3) holds 200,000 records of 100 bytes. For
+// A topic of 4 partitions (RF=3) holds 1,000,000 records of 100 bytes. For
 // 1, 4 and 16 in-process SDK share consumers, a new share group reads and
 // accepts every record (records/s acknowledged), and in the same run a new
 // regular group of one SDK consumer reads the same records.
 func TestShareFigures(t *testing.T) {
 	figuresOnly(t, "the share-group figures")
-	const records = 200_000
+	const records = 1_000_000
 	c := startClusterConfig(t, localcluster.Config{Storage: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
