@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -17,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/localcluster"
@@ -53,8 +57,10 @@ func kafkaTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, name
 // in every codec and consumes them back in per-key order through the
 // storage nodes' Kafka listeners (KIP-392), reading records produced over
 // HTTP too, while sluicectl reads what kcat wrote; kafka-python round-trips
-// 1,000 records; a kcat consume is served by sendfile on the storage node;
-// and garbage on every Kafka listener leaves every process serving.
+// 1,000 records, and writes 1,000 more as Kafka 0.10.1 did (message sets
+// in Produce v2); Produce v1 with message format v0 is written or refused
+// whole; a kcat consume is served by sendfile on the storage node; and
+// garbage on every Kafka listener leaves every process serving.
 func TestKafkaClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -140,6 +146,19 @@ func TestKafkaClients(t *testing.T) {
 			t.Fatalf("kafka-python round trip: %s", out)
 		}
 	})
+
+	t.Run("kafka-python message sets", func(t *testing.T) {
+		// kafka-python speaking Kafka 0.10.1's protocol: Produce v2 with
+		// message sets of format v1, plain and gzip-compressed.
+		python := needPython(t, "kafka", "python3-kafka")
+		kafkaTopic(t, ctx, c, "python-old", 2, 3)
+		out := run(t, 2*time.Minute, "", python, "-c", pythonMessageSets, boot, "python-old", "500")
+		if strings.TrimSpace(out) != "read 1000 of 1000 as written" {
+			t.Fatalf("kafka-python with message sets: %s", out)
+		}
+	})
+
+	t.Run("produce v1", func(t *testing.T) { produceMessageSetV0(t, ctx, c) })
 
 	t.Run("sendfile", func(t *testing.T) { kcatFetchUsesSendfile(t, ctx, c, kcat) })
 
@@ -294,6 +313,136 @@ func kcatFetchUsesSendfile(t *testing.T, ctx context.Context, c *localcluster.Cl
 		t.Fatalf("the storage node sent %d bytes by sendfile during the consume, less than the 4 MB of values:\n%.2000s", sent, b)
 	}
 	t.Logf("storage node %s sent %d bytes by sendfile for kcat", leader.Name, sent)
+}
+
+// pythonMessageSets produces n records without compression and n with
+// gzip with kafka-python speaking Kafka 0.10.1's protocol (Produce v2,
+// message format v1), then reads them with today's protocol: argv is
+// bootstrap servers, topic, n.
+const pythonMessageSets = `
+import sys, time
+from kafka import KafkaProducer, KafkaConsumer, TopicPartition
+boot, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start = int(time.time() * 1000)
+sent = {}
+for codec in (None, 'gzip'):
+    p = KafkaProducer(bootstrap_servers=boot, acks='all', api_version=(0, 10, 1), compression_type=codec)
+    for i in range(n):
+        key = b'%s-%d' % ((codec or 'none').encode(), i)
+        value = b'v' * (i % 50)
+        ts = None if i % 2 else 1600000000000 + i
+        sent[key] = (value, ts)
+        p.send(topic, key=key, value=value, timestamp_ms=ts).get(timeout=60)
+    p.close()
+c = KafkaConsumer(bootstrap_servers=boot, group_id=None, enable_auto_commit=False, consumer_timeout_ms=10000)
+parts = [TopicPartition(topic, q) for q in sorted(c.partitions_for_topic(topic))]
+c.assign(parts)
+c.seek_to_beginning(*parts)
+got = 0
+for m in c:
+    value, ts = sent.pop(m.key)
+    if m.value != value:
+        print('key', m.key, 'value', m.value, 'want', value)
+        sys.exit(1)
+    if (ts is not None and m.timestamp != ts) or (ts is None and m.timestamp < start - 1000):
+        print('key', m.key, 'timestamp', m.timestamp, 'want', ts or 'about %d' % start)
+        sys.exit(1)
+    got += 1
+    if got == 2 * n:
+        break
+c.close()
+print('read %d of %d as written' % (got, 2 * n))
+`
+
+// produceMessageSetV0 sends Produce v1 requests (message format v0, what a
+// Kafka 0.9 client writes) to the frontend's Kafka listener by hand: a
+// message set of two records is written and reads back with the receive
+// time as timestamp; one with a bad CRC is refused with CORRUPT_MESSAGE and
+// writes nothing.
+func produceMessageSetV0(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	kafkaTopic(t, ctx, c, "v0", 1, 3)
+	message := func(key, value string) []byte {
+		m := kmsg.MessageV0{Key: []byte(key), Value: []byte(value)}
+		b := m.AppendTo(nil)
+		binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+		binary.BigEndian.PutUint32(b[12:], crc32.ChecksumIEEE(b[16:]))
+		return b
+	}
+	produce := func(set []byte) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 1, -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "v0"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = set
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 1
+		kafkaRequest(t, c.KafkaAddrs()[0], req, resp)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("produce v1 answer: %+v", resp)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	before := time.Now().UnixMilli()
+	if p := produce(append(message("a", "one"), message("b", "two")...)); p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce v1 of two messages: error %d, base offset %d", p.ErrorCode, p.BaseOffset)
+	}
+	bad := message("c", "three")
+	bad[len(bad)-1] ^= 0xff
+	if p := produce(bad); p.ErrorCode != 2 {
+		t.Fatalf("produce v1 with a bad CRC: error %d, want CORRUPT_MESSAGE (2)", p.ErrorCode)
+	}
+	cl := franzClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"v0": {0: kgo.NewOffset().AtStart()}}))
+	var got []string
+	for len(got) < 2 {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if pctx.Err() != nil && fs.NumRecords() == 0 {
+			t.Fatalf("read %v of the two records", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if ms := r.Timestamp.UnixMilli(); ms < before || ms > time.Now().UnixMilli() {
+				t.Errorf("record %s timestamp %d, want the receive time (after %d)", r.Key, ms, before)
+			}
+			got = append(got, fmt.Sprintf("%s=%s@%d", r.Key, r.Value, r.Offset))
+		})
+	}
+	if strings.Join(got, " ") != "a=one@0 b=two@1" {
+		t.Fatalf("read %v, want a=one@0 b=two@1 and nothing of the refused set", got)
+	}
+}
+
+// kafkaRequest sends req to a Kafka listener on a connection of its own and
+// reads the answer into resp (of the request's version).
+func kafkaRequest(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-test")).AppendRequest(nil, req, 7)); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body) < 4 || binary.BigEndian.Uint32(body) != 7 {
+		t.Fatalf("answer of %d bytes with another correlation id", len(body))
+	}
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pythonRoundTrip is a kafka-python producer and plain (group-less)

@@ -63,6 +63,13 @@ type part struct {
 	res      produce.RecordsResult
 }
 
+// failedPart is the part of a partition refused before it was queued.
+func failedPart(err error) *part {
+	p := &part{done: make(chan struct{}), res: produce.RecordsResult{BaseOffset: -1, LogStartOffset: -1, Err: err}}
+	close(p.done)
+	return p
+}
+
 // submit queues a request's batches for a partition and returns the part,
 // whose done closes once they are answered; when the lane was idle it also
 // returns the lane, whose sender (run) the caller must start.

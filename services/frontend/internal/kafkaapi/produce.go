@@ -10,23 +10,23 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"
 )
 
-// produce answers Produce. Versions 0 to 2 are advertised (librdkafka turns
-// compression off against a broker whose minimum is above 0) and refused
-// with UNSUPPORTED_VERSION: they carry message sets older than RecordBatch
-// v2. A transactional producer's partitions are checked against its open
-// transaction first (verifyTxn). Acks 0 gets no answer, as in Kafka.
+// produce answers Produce. Versions 0 to 2 carry message sets, the record
+// format before RecordBatch v2: each partition's set is converted to one
+// batch (record.FromMessageSet), as Kafka's brokers did, and a set that does
+// not convert is that partition's CORRUPT_MESSAGE. A transactional
+// producer's partitions are checked against its open transaction first
+// (verifyTxn). Acks 0 gets no answer, as in Kafka.
 func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ProduceRequest)
 	resp := kmsg.NewPtrProduceResponse()
 	var acks int8
 	refuse := protocol.None
 	switch {
-	case r.Version < 3:
-		refuse = protocol.UnsupportedVersion
 	case r.TransactionID != nil && r.Acks != -1:
 		refuse = protocol.InvalidRequiredAcks // a transactional producer writes with acks=all
 	case r.Acks == 0:
@@ -87,7 +87,17 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		// Each partition's place in its lane is taken now, while the
 		// connection's requests are read one by one.
 		for _, rp := range rt.Partitions {
-			parts[i] = append(parts[i], s.submit(c, ls, laneKey{rt.Topic, rp.Partition, acks}, rp.Records, deadline))
+			records := rp.Records
+			if r.Version < 3 {
+				batch, err := record.FromMessageSet(records, time.Now().UnixMilli(), 0)
+				if err != nil {
+					c.Log().Warn("kafka produce of a message set refused", "topic", rt.Topic, "partition", rp.Partition, "version", r.Version, "error", err)
+					parts[i] = append(parts[i], failedPart(protocol.CorruptRecord.Err("partition %s-%d: %v", rt.Topic, rp.Partition, err)))
+					continue
+				}
+				records = batch
+			}
+			parts[i] = append(parts[i], s.submit(c, ls, laneKey{rt.Topic, rp.Partition, acks}, records, deadline))
 		}
 	}
 	throttle := s.chargeProduce(c, bytes)
