@@ -33,7 +33,8 @@ import (
 // transaction until it commits, read_uncommitted ones see everything; the
 // metrics and sluicectl show the open transaction; a second producer with
 // the same transactional id fences the first; DescribeTransactions and
-// ListTransactions report the id.
+// ListTransactions report the id, DescribeProducers the producer and its
+// open transaction on each partition.
 func TestKafkaTransactions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -118,6 +119,19 @@ func kafkaTxnFlow(t *testing.T, ctx context.Context, c *localcluster.Cluster, ad
 		return nil
 	})
 
+	// DescribeProducers: every partition's leader knows the producer, its
+	// transaction open since the first of the late records.
+	described, err := adm.DescribeTransactions(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := described[id].ProducerID
+	for p, start := range txnStarts(t, ctx, adm, topic, pid) {
+		if start < 20 { // each partition holds 20 records and 2 markers before
+			t.Fatalf("DescribeProducers: producer %d's transaction on %s-%d starts at %d, want the first late record's offset", pid, topic, p, start)
+		}
+	}
+
 	// The metrics show it: the coordinator's leader counts it open, the
 	// partitions' leaders hold their last stable offsets back for it.
 	if v := metricSeries(t, offsetsLeader(t, c).AdminAddr); v[`sluice_offsets_transactions{state="Ongoing"}`] != 1 || v["sluice_offsets_transactions_committed_total"] < 1 {
@@ -158,6 +172,11 @@ func kafkaTxnFlow(t *testing.T, ctx context.Context, c *localcluster.Cluster, ad
 	if countPrefix(more, "late-") != 6 || len(more) != 6 {
 		t.Fatalf("read_committed after the commit: %v", more)
 	}
+	for p, start := range txnStarts(t, ctx, adm, topic, pid) {
+		if start != -1 {
+			t.Fatalf("DescribeProducers after the commit: a transaction open on %s-%d at %d", topic, p, start)
+		}
+	}
 
 	// The SDK's read_committed reader agrees, partition by partition.
 	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
@@ -191,7 +210,7 @@ func kafkaTxnFlow(t *testing.T, ctx context.Context, c *localcluster.Cluster, ad
 	if err := producer.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr()
+	err = producer.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr()
 	if err == nil {
 		err = producer.EndTransaction(ctx, kgo.TryCommit)
 	}
@@ -205,6 +224,29 @@ func kafkaTxnFlow(t *testing.T, ctx context.Context, c *localcluster.Cluster, ad
 	if len(last) != 1 || last[0] != "second" {
 		t.Fatalf("after the fenced session: %v", last)
 	}
+}
+
+// txnStarts asks DescribeProducers for the partitions of a 3-partition
+// topic and returns, per partition, where producer pid's open transaction
+// starts (-1: none); the producer must be listed on each.
+func txnStarts(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, pid int64) map[int32]int64 {
+	t.Helper()
+	dp, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, dpp := range dp[topic].Partitions {
+		pr, ok := dpp.ActiveProducers[pid]
+		if dpp.Err != nil || !ok {
+			t.Fatalf("DescribeProducers of %s-%d: %v, producers %+v; want producer %d", topic, p, dpp.Err, dpp.ActiveProducers, pid)
+		}
+		out[p] = pr.CurrentTxnStartOffset
+	}
+	if len(out) != 3 {
+		t.Fatalf("DescribeProducers: %d partitions of %s", len(out), topic)
+	}
+	return out
 }
 
 // pollValues polls cl until it has want records or wait passes, and

@@ -32,6 +32,9 @@ const (
 	// transactions on the partitions it leads, in one request (Kafka's
 	// WriteTxnMarkers); the transaction coordinator sends it.
 	APIWriteTxnMarkers APIKey = 7
+	// APIDescribeProducers asks a leader for the producers its log of a
+	// partition remembers (Kafka's DescribeProducers).
+	APIDescribeProducers APIKey = 8
 )
 
 func (k APIKey) String() string {
@@ -52,6 +55,8 @@ func (k APIKey) String() string {
 		return "WriteTxnMarker"
 	case APIWriteTxnMarkers:
 		return "WriteTxnMarkers"
+	case APIDescribeProducers:
+		return "DescribeProducers"
 	}
 	return fmt.Sprintf("API(%d)", uint16(k))
 }

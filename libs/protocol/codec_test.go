@@ -35,6 +35,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{APIOffsetForLeaderEpoch, &OffsetForLeaderEpochRequest{Topic: "t", Partition: 1, CurrentLeaderEpoch: 5, LeaderEpoch: 3}, &OffsetForLeaderEpochRequest{}, nil},
 		{APIWriteTxnMarkers, &WriteTxnMarkersRequest{Markers: []TxnMarker{{Topic: "t", Partition: 3, ProducerID: 1 << 40, ProducerEpoch: 7, Commit: true, CoordinatorEpoch: 2},
 			{Topic: "u", ProducerID: 9}}, TimeoutMs: 5000}, &WriteTxnMarkersRequest{}, nil},
+		{APIDescribeProducers, &DescribeProducersRequest{Topic: "t", Partition: 5}, &DescribeProducersRequest{}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.key.String(), func(t *testing.T) {
@@ -331,4 +332,17 @@ func responseRoundTrip(t *testing.T, h ResponseHeader, in, out Body) ResponseHea
 		t.Fatal(err)
 	}
 	return got
+}
+
+// TestDescribeProducersRoundTrip: every producer's fields survive the wire.
+func TestDescribeProducersRoundTrip(t *testing.T) {
+	in := &DescribeProducersResponse{Producers: []ProducerInfo{
+		{ProducerID: 1 << 40, Epoch: 7, LastSequence: 99, CurrentTxnStartOffset: 1234},
+		{ProducerID: 3, Epoch: 0, LastSequence: -1, CurrentTxnStartOffset: -1},
+	}}
+	var out DescribeProducersResponse
+	responseRoundTrip(t, ResponseHeader{CorrelationID: 9}, in, &out)
+	if !reflect.DeepEqual(in, &out) {
+		t.Fatalf("producers %+v, want %+v", out, in)
+	}
 }

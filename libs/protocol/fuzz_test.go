@@ -42,6 +42,8 @@ func FuzzDecodeFrame(f *testing.F) {
 				body = &WriteTxnMarkerRequest{}
 			case APIWriteTxnMarkers:
 				body = &WriteTxnMarkersRequest{}
+			case APIDescribeProducers:
+				body = &DescribeProducersRequest{}
 			default:
 				body = &ListOffsetsRequest{}
 			}
@@ -54,6 +56,7 @@ func FuzzDecodeFrame(f *testing.F) {
 				_ = d.Body(&DescribeReplicasResponse{})
 				_ = d.Body(&WriteTxnMarkerResponse{})
 				_ = d.Body(&WriteTxnMarkersResponse{})
+				_ = d.Body(&DescribeProducersResponse{})
 			}
 		}
 	})

@@ -109,6 +109,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
 	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
 	routes[kmsg.DeleteRecords.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
+	routes[kmsg.DescribeProducers.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.describeProducers}
 	routes[kmsg.JoinGroup.Int16()] = kafka.Route{Min: 0, Max: 9, Handle: s.joinGroup}
 	routes[kmsg.SyncGroup.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.syncGroup}
 	routes[kmsg.Heartbeat.Int16()] = kafka.Route{Min: 0, Max: 4, Handle: s.heartbeat}

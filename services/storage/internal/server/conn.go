@@ -46,7 +46,7 @@ func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
 func apiLabel(k protocol.APIKey) string {
 	switch k {
 	case protocol.APIProduce, protocol.APIFetch, protocol.APIListOffsets, protocol.APIOffsetForLeaderEpoch, protocol.APIDescribeReplicas,
-		protocol.APIDeleteRecords, protocol.APIWriteTxnMarker, protocol.APIWriteTxnMarkers:
+		protocol.APIDeleteRecords, protocol.APIWriteTxnMarker, protocol.APIWriteTxnMarkers, protocol.APIDescribeProducers:
 		return k.String()
 	}
 	return "unknown"
@@ -104,6 +104,8 @@ func (c *conn) serve() {
 			c.writeTxnMarker(&h, dec)
 		case protocol.APIWriteTxnMarkers:
 			c.writeTxnMarkers(&h, dec)
+		case protocol.APIDescribeProducers:
+			c.describeProducers(&h, dec)
 		default:
 			c.respondErr(&h, protocol.UnknownAPI.Err("api key %d", h.APIKey))
 		}

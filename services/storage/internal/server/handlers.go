@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -397,4 +399,36 @@ func (c *conn) deleteRecords(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	}
 	c.s.log.Info("records deleted", "topic", req.Topic, "partition", req.Partition, "log_start_offset", low)
 	c.respond(h, &protocol.DeleteRecordsResponse{LowWatermark: low}, nil)
+}
+
+// describeProducers lists the producers a led partition's log remembers
+// (Kafka's DescribeProducers, relayed by a frontend): the cluster's services
+// only.
+func (c *conn) describeProducers(h *protocol.RequestHeader, dec *protocol.Decoder) {
+	var req protocol.DescribeProducersRequest
+	if err := dec.Body(&req); err != nil {
+		c.respondErr(h, err)
+		return
+	}
+	if !c.authorize(h, "", req.Topic) {
+		return
+	}
+	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	if !ok {
+		return
+	}
+	open := r.Log.OpenTxns()
+	resp := &protocol.DescribeProducersResponse{Producers: []protocol.ProducerInfo{}}
+	for pid, e := range r.Log.Producers() {
+		p := protocol.ProducerInfo{ProducerID: pid, Epoch: e.Epoch, LastSequence: -1, CurrentTxnStartOffset: -1}
+		if n := len(e.Batches); n > 0 {
+			p.LastSequence = e.Batches[n-1].LastSeq
+		}
+		if first, ok := open[pid]; ok {
+			p.CurrentTxnStartOffset = first
+		}
+		resp.Producers = append(resp.Producers, p)
+	}
+	slices.SortFunc(resp.Producers, func(a, b protocol.ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	c.respond(h, resp, nil)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
@@ -583,5 +584,47 @@ func TestMaxMessageBytes(t *testing.T) {
 	}
 	if resp, err := produce(t, c, "t", 0, protocol.AcksAll, batch(t, 1, "after", 100, 3)); err != nil || resp.BaseOffset != 10 {
 		t.Fatalf("after the refusal: offset %d, %v; want 10", resp.BaseOffset, err)
+	}
+}
+
+// TestDescribeProducers: the leader lists the producers its log of a
+// partition remembers, each with its epoch, last sequence and the start of
+// its open transaction; a partition it does not have is refused.
+func TestDescribeProducers(t *testing.T) {
+	s, _ := startServer(t, t.TempDir(), snapshot("t", 1, nil), DefaultConfig())
+	c := dial(t, s.Addr())
+	build := func(pid int64, epoch int16, seq int32, n int, txn bool) []byte {
+		b := record.NewBuilder(record.CodecNone)
+		b.SetProducer(pid, epoch, seq)
+		b.SetTransactional(txn)
+		for range n {
+			b.Append(record.Record{Value: []byte("v"), Timestamp: 1000})
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), out...)
+	}
+	for _, b := range [][]byte{build(7, 2, 0, 10, false), build(7, 2, 10, 5, false), build(3, 0, 0, 4, false), build(9, 1, 0, 3, true)} {
+		if _, err := produce(t, c, "t", 0, protocol.AcksAll, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var resp protocol.DescribeProducersResponse
+	if _, err := c.Call(context.Background(), protocol.APIDescribeProducers, &protocol.DescribeProducersRequest{Topic: "t"}, nil, &resp); err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.ProducerInfo{
+		{ProducerID: 3, Epoch: 0, LastSequence: 3, CurrentTxnStartOffset: -1},
+		{ProducerID: 7, Epoch: 2, LastSequence: 14, CurrentTxnStartOffset: -1},
+		{ProducerID: 9, Epoch: 1, LastSequence: 2, CurrentTxnStartOffset: 19},
+	}
+	if !reflect.DeepEqual(resp.Producers, want) {
+		t.Fatalf("producers %+v, want %+v", resp.Producers, want)
+	}
+	_, err := c.Call(context.Background(), protocol.APIDescribeProducers, &protocol.DescribeProducersRequest{Topic: "t", Partition: 4}, nil, &resp)
+	if code(err) != protocol.UnknownTopicOrPartition && code(err) != protocol.NotLeaderOrFollower {
+		t.Fatalf("a partition the node lacks: %v", err)
 	}
 }
