@@ -96,6 +96,7 @@ func (b *Broker) Routes() map[int16]Route {
 	return map[int16]Route{
 		kmsg.Metadata.Int16():                {Min: 0, Max: 12, Handle: b.metadata},
 		kmsg.DescribeCluster.Int16():         {Min: 0, Max: 2, Handle: b.describeCluster},
+		kmsg.DescribeTopicPartitions.Int16(): {Min: 0, Max: 0, Handle: b.describeTopicPartitions},
 		kmsg.InitProducerID.Int16():          {Min: 0, Max: 5, Handle: b.initProducerID},
 		kmsg.CreateTopics.Int16():            {Min: 2, Max: 7, Handle: b.createTopics},
 		kmsg.DeleteTopics.Int16():            {Min: 1, Max: 6, Handle: b.deleteTopics},
@@ -510,6 +511,98 @@ func (b *Broker) topicMetadata(snap *cluster.Snapshot, t *cluster.Topic) kmsg.Me
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// maxDescribedPartitions bounds the partitions one DescribeTopicPartitions
+// answer holds (Kafka's max.request.partition.size.limit).
+const maxDescribedPartitions = 2000
+
+// describeTopicPartitions answers DescribeTopicPartitions (KIP-966's paged
+// Metadata, which the Java admin client's describeTopics uses): the topics
+// asked for, or every topic the principal may describe, by name, with the
+// partitions as Metadata shows them, at most ResponsePartitionLimit
+// partitions (2000 at most) from the cursor on, and the cursor to go on
+// from. A cursor naming a topic that was not asked for is INVALID_REQUEST
+// on every topic asked for, as in Kafka.
+func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	r := req.(*kmsg.DescribeTopicPartitionsRequest)
+	resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
+	failAll := func(code protocol.Code) Reply {
+		for _, rt := range r.Topics {
+			out := kmsg.NewDescribeTopicPartitionsResponseTopic()
+			out.Topic, out.ErrorCode = kmsg.StringPtr(rt.Topic), int16(code)
+			resp.Topics = append(resp.Topics, out)
+		}
+		return Reply{Msg: resp}
+	}
+	snap := b.Snapshot(ctx)
+	if snap == nil {
+		return failAll(protocol.LeaderNotAvailable)
+	}
+	w := b.who(c, snap)
+	var names []string
+	for _, rt := range r.Topics {
+		names = append(names, rt.Topic)
+	}
+	asked := len(names) > 0
+	if !asked {
+		for i := range snap.Topics {
+			if w.describe(snap.Topics[i].Name) {
+				names = append(names, snap.Topics[i].Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	from, fromPartition := "", int32(0)
+	if cur := r.Cursor; cur != nil {
+		if cur.Partition < 0 || asked && !slices.Contains(names, cur.Topic) {
+			return failAll(protocol.InvalidRequest)
+		}
+		from, fromPartition = cur.Topic, cur.Partition
+	}
+	left := r.ResponsePartitionLimit
+	if left <= 0 || left > maxDescribedPartitions {
+		left = maxDescribedPartitions
+	}
+	for i, name := range names {
+		if name < from {
+			continue
+		}
+		out := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		out.Topic = kmsg.StringPtr(name)
+		t, ok := snap.Topic(name)
+		switch {
+		case !w.describe(name):
+			out.ErrorCode = b.denied(c, "DescribeTopicPartitions", name)
+		case !ok:
+			out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+		default:
+			mt := b.topicMetadata(snap, t)
+			out.TopicID, out.AuthorizedOperations = mt.TopicID, w.topicOps(name)
+			for _, mp := range mt.Partitions {
+				if name == from && mp.Partition < fromPartition {
+					continue
+				}
+				if left == 0 {
+					resp.Topics = append(resp.Topics, out)
+					resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: mp.Partition}
+					return Reply{Msg: resp}
+				}
+				left--
+				p := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
+				p.ErrorCode, p.Partition, p.LeaderID, p.LeaderEpoch = mp.ErrorCode, mp.Partition, mp.Leader, mp.LeaderEpoch
+				p.Replicas, p.ISR, p.OfflineReplicas = mp.Replicas, mp.ISR, mp.OfflineReplicas
+				out.Partitions = append(out.Partitions, p)
+			}
+		}
+		resp.Topics = append(resp.Topics, out)
+		if left == 0 && i+1 < len(names) {
+			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: names[i+1], Partition: 0}
+			return Reply{Msg: resp}
+		}
+	}
+	return Reply{Msg: resp}
 }
 
 // describeCluster answers DescribeCluster (the Java admin client's view of

@@ -2,8 +2,10 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -360,5 +362,67 @@ func TestCreateTopicsWithoutReplicationFactor(t *testing.T) {
 	resp = b.createTopics(context.Background(), connAs(""), req).Msg.(*kmsg.CreateTopicsResponse)
 	if resp.Topics[0].ErrorCode != 0 || len(a.created) != 1 || a.created[0].ReplicationFactor != cluster.DefaultRF {
 		t.Fatalf("create: code %d, sent %+v", resp.Topics[0].ErrorCode, a.created)
+	}
+}
+
+// TestDescribeTopicPartitions: topics by name with Metadata's partitions,
+// paged by the partition limit and the cursor; hidden and missing topics
+// asked for answer their errors; a cursor outside the topics asked for is
+// INVALID_REQUEST.
+func TestDescribeTopicPartitions(t *testing.T) {
+	b, _, _ := testBroker(true)
+	ask := func(who string, limit int32, cursor *kmsg.DescribeTopicPartitionsRequestCursor, topics ...string) *kmsg.DescribeTopicPartitionsResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		req.ResponsePartitionLimit, req.Cursor = limit, cursor
+		for _, n := range topics {
+			rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+			rt.Topic = n
+			req.Topics = append(req.Topics, rt)
+		}
+		return b.describeTopicPartitions(context.Background(), connAs(who), req).Msg.(*kmsg.DescribeTopicPartitionsResponse)
+	}
+	// summary is "topic:code:partitions..." per topic, then ">topic/partition" for the cursor.
+	summary := func(resp *kmsg.DescribeTopicPartitionsResponse) string {
+		var out []string
+		for _, rt := range resp.Topics {
+			s := fmt.Sprintf("%s:%d:", *rt.Topic, rt.ErrorCode)
+			for _, p := range rt.Partitions {
+				s += fmt.Sprint(p.Partition)
+			}
+			out = append(out, s)
+		}
+		if c := resp.NextCursor; c != nil {
+			out = append(out, fmt.Sprintf(">%s/%d", c.Topic, c.Partition))
+		}
+		return strings.Join(out, " ")
+	}
+	cursor := func(topic string, p int32) *kmsg.DescribeTopicPartitionsRequestCursor {
+		return &kmsg.DescribeTopicPartitionsRequestCursor{Topic: topic, Partition: p}
+	}
+	for _, tc := range []struct {
+		name string
+		resp *kmsg.DescribeTopicPartitionsResponse
+		want string
+	}{
+		{"every topic", ask("root", 0, nil), "audit:0:0 orders:0:01"},
+		{"a page of two", ask("root", 2, nil), "audit:0:0 orders:0:0 >orders/1"},
+		{"the next page", ask("root", 2, cursor("orders", 1)), "orders:0:1"},
+		{"a page ending with a topic", ask("root", 1, nil), "audit:0:0 >orders/0"},
+		{"hidden and missing", ask("alice", 0, nil, "orders", "nope", "audit"), "audit:29: nope:29: orders:0:01"},
+		{"missing", ask("root", 0, nil, "nope"), "nope:3:"},
+		{"a cursor not asked for", ask("root", 0, cursor("audit", 0), "orders"), "orders:42:"},
+		{"alice's every topic", ask("alice", 0, nil), "orders:0:01"},
+	} {
+		if got := summary(tc.resp); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	// The partitions are Metadata's: leader, epoch, replicas, ISR.
+	resp := ask("root", 0, nil, "orders")
+	p0, p1 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
+	if p0.LeaderID < cluster.FrontendIDBase || p0.LeaderEpoch != 4 || !slices.Equal(p0.Replicas, []int32{1, 2}) || !slices.Equal(p0.ISR, []int32{1, 2}) ||
+		p1.LeaderID != -1 || p1.ErrorCode != int16(protocol.LeaderNotAvailable) || resp.Topics[0].AuthorizedOperations == opsNotRequested {
+		t.Fatalf("orders: %+v %+v", p0, p1)
 	}
 }
