@@ -29,7 +29,9 @@ import (
 // (franz-go with each mechanism, kcat with SCRAM), produces to and consumes
 // from the topic its ACLs name, and is refused the other with
 // TOPIC_AUTHORIZATION_FAILED, which the frontend logs; that topic is not
-// even listed to it. A wrong password fails SASL authentication.
+// even listed to it. A wrong password fails SASL authentication. A SCRAM
+// user set with Kafka's AlterUserScramCredentials authenticates, is
+// described, and loses its credential.
 func TestKafkaTLSAndSASL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -194,6 +196,29 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	defer bcancel()
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(bctx, bad); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// A SCRAM user made with Kafka's admin API (franz-go's kadm salts the
+	// password itself) authenticates, is described, and is gone with its
+	// credential.
+	radm := kadm.NewClient(admin)
+	made, err := radm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "kafka-made", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "made-by-kadm"}})
+	if err != nil || made.Error() != nil {
+		t.Fatalf("AlterUserScramCredentials: %v %+v", err, made)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error { // the storage node's watch too, for the listener it dials
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, client(scram.Auth{User: "kafka-made", Pass: "made-by-kadm"}.AsSha512Mechanism()))
+		return err
+	})
+	described, err := radm.DescribeUserSCRAMs(ctx, "kafka-made")
+	if err != nil || described["kafka-made"].Err != nil || len(described["kafka-made"].CredInfos) != 1 || described["kafka-made"].CredInfos[0].Mechanism != kadm.ScramSha512 {
+		t.Fatalf("DescribeUserScramCredentials: %v %+v", err, described)
+	}
+	if gone, err := radm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "kafka-made", Mechanism: kadm.ScramSha512}}, nil); err != nil || gone.Error() != nil {
+		t.Fatalf("deleting the credential: %v %+v", err, gone)
+	}
+	if described, err := radm.DescribeUserSCRAMs(ctx, "kafka-made"); err != nil || !errors.Is(described["kafka-made"].Err, kerr.ResourceNotFound) {
+		t.Fatalf("DescribeUserScramCredentials after the deletion: %v %+v", err, described)
 	}
 
 	// kcat (librdkafka) with SCRAM over TLS sees the allowed topic only.

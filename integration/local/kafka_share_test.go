@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestKafkaShareGroup runs franz-go's share consumer (kgo.ShareGroup)
@@ -144,6 +146,102 @@ func TestKafkaShareGroup(t *testing.T) {
 		t.Fatalf("ShareGroupDescribe lists %d members, want 2", members)
 	}
 	shareRenewal(t, ctx, c)
+	shareOffsetsAdmin(t, ctx, c)
+}
+
+// shareOffsetsAdmin resets a share group with Kafka's admin APIs (franz-go's
+// kadm): a group that read a topic's 2,000 records describes its start
+// offsets at the partitions' ends; altering them is refused while a member
+// is in the group, then moves them back to 0 and the group reads every
+// record again; deleting the topic's offsets removes the group's state of it.
+func shareOffsetsAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	const group, topic, n = "kreset", "kq", 2000
+	configureShareGroup(t, ctx, c, group, map[string]string{shares.ConfigAutoOffsetReset: "earliest"})
+	adm := kadm.NewClient(franzClient(t, c))
+	starts := func() map[int32]int64 {
+		t.Helper()
+		described, err := adm.DescribeShareGroupOffsets(ctx, group)
+		if err != nil || described[group].Err != nil {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, described)
+		}
+		out := map[int32]int64{}
+		for _, ps := range described[group].Offsets {
+			for p, o := range ps {
+				if o.Err != nil {
+					t.Fatalf("DescribeShareGroupOffsets of %s-%d: %v", topic, p, o.Err)
+				}
+				out[p] = o.StartOffset
+			}
+		}
+		return out
+	}
+	reader := readShared(t, ctx, c, group, topic, n)
+	var total int64
+	for _, o := range starts() {
+		total += o
+	}
+	if total < n { // the ends of the partitions, past the records
+		t.Fatalf("start offsets after reading every record add up to %d, want at least %d", total, n)
+	}
+	back := kadm.Offsets{}
+	for p := range int32(3) {
+		back.Add(kadm.Offset{Topic: topic, Partition: p, At: 0})
+	}
+	if _, err := adm.AlterShareGroupOffsets(ctx, group, back); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Fatalf("AlterShareGroupOffsets with a member in the group: %v, want NON_EMPTY_GROUP", err)
+	}
+	if err := reader.LeaveGroupContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		altered, err := adm.AlterShareGroupOffsets(ctx, group, back)
+		if err == nil {
+			err = altered.Error()
+		}
+		return err
+	})
+	for p, o := range starts() {
+		if o != 0 {
+			t.Fatalf("after AlterShareGroupOffsets %s-%d starts at %d, want 0", topic, p, o)
+		}
+	}
+	again := readShared(t, ctx, c, group, topic, n)
+	if err := again.LeaveGroupContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		deleted, err := adm.DeleteShareGroupOffsets(ctx, group, topic)
+		if err == nil {
+			err = deleted.Error()
+		}
+		return err
+	})
+	if left := starts(); len(left) != 0 {
+		t.Fatalf("after DeleteShareGroupOffsets the group still has %v", left)
+	}
+}
+
+// readShared reads n records of a topic with a franz-go share consumer of
+// group, accepting each, and returns the consumer (still a member).
+func readShared(t *testing.T, ctx context.Context, c *localcluster.Cluster, group, topic string, n int) *kgo.Client {
+	t.Helper()
+	cl := franzClient(t, c, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID(group+"-reader"))
+	seen := map[string]bool{}
+	deadline := time.Now().Add(time.Minute)
+	for len(seen) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("share group %s read %d of %d records", group, len(seen), n)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		cl.MarkAcks(kgo.AckAccept)
+		if err := cl.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl
 }
 
 // shareRenewal: a franz-go consumer renews the lock of a record it holds

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
@@ -29,7 +33,8 @@ import (
 // read back once, in per-key order. The same quotas hold for Kafka clients
 // of those client ids (franz-go): the frontend throttles their produce
 // requests and the storage node their fetches, each answer carrying the
-// throttle time the client is told to wait, and nothing is lost.
+// throttle time the client is told to wait, and nothing is lost. Kafka's
+// client quota APIs set, read and remove a client id's quota.
 func TestQuotasThrottleClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -103,6 +108,42 @@ func TestQuotasThrottleClients(t *testing.T) {
 
 	kafkaQuotas(t, ctx, c, n)
 	oneBudgetPerFrontend(t, ctx, c)
+	kadmQuotas(t, ctx, c)
+}
+
+// kadmQuotas sets, reads and removes a quota with Kafka's client quota APIs
+// (franz-go's kadm, as kafka-configs --entity-type clients does): sluicectl
+// sees what they set.
+func kadmQuotas(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
+	adm := kadm.NewClient(franzClient(t, c))
+	name := "kadm-client"
+	entity := kadm.ClientQuotaEntity{{Type: "client-id", Name: &name}}
+	set, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{
+		{Key: "producer_byte_rate", Value: 30000}, {Key: "consumer_byte_rate", Value: 40000}}}})
+	if err != nil || len(set) != 1 || set[0].Err != nil {
+		t.Fatalf("AlterClientQuotas: %v %+v", err, set)
+	}
+	var listed []cluster.Quota
+	if out := must(t, c, "quota", "list", "-o", "json"); json.Unmarshal([]byte(out), &listed) != nil ||
+		!slices.Contains(listed, cluster.Quota{ClientID: name, ProduceBytesPerSec: 30000, FetchBytesPerSec: 40000}) {
+		t.Fatalf("sluicectl quota list after AlterClientQuotas: %s", out)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchName: &name, MatchType: kmsg.QuotasMatchTypeExact}})
+	if err != nil || len(described) != 1 || len(described[0].Values) != 2 {
+		t.Fatalf("DescribeClientQuotas: %v %+v", err, described)
+	}
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{
+		{Key: "producer_byte_rate", Remove: true}, {Key: "consumer_byte_rate", Remove: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := must(t, c, "quota", "list", "-o", "json"); strings.Contains(out, "kadm-client") {
+		t.Fatalf("sluicectl quota list after the removal: %s", out)
+	}
+	bad, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &name}},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}}})
+	if err != nil || len(bad) != 1 || !errors.Is(bad[0].Err, kerr.InvalidRequest) {
+		t.Fatalf("a user quota: %v %+v, want INVALID_REQUEST", err, bad)
+	}
 }
 
 // oneBudgetPerFrontend checks that a client id has one produce budget on a

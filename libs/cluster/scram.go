@@ -52,10 +52,28 @@ func NewScramCredential(mechanism, password string, iterations int) (ScramCreden
 	if err != nil {
 		return ScramCredential{}, err
 	}
-	clientKey := ScramHMAC(h, salted, []byte("Client Key"))
+	return ScramCredentialFromSalted(mechanism, salt, iterations, salted)
+}
+
+// ScramCredentialFromSalted is the credential of a salted password a client
+// derived itself (Kafka's AlterUserScramCredentials): the salted password
+// must be the mechanism's hash size, the salt not empty, the iterations at
+// least MinScramIterations.
+func ScramCredentialFromSalted(mechanism string, salt []byte, iterations int, salted []byte) (ScramCredential, error) {
+	h, ok := ScramHash(mechanism)
+	switch {
+	case !ok:
+		return ScramCredential{}, fmt.Errorf("unknown SCRAM mechanism %q", mechanism)
+	case iterations < MinScramIterations:
+		return ScramCredential{}, fmt.Errorf("SCRAM iterations %d are below %d", iterations, MinScramIterations)
+	case len(salt) == 0:
+		return ScramCredential{}, fmt.Errorf("an empty salt")
+	case len(salted) != h().Size():
+		return ScramCredential{}, fmt.Errorf("a salted password of %d bytes, want %d for %s", len(salted), h().Size(), mechanism)
+	}
 	stored := h()
-	stored.Write(clientKey)
-	return ScramCredential{Mechanism: mechanism, Salt: salt, Iterations: iterations,
+	stored.Write(ScramHMAC(h, salted, []byte("Client Key")))
+	return ScramCredential{Mechanism: mechanism, Salt: append([]byte(nil), salt...), Iterations: iterations,
 		StoredKey: stored.Sum(nil), ServerKey: ScramHMAC(h, salted, []byte("Server Key"))}, nil
 }
 

@@ -36,6 +36,8 @@ type Admin interface {
 	InitProducerID(ctx context.Context) (cluster.InitProducerIDResponse, error)
 	SetClusterConfig(ctx context.Context, req cluster.AlterTopicConfigRequest) (map[string]string, error)
 	SetACL(ctx context.Context, a cluster.ACL, delete bool) error
+	SetQuota(ctx context.Context, q cluster.Quota) error
+	SetPrincipal(ctx context.Context, p cluster.Principal, delete bool) error
 }
 
 // BrokerConfig configures the requests every broker answers alike.
@@ -94,22 +96,26 @@ func NewBroker(cfg BrokerConfig, self func() int32, model Model, admin Admin, lo
 // Routes returns the broker's routes; the caller adds its data path.
 func (b *Broker) Routes() map[int16]Route {
 	return map[int16]Route{
-		kmsg.Metadata.Int16():                {Min: 0, Max: 12, Handle: b.metadata},
-		kmsg.DescribeCluster.Int16():         {Min: 0, Max: 2, Handle: b.describeCluster},
-		kmsg.DescribeTopicPartitions.Int16(): {Min: 0, Max: 0, Handle: b.describeTopicPartitions},
-		kmsg.InitProducerID.Int16():          {Min: 0, Max: 5, Handle: b.initProducerID},
-		kmsg.CreateTopics.Int16():            {Min: 2, Max: 7, Handle: b.createTopics},
-		kmsg.DeleteTopics.Int16():            {Min: 1, Max: 6, Handle: b.deleteTopics},
-		kmsg.CreatePartitions.Int16():        {Min: 0, Max: 3, Handle: b.createPartitions},
-		kmsg.DescribeConfigs.Int16():         {Min: 1, Max: 4, Handle: b.describeConfigs},
-		kmsg.AlterConfigs.Int16():            {Min: 0, Max: 2, Handle: b.alterConfigs},
-		kmsg.IncrementalAlterConfigs.Int16(): {Min: 0, Max: 1, Handle: b.incrementalAlterConfigs},
-		kmsg.DescribeACLs.Int16():            {Min: 1, Max: 3, Handle: b.describeACLs},
-		kmsg.CreateACLs.Int16():              {Min: 1, Max: 3, Handle: b.createACLs},
-		kmsg.DeleteACLs.Int16():              {Min: 1, Max: 3, Handle: b.deleteACLs},
-		kmsg.FindCoordinator.Int16():         {Min: 0, Max: 6, Handle: b.findCoordinator},
-		kmsg.ListGroups.Int16():              {Min: 0, Max: 5, Handle: b.listNoGroups},
-		kmsg.ListTransactions.Int16():        {Min: 0, Max: 1, Handle: b.listNoTransactions},
+		kmsg.Metadata.Int16():                     {Min: 0, Max: 12, Handle: b.metadata},
+		kmsg.DescribeCluster.Int16():              {Min: 0, Max: 2, Handle: b.describeCluster},
+		kmsg.DescribeTopicPartitions.Int16():      {Min: 0, Max: 0, Handle: b.describeTopicPartitions},
+		kmsg.DescribeClientQuotas.Int16():         {Min: 0, Max: 1, Handle: b.describeClientQuotas},
+		kmsg.AlterClientQuotas.Int16():            {Min: 0, Max: 1, Handle: b.alterClientQuotas},
+		kmsg.DescribeUserSCRAMCredentials.Int16(): {Min: 0, Max: 0, Handle: b.describeUserScramCredentials},
+		kmsg.AlterUserSCRAMCredentials.Int16():    {Min: 0, Max: 0, Handle: b.alterUserScramCredentials},
+		kmsg.InitProducerID.Int16():               {Min: 0, Max: 5, Handle: b.initProducerID},
+		kmsg.CreateTopics.Int16():                 {Min: 2, Max: 7, Handle: b.createTopics},
+		kmsg.DeleteTopics.Int16():                 {Min: 1, Max: 6, Handle: b.deleteTopics},
+		kmsg.CreatePartitions.Int16():             {Min: 0, Max: 3, Handle: b.createPartitions},
+		kmsg.DescribeConfigs.Int16():              {Min: 1, Max: 4, Handle: b.describeConfigs},
+		kmsg.AlterConfigs.Int16():                 {Min: 0, Max: 2, Handle: b.alterConfigs},
+		kmsg.IncrementalAlterConfigs.Int16():      {Min: 0, Max: 1, Handle: b.incrementalAlterConfigs},
+		kmsg.DescribeACLs.Int16():                 {Min: 1, Max: 3, Handle: b.describeACLs},
+		kmsg.CreateACLs.Int16():                   {Min: 1, Max: 3, Handle: b.createACLs},
+		kmsg.DeleteACLs.Int16():                   {Min: 1, Max: 3, Handle: b.deleteACLs},
+		kmsg.FindCoordinator.Int16():              {Min: 0, Max: 6, Handle: b.findCoordinator},
+		kmsg.ListGroups.Int16():                   {Min: 0, Max: 5, Handle: b.listNoGroups},
+		kmsg.ListTransactions.Int16():             {Min: 0, Max: 1, Handle: b.listNoTransactions},
 	}
 }
 

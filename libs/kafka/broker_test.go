@@ -22,10 +22,12 @@ func (m *fakeModel) Refresh(context.Context) (*cluster.Snapshot, error) { return
 
 // fakeAdmin records what reaches the metadata service.
 type fakeAdmin struct {
-	created []cluster.CreateTopicRequest
-	altered map[string]cluster.AlterTopicConfigRequest
-	acls    []cluster.ACL
-	topics  map[string]*cluster.Topic // what DescribeTopic reads, as the metadata leader has it
+	created    []cluster.CreateTopicRequest
+	altered    map[string]cluster.AlterTopicConfigRequest
+	acls       []cluster.ACL
+	quotas     []cluster.Quota
+	principals []cluster.Principal
+	topics     map[string]*cluster.Topic // what DescribeTopic reads, as the metadata leader has it
 }
 
 func (a *fakeAdmin) CreateTopic(_ context.Context, req cluster.CreateTopicRequest) (*cluster.Topic, error) {
@@ -54,6 +56,16 @@ func (a *fakeAdmin) InitProducerID(context.Context) (cluster.InitProducerIDRespo
 }
 func (a *fakeAdmin) SetClusterConfig(_ context.Context, req cluster.AlterTopicConfigRequest) (map[string]string, error) {
 	return req.Set, nil
+}
+func (a *fakeAdmin) SetPrincipal(_ context.Context, p cluster.Principal, del bool) error {
+	if !del {
+		a.principals = append(a.principals, p)
+	}
+	return nil
+}
+func (a *fakeAdmin) SetQuota(_ context.Context, q cluster.Quota) error {
+	a.quotas = append(a.quotas, q)
+	return nil
 }
 func (a *fakeAdmin) SetACL(_ context.Context, acl cluster.ACL, del bool) error {
 	if !del {

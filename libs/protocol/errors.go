@@ -92,6 +92,8 @@ const (
 	InvalidPrincipalType               Code = 67
 	OffsetNotAvailable                 Code = 78
 	ResourceNotFound                   Code = 91
+	DuplicateResource                  Code = 92
+	UnacceptableCredential             Code = 93
 	UnknownTopicID                     Code = 100
 	UnsupportedEndpointType            Code = 115
 )
@@ -207,6 +209,8 @@ var table = map[Code]Info{
 	InvalidPrincipalType:               {InvalidPrincipalType, "INVALID_PRINCIPAL_TYPE", false, http.StatusBadRequest, "principals are named User:NAME"},
 	OffsetNotAvailable:                 {OffsetNotAvailable, "OFFSET_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the offset is not available yet (a leader still catching up)"},
 	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, http.StatusNotFound, "no such resource"},
+	DuplicateResource:                  {DuplicateResource, "DUPLICATE_RESOURCE", false, http.StatusBadRequest, "a request names the same resource twice"},
+	UnacceptableCredential:             {UnacceptableCredential, "UNACCEPTABLE_CREDENTIAL", false, http.StatusBadRequest, "the credential does not meet the requirements"},
 	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, http.StatusNotFound, "no topic has this id"},
 	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, http.StatusBadRequest, "this endpoint type is not served"},
 

@@ -40,6 +40,11 @@ func NeedOf(method, path string, body []byte) cluster.Need {
 				}
 			}
 		}
+	case parts[3] == "delete-offsets":
+		var req DeleteOffsetsRequest
+		if json.Unmarshal(body, &req) == nil && req.Topic != "" {
+			n.Topics = []string{req.Topic}
+		}
 	case parts[3] == "reset-offsets":
 		var req ResetRequest
 		if json.Unmarshal(body, &req) == nil && req.Topic != "" {

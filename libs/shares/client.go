@@ -84,6 +84,12 @@ func (c *Client) Reset(ctx context.Context, group string, req ResetRequest) ([]g
 	return out.Offsets, err
 }
 
+// DeleteOffsets removes a group's state of a topic's partitions, refused
+// while records of the topic are under lock.
+func (c *Client) DeleteOffsets(ctx context.Context, group, topic string) error {
+	return c.jc.Do(ctx, http.MethodPost, Path(group)+"/delete-offsets", DeleteOffsetsRequest{Topic: topic}, nil)
+}
+
 // Delete deletes a group without records under lock.
 func (c *Client) Delete(ctx context.Context, group string) error {
 	return c.jc.Do(ctx, http.MethodDelete, Path(group), nil, nil)

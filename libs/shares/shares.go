@@ -330,6 +330,14 @@ type ConfigRequest struct {
 // records of the topic under lock refuses (NON_EMPTY_GROUP).
 type ResetRequest = groups.ResetRequest
 
+// DeleteOffsetsRequest is the body of POST
+// /v1/share-groups/{group}/delete-offsets: the group's state of the topic's
+// partitions is removed (Kafka's DeleteShareGroupOffsets), so that their
+// next acquisition starts them again as share.auto.offset.reset says.
+type DeleteOffsetsRequest struct {
+	Topic string `json:"topic"`
+}
+
 // PartitionReset is one partition's new start offset.
 type PartitionReset struct {
 	Partition int32 `json:"partition"`

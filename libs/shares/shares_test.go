@@ -95,6 +95,8 @@ func TestNeedOf(t *testing.T) {
 	}{
 		{http.MethodPost, "/v1/share-groups/g/acquire", `{"topic":"t"}`, cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{"t"}}},
 		{http.MethodPost, "/v1/share-groups/g/acks", `{"acks":[{"topic":"a"},{"topic":"b"},{"topic":"a"}]}`, cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{"a", "b"}}},
+		{http.MethodPost, "/v1/share-groups/g/reset-offsets", `{"topic":"t"}`, cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{"t"}}},
+		{http.MethodPost, "/v1/share-groups/g/delete-offsets", `{"topic":"t"}`, cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{"t"}}},
 		{http.MethodPost, "/v1/share-groups/g/config", `{}`, cluster.Need{Admin: true}},
 		{http.MethodDelete, "/v1/share-groups/g", ``, cluster.Need{Admin: true}},
 		{http.MethodGet, "/v1/share-groups/g", ``, cluster.Need{Op: cluster.OpConsume, Group: true}},

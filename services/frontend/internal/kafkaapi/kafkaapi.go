@@ -126,6 +126,9 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.ShareGroupDescribe.Int16()] = kafka.Route{Min: 1, Max: 1, Handle: s.shareGroupDescribe}
 	routes[kmsg.ShareFetch.Int16()] = kafka.Route{Min: 1, Max: 2, Handle: s.shareFetch}
 	routes[kmsg.ShareAcknowledge.Int16()] = kafka.Route{Min: 1, Max: 2, Handle: s.shareAcknowledge}
+	routes[kmsg.DescribeShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.describeShareGroupOffsets}
+	routes[kmsg.AlterShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.alterShareGroupOffsets}
+	routes[kmsg.DeleteShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.deleteShareGroupOffsets}
 	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
 	if err != nil {
 		return nil, err

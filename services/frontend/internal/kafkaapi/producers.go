@@ -11,8 +11,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
-// describeProducers answers DescribeProducers (kafka-transactions
-// describe-producers, kadm's DescribeProducers): each partition's leader
+// describeProducers answers DescribeProducers: each partition's leader
 // lists the producers its log remembers. A client needs READ on the topic,
 // as in Kafka. The log keeps neither a producer's last timestamp nor its
 // coordinator's epoch: both are answered -1.

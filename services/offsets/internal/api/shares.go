@@ -23,6 +23,7 @@ import (
 //	POST   /v1/share-groups/{group}/leave        release a consumer's records
 //	POST   /v1/share-groups/{group}/config       set configuration values
 //	POST   /v1/share-groups/{group}/reset-offsets
+//	POST   /v1/share-groups/{group}/delete-offsets
 
 func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) service.Route) []service.Route {
 	sh := s.shares
@@ -57,6 +58,9 @@ func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) 
 				}
 			}
 			return out, nil
+		})),
+		route(http.MethodPost, "/v1/share-groups/{group}/delete-offsets", postOp("group", func(c context.Context, g string, req shares.DeleteOffsetsRequest) (any, error) {
+			return none(sh.Reset(c, g, fsm.ShareReset{Topic: req.Topic, Drop: true}))
 		})),
 		route(http.MethodDelete, "/v1/share-groups/{group}", func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
 			if err := sh.Delete(c, p.Get("group")); err != nil {

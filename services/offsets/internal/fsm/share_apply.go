@@ -68,10 +68,14 @@ type ShareAcquire struct {
 	Partitions []ShareBounds `json:"partitions"`
 }
 
-// ShareReset moves partitions of a topic to new start offsets.
+// ShareReset moves partitions of a topic to new start offsets or, with
+// Drop, removes the group's state of the topic's partitions (Kafka's
+// DeleteShareGroupOffsets): the next acquisition starts them again as the
+// group's share.auto.offset.reset says.
 type ShareReset struct {
 	Topic      string                  `json:"topic"`
 	Partitions []shares.PartitionReset `json:"partitions"`
+	Drop       bool                    `json:"drop,omitempty"`
 }
 
 // ShareBounds is a partition's log start offset and high watermark.
@@ -130,6 +134,12 @@ func (c *Share) validate() error {
 			return protocol.UnknownMemberID.Err("an acknowledgement needs a member id")
 		}
 	case c.Reset != nil:
+		if err := cluster.ValidateTopicName(c.Reset.Topic); err != nil {
+			return protocol.InvalidTopic.Err("%v", err)
+		}
+		if c.Reset.Drop && len(c.Reset.Partitions) > 0 {
+			return protocol.InvalidRequest.Err("a reset that drops %s's state names no offsets", c.Reset.Topic)
+		}
 		for _, p := range c.Reset.Partitions {
 			if p.Partition < 0 || p.Offset < 0 {
 				return protocol.InvalidRequest.Err("%s-%d: negative partition or offset %d", c.Reset.Topic, p.Partition, p.Offset)
@@ -244,6 +254,20 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 			if why := p.busy(c.NowMs); p.Topic == c.Reset.Topic && why != "" {
 				res.Err = protocol.NonEmptyGroup.Err("share group %s has %s of %s (partition %d); its consumers must stop first", c.Group, why, p.Topic, p.Partition)
 				return nil
+			}
+		}
+		if c.Reset.Drop {
+			b := tx.Bucket(bucketShares).Bucket([]byte(c.Group))
+			for k, p := range g.Partitions {
+				if p.Topic != c.Reset.Topic {
+					continue
+				}
+				delete(g.Partitions, k)
+				if b != nil {
+					if err := b.Delete(key(p.Topic, p.Partition)); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		for _, r := range c.Reset.Partitions {

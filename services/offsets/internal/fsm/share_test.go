@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -253,6 +255,48 @@ func TestShareLeaveWindowAndReset(t *testing.T) {
 	}
 	if _, ok := l.f.Share("q"); ok {
 		t.Fatal("the deleted group is still there")
+	}
+}
+
+// TestShareResetDropsATopic: a reset with Drop removes the group's state of
+// the topic's partitions, in memory and in the state file (the other
+// topics' stay), refused while records of the topic are under lock; the
+// next acquisition starts the partition again from the auto offset reset.
+func TestShareResetDropsATopic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	l := &shareLog{t: t, f: open(t, path)}
+	cfg := earliest()
+	l.do(Share{Config: &cfg})
+	l.acquire("a", 10, 50, 0)
+	if err := l.ack("a", 0, 9, shares.AckAccept, 1); err != nil {
+		t.Fatal(err)
+	}
+	other := l.do(Share{NowMs: 1, Acquire: &ShareAcquire{MemberID: "a", Topic: "u", Max: 5, Partitions: []ShareBounds{{Partition: 2, HighWatermark: 9}}}})
+	if other.Err != nil || len(other.Share.Acquire.Acquired) != 1 {
+		t.Fatalf("acquire on u: %+v", other)
+	}
+	if res := l.do(Share{NowMs: 1, Reset: &ShareReset{Topic: "u", Drop: true}}); protocol.CodeOf(res.Err) != protocol.NonEmptyGroup {
+		t.Fatalf("dropping u with records under lock: %v", res.Err)
+	}
+	if res := l.do(Share{NowMs: 1, Reset: &ShareReset{Topic: "t", Drop: true, Partitions: []shares.PartitionReset{{Offset: 3}}}}); protocol.CodeOf(res.Err) != protocol.InvalidRequest {
+		t.Fatalf("a drop with offsets: %v", res.Err)
+	}
+	if res := l.do(Share{NowMs: 1, Reset: &ShareReset{Topic: "t", Drop: true}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		g, _ := f.Share("q")
+		if g.Partitions["t/0"] != nil || g.Partitions["u/2"] == nil {
+			t.Fatalf("%s: partitions %v, want u-2 alone", when, slices.Collect(maps.Keys(g.Partitions)))
+		}
+	}
+	check(l.f, "after the drop")
+	l.f.Close()
+	l.f = open(t, path)
+	check(l.f, "after a restart")
+	if got := l.acquire("b", 100, 50, 2); len(got) != 1 || got[0].FirstOffset != 0 || got[0].DeliveryCount != 1 {
+		t.Fatalf("after the drop b acquired %+v; want t-0 again from 0 (earliest), first delivery", got)
 	}
 }
 

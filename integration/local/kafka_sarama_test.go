@@ -1,0 +1,195 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluicemq/sluice/libs/localcluster"
+)
+
+// TestKafkaSarama runs IBM/sarama, the most used Go Kafka client, against a
+// cluster of two frontends: its cluster admin creates a topic with a config
+// and reads the config back, lists the topics and deletes one; its
+// idempotent acks=all producer writes 1,000 keyed records; a consumer group
+// of two sarama members reads every record once, in per-key order, and
+// commits them (the admin's ListConsumerGroupOffsets sees the commits).
+func TestKafkaSarama(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	c := startClusterConfig(t, localcluster.Config{Storage: 3, Frontends: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := sarama.NewConfig()
+	cfg.ClientID = "sarama-test"
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	cfg.Admin.Timeout = 30 * time.Second
+
+	admin, err := sarama.NewClusterAdmin(c.KafkaAddrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	retention := "3600000"
+	if err := admin.CreateTopic("sarama", &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 3,
+		ConfigEntries: map[string]*string{"retention.ms": &retention}}, false); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	if err := admin.CreateTopic("sarama-gone", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	waitLeaders(t, ctx, c, "sarama", 3)
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama"})
+	if err != nil {
+		t.Fatalf("DescribeConfig: %v", err)
+	}
+	if i := slices.IndexFunc(entries, func(e sarama.ConfigEntry) bool { return e.Name == "retention.ms" }); i < 0 || entries[i].Value != retention {
+		t.Fatalf("DescribeConfig retention.ms: %+v", entries)
+	}
+	if err := admin.DeleteTopic("sarama-gone"); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	topics, err := admin.ListTopics()
+	if err != nil {
+		t.Fatalf("ListTopics: %v", err)
+	}
+	if _, ok := topics["sarama"]; !ok || topics["sarama"].NumPartitions != 3 {
+		t.Fatalf("ListTopics: %+v", topics)
+	}
+	if _, ok := topics["sarama-gone"]; ok {
+		t.Fatal("ListTopics still lists the deleted topic")
+	}
+
+	// An idempotent producer, acks=all.
+	pcfg := *cfg
+	pcfg.Producer.RequiredAcks = sarama.WaitForAll
+	pcfg.Producer.Idempotent = true
+	pcfg.Producer.Return.Successes = true
+	pcfg.Net.MaxOpenRequests = 1
+	pcfg.Producer.Partitioner = sarama.NewHashPartitioner
+	producer, err := sarama.NewSyncProducer(c.KafkaAddrs(), &pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 1000, 10
+	var msgs []*sarama.ProducerMessage
+	for i := range n {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: "sarama", Key: sarama.StringEncoder(fmt.Sprintf("k%d", i%keys)), Value: sarama.StringEncoder(fmt.Sprint(i))})
+	}
+	if err := producer.SendMessages(msgs); err != nil {
+		t.Fatalf("SendMessages: %v", err)
+	}
+	if err := producer.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A consumer group of two members reads every record once, in per-key
+	// order, marking each; then a third member finds nothing left.
+	gcfg := *cfg
+	gcfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	gcfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	gcfg.Consumer.Group.Rebalance.Timeout = 10 * time.Second
+	h := &saramaHandler{last: map[string]int{}, want: n}
+	gctx, gcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		group, err := sarama.NewConsumerGroup(c.KafkaAddrs(), "sarama-readers", &gcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer group.Close()
+			for gctx.Err() == nil {
+				if err := group.Consume(gctx, []string{"sarama"}, h); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) && gctx.Err() == nil {
+					t.Errorf("member %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	select {
+	case <-h.done():
+	case <-ctx.Done():
+	}
+	time.Sleep(500 * time.Millisecond) // an auto-commit interval and more, for the last marks
+	gcancel()
+	wg.Wait()
+	if err := h.check(); err != nil {
+		t.Fatal(err)
+	}
+
+	offsets, err := admin.ListConsumerGroupOffsets("sarama-readers", map[string][]int32{"sarama": {0, 1, 2}})
+	if err != nil {
+		t.Fatalf("ListConsumerGroupOffsets: %v", err)
+	}
+	var committed int64
+	for _, b := range offsets.Blocks["sarama"] {
+		committed += b.Offset
+	}
+	if committed != n {
+		t.Fatalf("the group committed %d offsets in all, want %d", committed, n)
+	}
+}
+
+// saramaHandler is a sarama consumer group handler that marks every
+// record, counting them and checking per-key order.
+type saramaHandler struct {
+	mu     sync.Mutex
+	last   map[string]int
+	count  int
+	want   int
+	err    error
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (h *saramaHandler) done() <-chan struct{} {
+	h.once.Do(func() { h.closed = make(chan struct{}) })
+	return h.closed
+}
+
+func (h *saramaHandler) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
+	if h.count != h.want {
+		return fmt.Errorf("the group read %d records, want %d", h.count, h.want)
+	}
+	return nil
+}
+
+func (h *saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	h.done() // makes h.closed
+	for m := range claim.Messages() {
+		var v int
+		if _, err := fmt.Sscan(string(m.Value), &v); err != nil && h.err == nil {
+			h.err = fmt.Errorf("record %q: %v", m.Value, err)
+		}
+		h.mu.Lock()
+		k := string(m.Key)
+		if prev, ok := h.last[k]; ok && v <= prev && h.err == nil {
+			h.err = fmt.Errorf("key %s: record %d after %d: order broken, or a record read twice", k, v, prev)
+		}
+		h.last[k] = v
+		h.count++
+		if h.count == h.want {
+			close(h.closed)
+		}
+		h.mu.Unlock()
+		sess.MarkMessage(m, "")
+	}
+	return nil
+}

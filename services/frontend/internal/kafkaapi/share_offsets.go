@@ -1,0 +1,233 @@
+package kafkaapi
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/shares"
+)
+
+// The share groups' offset admin APIs (KIP-932: DescribeShareGroupOffsets,
+// AlterShareGroupOffsets, DeleteShareGroupOffsets) over the offsets
+// service's share groups: a share-partition's start offset is the group's
+// position (every record before it acknowledged or archived). Altering or
+// deleting needs the group without members: none here (Kafka share
+// consumers the frontend coordinates) and no record of the topic under lock
+// at the offsets service (NON_EMPTY_GROUP otherwise), as Kafka needs the
+// group empty. The principal needs the group (UsesGroups) and consume on the
+// topics, which the offsets service checks too.
+
+// describeShareGroupOffsets answers DescribeShareGroupOffsets: each
+// partition's start offset and (v1) lag; a partition the group has not
+// read yet is -1, as in Kafka.
+func (s *Service) describeShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.DescribeShareGroupOffsetsRequest)
+	resp := kmsg.NewPtrDescribeShareGroupOffsetsResponse()
+	allowed := s.broker.UsesGroups(c, "DescribeShareGroupOffsets")
+	client := s.sharesFor(c)
+	return kafka.Reply{Async: func() kafka.Reply {
+		for _, rg := range r.Groups {
+			out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			out.GroupID = rg.GroupID
+			if !allowed {
+				out.ErrorCode = int16(protocol.GroupAuthorizationFailed)
+				resp.Groups = append(resp.Groups, out)
+				continue
+			}
+			d, err := client.Describe(c.Context(), rg.GroupID)
+			if err != nil {
+				out.ErrorCode, out.ErrorMessage = groupCode(err), message(err)
+				resp.Groups = append(resp.Groups, out)
+				continue
+			}
+			held := map[groups.TP]shares.PartitionState{}
+			var topics []string // the group's, when none are asked for
+			for _, p := range d.Partitions {
+				if !slices.Contains(topics, p.Topic) {
+					topics = append(topics, p.Topic)
+				}
+				held[groups.TP{Topic: p.Topic, Partition: p.Partition}] = p
+			}
+			asked := rg.Topics
+			if asked == nil {
+				for _, t := range topics {
+					rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+					rt.Topic = t
+					asked = append(asked, rt)
+				}
+			}
+			for _, rt := range asked {
+				ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+				ot.Topic = rt.Topic
+				t, known := s.topic(rt.Topic)
+				if known {
+					ot.TopicID = kafka.TopicID(t)
+				}
+				parts := rt.Partitions
+				if parts == nil {
+					for _, p := range d.Partitions {
+						if p.Topic == rt.Topic {
+							parts = append(parts, p.Partition)
+						}
+					}
+				}
+				topicAllowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+				for _, pid := range parts {
+					op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+					op.Partition, op.StartOffset, op.LeaderEpoch, op.Lag = pid, -1, -1, -1
+					switch st, ok := held[groups.TP{Topic: rt.Topic, Partition: pid}]; {
+					case !topicAllowed:
+						op.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+					case !known || pid < 0 || int(pid) >= len(t.Partitions):
+						op.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+					case ok:
+						op.StartOffset, op.Lag = st.StartOffset, st.Lag
+					}
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+			resp.Groups = append(resp.Groups, out)
+		}
+		return kafka.Reply{Msg: resp}
+	}}
+}
+
+// topic is a topic of the frontend's cluster model.
+func (s *Service) topic(name string) (*cluster.Topic, bool) {
+	snap := s.cache.Snapshot()
+	if snap == nil {
+		return nil, false
+	}
+	return snap.Topic(name)
+}
+
+// shareGroupEmpty is the refusal of an alteration of a group with Kafka
+// share consumers this frontend coordinates, nil when it has none.
+func (s *Service) shareGroupEmpty(group string) error {
+	s.share.mu.Lock()
+	defer s.share.mu.Unlock()
+	for k := range s.share.members {
+		if k.group == group {
+			return protocol.NonEmptyGroup.Err("share group %s has members; stop them before altering its offsets", group)
+		}
+	}
+	return nil
+}
+
+// alterShareGroupOffsets answers AlterShareGroupOffsets: each topic's
+// partitions move to their start offsets, one reset at the offsets service
+// per offset asked for.
+func (s *Service) alterShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
+	resp := kmsg.NewPtrAlterShareGroupOffsetsResponse()
+	if !s.broker.UsesGroups(c, "AlterShareGroupOffsets") {
+		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
+		return kafka.Reply{Msg: resp}
+	}
+	if err := s.shareGroupEmpty(r.GroupID); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+		return kafka.Reply{Msg: resp}
+	}
+	client := s.sharesFor(c)
+	return kafka.Reply{Async: func() kafka.Reply {
+		for _, rt := range r.Topics {
+			ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+			ot.Topic = rt.Topic
+			t, known := s.topic(rt.Topic)
+			if known {
+				ot.TopicID = kafka.TopicID(t)
+			}
+			allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+			byOffset := map[int64][]int32{} // the partitions each offset is asked for
+			var offsets []int64
+			for _, rp := range rt.Partitions {
+				op := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+				op.Partition = rp.Partition
+				switch {
+				case !allowed:
+					op.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+				case !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+					op.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+				case rp.StartOffset < 0:
+					op.ErrorCode = int16(protocol.InvalidRequest)
+					op.ErrorMessage = kmsg.StringPtr("a start offset must not be negative")
+				default:
+					if _, ok := byOffset[rp.StartOffset]; !ok {
+						offsets = append(offsets, rp.StartOffset)
+					}
+					byOffset[rp.StartOffset] = append(byOffset[rp.StartOffset], rp.Partition)
+				}
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			failed := map[int32]error{}
+			for _, off := range offsets {
+				_, err := client.Reset(c.Context(), r.GroupID, groups.ResetRequest{Topic: rt.Topic, Partitions: byOffset[off], To: "offset", Offset: off})
+				for _, p := range byOffset[off] {
+					if err != nil {
+						failed[p] = err
+					}
+				}
+				if err == nil {
+					c.Log().Info("kafka share group offsets altered", "group", r.GroupID, "topic", rt.Topic, "partitions", byOffset[off], "start_offset", off)
+				}
+			}
+			for i := range ot.Partitions {
+				if err := failed[ot.Partitions[i].Partition]; err != nil {
+					ot.Partitions[i].ErrorCode, ot.Partitions[i].ErrorMessage = groupCode(err), message(err)
+				}
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return kafka.Reply{Msg: resp}
+	}}
+}
+
+// deleteShareGroupOffsets answers DeleteShareGroupOffsets: the group's
+// state of each topic is removed; the topic's partitions start again as the
+// group's share.auto.offset.reset says when next read.
+func (s *Service) deleteShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
+	resp := kmsg.NewPtrDeleteShareGroupOffsetsResponse()
+	if !s.broker.UsesGroups(c, "DeleteShareGroupOffsets") {
+		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
+		return kafka.Reply{Msg: resp}
+	}
+	if err := s.shareGroupEmpty(r.GroupID); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+		return kafka.Reply{Msg: resp}
+	}
+	client := s.sharesFor(c)
+	return kafka.Reply{Async: func() kafka.Reply {
+		for _, rt := range r.Topics {
+			ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+			ot.Topic = rt.Topic
+			t, known := s.topic(rt.Topic)
+			switch {
+			case !s.broker.Allowed(c, cluster.OpConsume, rt.Topic):
+				ot.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			case !known:
+				ot.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+			default:
+				ot.TopicID = kafka.TopicID(t)
+				if err := client.DeleteOffsets(c.Context(), r.GroupID, rt.Topic); err != nil {
+					if protocol.CodeOf(err) == protocol.GroupIDNotFound {
+						resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+						return kafka.Reply{Msg: resp}
+					}
+					ot.ErrorCode, ot.ErrorMessage = groupCode(err), message(err)
+				} else {
+					c.Log().Info("kafka share group offsets deleted", "group", r.GroupID, "topic", rt.Topic)
+				}
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return kafka.Reply{Msg: resp}
+	}}
+}
