@@ -222,6 +222,23 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 		t.Fatalf("DescribeTopicPartitions in two pages: partitions %v", paged)
 	}
 
+	// ElectLeaders through the metadata controller: every partition of the
+	// new topic is led by its preferred replica already; partition 9 is
+	// none of the topic's.
+	elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"adm": {0: {}, 1: {}, 2: {}, 3: {}, 4: {}, 9: {}}})
+	if err != nil {
+		t.Fatalf("ElectLeaders: %v", err)
+	}
+	for p := range int32(10) {
+		r, ok := elected["adm"][p]
+		switch {
+		case p < 5 && (!ok || !errors.Is(r.Err, kerr.ElectionNotNeeded)):
+			t.Fatalf("ElectLeaders of adm-%d: %+v, want ELECTION_NOT_NEEDED", p, r)
+		case p == 9 && (!ok || !errors.Is(r.Err, kerr.UnknownTopicOrPartition)):
+			t.Fatalf("ElectLeaders of adm-9: %+v, want UNKNOWN_TOPIC_OR_PARTITION", r)
+		}
+	}
+
 	// DeleteRecords: the log start offset moves on every replica.
 	cl := franzClient(t, c, kgo.DefaultProduceTopic("adm"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := 0; i < 100; i++ {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // AlterPartitionRequest is the body of POST /v1/partitions/alter: a partition
@@ -47,6 +49,33 @@ type ResignRequest struct {
 	LeaderID    int32  `json:"leader_id"`
 	NodeEpoch   int64  `json:"node_epoch"`
 	LeaderEpoch int32  `json:"leader_epoch"`
+}
+
+// ElectRequest is the body of POST /v1/partitions/elect (Kafka's
+// ElectLeaders): a leader election for partitions of a topic now (all of
+// them when Partitions is empty). Preferred moves leadership to the first
+// replica when it is alive and in sync; unclean elects a live replica out of
+// sync for a partition without a leader.
+type ElectRequest struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions,omitempty"`
+	Unclean    bool    `json:"unclean,omitempty"`
+}
+
+// ElectResult is one partition's outcome: Code 0 (elected), or
+// ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+// ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION and the like,
+// with a message.
+type ElectResult struct {
+	Partition int32         `json:"partition"`
+	Code      protocol.Code `json:"code,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Leader    int32         `json:"leader"`
+}
+
+// ElectResponse is the answer of POST /v1/partitions/elect.
+type ElectResponse struct {
+	Results []ElectResult `json:"results"`
 }
 
 // ShutdownRequest is the body of POST /v1/nodes/shutdown: a storage node
@@ -133,6 +162,15 @@ func (c *Client) RecommissionNode(ctx context.Context, id int32) error {
 // clients without one); both rates 0 removes it.
 func (c *Client) SetQuota(ctx context.Context, q Quota) error {
 	return c.do(ctx, http.MethodPut, "/v1/quotas", q, nil)
+}
+
+// ElectLeaders runs leader elections for partitions of a topic now.
+func (c *Client) ElectLeaders(ctx context.Context, req ElectRequest) ([]ElectResult, error) {
+	var r ElectResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/partitions/elect", req, &r); err != nil {
+		return nil, err
+	}
+	return r.Results, nil
 }
 
 // ResignLeadership hands a partition led by a node with a damaged copy to

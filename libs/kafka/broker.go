@@ -38,6 +38,7 @@ type Admin interface {
 	SetACL(ctx context.Context, a cluster.ACL, delete bool) error
 	SetQuota(ctx context.Context, q cluster.Quota) error
 	SetPrincipal(ctx context.Context, p cluster.Principal, delete bool) error
+	ElectLeaders(ctx context.Context, req cluster.ElectRequest) ([]cluster.ElectResult, error)
 }
 
 // BrokerConfig configures the requests every broker answers alike.
@@ -102,6 +103,7 @@ func (b *Broker) Routes() map[int16]Route {
 		kmsg.DescribeClientQuotas.Int16():         {Min: 0, Max: 1, Handle: b.describeClientQuotas},
 		kmsg.AlterClientQuotas.Int16():            {Min: 0, Max: 1, Handle: b.alterClientQuotas},
 		kmsg.DescribeUserSCRAMCredentials.Int16(): {Min: 0, Max: 0, Handle: b.describeUserScramCredentials},
+		kmsg.ElectLeaders.Int16():                 {Min: 0, Max: 2, Handle: b.electLeaders},
 		kmsg.AlterUserSCRAMCredentials.Int16():    {Min: 0, Max: 0, Handle: b.alterUserScramCredentials},
 		kmsg.InitProducerID.Int16():               {Min: 0, Max: 5, Handle: b.initProducerID},
 		kmsg.CreateTopics.Int16():                 {Min: 2, Max: 7, Handle: b.createTopics},

@@ -27,6 +27,7 @@ type fakeAdmin struct {
 	acls       []cluster.ACL
 	quotas     []cluster.Quota
 	principals []cluster.Principal
+	elections  []cluster.ElectRequest
 	topics     map[string]*cluster.Topic // what DescribeTopic reads, as the metadata leader has it
 }
 
@@ -62,6 +63,25 @@ func (a *fakeAdmin) SetPrincipal(_ context.Context, p cluster.Principal, del boo
 		a.principals = append(a.principals, p)
 	}
 	return nil
+}
+func (a *fakeAdmin) ElectLeaders(_ context.Context, req cluster.ElectRequest) ([]cluster.ElectResult, error) {
+	a.elections = append(a.elections, req)
+	if req.Topic == "nope" {
+		return nil, protocol.UnknownTopicOrPartition.Err("no topic %q", req.Topic)
+	}
+	parts := req.Partitions
+	if len(parts) == 0 {
+		parts = []int32{0, 1}
+	}
+	var out []cluster.ElectResult
+	for _, p := range parts {
+		r := cluster.ElectResult{Partition: p, Leader: 1}
+		if p == 1 {
+			r.Code, r.Error = protocol.ElectionNotNeeded, "led already"
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 func (a *fakeAdmin) SetQuota(_ context.Context, q cluster.Quota) error {
 	a.quotas = append(a.quotas, q)

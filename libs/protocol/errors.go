@@ -47,6 +47,9 @@ const (
 	ReassignmentInProgress       Code = 60
 	InvalidReplicaAssignment     Code = 39
 	NoReassignmentInProgress     Code = 85
+	PreferredLeaderNotAvailable  Code = 80
+	EligibleLeadersNotAvailable  Code = 83
+	ElectionNotNeeded            Code = 84
 	UnknownNode                  Code = 1002
 	TooManyConnections           Code = 1003
 	TopicAuthorizationFailed     Code = 29
@@ -167,6 +170,9 @@ var table = map[Code]Info{
 	InvalidReplicaAssignment:     {InvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT", false, http.StatusBadRequest, "the replica list is not valid for the partition"},
 	ReassignmentInProgress:       {ReassignmentInProgress, "REASSIGNMENT_IN_PROGRESS", false, http.StatusConflict, "the partition is already being reassigned; wait for it or cancel it"},
 	NoReassignmentInProgress:     {NoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS", false, http.StatusConflict, "the partition is not being reassigned"},
+	PreferredLeaderNotAvailable:  {PreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "the preferred replica is not alive or not in sync"},
+	EligibleLeadersNotAvailable:  {EligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, http.StatusServiceUnavailable, "no live replica may lead"},
+	ElectionNotNeeded:            {ElectionNotNeeded, "ELECTION_NOT_NEEDED", false, http.StatusConflict, "the partition already has the leader the election would choose"},
 	UnknownNode:                  {UnknownNode, "UNKNOWN_NODE", false, http.StatusNotFound, "no storage node with this id is registered; register first"},
 	TopicAuthorizationFailed:     {TopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, http.StatusForbidden, "the principal may not do this on the topic"},
 	GroupAuthorizationFailed:     {GroupAuthorizationFailed, "GROUP_AUTHORIZATION_FAILED", false, http.StatusForbidden, "the principal may not use consumer groups"},

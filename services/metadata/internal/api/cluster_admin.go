@@ -77,6 +77,24 @@ func (s *Server) setQuota(ctx *fasthttp.RequestCtx) {
 		"produce_bytes_per_sec", q.ProduceBytesPerSec, "fetch_bytes_per_sec", q.FetchBytesPerSec)
 }
 
+// electLeaders runs leader elections of a topic's partitions now (POST
+// /v1/partitions/elect, Kafka's ElectLeaders). Runs on the leader.
+func (s *Server) electLeaders(ctx *fasthttp.RequestCtx) {
+	var req cluster.ElectRequest
+	if err := decode(ctx, &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	rctx, cancel := s.requestContext()
+	defer cancel()
+	results, err := s.ctrl.ElectLeaders(rctx, req)
+	if err != nil {
+		writeError(ctx, err)
+		return
+	}
+	service.WriteJSON(ctx, http.StatusOK, cluster.ElectResponse{Results: results})
+}
+
 // resignLeadership hands a partition away from a leader with a damaged log.
 // Runs on the leader.
 func (s *Server) resignLeadership(ctx *fasthttp.RequestCtx) {

@@ -77,6 +77,7 @@ func (s *Server) newRoutes() *service.Router {
 		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: needAdmin, Handle: service.Plain(s.setACL)},
 		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: needAdmin, Handle: service.Plain(s.setQuota)},
 		service.Route{Method: post, Pattern: "/v1/producers", Leader: true, Need: cluster.Need{Op: cluster.OpProduce}, Handle: service.Plain(s.initProducerID)},
+		service.Route{Method: post, Pattern: "/v1/partitions/elect", Leader: true, Need: needAdmin, Handle: service.Plain(s.electLeaders)},
 		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: service.Plain(s.resignLeadership)},
 		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: service.Plain(s.alterPartition)},
 		// A follower's proposal relayed to the leader: applyForwarded

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -245,4 +246,81 @@ func (c *Controller) ResignLeadership(ctx context.Context, req cluster.ResignReq
 	np, _ := c.fsm.Topic(req.Topic)
 	out := np.Partitions[req.Partition]
 	return &out, nil
+}
+
+// ElectLeaders runs elections for partitions of a topic now (Kafka's
+// ElectLeaders; every partition when req.Partitions is empty): a preferred
+// election gives the partition to its first replica when that one is
+// alive and in sync, an unclean one elects a live replica out of sync for
+// a partition without a leader (as the topic's unclean.leader.election
+// would). Each partition answers on its own: ELECTION_NOT_NEEDED when it
+// already has the leader asked for, PREFERRED_LEADER_NOT_AVAILABLE or
+// ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica may take it.
+func (c *Controller) ElectLeaders(ctx context.Context, req cluster.ElectRequest) ([]cluster.ElectResult, error) {
+	if !c.Active() {
+		return nil, ErrNotActive
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	v := c.fsm.View()
+	t, ok := v.Topic(req.Topic)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", fsm.ErrUnknownPartition, req.Topic)
+	}
+	parts := req.Partitions
+	if len(parts) == 0 {
+		for _, p := range t.Partitions {
+			parts = append(parts, p.ID)
+		}
+	}
+	live := livenessOf(v)
+	out := make([]cluster.ElectResult, 0, len(parts))
+	for _, id := range parts {
+		res := cluster.ElectResult{Partition: id, Leader: -1}
+		fail := func(code protocol.Code, format string, args ...any) {
+			res.Code, res.Error = code, fmt.Sprintf(format, args...)
+		}
+		if id < 0 || int(id) >= len(t.Partitions) {
+			fail(protocol.UnknownTopicOrPartition, "%s has no partition %d", req.Topic, id)
+			out = append(out, res)
+			continue
+		}
+		p := t.Partitions[id]
+		res.Leader = p.Leader
+		var ch change
+		switch leader, isr, changed := elect(p, live, true); {
+		case !req.Unclean && len(p.Replicas) > 0 && p.Leader == p.Replicas[0]:
+			fail(protocol.ElectionNotNeeded, "replica %d, the preferred one, leads", p.Leader)
+		case !req.Unclean:
+			next, move := preferred(p, live)
+			if !move {
+				fail(protocol.PreferredLeaderNotAvailable, "the preferred replica %d is not alive or not in the ISR %v", p.Replicas[0], p.ISR)
+				break
+			}
+			ch = change{topic: req.Topic, from: p, leader: next, isr: slices.Clone(p.ISR)}
+		case p.Leader >= 0 && live[p.Leader] == stateAlive:
+			fail(protocol.ElectionNotNeeded, "replica %d leads", p.Leader)
+		case !changed || leader < 0:
+			fail(protocol.EligibleLeadersNotAvailable, "no live replica of %v", p.Replicas)
+		default:
+			ch = change{topic: req.Topic, from: p, leader: leader, isr: isr}
+		}
+		if res.Code == protocol.None {
+			why := "preferred leader (requested)"
+			if req.Unclean {
+				why = "unclean election (requested)"
+			}
+			applied, err := c.propose(ctx, ch, why)
+			switch {
+			case err != nil:
+				return nil, err
+			case !applied:
+				fail(protocol.NotController, "%s-%d changed meanwhile; ask again", req.Topic, id)
+			default:
+				res.Leader = ch.leader
+			}
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
@@ -288,4 +289,61 @@ func TestRestartedNodeLeavesISRsToFreshMembersOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPartition(t, r.f, "orders", 1, 2, before.LeaderEpoch+1, before.PartitionEpoch+1, 2, 3)
+}
+
+// TestElectLeaders: elections asked for now. Preferred: not needed while
+// the preferred replica leads, not available while it is out of the ISR,
+// done once it is back; unclean: not needed while a live leader leads, done
+// for an offline partition (a live replica out of sync leads alone); an
+// unknown partition answers its code, an unknown topic is an error.
+func TestElectLeaders(t *testing.T) {
+	c, r, clk := newTest(t, nil)
+	lead(t, c)
+	epochs := setup(t, c, r)
+	ctx := context.Background()
+	elect := func(req cluster.ElectRequest) ([]protocol.Code, []cluster.ElectResult) {
+		t.Helper()
+		res, err := c.ElectLeaders(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []protocol.Code
+		for _, x := range res {
+			out = append(out, x.Code)
+		}
+		return out, res
+	}
+	if got, _ := elect(cluster.ElectRequest{Topic: "orders", Partitions: []int32{0, 1, 7}}); !slices.Equal(got,
+		[]protocol.Code{protocol.ElectionNotNeeded, protocol.ElectionNotNeeded, protocol.UnknownTopicOrPartition}) {
+		t.Fatalf("preferred replicas leading: %v", got)
+	}
+	silence(t, c, clk, epochs, 2, 3) // 1 fails: orders-0 goes to 2, solo-0 (ISR 1) is offline
+	wantPartition(t, r.f, "orders", 0, 2, 1, 1, 2, 3)
+	wantPartition(t, r.f, "solo", 0, -1, 1, 2, 1)
+	if got, _ := elect(cluster.ElectRequest{Topic: "orders", Partitions: []int32{1}, Unclean: true}); !slices.Equal(got, []protocol.Code{protocol.ElectionNotNeeded}) {
+		t.Fatalf("unclean election of a led partition: %v", got)
+	}
+	if got, res := elect(cluster.ElectRequest{Topic: "solo", Unclean: true}); !slices.Equal(got, []protocol.Code{protocol.None}) || res[0].Leader != 2 {
+		t.Fatalf("unclean election of offline solo-0: %+v", res)
+	}
+	wantPartition(t, r.f, "solo", 0, 2, 2, 3, 2)
+
+	if _, err := c.Register(ctx, cluster.RegisterRequest{ID: 1, Addr: "n:1"}); err != nil {
+		t.Fatal(err)
+	}
+	c.checkSessions()
+	if got, _ := elect(cluster.ElectRequest{Topic: "orders", Partitions: []int32{0}}); !slices.Equal(got, []protocol.Code{protocol.PreferredLeaderNotAvailable}) {
+		t.Fatalf("the preferred replica out of the ISR: %v", got)
+	}
+	if _, err := c.AlterPartition(ctx, cluster.AlterPartitionRequest{Topic: "orders", Partition: 0, LeaderID: 2, NodeEpoch: epochs[2],
+		LeaderEpoch: 1, PartitionEpoch: 1, ISR: []int32{2, 3, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, res := elect(cluster.ElectRequest{Topic: "orders"}); !slices.Equal(got, []protocol.Code{protocol.None, protocol.ElectionNotNeeded}) || res[0].Leader != 1 {
+		t.Fatalf("the preferred replica back in the ISR: %+v", res)
+	}
+	wantPartition(t, r.f, "orders", 0, 1, 2, 3, 2, 3, 1)
+	if _, err := c.ElectLeaders(ctx, cluster.ElectRequest{Topic: "nope"}); !errors.Is(err, fsm.ErrUnknownPartition) {
+		t.Fatalf("an unknown topic: %v", err)
+	}
 }
