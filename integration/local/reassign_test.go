@@ -3,11 +3,15 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/cluster"
@@ -19,7 +23,8 @@ import (
 // idempotent acks=all SDK load that never stops, `sluicectl partition
 // reassign` moves a partition off its leader's node (the new replica copies
 // the log and joins the ISR before the old one leaves, and the leadership
-// moves), then `sluicectl node decommission` empties a node. No record
+// moves), another moves through Kafka's AlterPartitionReassignments, then
+// `sluicectl node decommission` empties a node. No record
 // fails, the moved replicas are deleted from the nodes they left, and the
 // read-back finds every record exactly once in per-key order.
 func TestReassignAndDecommissionUnderLoad(t *testing.T) {
@@ -58,6 +63,43 @@ func TestReassignAndDecommissionUnderLoad(t *testing.T) {
 		t.Fatalf("after the reassignment: %+v (leader was %d at epoch %d)", moved, leader, p0.LeaderEpoch)
 	}
 	waitReplicaGone(t, c, topic, 0, leader)
+
+	// Partition 1 moves the same way through Kafka's admin API (franz-go's
+	// kadm): AlterPartitionReassignments starts it, ListPartitionReassignments
+	// answers while it runs, and a cancel of a partition not moving is
+	// NO_REASSIGNMENT_IN_PROGRESS.
+	adm := kadm.NewClient(franzClient(t, c))
+	_, p1 := leaderOf(t, ctx, c, topic, 1)
+	target1 := slices.Clone(p1.Replicas)
+	for id := int32(1); id <= 4; id++ {
+		if !slices.Contains(p1.Replicas, id) {
+			target1[2] = id
+		}
+	}
+	moves, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{topic: {1: target1}})
+	if err != nil || moves.Error() != nil {
+		t.Fatalf("AlterPartitionReassignments of %s-1 to %v: %v %+v", topic, target1, err, moves)
+	}
+	if _, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {1: {}}}); err != nil {
+		t.Fatalf("ListPartitionReassignments: %v", err)
+	}
+	cancelled, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{topic: {2: nil}})
+	if err != nil || !errors.Is(cancelled.Error(), kerr.NoReassignmentInProgress) {
+		t.Fatalf("cancelling a partition not moving: %v %+v", err, cancelled)
+	}
+	testkit.Eventually(t, 2*time.Minute, func() error {
+		if _, p := leaderOf(t, ctx, c, topic, 1); !slices.Equal(p.Replicas, target1) || p.Reassigning() {
+			return fmt.Errorf("%s-1 is at %+v, moving to %v", topic, p, target1)
+		}
+		listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {1: {}}})
+		if err != nil {
+			return err
+		}
+		if len(listed[topic]) != 0 {
+			return fmt.Errorf("ListPartitionReassignments still lists %+v", listed[topic])
+		}
+		return nil
+	})
 
 	// Decommission a node holding replicas of the other partitions.
 	victim := p0.Replicas[1]

@@ -39,6 +39,8 @@ type Admin interface {
 	SetQuota(ctx context.Context, q cluster.Quota) error
 	SetPrincipal(ctx context.Context, p cluster.Principal, delete bool) error
 	ElectLeaders(ctx context.Context, req cluster.ElectRequest) ([]cluster.ElectResult, error)
+	ReassignPartition(ctx context.Context, topic string, partition int32, replicas []int32) (*cluster.Partition, error)
+	CancelReassignment(ctx context.Context, topic string, partition int32) (*cluster.Partition, error)
 }
 
 // BrokerConfig configures the requests every broker answers alike.
@@ -104,6 +106,8 @@ func (b *Broker) Routes() map[int16]Route {
 		kmsg.AlterClientQuotas.Int16():            {Min: 0, Max: 1, Handle: b.alterClientQuotas},
 		kmsg.DescribeUserSCRAMCredentials.Int16(): {Min: 0, Max: 0, Handle: b.describeUserScramCredentials},
 		kmsg.ElectLeaders.Int16():                 {Min: 0, Max: 2, Handle: b.electLeaders},
+		kmsg.AlterPartitionAssignments.Int16():    {Min: 0, Max: 1, Handle: b.alterPartitionReassignments},
+		kmsg.ListPartitionReassignments.Int16():   {Min: 0, Max: 0, Handle: b.listPartitionReassignments},
 		kmsg.AlterUserSCRAMCredentials.Int16():    {Min: 0, Max: 0, Handle: b.alterUserScramCredentials},
 		kmsg.InitProducerID.Int16():               {Min: 0, Max: 5, Handle: b.initProducerID},
 		kmsg.CreateTopics.Int16():                 {Min: 2, Max: 7, Handle: b.createTopics},

@@ -28,6 +28,7 @@ type fakeAdmin struct {
 	quotas     []cluster.Quota
 	principals []cluster.Principal
 	elections  []cluster.ElectRequest
+	reassigned []string
 	topics     map[string]*cluster.Topic // what DescribeTopic reads, as the metadata leader has it
 }
 
@@ -82,6 +83,17 @@ func (a *fakeAdmin) ElectLeaders(_ context.Context, req cluster.ElectRequest) ([
 		out = append(out, r)
 	}
 	return out, nil
+}
+func (a *fakeAdmin) ReassignPartition(_ context.Context, topic string, partition int32, replicas []int32) (*cluster.Partition, error) {
+	if topic == "audit" {
+		return nil, protocol.ReassignmentInProgress.Err("audit-%d is moving", partition)
+	}
+	a.reassigned = append(a.reassigned, fmt.Sprintf("%s-%d:%v", topic, partition, replicas))
+	return &cluster.Partition{ID: partition, Replicas: replicas}, nil
+}
+func (a *fakeAdmin) CancelReassignment(_ context.Context, topic string, partition int32) (*cluster.Partition, error) {
+	a.reassigned = append(a.reassigned, fmt.Sprintf("%s-%d:cancel", topic, partition))
+	return &cluster.Partition{ID: partition}, nil
 }
 func (a *fakeAdmin) SetQuota(_ context.Context, q cluster.Quota) error {
 	a.quotas = append(a.quotas, q)
@@ -456,5 +468,18 @@ func TestDescribeTopicPartitions(t *testing.T) {
 	if p0.LeaderID < cluster.FrontendIDBase || p0.LeaderEpoch != 4 || !slices.Equal(p0.Replicas, []int32{1, 2}) || !slices.Equal(p0.ISR, []int32{1, 2}) ||
 		p1.LeaderID != -1 || p1.ErrorCode != int16(protocol.LeaderNotAvailable) || resp.Topics[0].AuthorizedOperations == opsNotRequested {
 		t.Fatalf("orders: %+v %+v", p0, p1)
+	}
+}
+
+// TestRoutesServeTheAdminAPIs: every broker advertises the admin APIs it
+// answers (ApiVersions lists the routes).
+func TestRoutesServeTheAdminAPIs(t *testing.T) {
+	b, _, _ := testBroker(false)
+	routes := b.Routes()
+	for _, k := range []kmsg.Key{kmsg.ElectLeaders, kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments, kmsg.DescribeClientQuotas,
+		kmsg.AlterClientQuotas, kmsg.DescribeUserSCRAMCredentials, kmsg.AlterUserSCRAMCredentials, kmsg.DescribeTopicPartitions} {
+		if r, ok := routes[k.Int16()]; !ok || r.Handle == nil {
+			t.Errorf("%s (%d) is not routed", k.Name(), k)
+		}
 	}
 }
