@@ -135,6 +135,27 @@ type Offset struct {
 	// The SDK consumer names it; the offsets service fills it in from its
 	// metadata when a client leaves it out.
 	TopicID string `json:"topic_id,omitempty"`
+	// LeaderEpoch is the partition leader epoch of the record before the
+	// offset (Kafka's committed leader epoch, which a client checks with
+	// OffsetForLeaderEpoch to detect a truncated log on resuming); nil
+	// when unknown (Kafka's -1).
+	LeaderEpoch *int32 `json:"leader_epoch,omitempty"`
+}
+
+// Epoch returns a leader epoch as Kafka carries it: -1 for nil.
+func Epoch(e *int32) int32 {
+	if e == nil {
+		return -1
+	}
+	return *e
+}
+
+// EpochOf returns a Kafka leader epoch as kept: nil for a negative one.
+func EpochOf(e int32) *int32 {
+	if e < 0 {
+		return nil
+	}
+	return &e
 }
 
 // CommitRequest is the body of POST /v1/groups/{group}/offsets. It is applied
@@ -157,6 +178,9 @@ type Committed struct {
 	// offsets committed before incarnations were recorded). A reader of a
 	// topic with another ID ignores it, as if nothing were committed.
 	TopicID string `json:"topic_id,omitempty"`
+	// LeaderEpoch is the committed leader epoch (Offset.LeaderEpoch); nil
+	// when unknown, as for offsets committed before it was kept.
+	LeaderEpoch *int32 `json:"leader_epoch,omitempty"`
 }
 
 // Stale reports whether c belongs to another incarnation of its topic than

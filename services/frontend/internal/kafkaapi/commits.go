@@ -67,7 +67,8 @@ func (s *Service) offsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.Requ
 			p.Partition, p.ErrorCode = rp.Partition, code
 			out.Partitions = append(out.Partitions, p)
 			if code == 0 {
-				cr.Offsets = append(cr.Offsets, groups.Offset{Topic: name, Partition: rp.Partition, Offset: rp.Offset, Metadata: deref(rp.Metadata)})
+				cr.Offsets = append(cr.Offsets, groups.Offset{Topic: name, Partition: rp.Partition, Offset: rp.Offset, Metadata: deref(rp.Metadata),
+					LeaderEpoch: groups.EpochOf(rp.LeaderEpoch)})
 				pending = append(pending, slot{i, j})
 			}
 		}
@@ -182,7 +183,7 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 		if o, ok := byTP[groups.TP{Topic: topic, Partition: p}]; ok {
-			rp.Offset, rp.Metadata = o.Offset, kmsg.StringPtr(o.Metadata)
+			rp.Offset, rp.Metadata, rp.LeaderEpoch = o.Offset, kmsg.StringPtr(o.Metadata), groups.Epoch(o.LeaderEpoch)
 		}
 		if unstable[groups.TP{Topic: topic, Partition: p}] {
 			rp.ErrorCode = int16(protocol.UnstableOffsetCommit)

@@ -189,7 +189,8 @@ func (s *Service) txnOffsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.R
 			p.Partition, p.ErrorCode = rp.Partition, code
 			out.Partitions = append(out.Partitions, p)
 			if code == 0 {
-				commit.Offsets = append(commit.Offsets, groups.Offset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, Metadata: deref(rp.Metadata)})
+				commit.Offsets = append(commit.Offsets, groups.Offset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, Metadata: deref(rp.Metadata),
+					LeaderEpoch: groups.EpochOf(rp.LeaderEpoch)})
 				pending = append(pending, slot{i, j})
 			}
 		}

@@ -133,7 +133,8 @@ func putOffsets(tx *bolt.Tx, group string, offs []groups.Offset, timeMs int64) e
 		return err
 	}
 	for _, o := range offs {
-		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs, TopicID: o.TopicID})
+		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs, TopicID: o.TopicID,
+			LeaderEpoch: o.LeaderEpoch})
 		if err != nil {
 			return err
 		}

@@ -374,3 +374,31 @@ func TestBatchEntryAnswersEachCommand(t *testing.T) {
 		t.Fatalf("a batch of one is not the command itself: %s", single)
 	}
 }
+
+// TestCommittedLeaderEpochs: a commit's leader epoch is kept with the
+// offset, through a restart; an offset committed without one has none.
+func TestCommittedLeaderEpochs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	f := open(t, path)
+	five := int32(5)
+	cmd := Command{Type: TypeCommit, Commit: &Commit{Group: "g", TimeMs: 1, Offsets: []groups.Offset{
+		{Topic: "t", Partition: 0, Offset: 10, LeaderEpoch: &five}, {Topic: "t", Partition: 1, Offset: 20}}}}
+	if res := apply(t, f, entry(t, 1, cmd)); res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		offs, err := f.Offsets("g", "t")
+		if err != nil || len(offs) != 2 {
+			t.Fatalf("%s: %+v %v", when, offs, err)
+		}
+		for _, o := range offs {
+			if want := map[int32]int32{0: 5, 1: -1}[o.Partition]; groups.Epoch(o.LeaderEpoch) != want {
+				t.Fatalf("%s: %s-%d leader epoch %d, want %d", when, o.Topic, o.Partition, groups.Epoch(o.LeaderEpoch), want)
+			}
+		}
+	}
+	check(f, "applied")
+	f.Close()
+	check(open(t, path), "after a restart")
+}
