@@ -231,6 +231,20 @@ func (b *Broker) Admin(c *Conn, api string) bool {
 	return false
 }
 
+// adminSnapshot is the model for an admin principal's api: nil with
+// CLUSTER_AUTHORIZATION_FAILED for another principal, or with
+// BROKER_NOT_AVAILABLE while there is no model.
+func (b *Broker) adminSnapshot(ctx context.Context, c *Conn, api string) (*cluster.Snapshot, protocol.Code) {
+	if !b.Admin(c, api) {
+		return nil, protocol.ClusterAuthorizationFailed
+	}
+	snap := b.Snapshot(ctx)
+	if snap == nil {
+		return nil, protocol.BrokerNotAvailable
+	}
+	return snap, protocol.None
+}
+
 // denied logs a refusal and returns its code.
 func (b *Broker) denied(c *Conn, api, what string) int16 {
 	c.Log().Warn("kafka request denied", "api", api, "what", what)

@@ -39,16 +39,13 @@ func (b *Broker) describeClientQuotas(ctx context.Context, c *Conn, req kmsg.Req
 		resp.ErrorCode, resp.ErrorMessage = int16(code), &msg
 		return Reply{Msg: resp}
 	}
-	if !b.Admin(c, "DescribeClientQuotas") {
-		return fail(protocol.ClusterAuthorizationFailed, "describing quotas needs an admin principal")
+	snap, code := b.adminSnapshot(ctx, c, "DescribeClientQuotas")
+	if snap == nil {
+		return fail(code, "describing quotas: "+code.String())
 	}
 	match, err := quotaFilter(r.Components)
 	if err != nil {
 		return fail(protocol.InvalidRequest, err.Error())
-	}
-	snap := b.Snapshot(ctx)
-	if snap == nil {
-		return fail(protocol.BrokerNotAvailable, "no cluster model yet")
 	}
 	for _, q := range snap.Quotas {
 		if !match(q.ClientID) {

@@ -90,13 +90,9 @@ func (b *Broker) reassign(ctx context.Context, snap *cluster.Snapshot, topic str
 func (b *Broker) listPartitionReassignments(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := kmsg.NewPtrListPartitionReassignmentsResponse()
-	if !b.Admin(c, "ListPartitionReassignments") {
-		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
-		return Reply{Msg: resp}
-	}
-	snap := b.Snapshot(ctx)
+	snap, code := b.adminSnapshot(ctx, c, "ListPartitionReassignments")
 	if snap == nil {
-		resp.ErrorCode = int16(protocol.BrokerNotAvailable)
+		resp.ErrorCode = int16(code)
 		return Reply{Msg: resp}
 	}
 	add := func(t *cluster.Topic, ids []int32) {

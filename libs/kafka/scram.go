@@ -58,13 +58,9 @@ func scramMechanismNumber(name string) int8 {
 func (b *Broker) describeUserScramCredentials(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
-	if !b.Admin(c, "DescribeUserScramCredentials") {
-		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
-		return Reply{Msg: resp}
-	}
-	snap := b.Snapshot(ctx)
+	snap, code := b.adminSnapshot(ctx, c, "DescribeUserScramCredentials")
 	if snap == nil {
-		resp.ErrorCode = int16(protocol.BrokerNotAvailable)
+		resp.ErrorCode = int16(code)
 		return Reply{Msg: resp}
 	}
 	describe := func(p *cluster.Principal) kmsg.DescribeUserSCRAMCredentialsResponseResult {

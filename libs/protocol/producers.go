@@ -1,8 +1,6 @@
 package protocol
 
 import (
-	"fmt"
-
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -68,27 +66,26 @@ func (r *DescribeProducersResponse) EncodeMsgpack(e *msgpack.Encoder) error {
 func (r *DescribeProducersResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
 	if f.begin(1) {
-		var n int
-		n, f.err = d.DecodeArrayLen()
-		switch {
-		case f.err != nil:
-		case n < 0 || n > MaxDescribedProducers:
-			f.err = fmt.Errorf("%d producers, at most %d", n, MaxDescribedProducers)
-		default:
-			r.Producers = make([]ProducerInfo, 0, min(n, 1024))
-			for i := 0; i < n && f.err == nil; i++ {
-				g := fields{d: d}
-				var p ProducerInfo
-				if g.begin(4) {
-					p.ProducerID = g.int()
-					p.Epoch = int16(g.int())
-					p.LastSequence = int32(g.int())
-					p.CurrentTxnStartOffset = g.int()
-				}
-				f.err = g.end("producer")
-				r.Producers = append(r.Producers, p)
-			}
+		n := f.arrayLen(MaxDescribedProducers, "producers")
+		r.Producers = make([]ProducerInfo, 0, min(n, 1024))
+		for i := 0; i < n && f.err == nil; i++ {
+			var p ProducerInfo
+			p, f.err = decodeProducerInfo(d)
+			r.Producers = append(r.Producers, p)
 		}
 	}
 	return f.end("describe producers response")
+}
+
+// decodeProducerInfo reads one producer.
+func decodeProducerInfo(d *msgpack.Decoder) (ProducerInfo, error) {
+	var p ProducerInfo
+	f := fields{d: d}
+	if f.begin(4) {
+		p.ProducerID = f.int()
+		p.Epoch = int16(f.int())
+		p.LastSequence = int32(f.int())
+		p.CurrentTxnStartOffset = f.int()
+	}
+	return p, f.end("producer")
 }

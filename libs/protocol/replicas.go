@@ -1,8 +1,6 @@
 package protocol
 
 import (
-	"fmt"
-
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -80,19 +78,12 @@ func (r *DescribeReplicasResponse) EncodeMsgpack(e *msgpack.Encoder) error {
 func (r *DescribeReplicasResponse) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := fields{d: d}
 	if f.begin(1) {
-		var n int
-		n, f.err = d.DecodeArrayLen()
-		switch {
-		case f.err != nil:
-		case n < 0 || n > MaxDescribedReplicas:
-			f.err = fmt.Errorf("%d replicas, at most %d", n, MaxDescribedReplicas)
-		default:
-			r.Replicas = make([]ReplicaInfo, 0, min(n, 1024))
-			for i := 0; i < n && f.err == nil; i++ {
-				x, err := decodeReplicaInfo(d)
-				f.err = err
-				r.Replicas = append(r.Replicas, x)
-			}
+		n := f.arrayLen(MaxDescribedReplicas, "replicas")
+		r.Replicas = make([]ReplicaInfo, 0, min(n, 1024))
+		for i := 0; i < n && f.err == nil; i++ {
+			var x ReplicaInfo
+			x, f.err = decodeReplicaInfo(d)
+			r.Replicas = append(r.Replicas, x)
 		}
 	}
 	return f.end("describe replicas response")

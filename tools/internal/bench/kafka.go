@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -75,19 +74,16 @@ func (r *run) newKafkaProducer(i int) (*kgo.Client, error) {
 func (r *run) kafkaProducer(ctx, drain context.Context, i int, cl *kgo.Client, pacer *Pacer, stop func(error)) {
 	txn := r.cfg.TxnRecords
 	inTxn := 0 // records sent in the open transaction
-	commit := func(c context.Context) bool {
-		start := time.Now()
-		err := cl.Flush(c)
-		if err == nil {
-			err = cl.EndTransaction(c, kgo.TryCommit)
+	end := r.txnCommitter(i, stop, func(c context.Context) error {
+		if err := cl.Flush(c); err != nil {
+			return err
 		}
-		if err != nil {
-			if c.Err() == nil {
-				stop(fmt.Errorf("producer %d: commit: %w", i, err))
-			}
+		return cl.EndTransaction(c, kgo.TryCommit)
+	})
+	commit := func(c context.Context) bool {
+		if !end(c) {
 			return false
 		}
-		r.commits[i].Record(time.Since(start))
 		inTxn = 0
 		return true
 	}

@@ -108,15 +108,11 @@ func stampOf(v []byte) (int64, bool) {
 // one is committed at the end.
 func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer, pacer *Pacer, stop func(error)) {
 	inTxn := 0 // records sent in the open transaction
+	end := r.txnCommitter(i, stop, p.CommitTxn)
 	commit := func(c context.Context) bool {
-		start := time.Now()
-		if err := p.CommitTxn(c); err != nil {
-			if c.Err() == nil {
-				stop(fmt.Errorf("producer %d: commit: %w", i, err))
-			}
+		if !end(c) {
 			return false
 		}
-		r.commits[i].Record(time.Since(start))
 		inTxn = 0
 		return true
 	}
@@ -169,6 +165,23 @@ func (r *run) sdkProducer(ctx, drain context.Context, i int, p *client.Producer,
 				return
 			}
 		}
+	}
+}
+
+// txnCommitter returns producer i's commit of its open transaction by end:
+// its latency goes to the run's commit latencies; a failure stops the run
+// (unless the commit's context ended) and is false.
+func (r *run) txnCommitter(i int, stop func(error), end func(context.Context) error) func(context.Context) bool {
+	return func(c context.Context) bool {
+		start := time.Now()
+		if err := end(c); err != nil {
+			if c.Err() == nil {
+				stop(fmt.Errorf("producer %d: commit: %w", i, err))
+			}
+			return false
+		}
+		r.commits[i].Record(time.Since(start))
+		return true
 	}
 }
 

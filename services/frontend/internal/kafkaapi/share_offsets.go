@@ -108,9 +108,13 @@ func (s *Service) topic(name string) (*cluster.Topic, bool) {
 	return snap.Topic(name)
 }
 
-// shareGroupEmpty is the refusal of an alteration of a group with Kafka
-// share consumers this frontend coordinates, nil when it has none.
-func (s *Service) shareGroupEmpty(group string) error {
+// shareGroupAlterable is the refusal of an alteration of a group's offsets
+// by api: the principal may not use groups, or the group has Kafka share
+// consumers this frontend coordinates; nil when it may go on.
+func (s *Service) shareGroupAlterable(c *kafka.Conn, api, group string) error {
+	if !s.broker.UsesGroups(c, api) {
+		return protocol.GroupAuthorizationFailed.Err("%s of share group %s", api, group)
+	}
 	s.share.mu.Lock()
 	defer s.share.mu.Unlock()
 	for k := range s.share.members {
@@ -127,11 +131,7 @@ func (s *Service) shareGroupEmpty(group string) error {
 func (s *Service) alterShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := kmsg.NewPtrAlterShareGroupOffsetsResponse()
-	if !s.broker.UsesGroups(c, "AlterShareGroupOffsets") {
-		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
-		return kafka.Reply{Msg: resp}
-	}
-	if err := s.shareGroupEmpty(r.GroupID); err != nil {
+	if err := s.shareGroupAlterable(c, "AlterShareGroupOffsets", r.GroupID); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
 		return kafka.Reply{Msg: resp}
 	}
@@ -195,11 +195,7 @@ func (s *Service) alterShareGroupOffsets(_ context.Context, c *kafka.Conn, req k
 func (s *Service) deleteShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := kmsg.NewPtrDeleteShareGroupOffsetsResponse()
-	if !s.broker.UsesGroups(c, "DeleteShareGroupOffsets") {
-		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
-		return kafka.Reply{Msg: resp}
-	}
-	if err := s.shareGroupEmpty(r.GroupID); err != nil {
+	if err := s.shareGroupAlterable(c, "DeleteShareGroupOffsets", r.GroupID); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
 		return kafka.Reply{Msg: resp}
 	}

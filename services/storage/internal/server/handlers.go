@@ -377,18 +377,26 @@ func (c *conn) describeReplicas(h *protocol.RequestHeader, dec *protocol.Decoder
 	c.respond(h, resp, nil)
 }
 
+// servicesAtLeader decodes the body of a request of the cluster's services
+// about one partition (topic and partition point into it) and returns the
+// partition's replica, which this node must lead; ok is false once it has
+// answered the request with why not.
+func (c *conn) servicesAtLeader(h *protocol.RequestHeader, dec *protocol.Decoder, body protocol.Body, topic *string, partition *int32) (*replica.Replica, bool) {
+	if err := dec.Body(body); err != nil {
+		c.respondErr(h, err)
+		return nil, false
+	}
+	if !c.authorize(h, "", *topic) {
+		return nil, false
+	}
+	return c.leaderReplica(h, *topic, *partition)
+}
+
 // deleteRecords moves a led partition's log start offset (Kafka's
 // DeleteRecords, relayed by a frontend): the cluster's services only.
 func (c *conn) deleteRecords(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	var req protocol.DeleteRecordsRequest
-	if err := dec.Body(&req); err != nil {
-		c.respondErr(h, err)
-		return
-	}
-	if !c.authorize(h, "", req.Topic) {
-		return
-	}
-	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	r, ok := c.servicesAtLeader(h, dec, &req, &req.Topic, &req.Partition)
 	if !ok {
 		return
 	}
@@ -406,14 +414,7 @@ func (c *conn) deleteRecords(h *protocol.RequestHeader, dec *protocol.Decoder) {
 // only.
 func (c *conn) describeProducers(h *protocol.RequestHeader, dec *protocol.Decoder) {
 	var req protocol.DescribeProducersRequest
-	if err := dec.Body(&req); err != nil {
-		c.respondErr(h, err)
-		return
-	}
-	if !c.authorize(h, "", req.Topic) {
-		return
-	}
-	r, ok := c.leaderReplica(h, req.Topic, req.Partition)
+	r, ok := c.servicesAtLeader(h, dec, &req, &req.Topic, &req.Partition)
 	if !ok {
 		return
 	}
