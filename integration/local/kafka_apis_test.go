@@ -80,4 +80,3 @@ func TestKafkaAPIsDocumented(t *testing.T) {
 		}
 	}
 }
-
