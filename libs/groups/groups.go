@@ -110,6 +110,24 @@ type HeartbeatRequest struct {
 	// changed).
 	TopicsUnchanged bool `json:"topics_unchanged,omitempty"`
 	OwnedUnchanged  bool `json:"owned_unchanged,omitempty"`
+	// TopicRegex, when set, changes the member's regular-expression
+	// subscription (KIP-848): a pattern (RE2 syntax, matched against whole
+	// topic names) makes the subscription every topic it matches, found
+	// again on each heartbeat, so topics created or deleted later join or
+	// leave it; "" drops it for the topic names. Nil leaves it as it was.
+	TopicRegex *string `json:"topic_regex,omitempty"`
+}
+
+// MaxTopicRegexLen bounds a subscription's regular expression.
+const MaxTopicRegexLen = 1024
+
+// CompileTopicRegex compiles a subscription's regular expression, matched
+// against whole topic names as Kafka's brokers match it.
+func CompileTopicRegex(pattern string) (*regexp.Regexp, error) {
+	if len(pattern) > MaxTopicRegexLen {
+		return nil, fmt.Errorf("a regular expression of %d bytes, at most %d", len(pattern), MaxTopicRegexLen)
+	}
+	return regexp.Compile(`^(?:` + pattern + `)$`)
 }
 
 // HeartbeatResponse answers a heartbeat.

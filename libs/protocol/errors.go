@@ -97,6 +97,7 @@ const (
 	ResourceNotFound                   Code = 91
 	DuplicateResource                  Code = 92
 	UnacceptableCredential             Code = 93
+	InvalidRegularExpression           Code = 128
 	UnknownTopicID                     Code = 100
 	UnsupportedEndpointType            Code = 115
 )
@@ -217,6 +218,7 @@ var table = map[Code]Info{
 	ResourceNotFound:                   {ResourceNotFound, "RESOURCE_NOT_FOUND", false, http.StatusNotFound, "no such resource"},
 	DuplicateResource:                  {DuplicateResource, "DUPLICATE_RESOURCE", false, http.StatusBadRequest, "a request names the same resource twice"},
 	UnacceptableCredential:             {UnacceptableCredential, "UNACCEPTABLE_CREDENTIAL", false, http.StatusBadRequest, "the credential does not meet the requirements"},
+	InvalidRegularExpression:           {InvalidRegularExpression, "INVALID_REGULAR_EXPRESSION", false, http.StatusBadRequest, "the subscription's regular expression does not compile"},
 	UnknownTopicID:                     {UnknownTopicID, "UNKNOWN_TOPIC_ID", true, http.StatusNotFound, "no topic has this id"},
 	UnsupportedEndpointType:            {UnsupportedEndpointType, "UNSUPPORTED_ENDPOINT_TYPE", false, http.StatusBadRequest, "this endpoint type is not served"},
 

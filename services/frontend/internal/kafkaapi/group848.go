@@ -39,11 +39,14 @@ func (s *Service) consumerGroupHeartbeat(ctx context.Context, c *kafka.Conn, req
 	if !s.broker.UsesGroups(c, "ConsumerGroupHeartbeat") {
 		return fail(protocol.GroupAuthorizationFailed, nil)
 	}
-	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" {
-		return fail(protocol.InvalidRequest, protocol.InvalidRequest.Err("regular-expression subscriptions are not supported: subscribe to topic names (docs/kafka.md)"))
-	}
 	hr := groups.HeartbeatRequest{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch, ClientID: c.ClientID(),
-		Topics: r.SubscribedTopicNames, TopicsUnchanged: r.SubscribedTopicNames == nil, OwnedUnchanged: r.Topics == nil}
+		Topics: r.SubscribedTopicNames, TopicsUnchanged: r.SubscribedTopicNames == nil, OwnedUnchanged: r.Topics == nil,
+		TopicRegex: r.SubscribedTopicRegex}
+	if re := r.SubscribedTopicRegex; re != nil && *re != "" {
+		if _, err := groups.CompileTopicRegex(*re); err != nil {
+			return fail(protocol.InvalidRegularExpression, protocol.InvalidRegularExpression.Err("%v", err))
+		}
+	}
 	if hr.MemberEpoch == staticLeaveEpoch {
 		hr.MemberEpoch = groups.LeaveEpoch
 	}

@@ -63,6 +63,12 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 	if req.TopicsUnchanged && req.MemberEpoch != groups.JoinEpoch {
 		req.Topics = m.Topics
 	}
+	if err := resolveRegex(m, &req, partitions); err != nil {
+		if req.MemberEpoch == groups.JoinEpoch && m.Epoch == 0 {
+			delete(g.Members, m.ID)
+		}
+		return nil, err
+	}
 	if req.OwnedUnchanged {
 		// No news of what the member released: it still holds all it held.
 		req.Owned = groups.Group(groups.SortTPs(append(slices.Clone(m.Assigned), m.Revoking...)))
@@ -94,9 +100,38 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 		HeartbeatIntervalMs: int32(s.HeartbeatInterval.Milliseconds()), Assignment: groups.Group(slices.Clone(m.Assigned))}, nil
 }
 
+// resolveRegex applies the request's change of the member's
+// regular-expression subscription and, while it has one, makes the
+// request's topics every topic it matches now (none is allowed: the member
+// waits for one).
+func resolveRegex(m *fsm.Member, req *groups.HeartbeatRequest, partitions map[string]int32) error {
+	if req.TopicRegex != nil {
+		if *req.TopicRegex != "" {
+			if _, err := groups.CompileTopicRegex(*req.TopicRegex); err != nil {
+				return protocol.InvalidRegularExpression.Err("%v", err)
+			}
+		}
+		m.TopicRegex = *req.TopicRegex
+	}
+	if m.TopicRegex == "" {
+		return nil
+	}
+	re, err := groups.CompileTopicRegex(m.TopicRegex)
+	if err != nil {
+		return protocol.InvalidRegularExpression.Err("%v", err)
+	}
+	req.Topics = req.Topics[:0:0]
+	for t := range partitions {
+		if re.MatchString(t) {
+			req.Topics = append(req.Topics, t)
+		}
+	}
+	return nil
+}
+
 // updateMember validates and copies the request's member settings.
 func updateMember(m *fsm.Member, req groups.HeartbeatRequest, s Settings) error {
-	if len(req.Topics) == 0 {
+	if len(req.Topics) == 0 && m.TopicRegex == "" {
 		return protocol.InvalidRequest.Err("a member must subscribe to at least one topic")
 	}
 	for _, t := range req.Topics {

@@ -317,3 +317,49 @@ func TestGrantEpochFencesDelayedCommits(t *testing.T) {
 		t.Fatalf("commit at the current epoch: %v", err)
 	}
 }
+
+// TestRegexSubscription: a member subscribed by regular expression gets the
+// topics it matches (whole names only), a topic created later joins its
+// subscription at its next heartbeat, a regex matching nothing is a member
+// without partitions, a bad one is INVALID_REGULAR_EXPRESSION and adds no
+// member, and "" goes back to topic names.
+func TestRegexSubscription(t *testing.T) {
+	s := newSim(t, map[string]int32{"orders-eu": 2, "orders-us": 1, "my-orders-eu": 1, "audit": 1})
+	re := "orders-.*"
+	resp, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberEpoch: groups.JoinEpoch, TopicRegex: &re, TopicsUnchanged: true}, s.parts, s.newID, DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(resp)
+	id := resp.MemberID
+	if m := s.g.Members[id]; !slices.Equal(m.Topics, []string{"orders-eu", "orders-us"}) || m.TopicRegex != re {
+		t.Fatalf("member after a regex join: %+v", m)
+	}
+	s.parts["orders-asia"] = 1 // created later
+	s.beat(id)
+	s.beat(id)
+	if got := s.g.Members[id].Assigned; len(got) != 4 || !slices.Contains(s.g.Members[id].Topics, "orders-asia") {
+		t.Fatalf("after orders-asia was created: topics %v, assigned %v", s.g.Members[id].Topics, got)
+	}
+	none := "nothing-.*"
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: id, MemberEpoch: s.epoch[id], TopicRegex: &none, TopicsUnchanged: true,
+		Owned: groups.Group(slices.Clone(s.owned[id]))}, s.parts, s.newID, DefaultSettings()); err != nil {
+		t.Fatalf("a regex matching nothing: %v", err)
+	}
+	if len(s.g.Members[id].Topics) != 0 {
+		t.Fatalf("a regex matching nothing: topics %v", s.g.Members[id].Topics)
+	}
+	bad := "orders-("
+	before := len(s.g.Members)
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberEpoch: groups.JoinEpoch, TopicRegex: &bad}, s.parts, s.newID, DefaultSettings()); protocol.CodeOf(err) != protocol.InvalidRegularExpression || len(s.g.Members) != before {
+		t.Fatalf("a bad regex: %v, %d members (was %d)", err, len(s.g.Members), before)
+	}
+	empty := ""
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: id, MemberEpoch: s.epoch[id], TopicRegex: &empty, Topics: []string{"audit"},
+		Owned: groups.Group(slices.Clone(s.owned[id]))}, s.parts, s.newID, DefaultSettings()); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.g.Members[id]; m.TopicRegex != "" || !slices.Equal(m.Topics, []string{"audit"}) {
+		t.Fatalf("back to names: %+v", m)
+	}
+}

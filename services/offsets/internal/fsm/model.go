@@ -45,6 +45,9 @@ type Member struct {
 	// Epoch grows each time the coordinator changes Assigned or Revoking.
 	Epoch    int32    `json:"epoch"`
 	Topics   []string `json:"topics"`
+	// TopicRegex is the member's regular-expression subscription (KIP-848):
+	// Topics is then what it matched at the member's last heartbeat.
+	TopicRegex string `json:"topic_regex,omitempty"`
 	Assignor string   `json:"assignor,omitempty"`
 	// Isolation is what the member said it reads (groups.HeartbeatRequest).
 	Isolation          string `json:"isolation,omitempty"`
