@@ -43,12 +43,12 @@ type Member struct {
 	ID       string `json:"id"`
 	ClientID string `json:"client_id,omitempty"`
 	// Epoch grows each time the coordinator changes Assigned or Revoking.
-	Epoch    int32    `json:"epoch"`
-	Topics   []string `json:"topics"`
+	Epoch  int32    `json:"epoch"`
+	Topics []string `json:"topics"`
 	// TopicRegex is the member's regular-expression subscription (KIP-848):
 	// Topics is then what it matched at the member's last heartbeat.
 	TopicRegex string `json:"topic_regex,omitempty"`
-	Assignor string   `json:"assignor,omitempty"`
+	Assignor   string `json:"assignor,omitempty"`
 	// Isolation is what the member said it reads (groups.HeartbeatRequest).
 	Isolation          string `json:"isolation,omitempty"`
 	SessionTimeoutMs   int32  `json:"session_timeout_ms"`
