@@ -231,6 +231,16 @@ func (b *Broker) Admin(c *Conn, api string) bool {
 	return false
 }
 
+// adminContext bounds a forwarded admin request by the client's timeout,
+// at most the broker's AdminTimeout (which a timeout of 0 or less takes).
+func (b *Broker) adminContext(ctx context.Context, timeoutMs int32) (context.Context, context.CancelFunc) {
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	if timeout <= 0 || timeout > b.cfg.AdminTimeout {
+		timeout = b.cfg.AdminTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // adminSnapshot is the model for an admin principal's api: nil with
 // CLUSTER_AUTHORIZATION_FAILED for another principal, or with
 // BROKER_NOT_AVAILABLE while there is no model.

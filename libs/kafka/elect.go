@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -37,19 +36,15 @@ func (b *Broker) electLeaders(ctx context.Context, c *Conn, req kmsg.Request) Re
 		return Reply{Msg: resp}
 	}
 	badType := r.Version >= 1 && r.ElectionType != 0 && r.ElectionType != 1
-	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 || timeout > b.cfg.AdminTimeout {
-		timeout = b.cfg.AdminTimeout
-	}
 	return Reply{Async: func() Reply {
-		ectx, cancel := context.WithTimeout(ctx, timeout)
+		ectx, cancel := b.adminContext(ctx, r.TimeoutMillis)
 		defer cancel()
 		for _, rt := range asked {
 			out := kmsg.NewElectLeadersResponseTopic()
 			out.Topic = rt.Topic
 			answer := func(p int32, code protocol.Code, msg string) {
 				rp := kmsg.NewElectLeadersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, int16(code)
+				rp.Partition, rp.ErrorCode = p, Code(code)
 				if msg != "" {
 					rp.ErrorMessage = &msg
 				}

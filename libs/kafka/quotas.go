@@ -134,11 +134,7 @@ func (b *Broker) alterClientQuotas(ctx context.Context, c *Conn, req kmsg.Reques
 			did, err = b.alterClientQuota(ctx, in, r.ValidateOnly)
 			changed = changed || did
 		}
-		if err != nil {
-			out.ErrorCode = int16(protocol.CodeOf(err))
-			msg := protocol.MessageOf(err)
-			out.ErrorMessage = &msg
-		}
+		out.ErrorCode, out.ErrorMessage = errorFields(err)
 		resp.Entries = append(resp.Entries, out)
 	}
 	if changed {

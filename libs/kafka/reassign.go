@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -30,12 +29,8 @@ func (b *Broker) alterPartitionReassignments(ctx context.Context, c *Conn, req k
 		return Reply{Msg: resp}
 	}
 	keepRF := r.Version >= 1 && !r.AllowReplicationFactorChange
-	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 || timeout > b.cfg.AdminTimeout {
-		timeout = b.cfg.AdminTimeout
-	}
 	return Reply{Async: func() Reply {
-		actx, cancel := context.WithTimeout(ctx, timeout)
+		actx, cancel := b.adminContext(ctx, r.TimeoutMillis)
 		defer cancel()
 		snap := b.Snapshot(actx)
 		changed := false
@@ -46,11 +41,8 @@ func (b *Broker) alterPartitionReassignments(ctx context.Context, c *Conn, req k
 				p := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 				p.Partition = rp.Partition
 				err := b.reassign(actx, snap, rt.Topic, rp.Partition, rp.Replicas, keepRF)
-				if err != nil {
-					p.ErrorCode = int16(protocol.CodeOf(err))
-					msg := protocol.MessageOf(err)
-					p.ErrorMessage = &msg
-				} else {
+				p.ErrorCode, p.ErrorMessage = errorFields(err)
+				if err == nil {
 					changed = true
 					c.Log().Info("kafka partition reassignment", "topic", rt.Topic, "partition", rp.Partition, "replicas", rp.Replicas, "cancel", rp.Replicas == nil)
 				}

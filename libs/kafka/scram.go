@@ -143,11 +143,7 @@ func (b *Broker) alterUserScramCredentials(ctx context.Context, c *Conn, req kms
 				c.Log().Info("kafka SCRAM credentials changed", "user", name, "deletions", len(ch.deletions), "upsertions", len(ch.upsertions))
 			}
 		}
-		if err != nil {
-			res.ErrorCode = int16(protocol.CodeOf(err))
-			msg := protocol.MessageOf(err)
-			res.ErrorMessage = &msg
-		}
+		res.ErrorCode, res.ErrorMessage = errorFields(err)
 		resp.Results = append(resp.Results, res)
 	}
 	if changed {

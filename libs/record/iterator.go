@@ -68,8 +68,8 @@ func NewIterator(data []byte) *Iterator {
 }
 
 // Reset restarts the Iterator on new data, keeping its start and end
-// offsets, its decompression cap and its buffers. Records yielded before must not be used
-// afterwards.
+// offsets, its decompression cap and its buffers. Records yielded before
+// must not be used afterwards.
 func (it *Iterator) Reset(data []byte) {
 	it.data = data
 	it.pos = 0

@@ -41,12 +41,7 @@ func (s *Service) consumerGroupHeartbeat(ctx context.Context, c *kafka.Conn, req
 	}
 	hr := groups.HeartbeatRequest{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch, ClientID: c.ClientID(),
 		Topics: r.SubscribedTopicNames, TopicsUnchanged: r.SubscribedTopicNames == nil, OwnedUnchanged: r.Topics == nil,
-		TopicRegex: r.SubscribedTopicRegex}
-	if re := r.SubscribedTopicRegex; re != nil && *re != "" {
-		if _, err := groups.CompileTopicRegex(*re); err != nil {
-			return fail(protocol.InvalidRegularExpression, protocol.InvalidRegularExpression.Err("%v", err))
-		}
-	}
+		TopicRegex: r.SubscribedTopicRegex} // checked by the coordinator
 	if hr.MemberEpoch == staticLeaveEpoch {
 		hr.MemberEpoch = groups.LeaveEpoch
 	}

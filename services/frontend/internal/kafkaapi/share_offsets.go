@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -37,66 +36,67 @@ func (s *Service) describeShareGroupOffsets(_ context.Context, c *kafka.Conn, re
 			out.GroupID = rg.GroupID
 			if !allowed {
 				out.ErrorCode = int16(protocol.GroupAuthorizationFailed)
-				resp.Groups = append(resp.Groups, out)
-				continue
-			}
-			d, err := client.Describe(c.Context(), rg.GroupID)
-			if err != nil {
+			} else if d, err := client.Describe(c.Context(), rg.GroupID); err != nil {
 				out.ErrorCode, out.ErrorMessage = groupCode(err), message(err)
-				resp.Groups = append(resp.Groups, out)
-				continue
-			}
-			held := map[groups.TP]shares.PartitionState{}
-			var topics []string // the group's, when none are asked for
-			for _, p := range d.Partitions {
-				if !slices.Contains(topics, p.Topic) {
-					topics = append(topics, p.Topic)
-				}
-				held[groups.TP{Topic: p.Topic, Partition: p.Partition}] = p
-			}
-			asked := rg.Topics
-			if asked == nil {
-				for _, t := range topics {
-					rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
-					rt.Topic = t
-					asked = append(asked, rt)
-				}
-			}
-			for _, rt := range asked {
-				ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
-				ot.Topic = rt.Topic
-				t, known := s.topic(rt.Topic)
-				if known {
-					ot.TopicID = kafka.TopicID(t)
-				}
-				parts := rt.Partitions
-				if parts == nil {
-					for _, p := range d.Partitions {
-						if p.Topic == rt.Topic {
-							parts = append(parts, p.Partition)
-						}
-					}
-				}
-				topicAllowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
-				for _, pid := range parts {
-					op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
-					op.Partition, op.StartOffset, op.LeaderEpoch, op.Lag = pid, -1, -1, -1
-					switch st, ok := held[groups.TP{Topic: rt.Topic, Partition: pid}]; {
-					case !topicAllowed:
-						op.ErrorCode = int16(protocol.TopicAuthorizationFailed)
-					case !known || pid < 0 || int(pid) >= len(t.Partitions):
-						op.ErrorCode = int16(protocol.UnknownTopicOrPartition)
-					case ok:
-						op.StartOffset, op.Lag = st.StartOffset, st.Lag
-					}
-					ot.Partitions = append(ot.Partitions, op)
-				}
-				out.Topics = append(out.Topics, ot)
+			} else {
+				out.Topics = s.shareGroupOffsets(c, d, rg.Topics)
 			}
 			resp.Groups = append(resp.Groups, out)
 		}
 		return kafka.Reply{Msg: resp}
 	}}
+}
+
+// shareGroupOffsets is a described share group's part of the answer: the
+// topics asked for, or (nil) every topic the group holds state of, each
+// with the partitions asked for or (nil) those the group holds.
+func (s *Service) shareGroupOffsets(c *kafka.Conn, d *shares.Description, asked []kmsg.DescribeShareGroupOffsetsRequestGroupTopic) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+	held := map[groups.TP]shares.PartitionState{}
+	byTopic := map[string][]int32{} // the partitions the group holds, by topic
+	var topics []string             // in the group's order
+	for _, p := range d.Partitions {
+		if _, ok := byTopic[p.Topic]; !ok {
+			topics = append(topics, p.Topic)
+		}
+		byTopic[p.Topic] = append(byTopic[p.Topic], p.Partition)
+		held[groups.TP{Topic: p.Topic, Partition: p.Partition}] = p
+	}
+	if asked == nil {
+		for _, t := range topics {
+			rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+			rt.Topic = t
+			asked = append(asked, rt)
+		}
+	}
+	var out []kmsg.DescribeShareGroupOffsetsResponseGroupTopic
+	for _, rt := range asked {
+		ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+		ot.Topic = rt.Topic
+		t, known := s.topic(rt.Topic)
+		if known {
+			ot.TopicID = kafka.TopicID(t)
+		}
+		parts := rt.Partitions
+		if parts == nil {
+			parts = byTopic[rt.Topic]
+		}
+		topicAllowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		for _, pid := range parts {
+			op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+			op.Partition, op.StartOffset, op.LeaderEpoch, op.Lag = pid, -1, -1, -1
+			switch st, ok := held[groups.TP{Topic: rt.Topic, Partition: pid}]; {
+			case !topicAllowed:
+				op.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			case !known || pid < 0 || int(pid) >= len(t.Partitions):
+				op.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+			case ok:
+				op.StartOffset, op.Lag = st.StartOffset, st.Lag
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		out = append(out, ot)
+	}
+	return out
 }
 
 // topic is a topic of the frontend's cluster model.

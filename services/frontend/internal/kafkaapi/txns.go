@@ -129,11 +129,7 @@ func (s *Service) addPartitionsToTxn(_ context.Context, c *kafka.Conn, req kmsg.
 
 // knownTopic reports whether the topic exists with these partitions.
 func (s *Service) knownTopic(topic string, partitions []int32) bool {
-	snap := s.cache.Snapshot()
-	if snap == nil {
-		return false
-	}
-	t, ok := snap.Topic(topic)
+	t, ok := s.topic(topic)
 	if !ok {
 		return false
 	}

@@ -105,21 +105,19 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 // request's topics every topic it matches now (none is allowed: the member
 // waits for one).
 func resolveRegex(m *fsm.Member, req *groups.HeartbeatRequest, partitions map[string]int32) error {
+	pattern := m.TopicRegex
 	if req.TopicRegex != nil {
-		if *req.TopicRegex != "" {
-			if _, err := groups.CompileTopicRegex(*req.TopicRegex); err != nil {
-				return protocol.InvalidRegularExpression.Err("%v", err)
-			}
-		}
-		m.TopicRegex = *req.TopicRegex
+		pattern = *req.TopicRegex
 	}
-	if m.TopicRegex == "" {
+	if pattern == "" {
+		m.TopicRegex = ""
 		return nil
 	}
-	re, err := groups.CompileTopicRegex(m.TopicRegex)
+	re, err := groups.CompileTopicRegex(pattern)
 	if err != nil {
 		return protocol.InvalidRegularExpression.Err("%v", err)
 	}
+	m.TopicRegex = pattern
 	req.Topics = req.Topics[:0:0]
 	for t := range partitions {
 		if re.MatchString(t) {
