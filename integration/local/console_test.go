@@ -64,7 +64,17 @@ func tail(b []byte, n int) []byte {
 // dumpDOM loads url in headless Chromium and returns the DOM it rendered.
 func dumpDOM(t *testing.T, bin, url string) string {
 	t.Helper()
-	dom := string(runChromium(t, bin, "--dump-dom", url))
+	var dom string
+	for attempt := 1; attempt <= 3; attempt++ {
+		dom = string(runChromium(t, bin, "--dump-dom", url))
+		if strings.TrimSpace(dom) != "" {
+			break
+		}
+		// Headless chromium on a loaded machine now and then exits 0
+		// without printing the page: nothing was rendered, not even an
+		// error, so ask it again.
+		t.Logf("chromium printed nothing for %s (attempt %d)", url, attempt)
+	}
 	if !strings.Contains(dom, "Sluice console") {
 		t.Fatalf("%s did not render a console page:\n%s", url, dom)
 	}
