@@ -153,8 +153,9 @@ type Cache struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the watch loop and refresh fetches
 
-	mu       sync.Mutex // guards inflight, started, the swap in publish and cancelling ctx
+	mu       sync.Mutex // guards inflight, queued, started, the swap in publish and cancelling ctx
 	inflight *flight    // the Refresh in progress, or nil
+	queued   *flight    // the Refresh that starts when inflight ends, or nil
 	started  bool
 }
 
@@ -289,22 +290,31 @@ func (c *Cache) publish(s *cluster.Snapshot) bool {
 	return true
 }
 
-// Refresh fetches the current snapshot from the metadata service now and
-// publishes it. Calls made while a fetch is in flight wait for that one. The
-// fetch itself is bounded by RequestTimeout and does not end when ctx does;
-// ctx only bounds the caller's wait.
+// Refresh fetches the current snapshot from the metadata service and
+// publishes it: what it returns reflects every change committed before the
+// call (a topic the caller just deleted is gone from it). Calls made while a
+// fetch is in flight share the one fetch that starts after it, since the
+// one in flight may have been answered before their change. The fetch
+// itself is bounded by RequestTimeout and does not end when ctx does; ctx
+// only bounds the caller's wait.
 func (c *Cache) Refresh(ctx context.Context) (*cluster.Snapshot, error) {
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()
 		return nil, ErrStopped
 	}
-	f := c.inflight
-	if f == nil {
+	var f *flight
+	switch {
+	case c.inflight == nil:
 		f = &flight{done: make(chan struct{})}
 		c.inflight = f
 		c.wg.Add(1)
 		go c.fetch(f)
+	case c.queued == nil:
+		f = &flight{done: make(chan struct{})}
+		c.queued = f
+	default:
+		f = c.queued
 	}
 	c.mu.Unlock()
 	select {
@@ -339,7 +349,11 @@ func (c *Cache) fetch(f *flight) {
 		f.snap = c.Snapshot()
 	}
 	c.mu.Lock()
-	c.inflight = nil
+	c.inflight, c.queued = c.queued, nil
+	if next := c.inflight; next != nil {
+		c.wg.Add(1)
+		go c.fetch(next)
+	}
 	c.mu.Unlock()
 	close(f.done)
 }

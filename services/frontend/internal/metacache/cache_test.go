@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,75 @@ func TestRefreshOlderIgnoresTheWatch(t *testing.T) {
 	}
 	if n := md.Snapshots(); n != before+1 {
 		t.Fatalf("%d fetches after a model heard through the watch only, want %d", n, before+1)
+	}
+}
+
+// gatedSource answers Snapshot with the version it held when asked, after
+// release is closed: a fetch answered before a change that lands while it is
+// in flight.
+type gatedSource struct {
+	version atomic.Uint64
+	asked   chan uint64
+	release chan struct{}
+}
+
+func (g *gatedSource) Snapshot(ctx context.Context) (*cluster.Snapshot, error) {
+	v := g.version.Load()
+	g.asked <- v
+	select {
+	case <-g.release:
+		return &cluster.Snapshot{Version: v}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (g *gatedSource) Watch(ctx context.Context, since uint64, wait time.Duration) (*cluster.Snapshot, error) {
+	return nil, errors.New("no watch here")
+}
+
+// TestRefreshSeesChangesBeforeIt: a Refresh that arrives while a fetch is
+// in flight does not take that fetch's answer, which may predate the
+// caller's change (a topic it just deleted), but the next fetch's.
+func TestRefreshSeesChangesBeforeIt(t *testing.T) {
+	src := &gatedSource{asked: make(chan uint64, 4), release: make(chan struct{})}
+	src.version.Store(1)
+	c, err := New(testConfig(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	first := make(chan *cluster.Snapshot, 1)
+	go func() {
+		s, _ := c.Refresh(context.Background())
+		first <- s
+	}()
+	if v := <-src.asked; v != 1 {
+		t.Fatalf("first fetch asked at version %d", v)
+	}
+	src.version.Store(2) // a change commits while the first fetch is out
+	later := make(chan *cluster.Snapshot, 3)
+	for range 3 {
+		go func() {
+			s, _ := c.Refresh(context.Background())
+			later <- s
+		}()
+	}
+	testkit.WaitFor(t, 5*time.Second, "the later callers to wait", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.queued != nil
+	})
+	close(src.release)
+	if s := <-first; s == nil || s.Version != 1 {
+		t.Fatalf("first caller: %+v", s)
+	}
+	for range 3 {
+		if s := <-later; s == nil || s.Version != 2 {
+			t.Fatalf("a caller after the change got %+v", s)
+		}
+	}
+	if v := <-src.asked; v != 2 {
+		t.Fatalf("second fetch asked at version %d", v)
 	}
 }
