@@ -62,6 +62,11 @@ const (
 const (
 	JoinEpoch  int32 = 0
 	LeaveEpoch int32 = -1
+	// StaticLeaveEpoch is a static member's temporary leave (Kafka's
+	// KIP-848 -2): the member keeps its assignment, and nobody else gets
+	// it, until its session times out or a member with the same instance
+	// id joins and takes it over without a rebalance.
+	StaticLeaveEpoch int32 = -2
 )
 
 // Group states reported by List and Describe.
@@ -89,6 +94,11 @@ type HeartbeatRequest struct {
 	// last epoch the coordinator answered.
 	MemberEpoch int32  `json:"member_epoch"`
 	ClientID    string `json:"client_id,omitempty"`
+	// InstanceID makes the member static (Kafka's group.instance.id): a
+	// member that joins with the instance id of one that left with
+	// StaticLeaveEpoch takes over its assignment; one whose instance is
+	// still in the group is refused (UNRELEASED_INSTANCE_ID).
+	InstanceID string `json:"instance_id,omitempty"`
 	// Topics is the subscription, sent in full on every heartbeat.
 	Topics []string `json:"topics,omitempty"`
 	// Assignor is the member's preferred assignor (range, roundrobin,

@@ -66,13 +66,14 @@ const (
 	InvalidProducerEpoch     Code = 47
 	UnknownProducerID        Code = 59
 	// Consumer groups (the offsets service).
-	NotCoordinator    Code = 16
-	InvalidGroupID    Code = 24
-	UnknownMemberID   Code = 25
-	NonEmptyGroup     Code = 68
-	GroupIDNotFound   Code = 69
-	FencedMemberEpoch Code = 110
-	StaleMemberEpoch  Code = 113
+	NotCoordinator       Code = 16
+	InvalidGroupID       Code = 24
+	UnknownMemberID      Code = 25
+	NonEmptyGroup        Code = 68
+	GroupIDNotFound      Code = 69
+	FencedMemberEpoch    Code = 110
+	UnreleasedInstanceID Code = 111
+	StaleMemberEpoch     Code = 113
 	// Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat).
 	IllegalGeneration         Code = 22
 	InconsistentGroupProtocol Code = 23
@@ -194,6 +195,7 @@ var table = map[Code]Info{
 	NonEmptyGroup:                {NonEmptyGroup, "NON_EMPTY_GROUP", false, http.StatusConflict, "the group has active members; the operation needs it empty"},
 	GroupIDNotFound:              {GroupIDNotFound, "GROUP_ID_NOT_FOUND", false, http.StatusNotFound, "no such group"},
 	FencedMemberEpoch:            {FencedMemberEpoch, "FENCED_MEMBER_EPOCH", false, http.StatusConflict, "the member epoch is not one the coordinator gave; drop its partitions and join again"},
+	UnreleasedInstanceID:         {UnreleasedInstanceID, "UNRELEASED_INSTANCE_ID", false, http.StatusConflict, "a member with this group.instance.id is still in the group; it must leave first"},
 	StaleMemberEpoch:             {StaleMemberEpoch, "STALE_MEMBER_EPOCH", false, http.StatusConflict, "the member does not own a partition it committed; its assignment changed"},
 	IllegalGeneration:            {IllegalGeneration, "ILLEGAL_GENERATION", false, http.StatusConflict, "the generation is not the group's current one; join again"},
 	InconsistentGroupProtocol:    {InconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL", false, http.StatusConflict, "the member's protocol type or protocols do not match the group's"},

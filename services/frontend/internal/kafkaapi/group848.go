@@ -23,9 +23,6 @@ var serverAssignors = map[string]string{
 	"roundrobin": groups.AssignorRoundRobin,
 }
 
-// Kafka's static-member leave epoch in ConsumerGroupHeartbeat.
-const staticLeaveEpoch = -2
-
 // consumerGroupHeartbeat answers KIP-848's heartbeat with the coordinator's
 // own protocol, which it is: topic ids become names and back, and fields a
 // client leaves out because they did not change stay as they were.
@@ -39,12 +36,9 @@ func (s *Service) consumerGroupHeartbeat(ctx context.Context, c *kafka.Conn, req
 	if !s.broker.UsesGroups(c, "ConsumerGroupHeartbeat") {
 		return fail(protocol.GroupAuthorizationFailed, nil)
 	}
-	hr := groups.HeartbeatRequest{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch, ClientID: c.ClientID(),
+	hr := groups.HeartbeatRequest{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch, ClientID: c.ClientID(), InstanceID: deref(r.InstanceID),
 		Topics: r.SubscribedTopicNames, TopicsUnchanged: r.SubscribedTopicNames == nil, OwnedUnchanged: r.Topics == nil,
 		TopicRegex: r.SubscribedTopicRegex} // checked by the coordinator
-	if hr.MemberEpoch == staticLeaveEpoch {
-		hr.MemberEpoch = groups.LeaveEpoch
-	}
 	if r.RebalanceTimeoutMillis > 0 {
 		hr.RebalanceTimeoutMs = r.RebalanceTimeoutMillis
 	}

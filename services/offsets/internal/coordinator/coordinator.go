@@ -273,9 +273,14 @@ func (c *Coordinator) heartbeatLocked(ctx context.Context, group string, req gro
 		if err := c.put(ctx, g.Version, ng); err != nil {
 			return nil, err
 		}
-		if req.MemberEpoch == groups.JoinEpoch {
-			c.log.Info("member joined", "group", group, "member", resp.MemberID, "client_id", req.ClientID, "group_epoch", ng.Epoch)
-		} else if req.MemberEpoch == groups.LeaveEpoch {
+		switch before, after := g.Members[resp.MemberID], ng.Members[resp.MemberID]; {
+		case req.MemberEpoch == groups.JoinEpoch && before == nil && staticMember(g, req.InstanceID) != nil:
+			c.log.Info("static member rejoined", "group", group, "member", resp.MemberID, "instance_id", req.InstanceID, "client_id", req.ClientID, "member_epoch", after.Epoch)
+		case req.MemberEpoch == groups.JoinEpoch:
+			c.log.Info("member joined", "group", group, "member", resp.MemberID, "client_id", req.ClientID, "instance_id", req.InstanceID, "group_epoch", ng.Epoch)
+		case after != nil && after.Away:
+			c.log.Info("static member away", "group", group, "member", req.MemberID, "instance_id", after.InstanceID)
+		case req.MemberEpoch < 0:
 			c.log.Info("member left", "group", group, "member", req.MemberID, "group_epoch", ng.Epoch)
 		}
 	}

@@ -343,3 +343,44 @@ func TestIdleGroupsExpireWithTheirOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestAwayStaticMemberExpiresWithItsSession: a static member's temporary
+// leave keeps its partitions from the others until its session runs out;
+// then the coordinator removes it and they move.
+func TestAwayStaticMemberExpiresWithItsSession(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	c, f, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.now = clk.now })
+	static, other := &testMember{}, &testMember{}
+	resp, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{MemberEpoch: groups.JoinEpoch, InstanceID: "pod-0", Topics: []string{"t"}, Owned: []groups.TopicPartitions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static.id, static.epoch = resp.MemberID, resp.MemberEpoch
+	keepBeating(t, c, other, 0, true)
+	for range 10 { // settle 2/2; the static member releases what it is told to
+		r, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{MemberID: static.id, MemberEpoch: static.epoch, InstanceID: "pod-0", Topics: []string{"t"}, Owned: groups.Group(static.owned)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		static.epoch, static.owned = r.MemberEpoch, groups.Flatten(r.Assignment)
+		other.beat(t, c, true)
+	}
+	if len(static.owned) != 2 || len(other.owned) != 2 {
+		t.Fatalf("not balanced: %v / %v", static.owned, other.owned)
+	}
+	if _, err := c.Heartbeat(context.Background(), "g", groups.HeartbeatRequest{MemberID: static.id, MemberEpoch: groups.StaticLeaveEpoch, InstanceID: "pod-0"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(300 * time.Millisecond) // within the 400 ms session
+	c.expire()
+	other.beat(t, c, true)
+	if g, _ := f.Group("g"); len(other.owned) != 2 || g.Members[static.id] == nil || !g.Members[static.id].Away {
+		t.Fatalf("within its session the away member's partitions moved: other owns %v; members %v", other.owned, g.Members)
+	}
+	clk.advance(200 * time.Millisecond)
+	c.expire()
+	keepBeating(t, c, other, 4, true)
+	if g, _ := f.Group("g"); len(g.Members) != 1 {
+		t.Fatalf("members after the away member's session: %v", g.Members)
+	}
+}

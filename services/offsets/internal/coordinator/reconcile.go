@@ -28,14 +28,14 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 	if g.Members == nil {
 		g.Members = map[string]*fsm.Member{}
 	}
+	if len(req.InstanceID) > groups.MaxMemberIDLen {
+		return nil, protocol.InvalidRequest.Err("instance id is longer than %d characters", groups.MaxMemberIDLen)
+	}
 	var m *fsm.Member
 	retarget := false
 	switch {
-	case req.MemberEpoch == groups.LeaveEpoch:
-		if g.Members[req.MemberID] != nil {
-			RemoveMember(g, req.MemberID, partitions)
-		}
-		return &groups.HeartbeatResponse{MemberID: req.MemberID, MemberEpoch: groups.LeaveEpoch, Assignment: []groups.TopicPartitions{}}, nil
+	case req.MemberEpoch == groups.LeaveEpoch || req.MemberEpoch == groups.StaticLeaveEpoch:
+		return leave(g, req, partitions)
 	case req.MemberEpoch == groups.JoinEpoch && req.MemberID != "" && g.Members[req.MemberID] != nil:
 		// A retried join whose answer was lost: answer with the member's
 		// current state rather than adding it twice.
@@ -47,14 +47,32 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 		} else if err := groups.ValidateMemberID(id); err != nil {
 			return nil, protocol.InvalidRequest.Err("%v", err)
 		}
-		m = &fsm.Member{ID: id}
+		if old := staticMember(g, req.InstanceID); old != nil {
+			if !old.Away {
+				return nil, protocol.UnreleasedInstanceID.Err("instance id %q of group %s belongs to member %s, which has not left", req.InstanceID, g.Name, old.ID)
+			}
+			m = takeOver(g, old, id)
+			break
+		}
+		m = &fsm.Member{ID: id, InstanceID: req.InstanceID}
 		g.Members[m.ID] = m
 		retarget = true
 	case req.MemberEpoch < 0:
 		return nil, protocol.InvalidRequest.Err("member epoch %d is not valid", req.MemberEpoch)
 	default:
 		if m = g.Members[req.MemberID]; m == nil {
+			if s := staticMember(g, req.InstanceID); s != nil {
+				return nil, protocol.FencedInstanceID.Err("instance id %q of group %s now belongs to member %s; member %s is fenced", req.InstanceID, g.Name, s.ID, req.MemberID)
+			}
 			return nil, protocol.UnknownMemberID.Err("member %q is not in group %s (it left or its session expired); join again", req.MemberID, g.Name)
+		}
+		// A heartbeat may leave the instance id out (Kafka's null: as
+		// before); one that names another is fenced.
+		if req.InstanceID != "" && m.InstanceID != req.InstanceID {
+			return nil, protocol.FencedInstanceID.Err("member %s of group %s has instance id %q, not %q", m.ID, g.Name, m.InstanceID, req.InstanceID)
+		}
+		if m.Away {
+			return nil, protocol.FencedMemberEpoch.Err("static member %s left the group; join again", m.ID)
 		}
 		if req.MemberEpoch > m.Epoch {
 			return nil, protocol.FencedMemberEpoch.Err("member %s sent epoch %d; the coordinator gave it %d; join again", m.ID, req.MemberEpoch, m.Epoch)
@@ -98,6 +116,62 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 	}
 	return &groups.HeartbeatResponse{MemberID: m.ID, MemberEpoch: m.Epoch,
 		HeartbeatIntervalMs: int32(s.HeartbeatInterval.Milliseconds()), Assignment: groups.Group(slices.Clone(m.Assigned))}, nil
+}
+
+// leave handles a member's leave: for good (LeaveEpoch, or a member
+// without an instance id), or, for a static member's StaticLeaveEpoch,
+// away with what it holds until its session expires or its instance joins
+// again. Leaving twice, or after expiry, is answered the same.
+func leave(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]int32) (*groups.HeartbeatResponse, error) {
+	resp := &groups.HeartbeatResponse{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, Assignment: []groups.TopicPartitions{}}
+	m := g.Members[req.MemberID]
+	if m == nil {
+		if s := staticMember(g, req.InstanceID); s != nil {
+			return nil, protocol.FencedInstanceID.Err("instance id %q of group %s now belongs to member %s; member %s is fenced", req.InstanceID, g.Name, s.ID, req.MemberID)
+		}
+		return resp, nil
+	}
+	if req.InstanceID != "" && m.InstanceID != req.InstanceID {
+		return nil, protocol.FencedInstanceID.Err("member %s of group %s has instance id %q, not %q", m.ID, g.Name, m.InstanceID, req.InstanceID)
+	}
+	// Kafka asks the temporary leave to name the instance id; franz-go
+	// leaves it out, so the member's own is used.
+	if req.MemberEpoch == groups.StaticLeaveEpoch && m.InstanceID != "" {
+		m.Away = true
+		return resp, nil
+	}
+	RemoveMember(g, m.ID, partitions)
+	return resp, nil
+}
+
+// staticMember returns the member of g with instance id id (none for "").
+func staticMember(g *fsm.Group, id string) *fsm.Member {
+	if id == "" {
+		return nil
+	}
+	for _, m := range g.Members {
+		if m.InstanceID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// takeOver replaces a static member that is away with a new member of the
+// same instance id: the new one holds what the old held, with the target
+// the old one had, so the group's assignment does not change. The new
+// member's epoch is above the old one's and every partition is granted at
+// it, so commits of the old member cannot land as the new one's.
+func takeOver(g *fsm.Group, old *fsm.Member, id string) *fsm.Member {
+	m := *old
+	m.ID, m.Away, m.Epoch = id, false, old.Epoch+1
+	m.GrantedAt = map[string]int32{}
+	for _, p := range append(slices.Clone(m.Assigned), m.Revoking...) {
+		m.GrantedAt[fsm.GrantKey(p)] = m.Epoch
+	}
+	delete(g.Members, old.ID)
+	g.Members[id] = &m
+	return &m
 }
 
 // resolveRegex applies the request's change of the member's

@@ -42,7 +42,8 @@ func (s *sim) join(topics ...string) string {
 // leaves out (the next beat reports it released).
 func (s *sim) beat(id string) *groups.HeartbeatResponse {
 	s.t.Helper()
-	req := groups.HeartbeatRequest{MemberID: id, MemberEpoch: s.epoch[id], Topics: s.g.Members[id].Topics, Owned: groups.Group(slices.Clone(s.owned[id]))}
+	m := s.g.Members[id]
+	req := groups.HeartbeatRequest{MemberID: id, MemberEpoch: s.epoch[id], InstanceID: m.InstanceID, Topics: m.Topics, Owned: groups.Group(slices.Clone(s.owned[id]))}
 	resp, err := Heartbeat(s.g, req, s.parts, s.newID, DefaultSettings())
 	if err != nil {
 		s.t.Fatalf("heartbeat of %s: %v", id, err)
@@ -361,5 +362,87 @@ func TestRegexSubscription(t *testing.T) {
 	}
 	if m := s.g.Members[id]; m.TopicRegex != "" || !slices.Equal(m.Topics, []string{"audit"}) {
 		t.Fatalf("back to names: %+v", m)
+	}
+}
+
+// TestStaticMembership: a static member's temporary leave (epoch -2) keeps
+// its partitions out of the others' hands without a new group epoch; a
+// member joining with its instance id takes them over at a higher member
+// epoch, again without one; a second instance while the first is in the
+// group is refused, the old member id and a wrong instance id are fenced,
+// and a leave for good (-1) frees the partitions at once.
+func TestStaticMembership(t *testing.T) {
+	s := newSim(t, map[string]int32{"t": 4})
+	other := s.join("t")
+	join := func(id, instance string) (*groups.HeartbeatResponse, error) {
+		return Heartbeat(s.g, groups.HeartbeatRequest{MemberID: id, MemberEpoch: groups.JoinEpoch, InstanceID: instance, Topics: []string{"t"}}, s.parts, s.newID, DefaultSettings())
+	}
+	resp, err := join("first", "pod-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(resp)
+	s.settle()
+	held := slices.Clone(s.g.Members["first"].Assigned)
+	if len(held) != 2 {
+		t.Fatalf("the static member holds %v", held)
+	}
+	if _, err := join("second", "pod-0"); protocol.CodeOf(err) != protocol.UnreleasedInstanceID {
+		t.Fatalf("a second instance while the first is in: %v", err)
+	}
+	groupEpoch, firstEpoch := s.g.Epoch, s.g.Members["first"].Epoch
+
+	// The temporary leave: franz-go sends it without the instance id.
+	resp, err = Heartbeat(s.g, groups.HeartbeatRequest{MemberID: "first", MemberEpoch: groups.StaticLeaveEpoch}, s.parts, s.newID, DefaultSettings())
+	if err != nil || resp.MemberEpoch != groups.StaticLeaveEpoch {
+		t.Fatalf("static leave: %+v %v", resp, err)
+	}
+	if m := s.g.Members["first"]; m == nil || !m.Away || !slices.Equal(m.Assigned, held) || s.g.Epoch != groupEpoch {
+		t.Fatalf("after the leave: member %+v, group epoch %d (was %d)", m, s.g.Epoch, groupEpoch)
+	}
+	s.beat(other)
+	if got := s.g.Members[other].Assigned; len(got) != 2 {
+		t.Fatalf("the other member took the away member's partitions: %v", got)
+	}
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: "first", MemberEpoch: firstEpoch, InstanceID: "pod-0", Topics: []string{"t"}}, s.parts, s.newID, DefaultSettings()); protocol.CodeOf(err) != protocol.FencedMemberEpoch {
+		t.Fatalf("a heartbeat of the member that left: %v", err)
+	}
+
+	// The instance comes back under a new member id.
+	resp, err = join("again", "pod-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(resp)
+	if !slices.Equal(groups.Flatten(resp.Assignment), held) || resp.MemberEpoch <= firstEpoch || s.g.Epoch != groupEpoch || s.g.Members["first"] != nil {
+		t.Fatalf("rejoin: %+v (held %v, epoch above %d); group epoch %d (was %d); old member %+v", resp, held, firstEpoch, s.g.Epoch, groupEpoch, s.g.Members["first"])
+	}
+	for _, p := range held {
+		if s.g.Members["again"].GrantedAt[fsm.GrantKey(p)] != resp.MemberEpoch {
+			t.Fatalf("%s granted at %v", p, s.g.Members["again"].GrantedAt)
+		}
+	}
+	// Kafka clients leave the instance id out of keepalive heartbeats.
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: "again", MemberEpoch: resp.MemberEpoch, TopicsUnchanged: true, OwnedUnchanged: true}, s.parts, s.newID, DefaultSettings()); err != nil {
+		t.Fatalf("a keepalive heartbeat without the instance id: %v", err)
+	}
+	for name, req := range map[string]groups.HeartbeatRequest{
+		"the replaced member id": {MemberID: "first", MemberEpoch: firstEpoch, InstanceID: "pod-0", Topics: []string{"t"}},
+		"another instance id":    {MemberID: "again", MemberEpoch: resp.MemberEpoch, InstanceID: "pod-1", Topics: []string{"t"}},
+		"a leave naming another": {MemberID: "again", MemberEpoch: groups.StaticLeaveEpoch, InstanceID: "pod-1"},
+	} {
+		if _, err := Heartbeat(s.g, req, s.parts, s.newID, DefaultSettings()); protocol.CodeOf(err) != protocol.FencedInstanceID {
+			t.Errorf("%s: %v, want FENCED_INSTANCE_ID", name, err)
+		}
+	}
+	s.settle()
+
+	// A leave for good frees the partitions.
+	if _, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberID: "again", MemberEpoch: groups.LeaveEpoch, InstanceID: "pod-0"}, s.parts, s.newID, DefaultSettings()); err != nil {
+		t.Fatal(err)
+	}
+	s.settle()
+	if len(s.g.Members) != 1 || len(s.g.Members[other].Assigned) != 4 {
+		t.Fatalf("after the static member left for good: %+v", s.g.Members)
 	}
 }

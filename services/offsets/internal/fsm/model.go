@@ -65,10 +65,14 @@ type Member struct {
 	// least that epoch, so a commit delayed from an earlier ownership cannot
 	// land after the partition came back.
 	GrantedAt map[string]int32 `json:"granted_at,omitempty"`
-	// A classic member's instance id (static membership), host, metadata
-	// for the chosen protocol and assignment bytes; Topics and Assigned
-	// hold what they name when the protocol type is "consumer".
+	// The member's instance id (static membership, in both protocols), a
+	// classic member's host, metadata for the chosen protocol and
+	// assignment bytes; Topics and Assigned hold what they name when the
+	// protocol type is "consumer".
 	InstanceID string `json:"instance_id,omitempty"`
+	// Away: a static member that left with groups.StaticLeaveEpoch. It keeps
+	// what it holds until its session expires or its instance id joins again.
+	Away       bool   `json:"away,omitempty"`
 	ClientHost string `json:"client_host,omitempty"`
 	Metadata   []byte `json:"metadata,omitempty"`
 	Assignment []byte `json:"assignment,omitempty"`
