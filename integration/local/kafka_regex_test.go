@@ -13,8 +13,9 @@ import (
 
 // TestKafkaRegexSubscription: a franz-go KIP-848 consumer subscribed by
 // regular expression (ConsumeRegex, which sends SubscribedTopicRegex) reads
-// the matching topic and not the other, then reads a matching topic created
-// after it joined; the test logs how long that took from the creation.
+// the matching topic and not the other, nor the internal __consumer_offsets
+// its pattern also names, then reads a matching topic created after it
+// joined; the test logs how long that took from the creation.
 func TestKafkaRegexSubscription(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -26,7 +27,7 @@ func TestKafkaRegexSubscription(t *testing.T) {
 	createTopic(t, ctx, c, "other", 1, 1, nil)
 	produceValues(t, c, "rx-first", "first", 100)
 	produceValues(t, c, "other", "other", 100)
-	cl := franzClient(t, c, kgo.ConsumerGroup("regex-readers"), kgo.ConsumeRegex(), kgo.ConsumeTopics("rx-.*"), kgo.ServerSideBalancer(),
+	cl := franzClient(t, c, kgo.ConsumerGroup("regex-readers"), kgo.ConsumeRegex(), kgo.ConsumeTopics("rx-.*", "__consumer_.*"), kgo.ServerSideBalancer(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	seen := map[string]int{}
 	poll := func(until func() bool, what string) {
@@ -53,6 +54,9 @@ func TestKafkaRegexSubscription(t *testing.T) {
 	produceValues(t, c, "rx-later", "later", 50)
 	poll(func() bool { return seen["rx-later"] == 50 }, "a matching topic created later")
 	t.Logf("the regex consumer read a matching topic %v after its creation", time.Since(created).Round(time.Millisecond))
+	if seen["__consumer_offsets"] != 0 {
+		t.Fatalf("the regex consumer read %d records of the internal __consumer_offsets", seen["__consumer_offsets"])
+	}
 	if seen["other"] != 0 {
 		t.Fatalf("the regex consumer read %d records of a topic it does not match", seen["other"])
 	}

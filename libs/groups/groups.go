@@ -209,6 +209,9 @@ type Committed struct {
 	// LeaderEpoch is the committed leader epoch (Offset.LeaderEpoch); nil
 	// when unknown, as for offsets committed before it was kept.
 	LeaderEpoch *int32 `json:"leader_epoch,omitempty"`
+	// Position is the commit's place in the groups' change log
+	// (OffsetsLogRecord); 0 for commits written before it was kept.
+	Position int64 `json:"position,omitempty"`
 }
 
 // Stale reports whether c belongs to another incarnation of its topic than

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -110,6 +111,9 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if err := cluster.ValidateTopicName(rt.Topic); err != nil {
 		return nil, protocol.InvalidTopic.Err("%v", err)
 	}
+	if rt.Topic == groups.OffsetsLogTopic {
+		return nil, protocol.TopicAlreadyExists.Err("%s is an internal topic", rt.Topic)
+	}
 	if validateOnly {
 		switch {
 		case parts < 1 || parts > cluster.MaxPartitions:
@@ -170,6 +174,9 @@ func (b *Broker) deleteTopics(ctx context.Context, c *Conn, req kmsg.Request) Re
 func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapshot, rt *kmsg.DeleteTopicsRequestTopic, res *kmsg.DeleteTopicsResponseTopic) error {
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
+	}
+	if IsOffsetsLog(snap, rt.Topic, rt.TopicID) {
+		return protocol.InvalidTopic.Err("%s is an internal topic: it cannot be deleted", groups.OffsetsLogTopic)
 	}
 	t, ok := topicOf(snap, rt.Topic, rt.TopicID)
 	if !ok && rt.Topic == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -467,6 +468,10 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 				resp.Topics = append(resp.Topics, mt)
 			}
 		}
+		if mt, ok := offsetsLogMetadata(snap); ok && w.describe(groups.OffsetsLogTopic) {
+			mt.AuthorizedOperations = ops(groups.OffsetsLogTopic)
+			resp.Topics = append(resp.Topics, mt)
+		}
 		return Reply{Msg: resp}
 	}
 	autoCreate := (r.Version < 4 || r.AllowAutoTopicCreation) && snap.Settings().AutoCreateTopics
@@ -475,6 +480,16 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, opsNotRequested
 		t, ok := topicOf(snap, rt.Topic, rt.TopicID)
 		switch {
+		case IsOffsetsLog(snap, rt.Topic, rt.TopicID) && !w.describe(groups.OffsetsLogTopic):
+			mt.ErrorCode = b.denied(c, "Metadata", groups.OffsetsLogTopic)
+		case IsOffsetsLog(snap, rt.Topic, rt.TopicID):
+			internal, listed := offsetsLogMetadata(snap)
+			if !listed {
+				mt.ErrorCode = int16(protocol.LeaderNotAvailable) // no frontend serves it yet
+				break
+			}
+			mt = internal
+			mt.AuthorizedOperations = ops(groups.OffsetsLogTopic)
 		case ok && !w.describe(t.Name):
 			mt.ErrorCode = b.denied(c, "Metadata", t.Name)
 		case ok:

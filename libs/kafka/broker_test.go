@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -166,8 +167,21 @@ func TestMetadataAnswer(t *testing.T) {
 			t.Fatal("two answers name different leaders")
 		}
 	}
-	if len(again.Topics) != 2 {
-		t.Fatalf("root sees %d topics, want 2", len(again.Topics))
+	if len(again.Topics) != 3 {
+		t.Fatalf("root sees %d topics, want 2 and __consumer_offsets", len(again.Topics))
+	}
+	internal := again.Topics[2]
+	if *internal.Topic != groups.OffsetsLogTopic || !internal.IsInternal || len(internal.Partitions) != groups.OffsetsLogPartitions ||
+		internal.TopicID != OffsetsLogTopicID(testModel()) || internal.Partitions[7].Leader < cluster.FrontendIDBase {
+		t.Fatalf("the internal topic: %+v", internal)
+	}
+	byID := kmsg.NewPtrMetadataRequest()
+	byID.Version = 12
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.TopicID = internal.TopicID
+	byID.Topics = append(byID.Topics, rt)
+	if resp := b.metadata(context.Background(), connAs("root"), byID).Msg.(*kmsg.MetadataResponse); len(resp.Topics) != 1 || !resp.Topics[0].IsInternal {
+		t.Fatalf("__consumer_offsets by id: %+v", resp.Topics)
 	}
 
 	// Asking by name: a hidden topic and a missing one.
@@ -188,7 +202,7 @@ func TestMetadataAnswer(t *testing.T) {
 	}
 	// v0: an empty list is every topic.
 	v0 := kmsg.NewPtrMetadataRequest()
-	if resp := b.metadata(context.Background(), connAs("root"), v0).Msg.(*kmsg.MetadataResponse); len(resp.Topics) != 2 {
+	if resp := b.metadata(context.Background(), connAs("root"), v0).Msg.(*kmsg.MetadataResponse); len(resp.Topics) != 3 {
 		t.Fatalf("Metadata v0 with no topics lists %d", len(resp.Topics))
 	}
 }

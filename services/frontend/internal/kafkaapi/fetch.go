@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -38,7 +39,9 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 	body := &kafka.FetchBody{Version: r.Version}
 	snap := s.cache.Snapshot()
 	var probe, proxy []*fetchPart
+	var internal []*offsetsLogPart
 	for _, rt := range r.Topics {
+		offsetsLog := kafka.IsOffsetsLog(snap, &rt.Topic, rt.TopicID)
 		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID}
 		var topic *cluster.Topic
 		switch {
@@ -56,6 +59,12 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 		for i, rp := range rt.Partitions {
 			out := &parts[i]
 			switch {
+			case offsetsLog && !s.broker.Allowed(c, cluster.OpConsume, groups.OffsetsLogTopic):
+				out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			case offsetsLog && (rp.Partition < 0 || rp.Partition >= groups.OffsetsLogPartitions):
+				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+			case offsetsLog:
+				internal = append(internal, &offsetsLogPart{partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, out: out})
 			case topic == nil && r.Version >= 13:
 				out.ErrorCode = int16(protocol.UnknownTopicID)
 			case topic == nil:
@@ -83,8 +92,14 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 			}
 		}
 	}
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	if len(probe)+len(proxy) > 0 {
+		s.readOffsetsLog(ctx, c, internal, 0, int(r.MaxBytes)) // the data partitions' wait is the answer's
+	} else {
+		s.readOffsetsLog(ctx, c, internal, wait, int(r.MaxBytes))
+	}
 	s.probe(ctx, probe)
-	s.proxy(ctx, proxy, time.Duration(r.MaxWaitMillis)*time.Millisecond, int(r.MinBytes), int(r.MaxBytes))
+	s.proxy(ctx, proxy, wait, int(r.MinBytes), int(r.MaxBytes))
 	body.Encode()
 	return kafka.Reply{Body: body}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
@@ -40,6 +41,14 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 				epoch = -1
 			}
 			wg.Go(func() {
+				if rt.Topic == groups.OffsetsLogTopic {
+					p.Offset, p.Timestamp, p.ErrorCode = s.offsetsLogOffset(ctx, c, rp.Partition, rp.Timestamp)
+					p.LeaderEpoch = 0
+					if r.Version == 0 && p.Offset >= 0 {
+						p.OldStyleOffsets = []int64{p.Offset}
+					}
+					return
+				}
 				var lr protocol.ListOffsetsResponse
 				req := &protocol.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Timestamp: rp.Timestamp, CurrentLeaderEpoch: epoch,
 					Isolation: r.IsolationLevel}
@@ -79,6 +88,10 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 				continue
 			}
 			wg.Go(func() {
+				if rt.Topic == groups.OffsetsLogTopic {
+					p.LeaderEpoch, p.EndOffset, p.ErrorCode = s.offsetsLogEpochEnd(ctx, c, rp.Partition)
+					return
+				}
 				var er protocol.OffsetForLeaderEpochResponse
 				req := &protocol.OffsetForLeaderEpochRequest{Topic: rt.Topic, Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LeaderEpoch: rp.LeaderEpoch}
 				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIOffsetForLeaderEpoch, req, &er); p.ErrorCode != 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
@@ -81,6 +82,12 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		if !s.broker.Allowed(c, cluster.OpProduce, rt.Topic) {
 			for j := range out.Partitions {
 				out.Partitions[j].ErrorCode = int16(protocol.TopicAuthorizationFailed)
+			}
+			continue
+		}
+		if rt.Topic == groups.OffsetsLogTopic {
+			for j := range out.Partitions {
+				out.Partitions[j].ErrorCode, out.Partitions[j].ErrorMessage = int16(protocol.InvalidTopic), kmsg.StringPtr(kafka.OffsetsLogWriteRefused.Error())
 			}
 			continue
 		}

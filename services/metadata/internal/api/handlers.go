@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
@@ -155,6 +156,9 @@ func (s *Server) createTopic(ctx *fasthttp.RequestCtx) {
 func validateCreate(req cluster.CreateTopicRequest) error {
 	if err := cluster.ValidateTopicName(req.Name); err != nil {
 		return bad(protocol.InvalidTopic, "%v", err)
+	}
+	if req.Name == groups.OffsetsLogTopic {
+		return bad(protocol.TopicAlreadyExists, "%s is Kafka's internal topic, served from the offsets service", req.Name)
 	}
 	if req.Partitions < 1 || req.Partitions > cluster.MaxPartitions {
 		return bad(protocol.InvalidPartitions, "partitions must be within 1..%d, got %d", cluster.MaxPartitions, req.Partitions)

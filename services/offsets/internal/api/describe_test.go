@@ -182,3 +182,31 @@ func TestLagOfReadCommittedGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetsLogRefusesBadInput: a partition outside 0-49, or a bad from or
+// limit, is refused with its code before anything is read.
+func TestOffsetsLogRefusesBadInput(t *testing.T) {
+	routes := (&Server{}).newRoutes()
+	for _, tc := range []struct {
+		path, query string
+		want        protocol.Code
+	}{
+		{"/v1/offsets-log/50", "", protocol.UnknownTopicOrPartition},
+		{"/v1/offsets-log/-1", "", protocol.UnknownTopicOrPartition},
+		{"/v1/offsets-log/x", "", protocol.UnknownTopicOrPartition},
+		{"/v1/offsets-log/3", "from=-5", protocol.InvalidRequest},
+		{"/v1/offsets-log/3", "from=abc", protocol.InvalidRequest},
+		{"/v1/offsets-log/3", "limit=-1", protocol.InvalidRequest},
+	} {
+		r, p, _ := routes.Lookup(http.MethodGet, tc.path)
+		if r == nil || r.Pattern != "/v1/offsets-log/{partition}" {
+			t.Fatalf("%s: route %+v", tc.path, r)
+		}
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI(tc.path + "?" + tc.query)
+		err := (&Server{}).offsetsLog(context.Background(), &ctx, p)
+		if protocol.CodeOf(err) != tc.want {
+			t.Errorf("%s?%s: %v, want %v", tc.path, tc.query, err, tc.want)
+		}
+	}
+}

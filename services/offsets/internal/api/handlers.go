@@ -40,6 +40,32 @@ func (s *Server) commit(c context.Context, ctx *fasthttp.RequestCtx, group strin
 	return nil
 }
 
+// offsetsLog answers a page of one partition of the groups' change log.
+func (s *Server) offsetsLog(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
+	partition, err := strconv.ParseInt(p.Get("partition"), 10, 32)
+	if err != nil || partition < 0 || partition >= groups.OffsetsLogPartitions {
+		return protocol.UnknownTopicOrPartition.Err("%s has partitions 0-%d, not %q", groups.OffsetsLogTopic, groups.OffsetsLogPartitions-1, p.Get("partition"))
+	}
+	args := ctx.QueryArgs()
+	from, err := strconv.ParseInt(string(args.Peek("from")), 10, 64)
+	if err != nil && args.Has("from") || from < 0 {
+		return protocol.InvalidRequest.Err("from %q is not a position (a number, 0 or more)", args.Peek("from"))
+	}
+	limit, err := strconv.Atoi(string(args.Peek("limit")))
+	if err != nil && args.Has("limit") || limit < 0 {
+		return protocol.InvalidRequest.Err("limit %q is not a number of records", args.Peek("limit"))
+	}
+	if err := s.node.Linearize(c); err != nil {
+		return protocol.NotCoordinator.Err("%v", err)
+	}
+	page, err := s.fsm.OffsetsLog(int32(partition), from, limit)
+	if err != nil {
+		return err
+	}
+	service.WriteJSON(ctx, http.StatusOK, page)
+	return nil
+}
+
 func (s *Server) offsets(c context.Context, ctx *fasthttp.RequestCtx, group string) error {
 	if err := s.node.Linearize(c); err != nil {
 		return protocol.NotCoordinator.Err("%v", err)

@@ -13,6 +13,7 @@
 //	POST   /v1/txns/{id}/{op}                  the transaction coordinator (txns.go)
 //	GET    /v1/txns[/{id}]                     transactions' states
 //	.../v1/share-groups...                     share groups (shares.go)
+//	GET    /v1/offsets-log/{partition}?from=&limit= the groups' change log, as Kafka's __consumer_offsets
 //
 // Every route runs on the Raft leader, where the coordinator lives; any other
 // replica relays the request to the leader (once: a relayed request reaching a
@@ -144,6 +145,9 @@ func (s *Server) newRoutes() *service.Router {
 		if p.Get("txn") != "" || string(ctx.Path()) == "/v1/txns" {
 			return txns.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		}
+		if strings.HasPrefix(string(ctx.Path()), "/v1/offsets-log/") {
+			return cluster.Need{Op: cluster.OpConsume, Topics: []string{groups.OffsetsLogTopic}}
+		}
 		if strings.HasPrefix(string(ctx.Path()), "/v1/share-groups") {
 			return shares.NeedOf(string(ctx.Method()), string(ctx.Path()), ctx.PostBody())
 		}
@@ -171,6 +175,7 @@ func (s *Server) newRoutes() *service.Router {
 			return s.classic(c, ctx, p.Get("group"), p.Get("op"))
 		}),
 	}
+	routes = append(routes, route(http.MethodGet, "/v1/offsets-log/{partition}", s.offsetsLog))
 	routes = append(routes, s.txnRoutes(route)...)
 	return service.NewRouter(append(routes, s.shareRoutes(route)...)...)
 }

@@ -25,7 +25,7 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 			return res, nil
 		}
 		g := c.Group.Clone()
-		g.Version = index
+		g.Version, g.Position = index, st.position(index)
 		v, err := json.Marshal(g)
 		if err != nil {
 			return nil, err
@@ -37,7 +37,7 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 		if res.Err = CheckCommit(f.groupLocked(staged, c.Group), c); res.Err != nil {
 			return res, nil
 		}
-		return res, putOffsets(tx, c.Group, c.Offsets, c.TimeMs)
+		return res, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
 	case TypeReset:
 		c := cmd.Reset
 		if res.Err = checkEmpty(f.groupLocked(staged, c.Group), c.Group); res.Err == nil {
@@ -46,7 +46,7 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 		if res.Err != nil {
 			return res, nil
 		}
-		return res, putOffsets(tx, c.Group, c.Offsets, c.TimeMs)
+		return res, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
 	case TypeDeleteGroup:
 		name := cmd.DeleteGroup.Group
 		g := f.groupLocked(staged, name)
@@ -127,14 +127,14 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 	return res, nil
 }
 
-func putOffsets(tx *bolt.Tx, group string, offs []groups.Offset, timeMs int64) error {
+func putOffsets(tx *bolt.Tx, st *stage, index uint64, group string, offs []groups.Offset, timeMs int64) error {
 	b, err := tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(group))
 	if err != nil {
 		return err
 	}
 	for _, o := range offs {
 		v, err := json.Marshal(groups.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommitTimeMs: timeMs, TopicID: o.TopicID,
-			LeaderEpoch: o.LeaderEpoch})
+			LeaderEpoch: o.LeaderEpoch, Position: st.position(index)})
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,19 @@ type stage struct {
 	// dirty holds the share-partitions changed, with their group's name:
 	// written once, when the entry's commands are applied.
 	dirty map[*SharePartition]string
+	// at and seq give the records of the groups' change log their
+	// positions: seq counts the records of entry at.
+	at  uint64
+	seq int64
+}
+
+// position returns the next change-log position of entry index.
+func (st *stage) position(index uint64) int64 {
+	if st.at != index {
+		st.at, st.seq = index, 0
+	}
+	st.seq++
+	return int64(index)<<groups.OffsetsLogIndexShift | min(st.seq, 1<<groups.OffsetsLogIndexShift-1)
 }
 
 // Open opens (creating) the state file at path.

@@ -36,6 +36,9 @@ type Group struct {
 	// states written before it was recorded). An empty group's offsets
 	// expire a retention period after its last activity (FSM.IdleSince).
 	EmptySinceMs int64 `json:"empty_since_ms,omitempty"`
+	// Position is this state's place in the groups' change log
+	// (groups.OffsetsLogRecord); 0 for states written before it was kept.
+	Position int64 `json:"position,omitempty"`
 }
 
 // Member is one member of a group.

@@ -145,7 +145,7 @@ func (f *FSM) applyPutTxn(tx *bolt.Tx, st *stage, index uint64, c *PutTxn) (erro
 	t.Version = index
 	if c.Commit {
 		for _, g := range slices.Sorted(maps.Keys(t.Offsets)) {
-			if err := putOffsets(tx, g, t.Offsets[g], t.UpdateMs); err != nil {
+			if err := putOffsets(tx, st, index, g, t.Offsets[g], t.UpdateMs); err != nil {
 				return nil, err
 			}
 		}
