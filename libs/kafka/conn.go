@@ -220,6 +220,7 @@ func (c *Conn) request(n int) bool {
 		return false
 	default:
 		c.s.metrics.Requests.WithLabelValues(h.Name()).Inc()
+		c.s.metrics.RequestBytes.WithLabelValues(h.Name()).Add(float64(n))
 		reply = c.guard(h, func() Reply { return route.Handle(c.ctx, c, req) })
 	}
 	if reply.Async == nil && c.queued.Load() == 0 {

@@ -193,18 +193,6 @@ func (f *FetchBody) Len() int { return f.size }
 // codeFetchSessionNotFound is Kafka's FETCH_SESSION_ID_NOT_FOUND.
 const codeFetchSessionNotFound = 70
 
-// RefuseFetchSession answers a fetch that names a fetch session: no broker
-// of Sluice keeps them (every answer says session 0), so the client is told
-// to start over with full fetches. It is false for a fetch without one.
-func RefuseFetchSession(r *kmsg.FetchRequest) (Reply, bool) {
-	if r.Version < 7 || r.SessionID == 0 {
-		return Reply{}, false
-	}
-	body := &FetchBody{Version: r.Version, ErrorCode: codeFetchSessionNotFound}
-	body.Encode()
-	return Reply{Body: body}, true
-}
-
 // WriteBody implements Body.
 func (f *FetchBody) WriteBody(w *Writer) error {
 	for _, p := range f.pieces {

@@ -52,6 +52,8 @@ type Config struct {
 	// TLS, when set, makes the listener speak TLS. Without SASL, a client
 	// certificate's common name is the connection's principal.
 	TLS *tls.Config
+	// FetchSessions bounds the listener's fetch sessions (KIP-227).
+	FetchSessions FetchSessionsConfig
 
 	sasl string // the -kafka-sasl-mechanisms flag until Finish
 }
@@ -59,7 +61,7 @@ type Config struct {
 // DefaultConfig returns Kafka's defaults for a listener on addr.
 func DefaultConfig(addr string) Config {
 	return Config{Addr: addr, MaxRequestBytes: 100 << 20, MaxQueuedBytes: 512 << 20, IdleTimeout: 10 * time.Minute,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, FetchSessions: DefaultFetchSessionsConfig()}
 }
 
 // Mechanisms Sluice offers.
@@ -92,6 +94,10 @@ func (c Config) Validate() error {
 		return errors.New("kafka idle, read and write timeouts must be positive")
 	case c.MaxConnsPerIP < 0:
 		return fmt.Errorf("kafka max connections per ip %d is negative (0: no limit)", c.MaxConnsPerIP)
+	case c.FetchSessions.Slots < 0 || c.FetchSessions.Slots > 1_000_000:
+		return fmt.Errorf("kafka fetch session slots %d is outside 0..1000000 (0: no sessions)", c.FetchSessions.Slots)
+	case c.FetchSessions.EvictAfter < 0:
+		return fmt.Errorf("kafka fetch session evict-after %v is negative", c.FetchSessions.EvictAfter)
 	}
 	for _, m := range c.SASLMechanisms {
 		if _, scram := cluster.ScramHash(m); m != MechanismPlain && !scram {
@@ -172,10 +178,15 @@ type Body interface {
 
 // Metrics are a listener's Prometheus series.
 type Metrics struct {
-	Requests    *prometheus.CounterVec // by API
-	Refused     *prometheus.CounterVec // requests that closed their connection, by reason
-	Connections prometheus.Gauge
-	AuthFailed  prometheus.Counter
+	Requests     *prometheus.CounterVec // by API
+	RequestBytes *prometheus.CounterVec // the requests' sizes, by API
+	Refused      *prometheus.CounterVec // requests that closed their connection, by reason
+	Connections  prometheus.Gauge
+	AuthFailed   prometheus.Counter
+	// FetchSessions are the sessions held; FetchSessionEvictions those
+	// evicted to make room.
+	FetchSessions         prometheus.Gauge
+	FetchSessionEvictions prometheus.Counter
 }
 
 // NewMetrics registers a listener's series on reg (nil: unregistered).
@@ -183,15 +194,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_kafka_requests_total",
 			Help: "Kafka protocol requests served, by API."}, []string{"api"}),
+		RequestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_kafka_request_bytes_total",
+			Help: "Bytes of the Kafka protocol requests served (after the size prefix), by API."}, []string{"api"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_kafka_refused_requests_total",
 			Help: "Kafka protocol requests that closed their connection, by reason (too_large, malformed, unknown_api, unsupported_version, unauthenticated, too_many_connections)."},
 			[]string{"reason"}),
 		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_kafka_connections", Help: "Open Kafka protocol connections."}),
 		AuthFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_kafka_authentication_failures_total",
 			Help: "SASL authentications that failed (unknown principal, wrong password)."}),
+		FetchSessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_kafka_fetch_sessions", Help: "Fetch sessions (KIP-227) the listener holds."}),
+		FetchSessionEvictions: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_kafka_fetch_session_evictions_total",
+			Help: "Fetch sessions evicted to make room for new ones."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Refused, m.Connections, m.AuthFailed)
+		reg.MustRegister(m.Requests, m.RequestBytes, m.Refused, m.Connections, m.AuthFailed, m.FetchSessions, m.FetchSessionEvictions)
 	}
 	return m
 }

@@ -32,9 +32,10 @@ type fetchPart struct {
 // without waiting and answered with the leader as preferred read replica;
 // the others are read through this frontend.
 func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
-	r := req.(*kmsg.FetchRequest)
-	if reply, refused := kafka.RefuseFetchSession(r); refused {
-		return reply
+	principal, _ := c.Principal()
+	r, session, refused := s.sessions.Begin(req.(*kmsg.FetchRequest), principal)
+	if refused != nil {
+		return *refused
 	}
 	body := &kafka.FetchBody{Version: r.Version}
 	snap := s.cache.Snapshot()
@@ -100,6 +101,7 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 	}
 	s.probe(ctx, probe)
 	s.proxy(ctx, proxy, wait, int(r.MinBytes), int(r.MaxBytes))
+	session.Finish(body)
 	body.Encode()
 	return kafka.Reply{Body: body}
 }

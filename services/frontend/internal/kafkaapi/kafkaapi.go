@@ -76,7 +76,8 @@ type Service struct {
 	groups   *groups.Client
 	txns     *txns.Client
 	shares   *shares.Client
-	share    shareState      // Kafka share groups' members and sessions (share.go)
+	share    shareState // Kafka share groups' members and sessions (share.go)
+	sessions *kafka.FetchSessions
 	joiner   *txnjoin.Joiner // brings transactional produces' partitions into their transactions
 	log      *slog.Logger
 	// idempotentProducerID is the broker's InitProducerId (no
@@ -91,7 +92,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	offsets *groups.Client, txnCoord *txns.Client, shareGroups *shares.Client, joiner *txnjoin.Joiner, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics,
 	log *slog.Logger) (*Service, error) {
 	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord,
-		shares: shareGroups, joiner: joiner, log: log,
+		shares: shareGroups, joiner: joiner, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, metrics),
 		share: shareState{members: map[shareMemberKey]*shareMember{}, sessions: map[shareMemberKey]*shareSession{}}}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth, Groups: kafka.ShareGroupConfigs{Client: shareGroups}}, member.ID, cache, meta, log)
 	routes := s.broker.Routes()

@@ -54,6 +54,8 @@ type Service struct {
 	metrics *server.Metrics
 	quotas  *quota.Limiter
 	log     *slog.Logger
+	// sessions are the listener's fetch sessions (KIP-227).
+	sessions *kafka.FetchSessions
 }
 
 // New builds the listener (it listens at once; Start serves). model is the
@@ -64,7 +66,7 @@ func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin,
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
-	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quotas, log: log}
+	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quotas, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, kmetrics)}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services, Groups: cfg.Groups}, mgr.Self, model, admin, log)
 	routes := s.broker.Routes()
 	// Produce is advertised as on every broker (librdkafka takes a broker
@@ -158,9 +160,10 @@ type fetchPart struct {
 // MinBytes are below the high watermarks or MaxWait passes, then sends the
 // batches by sendfile (through the TLS layer under TLS).
 func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
-	r := req.(*kmsg.FetchRequest)
-	if reply, refused := kafka.RefuseFetchSession(r); refused {
-		return reply
+	principal, _ := c.Principal()
+	r, session, refused := s.sessions.Begin(req.(*kmsg.FetchRequest), principal)
+	if refused != nil {
+		return *refused
 	}
 	body := &kafka.FetchBody{Version: r.Version}
 	snap := s.model.Snapshot()
@@ -205,6 +208,7 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 	wait := min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait)
 	sent := s.poll(ctx, parts, wait, int(r.MinBytes), int(r.MaxBytes))
 	body.ThrottleMillis = int32(s.chargeFetch(c, sent) / time.Millisecond)
+	session.Finish(body)
 	body.Encode()
 	return kafka.Reply{Body: body, Throttle: time.Duration(body.ThrottleMillis) * time.Millisecond}
 }
