@@ -13,8 +13,9 @@ import (
 // python3-confluent-kafka (librdkafka underneath), as its users write it:
 // the AdminClient creates two topics without a replication factor (they
 // get the cluster's durable default: 3 replicas, min.insync.replicas 2, as
-// DescribeConfigs reports), grows one, describes its configs and deletes
-// both at the end; an idempotent producer with acks=all writes 2,000 keyed
+// DescribeConfigs reports), grows one, describes and alters its configs,
+// lists the consumer groups and deletes both topics at the end (Debian's
+// 1.7.0 has no AdminClient calls for ACLs, quotas or SCRAM users); an idempotent producer with acks=all writes 2,000 keyed
 // records; a group consumer reads them in per-key order and commits; and a
 // transactional producer (librdkafka's transactions, version 1: it adds
 // partitions and offsets to the transaction itself) aborts one transaction,
@@ -84,6 +85,12 @@ if entries['retention.ms'].value != '3600000':
     fail('retention.ms', entries['retention.ms'].value)
 if entries['min.insync.replicas'].value != '2':
     fail('min.insync.replicas of a topic created without a replication factor:', entries['min.insync.replicas'].value)
+# AlterConfigs replaces the topic's whole set: retention.ms changes, and
+# min.insync.replicas, left out, goes back to the cluster's value.
+done(admin.alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={'retention.ms': '7200000'})]))
+entries = list(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values())[0].result(timeout=30)
+if entries['retention.ms'].value != '7200000':
+    fail('retention.ms after alter_configs', entries['retention.ms'].value)
 
 # An idempotent producer with acks=all.
 errors = []
@@ -126,6 +133,9 @@ committed = c.committed([TopicPartition(topic, q) for q in range(3)], timeout=30
 if sum(tp.offset for tp in committed) != n:
     fail('committed offsets', [(tp.partition, tp.offset) for tp in committed])
 c.close()
+groups = {g.id for g in admin.list_groups(timeout=30)}
+if topic + '-readers' not in groups:
+    fail('list_groups does not list the group that committed:', groups)
 
 # Transactions: one aborted, then consume-transform-produce with the
 # group's offsets in each transaction.

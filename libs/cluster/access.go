@@ -83,7 +83,7 @@ func (s *Snapshot) AllowedSome(p *Principal, op string) bool {
 		return true
 	}
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Operation == op {
+		if a.Principal == p.Name && a.Operation == op && !a.Deny {
 			return true
 		}
 	}

@@ -60,3 +60,53 @@ func TestRedacted(t *testing.T) {
 		t.Fatal("redacting changed the original")
 	}
 }
+
+// TestACLDenyAndPrefix: a prefixed ACL covers the topics starting with its
+// name; a deny covering a topic wins over every allow, for its operation
+// only; an admin is never denied; "some topic" counts allows alone.
+func TestACLDenyAndPrefix(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "alice", Topic: "team-", Pattern: PatternPrefixed, Operation: OpConsume},
+		{Principal: "alice", Topic: "team-secret", Operation: OpConsume, Deny: true},
+		{Principal: "alice", Topic: "*", Operation: OpProduce},
+		{Principal: "alice", Topic: "audit", Pattern: PatternPrefixed, Operation: OpProduce, Deny: true},
+		{Principal: "bob", Topic: "x", Operation: OpConsume, Deny: true},
+	}}
+	alice, bob, root := &Principal{Name: "alice"}, &Principal{Name: "bob"}, &Principal{Name: "root", Admin: true}
+	for _, tc := range []struct {
+		p     *Principal
+		op, t string
+		want  bool
+	}{
+		{alice, OpConsume, "team-a", true},
+		{alice, OpConsume, "team-", true},
+		{alice, OpConsume, "team-secret", false},
+		{alice, OpConsume, "team-secrets", true}, // the deny is literal
+		{alice, OpConsume, "other", false},
+		{alice, OpProduce, "team-secret", true}, // the deny is of consume
+		{alice, OpProduce, "audit-log", false},
+		{alice, OpProduce, "orders", true},
+		{bob, OpConsume, "x", false},
+		{root, OpConsume, "team-secret", true},
+	} {
+		if got := s.Allowed(tc.p, tc.op, tc.t); got != tc.want {
+			t.Errorf("%s %s %s: %v, want %v", tc.p.Name, tc.op, tc.t, got, tc.want)
+		}
+	}
+	if !s.AllowedSome(alice, OpConsume) || s.AllowedSome(bob, OpConsume) {
+		t.Fatal("AllowedSome counts a deny as an allow, or misses an allow")
+	}
+	for _, bad := range []ACL{
+		{Principal: "a", Topic: "*", Pattern: PatternPrefixed, Operation: OpConsume},
+		{Principal: "a", Topic: "x", Pattern: "wildcard", Operation: OpConsume},
+		{Principal: "a", Topic: "no spaces", Pattern: PatternPrefixed, Operation: OpConsume},
+		{Principal: "a", Topic: "x", Operation: "describe"},
+	} {
+		if ValidateACL(bad) == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if ValidateACL(ACL{Principal: "a", Topic: "x", Pattern: PatternLiteral, Operation: OpProduce, Deny: true}) != nil {
+		t.Fatal("a literal deny refused")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 )
@@ -180,8 +181,61 @@ func (p *Principal) Scram(mechanism string) (ScramCredential, bool) {
 // topic).
 type ACL struct {
 	Principal string `json:"principal"`
+	// Topic is a topic name, "*" for every topic, or with Pattern
+	// PatternPrefixed the start of the names it covers.
 	Topic     string `json:"topic"`
 	Operation string `json:"operation"`
+	// Pattern is how Topic matches (Kafka's resource pattern type):
+	// PatternLiteral ("" as well) or PatternPrefixed.
+	Pattern string `json:"pattern,omitempty"`
+	// Deny makes the ACL refuse what it names (Kafka's DENY): a deny
+	// wins over every allow.
+	Deny bool `json:"deny,omitempty"`
+}
+
+// ACL topic patterns, Kafka's LITERAL and PREFIXED.
+const (
+	PatternLiteral  = "literal"
+	PatternPrefixed = "prefixed"
+)
+
+// Covers reports whether the ACL's topic pattern covers topic.
+func (a ACL) Covers(topic string) bool {
+	if a.Pattern == PatternPrefixed {
+		return strings.HasPrefix(topic, a.Topic)
+	}
+	return a.Topic == topic || a.Topic == "*"
+}
+
+// Normalized is the ACL as stored: the literal pattern written as "".
+func (a ACL) Normalized() ACL {
+	if a.Pattern == PatternLiteral {
+		a.Pattern = ""
+	}
+	return a
+}
+
+// ValidateACL checks an ACL's operation and topic pattern.
+func ValidateACL(a ACL) error {
+	if a.Operation != OpProduce && a.Operation != OpConsume {
+		return fmt.Errorf("operation %q is not %s or %s", a.Operation, OpProduce, OpConsume)
+	}
+	switch a.Pattern {
+	case "", PatternLiteral:
+		if a.Topic == "*" {
+			return nil
+		}
+		return ValidateTopicName(a.Topic)
+	case PatternPrefixed:
+		if a.Topic == "*" {
+			return fmt.Errorf("a prefixed ACL names the start of topic names, not *")
+		}
+		if err := ValidateTopicName(a.Topic); err != nil {
+			return fmt.Errorf("topic prefix: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("pattern %q is not %s or %s", a.Pattern, PatternLiteral, PatternPrefixed)
 }
 
 // ACL operations.
@@ -191,17 +245,22 @@ const (
 )
 
 // Allowed reports whether the snapshot lets principal do op on topic: an
-// admin may do everything, others what an ACL names.
+// admin may do everything; others what an ACL allows and none denies (a
+// deny wins, as in Kafka).
 func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	if p.Admin {
 		return true
 	}
+	allowed := false
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Operation == op && (a.Topic == topic || a.Topic == "*") {
-			return true
+		if a.Principal == p.Name && a.Operation == op && a.Covers(topic) {
+			if a.Deny {
+				return false
+			}
+			allowed = true
 		}
 	}
-	return false
+	return allowed
 }
 
 // Principal returns the principal with the given name.

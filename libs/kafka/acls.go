@@ -10,23 +10,29 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
-// ACLs over the Kafka protocol, on Sluice's ACL model. A Sluice ACL lets a
-// principal produce to or consume from a topic (or "*", every topic); in
-// Kafka's terms it is an ALLOW binding of User:NAME, host "*", on a TOPIC
-// resource with a LITERAL pattern, for the WRITE (produce) or READ
-// (consume) operation. CreateAcls takes exactly those (ALL stands for both)
-// and refuses what the model cannot express, with the reason: DENY
-// bindings, PREFIXED patterns, hosts other than "*", other operations and
-// other resources (group access follows the topic consume ACLs; cluster
-// changes need an admin principal, made with sluicectl user create
-// --admin).
+// ACLs over the Kafka protocol, on Sluice's ACL model. A Sluice ACL allows
+// or denies a principal producing to or consuming from topics: a topic, "*"
+// (every topic), or the topics whose names start with a prefix; in Kafka's
+// terms it is an ALLOW or DENY binding of User:NAME, host "*", on a TOPIC
+// resource with a LITERAL or PREFIXED pattern, for the WRITE (produce) or
+// READ (consume) operation. CreateAcls takes exactly those (ALL stands for
+// both) and refuses what the model cannot express, with the reason: hosts
+// other than "*", other operations and other resources (group access
+// follows the topic consume ACLs; cluster changes need an admin principal,
+// made with sluicectl user create --admin).
 
 // aclOf describes a Sluice ACL as a Kafka binding.
 func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.DescribeACLsResponseResourceACL) {
 	res = kmsg.NewDescribeACLsResponseResource()
 	res.ResourceType, res.ResourceName, res.ResourcePatternType = kmsg.ACLResourceTypeTopic, a.Topic, kmsg.ACLResourcePatternTypeLiteral
+	if a.Pattern == cluster.PatternPrefixed {
+		res.ResourcePatternType = kmsg.ACLResourcePatternTypePrefixed
+	}
 	acl = kmsg.NewDescribeACLsResponseResourceACL()
 	acl.Principal, acl.Host, acl.PermissionType = "User:"+a.Principal, "*", kmsg.ACLPermissionTypeAllow
+	if a.Deny {
+		acl.PermissionType = kmsg.ACLPermissionTypeDeny
+	}
 	acl.Operation = kmsg.ACLOperationRead
 	if a.Operation == cluster.OpProduce {
 		acl.Operation = kmsg.ACLOperationWrite
@@ -53,8 +59,15 @@ func (f aclFilter) matches(a cluster.ACL) bool {
 		return false
 	case f.pattern != kmsg.ACLResourcePatternTypeAny && f.pattern != kmsg.ACLResourcePatternTypeMatch && f.pattern != res.ResourcePatternType:
 		return false
-	case f.name != nil && *f.name != res.ResourceName && !(f.pattern == kmsg.ACLResourcePatternTypeMatch && res.ResourceName == "*"):
+	case f.name != nil && f.pattern == kmsg.ACLResourcePatternTypeMatch:
+		// MATCH: every binding that applies to the named resource.
+		if !a.Covers(*f.name) {
+			return false
+		}
+	case f.name != nil && *f.name != res.ResourceName:
 		return false
+	}
+	switch {
 	case f.who != nil && *f.who != acl.Principal:
 		return false
 	case f.host != nil && *f.host != acl.Host:
@@ -91,10 +104,10 @@ func (b *Broker) describeACLs(ctx context.Context, c *Conn, req kmsg.Request) Re
 			continue
 		}
 		res, acl := aclOf(a)
-		i, ok := byTopic[a.Topic]
+		i, ok := byTopic[a.Topic+"\x00"+a.Pattern]
 		if !ok {
 			i = len(resp.Resources)
-			byTopic[a.Topic] = i
+			byTopic[a.Topic+"\x00"+a.Pattern] = i
 			resp.Resources = append(resp.Resources, res)
 		}
 		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, acl)
@@ -117,19 +130,17 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		return nil, protocol.InvalidRequest.Err("cluster ACLs are not kept: cluster changes need an admin principal (sluicectl user create NAME --admin)")
 	case cr.ResourceType != kmsg.ACLResourceTypeTopic:
 		return nil, protocol.InvalidRequest.Err("only TOPIC ACLs are kept, not resource type %d", cr.ResourceType)
-	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral:
-		return nil, protocol.InvalidRequest.Err("only LITERAL resource patterns are kept (a topic name or *), not pattern type %d", cr.ResourcePatternType)
-	case cr.PermissionType != kmsg.ACLPermissionTypeAllow:
-		return nil, protocol.InvalidRequest.Err("only ALLOW ACLs are kept: a principal may do only what an ACL allows, so nothing needs denying")
+	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral && cr.ResourcePatternType != kmsg.ACLResourcePatternTypePrefixed:
+		return nil, protocol.InvalidRequest.Err("a binding's pattern is LITERAL or PREFIXED, not pattern type %d", cr.ResourcePatternType)
+	case cr.PermissionType != kmsg.ACLPermissionTypeAllow && cr.PermissionType != kmsg.ACLPermissionTypeDeny:
+		return nil, protocol.InvalidRequest.Err("a binding's permission is ALLOW or DENY, not %d", cr.PermissionType)
 	case cr.Host != "*":
 		return nil, protocol.InvalidRequest.Err("host %q: ACLs apply from every host (*)", cr.Host)
 	}
-	if cr.ResourceName != "*" {
-		if err := cluster.ValidateTopicName(cr.ResourceName); err != nil {
-			return nil, protocol.InvalidRequest.Err("%v", err)
-		}
+	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName, Deny: cr.PermissionType == kmsg.ACLPermissionTypeDeny}
+	if cr.ResourcePatternType == kmsg.ACLResourcePatternTypePrefixed {
+		acl.Pattern = cluster.PatternPrefixed
 	}
-	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName}
 	switch cr.Operation {
 	case kmsg.ACLOperationRead:
 		acl.Operation = cluster.OpConsume
@@ -141,6 +152,9 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		return []cluster.ACL{acl, p}, nil
 	default:
 		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce) or ALL (both); DESCRIBE follows from either", cr.Operation)
+	}
+	if err := cluster.ValidateACL(acl); err != nil {
+		return nil, protocol.InvalidRequest.Err("%v", err)
 	}
 	return []cluster.ACL{acl}, nil
 }

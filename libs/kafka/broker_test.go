@@ -356,14 +356,23 @@ func TestACLMapping(t *testing.T) {
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 2 {
 		t.Fatalf("ALL: %+v %v", acls, err)
 	}
+	deny := binding(func(c *kmsg.CreateACLsRequestCreation) {
+		c.PermissionType, c.ResourcePatternType, c.ResourceName = kmsg.ACLPermissionTypeDeny, kmsg.ACLResourcePatternTypePrefixed, "ord"
+	})
+	if acls, err := toACLs(deny); err != nil || len(acls) != 1 || acls[0] != (cluster.ACL{Principal: "alice", Topic: "ord", Operation: cluster.OpProduce, Pattern: cluster.PatternPrefixed, Deny: true}) {
+		t.Fatalf("a prefixed DENY: %+v %v", acls, err)
+	}
 	for name, mod := range map[string]func(*kmsg.CreateACLsRequestCreation){
-		"deny":      func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeDeny },
-		"prefixed":  func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypePrefixed },
-		"host":      func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" },
-		"group":     func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
-		"describe":  func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe },
-		"principal": func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
-		"bad topic": func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
+		"prefixed *": func(c *kmsg.CreateACLsRequestCreation) {
+			c.ResourcePatternType, c.ResourceName = kmsg.ACLResourcePatternTypePrefixed, "*"
+		},
+		"match":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypeMatch },
+		"unknown permission": func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
+		"host":               func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" },
+		"group":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
+		"describe":           func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe },
+		"principal":          func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
+		"bad topic":          func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
 	} {
 		if _, err := toACLs(binding(mod)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -371,8 +380,16 @@ func TestACLMapping(t *testing.T) {
 	}
 	f := aclFilter{typ: kmsg.ACLResourceTypeAny, pattern: kmsg.ACLResourcePatternTypeMatch, name: kmsg.StringPtr("orders"), op: kmsg.ACLOperationAny, perm: kmsg.ACLPermissionTypeAny}
 	if !f.matches(cluster.ACL{Principal: "a", Topic: "orders", Operation: cluster.OpConsume}) || !f.matches(cluster.ACL{Principal: "a", Topic: "*", Operation: cluster.OpConsume}) ||
-		f.matches(cluster.ACL{Principal: "a", Topic: "audit", Operation: cluster.OpConsume}) {
+		f.matches(cluster.ACL{Principal: "a", Topic: "audit", Operation: cluster.OpConsume}) ||
+		!f.matches(cluster.ACL{Principal: "a", Topic: "ord", Pattern: cluster.PatternPrefixed, Operation: cluster.OpConsume}) ||
+		f.matches(cluster.ACL{Principal: "a", Topic: "orders-", Pattern: cluster.PatternPrefixed, Operation: cluster.OpConsume}) {
 		t.Fatal("a MATCH filter on orders selects the wrong ACLs")
+	}
+	lit := aclFilter{typ: kmsg.ACLResourceTypeAny, pattern: kmsg.ACLResourcePatternTypeLiteral, name: kmsg.StringPtr("ord"), op: kmsg.ACLOperationAny, perm: kmsg.ACLPermissionTypeDeny}
+	if lit.matches(cluster.ACL{Principal: "a", Topic: "ord", Pattern: cluster.PatternPrefixed, Operation: cluster.OpConsume, Deny: true}) ||
+		!lit.matches(cluster.ACL{Principal: "a", Topic: "ord", Operation: cluster.OpConsume, Deny: true}) ||
+		lit.matches(cluster.ACL{Principal: "a", Topic: "ord", Operation: cluster.OpConsume}) {
+		t.Fatal("a LITERAL DENY filter on ord selects the wrong ACLs")
 	}
 	f.op = kmsg.ACLOperationWrite
 	if f.matches(cluster.ACL{Principal: "a", Topic: "orders", Operation: cluster.OpConsume}) {

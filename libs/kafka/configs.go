@@ -395,6 +395,7 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 		_, err = b.admin.AlterTopicConfig(ctx, name, change)
 		if err == nil {
 			c.Log().Info("kafka topic configs changed", "topic", name, "set", change.Set, "delete", change.Delete)
+			_, _ = b.model.Refresh(ctx) // the client's next DescribeConfigs sees the change
 		}
 		return err
 	case kmsg.ConfigResourceTypeBroker:

@@ -93,8 +93,10 @@ func userList(ctx context.Context, env Env, args []string) error {
 func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
 	user := fs.String("user", "", "the principal")
-	topic := fs.String("topic", "", "a topic name, or * for every topic")
+	topic := fs.String("topic", "", "a topic name, * for every topic, or with --prefixed the start of topic names")
 	op := fs.String("operation", "", "produce or consume")
+	prefixed := fs.Bool("prefixed", false, "the ACL covers every topic whose name starts with --topic (Kafka's PREFIXED pattern)")
+	deny := fs.Bool("deny", false, "the ACL denies the operation; a deny wins over every allow (Kafka's DENY)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -105,7 +107,10 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	if *user == "" || *topic == "" || *op == "" {
 		return fmt.Errorf("%w: acl add/delete needs --user, --topic and --operation", errUsage)
 	}
-	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op}
+	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op, Deny: *deny}
+	if *prefixed {
+		a.Pattern = cluster.PatternPrefixed
+	}
 	if err := env.metadataClient().SetACL(ctx, a, del); err != nil {
 		return fmt.Errorf("acl: %w", err)
 	}
@@ -113,8 +118,24 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	if del {
 		verb = "deleted"
 	}
-	fmt.Fprintf(env.Stdout, "ACL %s: %s may %s on %s\n", verb, a.Principal, a.Operation, a.Topic)
+	fmt.Fprintf(env.Stdout, "ACL %s: %s %s %s on %s\n", verb, a.Principal, permission(a), a.Operation, aclTopics(a))
 	return nil
+}
+
+// permission is an ACL's verb: "may" or "may not".
+func permission(a cluster.ACL) string {
+	if a.Deny {
+		return "may not"
+	}
+	return "may"
+}
+
+// aclTopics names what an ACL's topic pattern covers.
+func aclTopics(a cluster.ACL) string {
+	if a.Pattern == cluster.PatternPrefixed {
+		return "topics starting with " + a.Topic
+	}
+	return a.Topic
 }
 
 func aclList(ctx context.Context, env Env, args []string) error {
@@ -134,9 +155,16 @@ func aclList(ctx context.Context, env Env, args []string) error {
 		return writeJSON(env, acls)
 	}
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "USER\tTOPIC\tOPERATION")
+	fmt.Fprintln(w, "USER\tTOPIC\tPATTERN\tOPERATION\tPERMISSION")
 	for _, a := range acls {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", a.Principal, a.Topic, a.Operation)
+		pattern, perm := cluster.PatternLiteral, "allow"
+		if a.Pattern != "" {
+			pattern = a.Pattern
+		}
+		if a.Deny {
+			perm = "deny"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Principal, a.Topic, pattern, a.Operation, perm)
 	}
 	return w.Flush()
 }

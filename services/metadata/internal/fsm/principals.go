@@ -51,17 +51,12 @@ func (s *state) setPrincipal(c *SetPrincipal) (bool, error) {
 }
 
 func (s *state) setACL(c *SetACL) (bool, error) {
-	a := c.ACL
+	a := c.ACL.Normalized()
 	if _, ok := s.principals[a.Principal]; !ok && !c.Delete {
 		return false, fmt.Errorf("%w: %q", ErrUnknownPrincipal, a.Principal)
 	}
-	if a.Operation != cluster.OpProduce && a.Operation != cluster.OpConsume {
-		return false, fmt.Errorf("%w: operation %q is not %s or %s", ErrInvalidPrincipal, a.Operation, cluster.OpProduce, cluster.OpConsume)
-	}
-	if a.Topic != "*" {
-		if err := cluster.ValidateTopicName(a.Topic); err != nil {
-			return false, fmt.Errorf("%w: %w", ErrInvalidPrincipal, err)
-		}
+	if err := cluster.ValidateACL(a); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidPrincipal, err)
 	}
 	had := s.acls[a]
 	if c.Delete {
@@ -90,7 +85,13 @@ func (s *state) sortedACLs() []cluster.ACL {
 		if x.Topic != y.Topic {
 			return x.Topic < y.Topic
 		}
-		return x.Operation < y.Operation
+		if x.Operation != y.Operation {
+			return x.Operation < y.Operation
+		}
+		if x.Pattern != y.Pattern {
+			return x.Pattern < y.Pattern
+		}
+		return !x.Deny && y.Deny
 	})
 	return out
 }

@@ -1,0 +1,180 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/tlsconf"
+)
+
+// TestACLMatrix: Kafka's LITERAL and PREFIXED patterns and ALLOW and DENY
+// bindings, created with franz-go's kadm, decide the same on the three
+// paths: Kafka (franz-go over SASL PLAIN), HTTP (the frontend's API with a
+// bearer token) and the SDK (sluicectl, which is built on it: its producer
+// sends the token to the frontends, its consumer reads the storage nodes
+// with ana's certificate). ana may
+// consume the topics starting with team- but not team-secret (a deny wins
+// over the prefixed allow), and produce everywhere but to the topics
+// starting with oth; each case is checked per operation. A MATCH filter
+// of DescribeAcls on team-secret finds the bindings that apply to it.
+func TestACLMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	sasl := []string{"-kafka-sasl-mechanisms", "PLAIN"}
+	authz := []string{"-authorize"}
+	c, dir, caOnly := startTLSClusterWith(t, map[string][]string{"frontend": append([]string{"-require-auth"}, sasl...),
+		"storage": append(slices.Clone(authz), sasl...), "metadata": authz, "offsets": authz})
+	if err := tlsconf.IssueClient(dir, "ana", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// certs are sluicectl's TLS flags with a certificate: the node's (a
+	// service) or ana's, whose common name is her principal at the storage
+	// nodes, which the SDK consumer reads from.
+	certs := func(name string) []string {
+		return []string{"--tls-ca", filepath.Join(dir, tlsconf.CAFile), "--tls-cert", filepath.Join(dir, name+".pem"), "--tls-key", filepath.Join(dir, name+"-key.pem")}
+	}
+	root := strings.TrimSpace(must(t, c, append(certs("node"), "user", "create", "root", "--admin")...))
+	ana := strings.TrimSpace(must(t, c, append(certs("node"), "user", "create", "ana")...))
+	as := func(token, stdin string, args ...string) (string, string, int) {
+		return sluicectl(t, c, stdin, append(append(certs("ana"), "--token", token), args...)...)
+	}
+	for _, topic := range []string{"team-a", "team-secret", "other"} {
+		testkit.Eventually(t, 30*time.Second, func() error { // the frontend learns the principals from its watch
+			if _, errOut, code := as(root, "", "topic", "create", topic, "--partitions", "1", "--replication-factor", "1"); code != 0 {
+				return errors.New(errOut)
+			}
+			return nil
+		})
+		if _, errOut, code := as(root, "record\n", "produce", topic); code != 0 {
+			t.Fatalf("root producing to %s: %s", topic, errOut)
+		}
+	}
+	kafkaAs := func(user, pass string, opts ...kgo.Opt) *kgo.Client {
+		return franzClient(t, c, append([]kgo.Opt{kgo.DialTLSConfig(caOnly.Clone()), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(2)}, opts...)...)
+	}
+	adm := kadm.NewClient(kafkaAs("root", root))
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Topics("team-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().Topics("team-secret").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().Topics("*").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
+		kadm.NewACLs().Topics("oth").ResourcePatternType(kadm.ACLPatternPrefixed).Deny("User:ana").Operations(kadm.OpWrite),
+	} {
+		testkit.Eventually(t, 30*time.Second, func() error {
+			rs, err := adm.CreateACLs(ctx, b)
+			if err == nil && rs[0].Err != nil {
+				err = rs[0].Err
+			}
+			return err
+		})
+	}
+	testkit.Eventually(t, 30*time.Second, func() error { // the frontend answers from its model, which follows metadata
+		described, err := adm.DescribeACLs(ctx, kadm.NewACLs().Topics("team-secret").ResourcePatternType(kadm.ACLPatternMatch).
+			Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny))
+		if err != nil {
+			return err
+		}
+		var bindings []string
+		for _, r := range described {
+			for _, d := range r.Described {
+				bindings = append(bindings, fmt.Sprintf("%s/%s/%s", d.Name, d.Pattern, d.Permission))
+			}
+		}
+		slices.Sort(bindings)
+		if want := []string{"*/LITERAL/ALLOW", "team-/PREFIXED/ALLOW", "team-secret/LITERAL/DENY"}; !slices.Equal(bindings, want) {
+			return fmt.Errorf("DescribeAcls MATCH team-secret: %v, want %v (every binding that applies to it)", bindings, want)
+		}
+		return nil
+	})
+	if out := must(t, c, append(certs("node"), "acl", "list")...); !strings.Contains(out, "prefixed") || !strings.Contains(out, "deny") {
+		t.Fatalf("sluicectl acl list:\n%s", out)
+	}
+
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: caOnly.Clone()}}
+	httpCall := func(method, path, body string) int {
+		req, err := http.NewRequest(method, c.FrontendURL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+ana)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := https.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	kafkaRead := func(topic string) error {
+		cl := kafkaAs("ana", ana, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+		defer pcancel()
+		for {
+			fs := cl.PollFetches(pctx)
+			if errs := fs.Errors(); len(errs) > 0 && !errors.Is(errs[0].Err, context.DeadlineExceeded) {
+				return errs[0].Err
+			}
+			if fs.NumRecords() > 0 {
+				return nil
+			}
+			if pctx.Err() != nil {
+				return pctx.Err()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		topic, op string
+		allowed   bool
+	}{
+		{"team-a", "consume", true},
+		{"team-secret", "consume", false}, // the literal deny wins over the prefixed allow
+		{"other", "consume", false},       // no allow
+		{"team-a", "produce", true},
+		{"team-secret", "produce", true}, // the deny is of consume only
+		{"other", "produce", false},      // the prefixed deny of oth
+	} {
+		name := tc.op + " " + tc.topic
+		testkit.Eventually(t, 30*time.Second, func() error { // every service learns the ACLs from its watch
+			var kafkaErr error
+			var status int
+			var sdkCode int
+			var sdkErr string
+			if tc.op == "consume" {
+				kafkaErr = kafkaRead(tc.topic)
+				status = httpCall(http.MethodGet, "/v1/topics/"+tc.topic+"/partitions/0/records?offset=earliest&max_wait_ms=0", "")
+				_, sdkErr, sdkCode = as(ana, "", "consume", tc.topic, "--from-beginning", "--exit-at-end")
+			} else {
+				kafkaErr = kafkaAs("ana", ana).ProduceSync(ctx, &kgo.Record{Topic: tc.topic, Value: []byte("k")}).FirstErr()
+				status = httpCall(http.MethodPost, "/v1/topics/"+tc.topic+"/records", `{"records":[{"value":"h"}]}`)
+				_, sdkErr, sdkCode = as(ana, "s\n", "produce", tc.topic)
+			}
+			if tc.allowed {
+				if kafkaErr != nil || status != http.StatusOK || sdkCode != 0 {
+					return fmt.Errorf("%s allowed: Kafka %v, HTTP %d, SDK exit %d %s", name, kafkaErr, status, sdkCode, sdkErr)
+				}
+				return nil
+			}
+			if !errors.Is(kafkaErr, kerr.TopicAuthorizationFailed) || status != http.StatusForbidden || sdkCode == 0 || !strings.Contains(sdkErr, "TOPIC_AUTHORIZATION_FAILED") {
+				return fmt.Errorf("%s refused: Kafka %v, HTTP %d, SDK exit %d %s", name, kafkaErr, status, sdkCode, sdkErr)
+			}
+			return nil
+		})
+	}
+}
