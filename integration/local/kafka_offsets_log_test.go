@@ -38,18 +38,22 @@ func TestKafkaConsumerOffsetsTopic(t *testing.T) {
 	reader := franzClient(t, c, kgo.ConsumerGroup(group), kgo.ConsumeTopics("tracked"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.FetchMaxWait(200*time.Millisecond))
 	read := 0
-	for read < 90 {
-		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-		fs := reader.PollFetches(pctx)
-		pcancel()
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of 90", read)
+	readAndCommit := func(want int) {
+		t.Helper()
+		for read < want {
+			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+			fs := reader.PollFetches(pctx)
+			pcancel()
+			if ctx.Err() != nil {
+				t.Fatalf("read %d of %d", read, want)
+			}
+			read += fs.NumRecords()
 		}
-		read += fs.NumRecords()
+		if err := reader.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := reader.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
+	readAndCommit(90)
 
 	adm := kadm.NewClient(franzClient(t, c))
 	plain, err := adm.ListTopics(ctx)
@@ -141,18 +145,7 @@ func TestKafkaConsumerOffsetsTopic(t *testing.T) {
 	// The reader commits again after more records: the watcher, caught up,
 	// sees the new commit.
 	produceValues(t, c, "tracked", "w", 30)
-	for read < 120 {
-		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-		fs := reader.PollFetches(pctx)
-		pcancel()
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of 120", read)
-		}
-		read += fs.NumRecords()
-	}
-	if err := reader.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
+	readAndCommit(120)
 	watch(func() bool { return total() == 120 }, "a later commit")
 
 	// Writes are refused.
