@@ -29,8 +29,11 @@ import (
 // with ana's certificate). ana may
 // consume the topics starting with team- but not team-secret (a deny wins
 // over the prefixed allow), and produce everywhere but to the topics
-// starting with oth; each case is checked per operation. A MATCH filter
-// of DescribeAcls on team-secret finds the bindings that apply to it.
+// starting with oth; each case is checked per operation. GROUP and
+// TRANSACTIONAL_ID bindings decide which groups and transactional ids she
+// may use, on the same paths, and her regex subscription matches only what
+// she may read. A MATCH filter of DescribeAcls on team-secret finds the
+// bindings that apply to it.
 func TestACLMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -75,6 +78,9 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("team-secret").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("*").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
 		kadm.NewACLs().Topics("oth").ResourcePatternType(kadm.ACLPatternPrefixed).Deny("User:ana").Operations(kadm.OpWrite),
+		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
 	} {
 		testkit.Eventually(t, 30*time.Second, func() error {
 			rs, err := adm.CreateACLs(ctx, b)
@@ -176,5 +182,75 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return nil
 		})
+	}
+
+	// Groups: ana may use the groups starting with ana-, but not
+	// ana-private, over Kafka, HTTP and the SDK; transactional ids: ana-tx
+	// alone.
+	for _, tc := range []struct {
+		group   string
+		allowed bool
+	}{{"ana-readers", true}, {"ana-private", false}, {"bob-readers", false}} {
+		testkit.Eventually(t, 30*time.Second, func() error {
+			_, kafkaErr := kadm.NewClient(kafkaAs("ana", ana)).FetchOffsets(ctx, tc.group)
+			status := httpCall(http.MethodPost, "/v1/groups/"+tc.group+"/offsets", `{"offsets":[{"topic":"team-a","partition":0,"offset":1}]}`)
+			_, sdkErr, sdkCode := as(ana, "", "consume", "team-a", "--group", tc.group, "--from-beginning", "--exit-at-end")
+			if tc.allowed {
+				if kafkaErr != nil || status != http.StatusOK || sdkCode != 0 {
+					return fmt.Errorf("group %s allowed: Kafka %v, HTTP %d, SDK exit %d %s", tc.group, kafkaErr, status, sdkCode, sdkErr)
+				}
+				return nil
+			}
+			if !errors.Is(kafkaErr, kerr.GroupAuthorizationFailed) || status != http.StatusForbidden || sdkCode == 0 || !strings.Contains(sdkErr, "GROUP_AUTHORIZATION_FAILED") {
+				return fmt.Errorf("group %s refused: Kafka %v, HTTP %d, SDK exit %d %s", tc.group, kafkaErr, status, sdkCode, sdkErr)
+			}
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		id      string
+		allowed bool
+	}{{"ana-tx", true}, {"bob-tx", false}} {
+		testkit.Eventually(t, 30*time.Second, func() error {
+			tx := kafkaAs("ana", ana, kgo.TransactionalID(tc.id))
+			err := tx.BeginTransaction()
+			if err == nil {
+				err = tx.ProduceSync(ctx, &kgo.Record{Topic: "team-a", Value: []byte(tc.id)}).FirstErr()
+			}
+			if err == nil {
+				err = tx.EndTransaction(ctx, kgo.TryCommit)
+			}
+			switch {
+			case tc.allowed && err != nil:
+				return fmt.Errorf("transactional id %s allowed: %v", tc.id, err)
+			case !tc.allowed && !errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+				return fmt.Errorf("transactional id %s refused: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", tc.id, err)
+			}
+			return nil
+		})
+	}
+
+	// A KIP-848 regex subscription is resolved with ana's rights: team-.*
+	// reads team-a (and its records) but never team-secret.
+	rx := kafkaAs("ana", ana, kgo.ConsumerGroup("ana-regex"), kgo.ConsumeRegex(), kgo.ConsumeTopics("team-.*"), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	seen := map[string]int{}
+	deadline := time.Now().Add(time.Minute)
+	for seen["team-a"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the regex consumer read %v", seen)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := rx.PollFetches(pctx)
+		pcancel()
+		fs.EachError(func(topic string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("regex consumer, %s: %v", topic, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) { seen[r.Topic]++ })
+	}
+	if seen["team-secret"] != 0 {
+		t.Fatalf("the regex consumer read %d records of team-secret", seen["team-secret"])
 	}
 }

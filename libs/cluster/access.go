@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -25,6 +26,9 @@ type Need struct {
 	Topics []string
 	// Group makes a refusal GROUP_AUTHORIZATION_FAILED.
 	Group bool
+	// GroupName and TransactionalID, when set, must be a group and a
+	// transactional id the principal may use (AllowedResource).
+	GroupName, TransactionalID string
 }
 
 // Authorize decides whether p may do what n names; p nil is a name no
@@ -55,6 +59,12 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 	case n.Admin || n.Op == "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}
+	if n.GroupName != "" && !s.AllowedResource(p, ResourceGroup, n.GroupName) {
+		return protocol.GroupAuthorizationFailed.Err("%s may not use group %s", who(), n.GroupName)
+	}
+	if n.TransactionalID != "" && !s.AllowedResource(p, ResourceTransactionalID, n.TransactionalID) {
+		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not use transactional id %s", who(), n.TransactionalID)
+	}
 	code := protocol.TopicAuthorizationFailed
 	if n.Group {
 		code = protocol.GroupAuthorizationFailed
@@ -77,13 +87,22 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 	return nil
 }
 
+// PathName is a name taken from a request path, unescaped (as it is when
+// it does not unescape).
+func PathName(seg string) string {
+	if name, err := url.PathUnescape(seg); err == nil {
+		return name
+	}
+	return seg
+}
+
 // AllowedSome reports whether p may do op on some topic.
 func (s *Snapshot) AllowedSome(p *Principal, op string) bool {
 	if p.Admin {
 		return true
 	}
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Operation == op && !a.Deny {
+		if a.Principal == p.Name && a.Resource == "" && a.Operation == op && !a.Deny {
 			return true
 		}
 	}

@@ -110,3 +110,66 @@ func TestACLDenyAndPrefix(t *testing.T) {
 		t.Fatal("a literal deny refused")
 	}
 }
+
+// TestGroupAndTransactionalIDACLs: without an ACL of the resource type the
+// rule before them holds (consume on some topic for groups, produce for
+// transactional ids); with one, the type's ACLs decide, prefixes and
+// denies included; Authorize names the refusal's code; a group or
+// transactional id ACL is no topic right.
+func TestGroupAndTransactionalIDACLs(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "old", Topic: "t", Operation: OpConsume},
+		{Principal: "old", Topic: "t", Operation: OpProduce},
+		{Principal: "ana", Topic: "t", Operation: OpConsume},
+		{Principal: "ana", Topic: "t", Operation: OpProduce},
+		{Principal: "ana", Resource: ResourceGroup, Topic: "ana-", Pattern: PatternPrefixed, Operation: OpConsume},
+		{Principal: "ana", Resource: ResourceGroup, Topic: "ana-private", Operation: OpConsume, Deny: true},
+		{Principal: "ana", Resource: ResourceTransactionalID, Topic: "ana-tx", Operation: OpProduce},
+		{Principal: "only-groups", Resource: ResourceGroup, Topic: "*", Operation: OpConsume},
+	}}
+	old, ana, onlyGroups := &Principal{Name: "old"}, &Principal{Name: "ana"}, &Principal{Name: "only-groups"}
+	for _, tc := range []struct {
+		p              *Principal
+		resource, name string
+		want           bool
+	}{
+		{old, ResourceGroup, "anything", true},
+		{old, ResourceTransactionalID, "anything", true},
+		{ana, ResourceGroup, "ana-readers", true},
+		{ana, ResourceGroup, "ana-private", false},
+		{ana, ResourceGroup, "bob-readers", false},
+		{ana, ResourceGroup, "", true},
+		{ana, ResourceTransactionalID, "ana-tx", true},
+		{ana, ResourceTransactionalID, "ana-tx2", false},
+		{onlyGroups, ResourceGroup, "g", true},
+		{onlyGroups, ResourceTransactionalID, "x", false}, // no produce on any topic
+	} {
+		if got := s.AllowedResource(tc.p, tc.resource, tc.name); got != tc.want {
+			t.Errorf("%s %s %q: %v, want %v", tc.p.Name, tc.resource, tc.name, got, tc.want)
+		}
+	}
+	if s.Allowed(onlyGroups, OpConsume, "g") || s.AllowedSome(onlyGroups, OpConsume) {
+		t.Fatal("a group ACL counted as a topic right")
+	}
+	err := s.Authorize(ana, "ana", Need{Op: OpConsume, Group: true, GroupName: "bob-readers"})
+	if protocol.CodeOf(err) != protocol.GroupAuthorizationFailed {
+		t.Fatalf("ana using bob-readers: %v", err)
+	}
+	err = s.Authorize(ana, "ana", Need{Op: OpProduce, TransactionalID: "bob-tx"})
+	if protocol.CodeOf(err) != protocol.TransactionalIDAuthorizationFailed {
+		t.Fatalf("ana using bob-tx: %v", err)
+	}
+	if err := s.Authorize(ana, "ana", Need{Op: OpConsume, Group: true, GroupName: "ana-readers", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []ACL{
+		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpProduce},
+		{Principal: "a", Resource: ResourceTransactionalID, Topic: "x", Operation: OpConsume},
+		{Principal: "a", Resource: "cluster", Topic: "kafka-cluster", Operation: OpConsume},
+		{Principal: "a", Resource: ResourceGroup, Topic: "", Operation: OpConsume},
+	} {
+		if ValidateACL(bad) == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

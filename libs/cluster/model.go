@@ -181,8 +181,12 @@ func (p *Principal) Scram(mechanism string) (ScramCredential, bool) {
 // topic).
 type ACL struct {
 	Principal string `json:"principal"`
-	// Topic is a topic name, "*" for every topic, or with Pattern
-	// PatternPrefixed the start of the names it covers.
+	// Resource is what Topic names (Kafka's resource type): "" for topics,
+	// ResourceGroup or ResourceTransactionalID.
+	Resource string `json:"resource,omitempty"`
+	// Topic is the resource's name (a topic, a group or a transactional
+	// id), "*" for every one, or with Pattern PatternPrefixed the start of
+	// the names it covers.
 	Topic     string `json:"topic"`
 	Operation string `json:"operation"`
 	// Pattern is how Topic matches (Kafka's resource pattern type):
@@ -198,6 +202,16 @@ const (
 	PatternLiteral  = "literal"
 	PatternPrefixed = "prefixed"
 )
+
+// ACL resources besides topics: a group's ACLs are consume ACLs (Kafka's
+// READ on the group), a transactional id's produce ACLs (WRITE).
+const (
+	ResourceGroup           = "group"
+	ResourceTransactionalID = "transactional_id"
+)
+
+// maxResourceNameLen bounds a group or transactional id an ACL names.
+const maxResourceNameLen = 255
 
 // Covers reports whether the ACL's topic pattern covers topic.
 func (a ACL) Covers(topic string) bool {
@@ -215,10 +229,28 @@ func (a ACL) Normalized() ACL {
 	return a
 }
 
-// ValidateACL checks an ACL's operation and topic pattern.
+// ValidateACL checks an ACL's resource, operation and name pattern.
 func ValidateACL(a ACL) error {
 	if a.Operation != OpProduce && a.Operation != OpConsume {
 		return fmt.Errorf("operation %q is not %s or %s", a.Operation, OpProduce, OpConsume)
+	}
+	switch a.Resource {
+	case "":
+	case ResourceGroup, ResourceTransactionalID:
+		if want := resourceOp(a.Resource); a.Operation != want {
+			return fmt.Errorf("a %s ACL is a %s ACL, not %s", a.Resource, want, a.Operation)
+		}
+		switch {
+		case a.Topic == "*" && a.Pattern == PatternPrefixed:
+			return fmt.Errorf("a prefixed ACL names the start of names, not *")
+		case a.Topic == "" || len(a.Topic) > maxResourceNameLen:
+			return fmt.Errorf("a %s name is 1 to %d bytes", a.Resource, maxResourceNameLen)
+		case a.Pattern != "" && a.Pattern != PatternLiteral && a.Pattern != PatternPrefixed:
+			return fmt.Errorf("pattern %q is not %s or %s", a.Pattern, PatternLiteral, PatternPrefixed)
+		}
+		return nil
+	default:
+		return fmt.Errorf("resource %q is not a topic, %s or %s", a.Resource, ResourceGroup, ResourceTransactionalID)
 	}
 	switch a.Pattern {
 	case "", PatternLiteral:
@@ -251,16 +283,69 @@ func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	if p.Admin {
 		return true
 	}
-	allowed := false
+	allowed, _ := s.decide(p, "", op, topic)
+	return allowed
+}
+
+// decide is the ACL decision for a principal that is not an admin: op on
+// the named resource is allowed when an ACL of the principal covers it and
+// none that covers it denies. named reports whether the principal has any
+// ACL of that resource type.
+func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, named bool) {
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Operation == op && a.Covers(topic) {
+		if a.Principal != p.Name || a.Resource != resource {
+			continue
+		}
+		named = true
+		if a.Operation == op && a.Covers(name) {
 			if a.Deny {
-				return false
+				return false, true
 			}
 			allowed = true
 		}
 	}
+	return allowed, named
+}
+
+// resourceOp is the one operation ACLs of a group or transactional id name.
+func resourceOp(resource string) string {
+	if resource == ResourceGroup {
+		return OpConsume
+	}
+	return OpProduce
+}
+
+// AllowedResource reports whether p may use a group (ResourceGroup) or
+// transactional id (ResourceTransactionalID) of this name ("" for any
+// one). Until a principal has an ACL of the resource type, the rule
+// before such ACLs existed holds: consume rights on some topic for groups,
+// produce rights on some topic for transactional ids. Once it has one, its
+// ACLs of the type decide, as for topics (a deny wins; "" asks whether
+// some allow exists).
+func (s *Snapshot) AllowedResource(p *Principal, resource, name string) bool {
+	op := resourceOp(resource)
+	if p.Admin {
+		return true
+	}
+	if name == "" {
+		for _, a := range s.ACLs {
+			if a.Principal == p.Name && a.Resource == resource && !a.Deny {
+				return true
+			}
+		}
+		return s.AllowedSome(p, op) && !s.namesResource(p, resource)
+	}
+	allowed, named := s.decide(p, resource, op, name)
+	if !named {
+		return s.AllowedSome(p, op)
+	}
 	return allowed
+}
+
+// namesResource reports whether p has an ACL of the resource type.
+func (s *Snapshot) namesResource(p *Principal, resource string) bool {
+	_, named := s.decide(p, resource, "", "")
+	return named
 }
 
 // Principal returns the principal with the given name.

@@ -20,7 +20,9 @@ import (
 //     on it;
 //   - listing groups, describing one, and offsets without a topic:
 //     consume on some topic;
-//   - deleting a group: an admin.
+//   - deleting a group: an admin;
+//   - and for a request about one group, that the principal may use it
+//     (cluster.Snapshot.AllowedResource: its group ACLs, once it has one).
 //
 // topic is the request's topic query parameter as the handler reads it. A
 // body that does not parse needs consume on some topic; the handler rejects
@@ -28,6 +30,9 @@ import (
 func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	n := cluster.Need{Op: cluster.OpConsume, Group: true}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 3 {
+		n.GroupName = cluster.PathName(parts[2])
+	}
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
 		return cluster.Need{Admin: true}

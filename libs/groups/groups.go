@@ -126,6 +126,11 @@ type HeartbeatRequest struct {
 	// again on each heartbeat, so topics created or deleted later join or
 	// leave it; "" drops it for the topic names. Nil leaves it as it was.
 	TopicRegex *string `json:"topic_regex,omitempty"`
+	// Readable, set by the coordinator's API for a principal it checks
+	// (never sent), keeps from a regular-expression subscription the topics
+	// the principal may not consume, as Kafka resolves a regex with the
+	// member's ACLs; nil keeps every match.
+	Readable func(topic string) bool `json:"-"`
 }
 
 // MaxTopicRegexLen bounds a subscription's regular expression.

@@ -11,20 +11,27 @@ import (
 )
 
 // ACLs over the Kafka protocol, on Sluice's ACL model. A Sluice ACL allows
-// or denies a principal producing to or consuming from topics: a topic, "*"
-// (every topic), or the topics whose names start with a prefix; in Kafka's
-// terms it is an ALLOW or DENY binding of User:NAME, host "*", on a TOPIC
-// resource with a LITERAL or PREFIXED pattern, for the WRITE (produce) or
-// READ (consume) operation. CreateAcls takes exactly those (ALL stands for
-// both) and refuses what the model cannot express, with the reason: hosts
-// other than "*", other operations and other resources (group access
-// follows the topic consume ACLs; cluster changes need an admin principal,
-// made with sluicectl user create --admin).
+// or denies a principal producing to or consuming from topics (a topic,
+// "*" for every topic, or the topics whose names start with a prefix),
+// using groups, or using transactional ids; in Kafka's terms it is an
+// ALLOW or DENY binding of User:NAME, host "*", with a LITERAL or PREFIXED
+// pattern, on a TOPIC for WRITE (produce) or READ (consume), on a GROUP for
+// READ, or on a TRANSACTIONAL_ID for WRITE. CreateAcls takes exactly those
+// (ALL stands for what the resource has) and refuses what the model cannot
+// express, with the reason: hosts other than "*", other operations and
+// CLUSTER resources (cluster changes need an admin principal, made with
+// sluicectl user create --admin).
 
 // aclOf describes a Sluice ACL as a Kafka binding.
 func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.DescribeACLsResponseResourceACL) {
 	res = kmsg.NewDescribeACLsResponseResource()
 	res.ResourceType, res.ResourceName, res.ResourcePatternType = kmsg.ACLResourceTypeTopic, a.Topic, kmsg.ACLResourcePatternTypeLiteral
+	switch a.Resource {
+	case cluster.ResourceGroup:
+		res.ResourceType = kmsg.ACLResourceTypeGroup
+	case cluster.ResourceTransactionalID:
+		res.ResourceType = kmsg.ACLResourceTypeTransactionalId
+	}
 	if a.Pattern == cluster.PatternPrefixed {
 		res.ResourcePatternType = kmsg.ACLResourcePatternTypePrefixed
 	}
@@ -104,10 +111,11 @@ func (b *Broker) describeACLs(ctx context.Context, c *Conn, req kmsg.Request) Re
 			continue
 		}
 		res, acl := aclOf(a)
-		i, ok := byTopic[a.Topic+"\x00"+a.Pattern]
+		key := a.Resource + "\x00" + a.Topic + "\x00" + a.Pattern
+		i, ok := byTopic[key]
 		if !ok {
 			i = len(resp.Resources)
-			byTopic[a.Topic+"\x00"+a.Pattern] = i
+			byTopic[key] = i
 			resp.Resources = append(resp.Resources, res)
 		}
 		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, acl)
@@ -124,12 +132,10 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	switch {
 	case !ok:
 		return nil, protocol.InvalidPrincipalType.Err("principal %q: Sluice principals are named User:NAME", cr.Principal)
-	case cr.ResourceType == kmsg.ACLResourceTypeGroup:
-		return nil, protocol.InvalidRequest.Err("group ACLs are not kept: a principal may use a group on the topics it may consume")
 	case cr.ResourceType == kmsg.ACLResourceTypeCluster:
 		return nil, protocol.InvalidRequest.Err("cluster ACLs are not kept: cluster changes need an admin principal (sluicectl user create NAME --admin)")
-	case cr.ResourceType != kmsg.ACLResourceTypeTopic:
-		return nil, protocol.InvalidRequest.Err("only TOPIC ACLs are kept, not resource type %d", cr.ResourceType)
+	case cr.ResourceType != kmsg.ACLResourceTypeTopic && cr.ResourceType != kmsg.ACLResourceTypeGroup && cr.ResourceType != kmsg.ACLResourceTypeTransactionalId:
+		return nil, protocol.InvalidRequest.Err("TOPIC, GROUP and TRANSACTIONAL_ID ACLs are kept, not resource type %d", cr.ResourceType)
 	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral && cr.ResourcePatternType != kmsg.ACLResourcePatternTypePrefixed:
 		return nil, protocol.InvalidRequest.Err("a binding's pattern is LITERAL or PREFIXED, not pattern type %d", cr.ResourcePatternType)
 	case cr.PermissionType != kmsg.ACLPermissionTypeAllow && cr.PermissionType != kmsg.ACLPermissionTypeDeny:
@@ -140,6 +146,22 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName, Deny: cr.PermissionType == kmsg.ACLPermissionTypeDeny}
 	if cr.ResourcePatternType == kmsg.ACLResourcePatternTypePrefixed {
 		acl.Pattern = cluster.PatternPrefixed
+	}
+	switch {
+	case cr.ResourceType == kmsg.ACLResourceTypeGroup && (cr.Operation == kmsg.ACLOperationRead || cr.Operation == kmsg.ACLOperationAll):
+		acl.Resource, acl.Operation = cluster.ResourceGroup, cluster.OpConsume
+	case cr.ResourceType == kmsg.ACLResourceTypeGroup:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ (or ALL); describing and deleting groups follow from it and from admin rights", cr.Operation)
+	case cr.ResourceType == kmsg.ACLResourceTypeTransactionalId && (cr.Operation == kmsg.ACLOperationWrite || cr.Operation == kmsg.ACLOperationAll):
+		acl.Resource, acl.Operation = cluster.ResourceTransactionalID, cluster.OpProduce
+	case cr.ResourceType == kmsg.ACLResourceTypeTransactionalId:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", cr.Operation)
+	}
+	if acl.Resource != "" {
+		if err := cluster.ValidateACL(acl); err != nil {
+			return nil, protocol.InvalidRequest.Err("%v", err)
+		}
+		return []cluster.ACL{acl}, nil
 	}
 	switch cr.Operation {
 	case kmsg.ACLOperationRead:

@@ -191,32 +191,45 @@ func (b *Broker) Allowed(c *Conn, op, topic string) bool {
 	return false
 }
 
-// UsesGroups reports whether the connection's principal may use consumer
-// groups (consume rights on some topic, as the HTTP path's group calls
-// need), logging a refusal.
-func (b *Broker) UsesGroups(c *Conn, api string) bool {
-	if !b.cfg.Authorize {
+// UsesGroups reports whether the connection's principal may use the
+// consumer group ("" for groups in general: ListGroups), logging a
+// refusal: cluster.Snapshot.AllowedResource, the rule of the HTTP path's
+// group calls.
+func (b *Broker) UsesGroups(c *Conn, api, group string) bool {
+	return b.usesResource(c, api, cluster.ResourceGroup, group)
+}
+
+// Transacts reports whether the connection's principal may use the
+// transactional id, logging a refusal (cluster.Snapshot.AllowedResource,
+// as the transaction coordinator's API checks).
+func (b *Broker) Transacts(c *Conn, api, id string) bool {
+	return b.usesResource(c, api, cluster.ResourceTransactionalID, id)
+}
+
+func (b *Broker) usesResource(c *Conn, api, resource, name string) bool {
+	if b.mayUse(c, resource, name) {
 		return true
 	}
-	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).some(cluster.OpConsume) {
-		return true
-	}
-	b.denied(c, api, "consumer groups (consume rights on some topic are needed)")
+	b.denied(c, api, resource+" "+name)
 	return false
 }
 
-// Transacts reports whether the connection's principal may run
-// transactions (produce rights on some topic, as a transactional id's
-// session needs), logging a refusal.
-func (b *Broker) Transacts(c *Conn, api string) bool {
+// SeesGroup reports whether the connection's principal may use the group,
+// without logging: ListGroups leaves out the groups it may not.
+func (b *Broker) SeesGroup(c *Conn, group string) bool {
+	return b.mayUse(c, cluster.ResourceGroup, group)
+}
+
+func (b *Broker) mayUse(c *Conn, resource, name string) bool {
 	if !b.cfg.Authorize {
 		return true
 	}
-	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).some(cluster.OpProduce) {
-		return true
+	snap := b.model.Snapshot()
+	if snap == nil {
+		return false
 	}
-	b.denied(c, api, "transactions (produce rights on some topic are needed)")
-	return false
+	w := b.who(c, snap)
+	return !w.check || w.p != nil && snap.AllowedResource(w.p, resource, name)
 }
 
 // Admin reports whether the connection's principal is an admin (or
@@ -564,6 +577,19 @@ func (b *Broker) topicMetadata(snap *cluster.Snapshot, t *cluster.Topic) kmsg.Me
 	return mt
 }
 
+// kafkaTopic describes a topic as Metadata does: a data topic, or the
+// internal __consumer_offsets when a frontend serves it.
+func (b *Broker) kafkaTopic(snap *cluster.Snapshot, name string) (kmsg.MetadataResponseTopic, bool) {
+	if name == groups.OffsetsLogTopic {
+		return offsetsLogMetadata(snap)
+	}
+	t, ok := snap.Topic(name)
+	if !ok {
+		return kmsg.MetadataResponseTopic{}, false
+	}
+	return b.topicMetadata(snap, t), true
+}
+
 // maxDescribedPartitions bounds the partitions one DescribeTopicPartitions
 // answer holds (Kafka's max.request.partition.size.limit).
 const maxDescribedPartitions = 2000
@@ -602,6 +628,9 @@ func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.
 				names = append(names, snap.Topics[i].Name)
 			}
 		}
+		if _, listed := offsetsLogMetadata(snap); listed && w.describe(groups.OffsetsLogTopic) {
+			names = append(names, groups.OffsetsLogTopic)
+		}
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
@@ -622,15 +651,14 @@ func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.
 		}
 		out := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		out.Topic = kmsg.StringPtr(name)
-		t, ok := snap.Topic(name)
+		mt, ok := b.kafkaTopic(snap, name)
 		switch {
 		case !w.describe(name):
 			out.ErrorCode = b.denied(c, "DescribeTopicPartitions", name)
 		case !ok:
 			out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
 		default:
-			mt := b.topicMetadata(snap, t)
-			out.TopicID, out.AuthorizedOperations = mt.TopicID, w.topicOps(name)
+			out.TopicID, out.IsInternal, out.AuthorizedOperations = mt.TopicID, mt.IsInternal, w.topicOps(name)
 			for _, mp := range mt.Partitions {
 				if name == from && mp.Partition < fromPartition {
 					continue

@@ -443,7 +443,7 @@ func TestCreateTopicsWithoutReplicationFactor(t *testing.T) {
 // TestDescribeTopicPartitions: topics by name with Metadata's partitions,
 // paged by the partition limit and the cursor; hidden and missing topics
 // asked for answer their errors; a cursor outside the topics asked for is
-// INVALID_REQUEST.
+// INVALID_REQUEST; the internal __consumer_offsets is listed, as internal.
 func TestDescribeTopicPartitions(t *testing.T) {
 	b, _, _ := testBroker(true)
 	ask := func(who string, limit int32, cursor *kmsg.DescribeTopicPartitionsRequestCursor, topics ...string) *kmsg.DescribeTopicPartitionsResponse {
@@ -475,15 +475,20 @@ func TestDescribeTopicPartitions(t *testing.T) {
 	cursor := func(topic string, p int32) *kmsg.DescribeTopicPartitionsRequestCursor {
 		return &kmsg.DescribeTopicPartitionsRequestCursor{Topic: topic, Partition: p}
 	}
+	internal := "" // the internal topic's partitions, 0 to 49
+	for p := range groups.OffsetsLogPartitions {
+		internal += fmt.Sprint(p)
+	}
 	for _, tc := range []struct {
 		name string
 		resp *kmsg.DescribeTopicPartitionsResponse
 		want string
 	}{
-		{"every topic", ask("root", 0, nil), "audit:0:0 orders:0:01"},
-		{"a page of two", ask("root", 2, nil), "audit:0:0 orders:0:0 >orders/1"},
+		{"every topic", ask("root", 0, nil), "__consumer_offsets:0:" + internal + " audit:0:0 orders:0:01"},
+		{"a page of two", ask("root", 2, nil), "__consumer_offsets:0:01 >__consumer_offsets/2"},
+		{"a page of two from audit", ask("root", 2, cursor("audit", 0)), "audit:0:0 orders:0:0 >orders/1"},
 		{"the next page", ask("root", 2, cursor("orders", 1)), "orders:0:1"},
-		{"a page ending with a topic", ask("root", 1, nil), "audit:0:0 >orders/0"},
+		{"a page ending with a topic", ask("root", 1, cursor("audit", 0)), "audit:0:0 >orders/0"},
 		{"hidden and missing", ask("alice", 0, nil, "orders", "nope", "audit"), "audit:29: nope:29: orders:0:01"},
 		{"missing", ask("root", 0, nil, "nope"), "nope:3:"},
 		{"a cursor not asked for", ask("root", 0, cursor("audit", 0), "orders"), "orders:42:"},
@@ -492,6 +497,9 @@ func TestDescribeTopicPartitions(t *testing.T) {
 		if got := summary(tc.resp); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+	if resp := ask("root", 0, nil, groups.OffsetsLogTopic); !resp.Topics[0].IsInternal || len(resp.Topics[0].Partitions) != groups.OffsetsLogPartitions {
+		t.Fatalf("__consumer_offsets: %+v", resp.Topics[0])
 	}
 	// The partitions are Metadata's: leader, epoch, replicas, ISR.
 	resp := ask("root", 0, nil, "orders")

@@ -62,11 +62,11 @@ func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request)
 		case txn && txns.ValidateID(key) != nil:
 			co.ErrorCode = int16(protocol.InvalidRequest)
 			co.ErrorMessage = kmsg.StringPtr(txns.ValidateID(key).Error())
-		case txn && !b.Transacts(c, "FindCoordinator"):
+		case txn && !b.Transacts(c, "FindCoordinator", key):
 			co.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
 		case !txn && groups.ValidateGroupID(key) != nil:
 			co.ErrorCode = int16(protocol.InvalidGroupID)
-		case !txn && !b.UsesGroups(c, "FindCoordinator"):
+		case !txn && !b.UsesGroups(c, "FindCoordinator", key):
 			co.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		case !found || err != nil:
 			co.ErrorCode = int16(protocol.CoordinatorNotAvailable)

@@ -18,6 +18,9 @@ import (
 func NeedOf(method, path string, body []byte) cluster.Need {
 	n := cluster.Need{Op: cluster.OpConsume, Group: true}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 3 {
+		n.GroupName = cluster.PathName(parts[2])
+	}
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
 		return cluster.Need{Admin: true}

@@ -13,8 +13,9 @@ import (
 // client checks the same): a session, its partitions and its end need
 // produce (on the partitions' topics when named, on some topic otherwise);
 // a group's offsets in a transaction need consume on their topics, as the
-// group's own commits do; reading the transactions' states needs a known
-// principal.
+// group's own commits do, and the group itself; every change needs the
+// transactional id (cluster.Snapshot.AllowedResource); reading the
+// transactions' states needs a known principal.
 func NeedOf(method, path string, body []byte) cluster.Need {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if method == http.MethodGet {
@@ -24,6 +25,7 @@ func NeedOf(method, path string, body []byte) cluster.Need {
 	if len(parts) != 4 {
 		return n
 	}
+	id := cluster.PathName(parts[2])
 	switch parts[3] {
 	case "partitions":
 		var req AddPartitionsRequest
@@ -34,14 +36,20 @@ func NeedOf(method, path string, body []byte) cluster.Need {
 		}
 	case "groups":
 		n = cluster.Need{Op: cluster.OpConsume, Group: true}
+		var req AddGroupRequest
+		if json.Unmarshal(body, &req) == nil {
+			n.GroupName = req.Group
+		}
 	case "offsets":
 		n = cluster.Need{Op: cluster.OpConsume, Group: true}
 		var req CommitOffsetsRequest
 		if json.Unmarshal(body, &req) == nil {
+			n.GroupName = req.Group
 			for _, o := range req.Offsets {
 				n.Topics = append(n.Topics, o.Topic)
 			}
 		}
 	}
+	n.TransactionalID = id
 	return n
 }

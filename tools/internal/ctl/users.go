@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -94,7 +95,9 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
 	user := fs.String("user", "", "the principal")
 	topic := fs.String("topic", "", "a topic name, * for every topic, or with --prefixed the start of topic names")
-	op := fs.String("operation", "", "produce or consume")
+	group := fs.String("group", "", "instead of --topic, a consumer or share group (a consume ACL: Kafka's READ on the group)")
+	txnID := fs.String("transactional-id", "", "instead of --topic, a transactional id (a produce ACL: Kafka's WRITE on the id)")
+	op := fs.String("operation", "", "produce or consume (for --group and --transactional-id, the one they take)")
 	prefixed := fs.Bool("prefixed", false, "the ACL covers every topic whose name starts with --topic (Kafka's PREFIXED pattern)")
 	deny := fs.Bool("deny", false, "the ACL denies the operation; a deny wins over every allow (Kafka's DENY)")
 	pos, err := parseArgs(fs, args)
@@ -104,10 +107,26 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	if err := exactly(pos, 0, "no positional arguments"); err != nil {
 		return err
 	}
-	if *user == "" || *topic == "" || *op == "" {
-		return fmt.Errorf("%w: acl add/delete needs --user, --topic and --operation", errUsage)
-	}
 	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op, Deny: *deny}
+	named := 0
+	for _, n := range []string{*topic, *group, *txnID} {
+		if n != "" {
+			named++
+		}
+	}
+	switch {
+	case named != 1:
+		return fmt.Errorf("%w: acl add/delete names one of --topic, --group and --transactional-id", errUsage)
+	case *group != "":
+		a.Resource, a.Topic = cluster.ResourceGroup, *group
+		a.Operation = cmp.Or(a.Operation, cluster.OpConsume)
+	case *txnID != "":
+		a.Resource, a.Topic = cluster.ResourceTransactionalID, *txnID
+		a.Operation = cmp.Or(a.Operation, cluster.OpProduce)
+	}
+	if *user == "" || a.Operation == "" {
+		return fmt.Errorf("%w: acl add/delete needs --user and, for a topic, --operation", errUsage)
+	}
 	if *prefixed {
 		a.Pattern = cluster.PatternPrefixed
 	}
@@ -130,12 +149,19 @@ func permission(a cluster.ACL) string {
 	return "may"
 }
 
-// aclTopics names what an ACL's topic pattern covers.
+// aclTopics names what an ACL's pattern covers.
 func aclTopics(a cluster.ACL) string {
-	if a.Pattern == cluster.PatternPrefixed {
-		return "topics starting with " + a.Topic
+	kind := "topic"
+	switch a.Resource {
+	case cluster.ResourceGroup:
+		kind = "group"
+	case cluster.ResourceTransactionalID:
+		kind = "transactional id"
 	}
-	return a.Topic
+	if a.Pattern == cluster.PatternPrefixed {
+		return kind + "s starting with " + a.Topic
+	}
+	return kind + " " + a.Topic
 }
 
 func aclList(ctx context.Context, env Env, args []string) error {
@@ -155,16 +181,13 @@ func aclList(ctx context.Context, env Env, args []string) error {
 		return writeJSON(env, acls)
 	}
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "USER\tTOPIC\tPATTERN\tOPERATION\tPERMISSION")
+	fmt.Fprintln(w, "USER\tRESOURCE\tNAME\tPATTERN\tOPERATION\tPERMISSION")
 	for _, a := range acls {
-		pattern, perm := cluster.PatternLiteral, "allow"
-		if a.Pattern != "" {
-			pattern = a.Pattern
-		}
+		resource, pattern, perm := cmp.Or(a.Resource, "topic"), cmp.Or(a.Pattern, cluster.PatternLiteral), "allow"
 		if a.Deny {
 			perm = "deny"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Principal, a.Topic, pattern, a.Operation, perm)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Principal, resource, a.Topic, pattern, a.Operation, perm)
 	}
 	return w.Flush()
 }

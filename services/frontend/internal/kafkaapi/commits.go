@@ -48,7 +48,7 @@ func (s *Service) offsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.Requ
 	}
 	type slot struct{ t, p int }
 	var pending []slot
-	usesGroups := s.broker.UsesGroups(c, "OffsetCommit")
+	usesGroups := s.broker.UsesGroups(c, "OffsetCommit", r.Group)
 	for i, rt := range r.Topics {
 		out := kmsg.NewOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
@@ -107,7 +107,6 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 		}
 		reqs = []kmsg.OffsetFetchRequestGroup{g}
 	}
-	usesGroups := s.broker.UsesGroups(c, "OffsetFetch")
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		out := make([]kmsg.OffsetFetchResponseGroup, len(reqs))
@@ -115,7 +114,7 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 		for i, g := range reqs {
 			out[i] = kmsg.NewOffsetFetchResponseGroup()
 			out[i].Group = g.Group
-			if !usesGroups {
+			if !s.broker.UsesGroups(c, "OffsetFetch", g.Group) {
 				out[i].ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				continue
 			}
@@ -238,7 +237,7 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 func (s *Service) offsetDelete(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.OffsetDeleteRequest)
 	resp := kmsg.NewPtrOffsetDeleteResponse()
-	if !s.broker.UsesGroups(c, "OffsetDelete") {
+	if !s.broker.UsesGroups(c, "OffsetDelete", r.Group) {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}

@@ -33,7 +33,7 @@ func (s *Service) consumerGroupHeartbeat(ctx context.Context, c *kafka.Conn, req
 		resp.ErrorCode, resp.ErrorMessage = int16(code), message(err)
 		return kafka.Reply{Msg: resp}
 	}
-	if !s.broker.UsesGroups(c, "ConsumerGroupHeartbeat") {
+	if !s.broker.UsesGroups(c, "ConsumerGroupHeartbeat", r.Group) {
 		return fail(protocol.GroupAuthorizationFailed, nil)
 	}
 	hr := groups.HeartbeatRequest{MemberID: r.MemberID, MemberEpoch: r.MemberEpoch, ClientID: c.ClientID(), InstanceID: deref(r.InstanceID),
@@ -114,7 +114,7 @@ func kafkaState(state string) string {
 func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListGroupsRequest)
 	resp := kmsg.NewPtrListGroupsResponse()
-	if !s.broker.UsesGroups(c, "ListGroups") {
+	if !s.broker.UsesGroups(c, "ListGroups", "") {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
@@ -130,6 +130,9 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 		for _, l := range list {
 			if f, ok := kafka.GroupCoordinator(snap, l.Group); ok && f.ID != self {
 				continue // another frontend coordinates it and lists it
+			}
+			if !s.broker.SeesGroup(c, l.Group) {
+				continue // as Kafka lists only the groups the principal may describe
 			}
 			g := kmsg.NewListGroupsResponseGroup()
 			g.Group, g.GroupState, g.GroupType = l.Group, kafkaState(l.State), l.Protocol
@@ -153,19 +156,17 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 }
 
 // describeEach describes each named group concurrently for the
-// connection's principal; without the right to use groups every answer is
+// connection's principal; a group it may not use is answered
 // GROUP_AUTHORIZATION_FAILED.
 func (s *Service) describeEach(c *kafka.Conn, api string, names []string) ([]*groups.Description, []error) {
 	ds, errs := make([]*groups.Description, len(names)), make([]error, len(names))
-	if !s.broker.UsesGroups(c, api) {
-		for i := range errs {
-			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not use consumer groups")
-		}
-		return ds, errs
-	}
 	client := s.groupsFor(c)
 	var wg sync.WaitGroup
 	for i, name := range names {
+		if !s.broker.UsesGroups(c, api, name) {
+			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not use group %s", name)
+			continue
+		}
 		wg.Go(func() { ds[i], errs[i] = client.Describe(c.Context(), name) })
 	}
 	wg.Wait()

@@ -69,7 +69,7 @@ func (s *Service) joinGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request
 		resp.ErrorCode = code
 		return kafka.Reply{Msg: resp}
 	}
-	if !s.broker.UsesGroups(c, "JoinGroup") {
+	if !s.broker.UsesGroups(c, "JoinGroup", r.Group) {
 		return fail(int16(protocol.GroupAuthorizationFailed))
 	}
 	jr := groups.JoinRequest{MemberID: r.MemberID, InstanceID: deref(r.InstanceID), ClientID: c.ClientID(), ClientHost: clientHost(c),
@@ -115,7 +115,7 @@ func (s *Service) joinGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request
 func (s *Service) syncGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.SyncGroupRequest)
 	resp := kmsg.NewPtrSyncGroupResponse()
-	if !s.broker.UsesGroups(c, "SyncGroup") {
+	if !s.broker.UsesGroups(c, "SyncGroup", r.Group) {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
@@ -149,7 +149,7 @@ func (s *Service) syncGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request
 func (s *Service) heartbeat(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.HeartbeatRequest)
 	resp := kmsg.NewPtrHeartbeatResponse()
-	if !s.broker.UsesGroups(c, "Heartbeat") {
+	if !s.broker.UsesGroups(c, "Heartbeat", r.Group) {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
@@ -165,7 +165,7 @@ func (s *Service) heartbeat(ctx context.Context, c *kafka.Conn, req kmsg.Request
 func (s *Service) leaveGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.LeaveGroupRequest)
 	resp := kmsg.NewPtrLeaveGroupResponse()
-	if !s.broker.UsesGroups(c, "LeaveGroup") {
+	if !s.broker.UsesGroups(c, "LeaveGroup", r.Group) {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}

@@ -77,7 +77,7 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 		resp.ErrorCode, resp.ErrorMessage = int16(code), message(err)
 		return kafka.Reply{Msg: resp}
 	}
-	if !s.broker.UsesGroups(c, "ShareGroupHeartbeat") {
+	if !s.broker.UsesGroups(c, "ShareGroupHeartbeat", r.GroupID) {
 		return fail(protocol.GroupAuthorizationFailed, nil)
 	}
 	if err := groups.ValidateGroupID(r.GroupID); err != nil {
@@ -174,13 +174,12 @@ func (s *Service) shareGroupDescribe(ctx context.Context, c *kafka.Conn, req kms
 	r := req.(*kmsg.ShareGroupDescribeRequest)
 	resp := kmsg.NewPtrShareGroupDescribeResponse()
 	client := s.sharesFor(c)
-	allowed := s.broker.UsesGroups(c, "ShareGroupDescribe")
 	snap := s.broker.Snapshot(ctx)
 	return kafka.Reply{Async: func() kafka.Reply {
 		for _, id := range r.GroupIDs {
 			g := kmsg.NewShareGroupDescribeResponseGroup()
 			g.GroupID, g.Assignor, g.AuthorizedOperations = id, "simple", -2147483648
-			if !allowed {
+			if !s.broker.UsesGroups(c, "ShareGroupDescribe", id) {
 				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				resp.Groups = append(resp.Groups, g)
 				continue
@@ -344,7 +343,7 @@ func (s *Service) shareCaller(c *kafka.Conn, api string, group, member *string) 
 	switch {
 	case group == nil || member == nil || *member == "":
 		return "", "", protocol.InvalidRequest
-	case !s.broker.UsesGroups(c, api):
+	case !s.broker.UsesGroups(c, api, *group):
 		return "", "", protocol.GroupAuthorizationFailed
 	}
 	return *group, *member, protocol.None

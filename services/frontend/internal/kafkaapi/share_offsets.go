@@ -28,13 +28,12 @@ import (
 func (s *Service) describeShareGroupOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DescribeShareGroupOffsetsRequest)
 	resp := kmsg.NewPtrDescribeShareGroupOffsetsResponse()
-	allowed := s.broker.UsesGroups(c, "DescribeShareGroupOffsets")
 	client := s.sharesFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		for _, rg := range r.Groups {
 			out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 			out.GroupID = rg.GroupID
-			if !allowed {
+			if !s.broker.UsesGroups(c, "DescribeShareGroupOffsets", rg.GroupID) {
 				out.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			} else if d, err := client.Describe(c.Context(), rg.GroupID); err != nil {
 				out.ErrorCode, out.ErrorMessage = groupCode(err), message(err)
@@ -112,7 +111,7 @@ func (s *Service) topic(name string) (*cluster.Topic, bool) {
 // by api: the principal may not use groups, or the group has Kafka share
 // consumers this frontend coordinates; nil when it may go on.
 func (s *Service) shareGroupAlterable(c *kafka.Conn, api, group string) error {
-	if !s.broker.UsesGroups(c, api) {
+	if !s.broker.UsesGroups(c, api, group) {
 		return protocol.GroupAuthorizationFailed.Err("%s of share group %s", api, group)
 	}
 	s.share.mu.Lock()

@@ -48,7 +48,7 @@ func (s *Service) initProducerID(ctx context.Context, c *kafka.Conn, req kmsg.Re
 	}
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if !s.broker.Transacts(c, "InitProducerId") {
+	if !s.broker.Transacts(c, "InitProducerId", *r.TransactionalID) {
 		resp.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
@@ -84,11 +84,14 @@ func (s *Service) addPartitionsToTxn(_ context.Context, c *kafka.Conn, req kmsg.
 	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
 	add := txns.AddPartitionsRequest{Producer: txns.Producer{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch}}
 	refused := false
+	transacts := s.broker.Transacts(c, "AddPartitionsToTxn", r.TransactionalID)
 	for _, rt := range r.Topics {
 		out := kmsg.NewAddPartitionsToTxnResponseTopic()
 		out.Topic = rt.Topic
 		code := int16(0)
 		switch {
+		case !transacts:
+			code = int16(protocol.TransactionalIDAuthorizationFailed)
 		case !s.broker.Allowed(c, cluster.OpProduce, rt.Topic):
 			code = int16(protocol.TopicAuthorizationFailed)
 		case !s.knownTopic(rt.Topic, rt.Partitions):
@@ -145,7 +148,11 @@ func (s *Service) knownTopic(topic string, partitions []int32) bool {
 func (s *Service) addOffsetsToTxn(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.AddOffsetsToTxnRequest)
 	resp := kmsg.NewPtrAddOffsetsToTxnResponse()
-	if !s.broker.UsesGroups(c, "AddOffsetsToTxn") {
+	if !s.broker.Transacts(c, "AddOffsetsToTxn", r.TransactionalID) {
+		resp.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
+		return kafka.Reply{Msg: resp}
+	}
+	if !s.broker.UsesGroups(c, "AddOffsetsToTxn", r.Group) {
 		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
@@ -169,12 +176,15 @@ func (s *Service) txnOffsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.R
 	}
 	type slot struct{ t, p int }
 	var pending []slot
-	usesGroups := s.broker.UsesGroups(c, "TxnOffsetCommit")
+	transacts := s.broker.Transacts(c, "TxnOffsetCommit", r.TransactionalID)
+	usesGroups := s.broker.UsesGroups(c, "TxnOffsetCommit", r.Group)
 	for i, rt := range r.Topics {
 		out := kmsg.NewTxnOffsetCommitResponseTopic()
 		out.Topic = rt.Topic
 		code := int16(0)
 		switch {
+		case !transacts:
+			code = int16(protocol.TransactionalIDAuthorizationFailed)
 		case !usesGroups:
 			code = int16(protocol.GroupAuthorizationFailed)
 		case !s.broker.Allowed(c, cluster.OpConsume, rt.Topic):
@@ -222,7 +232,7 @@ func (s *Service) endTxn(_ context.Context, c *kafka.Conn, req kmsg.Request) kaf
 	r := req.(*kmsg.EndTxnRequest)
 	resp := kmsg.NewPtrEndTxnResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
-	if !s.broker.Transacts(c, "EndTxn") {
+	if !s.broker.Transacts(c, "EndTxn", r.TransactionalID) {
 		resp.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}

@@ -82,6 +82,9 @@ func (s *state) sortedACLs() []cluster.ACL {
 		if x.Principal != y.Principal {
 			return x.Principal < y.Principal
 		}
+		if x.Resource != y.Resource {
+			return x.Resource < y.Resource
+		}
 		if x.Topic != y.Topic {
 			return x.Topic < y.Topic
 		}

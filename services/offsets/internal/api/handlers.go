@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
@@ -18,6 +19,11 @@ func (s *Server) heartbeat(c context.Context, ctx *fasthttp.RequestCtx, group st
 	var req groups.HeartbeatRequest
 	if err := decode(ctx, &req); err != nil {
 		return err
+	}
+	if name, check := s.cfg.Authz.Principal(ctx); check {
+		access := s.ends.Access()
+		p, _ := access.Principal(name)
+		req.Readable = func(topic string) bool { return p != nil && access.Allowed(p, cluster.OpConsume, topic) }
 	}
 	resp, err := s.coord.Heartbeat(c, group, req)
 	if err != nil {

@@ -176,8 +176,8 @@ func takeOver(g *fsm.Group, old *fsm.Member, id string) *fsm.Member {
 
 // resolveRegex applies the request's change of the member's
 // regular-expression subscription and, while it has one, makes the
-// request's topics every topic it matches now (none is allowed: the member
-// waits for one).
+// request's topics every topic it matches now that the principal may read
+// (none is allowed: the member waits for one).
 func resolveRegex(m *fsm.Member, req *groups.HeartbeatRequest, partitions map[string]int32) error {
 	pattern := m.TopicRegex
 	if req.TopicRegex != nil {
@@ -194,7 +194,7 @@ func resolveRegex(m *fsm.Member, req *groups.HeartbeatRequest, partitions map[st
 	m.TopicRegex = pattern
 	req.Topics = req.Topics[:0:0]
 	for t := range partitions {
-		if re.MatchString(t) {
+		if re.MatchString(t) && (req.Readable == nil || req.Readable(t)) {
 			req.Topics = append(req.Topics, t)
 		}
 	}

@@ -446,3 +446,19 @@ func TestStaticMembership(t *testing.T) {
 		t.Fatalf("after the static member left for good: %+v", s.g.Members)
 	}
 }
+
+// TestRegexSubscriptionKeepsToReadableTopics: a regex is resolved with the
+// principal's rights: a matching topic it may not consume is left out.
+func TestRegexSubscriptionKeepsToReadableTopics(t *testing.T) {
+	s := newSim(t, map[string]int32{"orders-eu": 1, "orders-secret": 1})
+	re := "orders-.*"
+	readable := func(topic string) bool { return topic != "orders-secret" }
+	resp, err := Heartbeat(s.g, groups.HeartbeatRequest{MemberEpoch: groups.JoinEpoch, TopicRegex: &re, TopicsUnchanged: true, Readable: readable},
+		s.parts, s.newID, DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.g.Members[resp.MemberID]; !slices.Equal(m.Topics, []string{"orders-eu"}) || len(resp.Assignment) != 1 || resp.Assignment[0].Topic != "orders-eu" {
+		t.Fatalf("a regex under ACLs: topics %v, assignment %v", m.Topics, resp.Assignment)
+	}
+}
