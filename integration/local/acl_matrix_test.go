@@ -29,7 +29,9 @@ import (
 // with ana's certificate). ana may
 // consume the topics starting with team- but not team-secret (a deny wins
 // over the prefixed allow), and produce everywhere but to the topics
-// starting with oth; each case is checked per operation. GROUP and
+// starting with oth, and read but not write hosted, by ACLs that name
+// hosts (the clients are on 127.0.0.1); each case is checked per
+// operation. GROUP and
 // TRANSACTIONAL_ID bindings decide which groups and transactional ids she
 // may use, on the same paths, and her regex subscription matches only what
 // she may read. A MATCH filter of DescribeAcls on team-secret finds the
@@ -58,7 +60,7 @@ func TestACLMatrix(t *testing.T) {
 	as := func(token, stdin string, args ...string) (string, string, int) {
 		return sluicectl(t, c, stdin, append(append(certs("ana"), "--token", token), args...)...)
 	}
-	for _, topic := range []string{"team-a", "team-secret", "other"} {
+	for _, topic := range []string{"team-a", "team-secret", "other", "hosted"} {
 		testkit.Eventually(t, 30*time.Second, func() error { // the frontend learns the principals from its watch
 			if _, errOut, code := as(root, "", "topic", "create", topic, "--partitions", "1", "--replication-factor", "1"); code != 0 {
 				return errors.New(errOut)
@@ -78,6 +80,9 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("team-secret").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("*").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
 		kadm.NewACLs().Topics("oth").ResourcePatternType(kadm.ACLPatternPrefixed).Deny("User:ana").Operations(kadm.OpWrite),
+		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").AllowHosts("127.0.0.1").Operations(kadm.OpRead),
+		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("10.9.9.9").Operations(kadm.OpRead),
+		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
 		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
@@ -155,6 +160,8 @@ func TestACLMatrix(t *testing.T) {
 		{"team-a", "produce", true},
 		{"team-secret", "produce", true}, // the deny is of consume only
 		{"other", "produce", false},      // the prefixed deny of oth
+		{"hosted", "consume", true},      // allowed from 127.0.0.1, where the clients are; denied from 10.9.9.9
+		{"hosted", "produce", false},     // denied from 127.0.0.1, over the allow of *
 	} {
 		name := tc.op + " " + tc.topic
 		testkit.Eventually(t, 30*time.Second, func() error { // every service learns the ACLs from its watch
@@ -252,5 +259,14 @@ func TestACLMatrix(t *testing.T) {
 	}
 	if seen["team-secret"] != 0 {
 		t.Fatalf("the regex consumer read %d records of team-secret", seen["team-secret"])
+	}
+	described, err := adm.DescribeConsumerGroups(ctx, "ana-regex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range described["ana-regex"].Members {
+		if _, ok := m.Assignment["team-secret"]; ok || slices.Contains(m.SubscribedTopics, "team-secret") {
+			t.Fatalf("the regex consumer reads team-secret: subscribed to %v, assigned %v", m.SubscribedTopics, m.Assignment)
+		}
 	}
 }

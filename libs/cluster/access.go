@@ -102,7 +102,7 @@ func (s *Snapshot) AllowedSome(p *Principal, op string) bool {
 		return true
 	}
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Resource == "" && a.Operation == op && !a.Deny {
+		if a.Principal == p.Name && a.Resource == "" && a.Operation == op && !a.Deny && a.From(p.Host) {
 			return true
 		}
 	}

@@ -173,3 +173,38 @@ func TestGroupAndTransactionalIDACLs(t *testing.T) {
 		}
 	}
 }
+
+// TestACLHosts: an ACL naming a host applies to requests from it alone, a
+// deny as well as an allow; a principal whose address is unknown gets none
+// of them; the stored form of "*" is "".
+func TestACLHosts(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "ana", Topic: "t", Operation: OpConsume, Host: "10.0.0.1"},
+		{Principal: "ana", Topic: "u", Operation: OpConsume},
+		{Principal: "ana", Topic: "u", Operation: OpConsume, Deny: true, Host: "10.0.0.2"},
+	}}
+	ana := &Principal{Name: "ana"}
+	for _, tc := range []struct {
+		host, topic string
+		want        bool
+	}{
+		{"10.0.0.1", "t", true},
+		{"10.0.0.2", "t", false},
+		{"", "t", false},
+		{"10.0.0.1", "u", true},
+		{"10.0.0.2", "u", false},
+	} {
+		if got := s.Allowed(ana.At(tc.host), OpConsume, tc.topic); got != tc.want {
+			t.Errorf("from %q on %s: %v, want %v", tc.host, tc.topic, got, tc.want)
+		}
+	}
+	if ana.Host != "" {
+		t.Fatal("At changed the principal it copies")
+	}
+	if n := (ACL{Principal: "a", Topic: "t", Operation: OpConsume, Host: "*"}).Normalized(); n.Host != "" {
+		t.Fatalf("host * stored as %q", n.Host)
+	}
+	if ValidateACL(ACL{Principal: "a", Topic: "t", Operation: OpConsume, Host: "example.com"}) == nil {
+		t.Fatal("a host name accepted: Kafka's hosts are addresses")
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"maps"
+	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -153,6 +154,21 @@ type Principal struct {
 	// (SASL/SCRAM-SHA-256 and -512, RFC 5802), derived from its token: salt,
 	// iterations and the stored and server keys, never the token itself.
 	SCRAM []ScramCredential `json:"scram,omitempty"`
+	// Host is the address a request of the principal comes from, set on
+	// the copy a listener checks (At), never stored: ACLs naming a host
+	// apply to requests from it alone.
+	Host string `json:"-"`
+}
+
+// At returns a copy of p checked for a request from host (an IP address;
+// "" when unknown, and then no ACL naming a host applies).
+func (p *Principal) At(host string) *Principal {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.Host = host
+	return &c
 }
 
 // ScramCredential is what a server keeps to check a SCRAM client (RFC 5802
@@ -195,7 +211,13 @@ type ACL struct {
 	// Deny makes the ACL refuse what it names (Kafka's DENY): a deny
 	// wins over every allow.
 	Deny bool `json:"deny,omitempty"`
+	// Host, when set to an IP address, limits the ACL to requests from it
+	// (Kafka's host); "" and "*" are every host.
+	Host string `json:"host,omitempty"`
 }
+
+// From reports whether the ACL applies to a request from host.
+func (a ACL) From(host string) bool { return a.Host == "" || a.Host == "*" || a.Host == host }
 
 // ACL topic patterns, Kafka's LITERAL and PREFIXED.
 const (
@@ -221,16 +243,26 @@ func (a ACL) Covers(topic string) bool {
 	return a.Topic == topic || a.Topic == "*"
 }
 
-// Normalized is the ACL as stored: the literal pattern written as "".
+// Normalized is the ACL as stored: the literal pattern and every host
+// written as "", an address in its canonical form.
 func (a ACL) Normalized() ACL {
 	if a.Pattern == PatternLiteral {
 		a.Pattern = ""
+	}
+	if a.Host == "*" {
+		a.Host = ""
+	}
+	if ip := net.ParseIP(a.Host); ip != nil {
+		a.Host = ip.String()
 	}
 	return a
 }
 
 // ValidateACL checks an ACL's resource, operation and name pattern.
 func ValidateACL(a ACL) error {
+	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
+		return fmt.Errorf("host %q is not an IP address or *", a.Host)
+	}
 	if a.Operation != OpProduce && a.Operation != OpConsume {
 		return fmt.Errorf("operation %q is not %s or %s", a.Operation, OpProduce, OpConsume)
 	}
@@ -297,7 +329,7 @@ func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, nam
 			continue
 		}
 		named = true
-		if a.Operation == op && a.Covers(name) {
+		if a.Operation == op && a.Covers(name) && a.From(p.Host) {
 			if a.Deny {
 				return false, true
 			}
@@ -329,7 +361,7 @@ func (s *Snapshot) AllowedResource(p *Principal, resource, name string) bool {
 	}
 	if name == "" {
 		for _, a := range s.ACLs {
-			if a.Principal == p.Name && a.Resource == resource && !a.Deny {
+			if a.Principal == p.Name && a.Resource == resource && !a.Deny && a.From(p.Host) {
 				return true
 			}
 		}

@@ -26,19 +26,23 @@ func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
 	return &Client{jc: jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)}
 }
 
-// For returns a copy of c whose requests act for principal (a frontend
+// For returns a copy of c whose requests act for principal, from host (a frontend
 // relaying a Kafka client's group requests; the offsets service trusts the
 // name from the cluster's own services only). It shares c's connections.
-func (c *Client) For(principal string) *Client {
+func (c *Client) For(principal, host string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(PrincipalHeader, principal)}
+	return &Client{jc: c.jc.WithHeader(PrincipalHeader, principal).WithHeader(ClientHostHeader, host)}
 }
 
 // PrincipalHeader is libs/service's PrincipalHeader, named here so that
 // the SDK's clients do not depend on the services' framework.
 const PrincipalHeader = "X-Sluice-Principal"
+
+// ClientHostHeader is libs/service's ClientHostHeader, named here as
+// PrincipalHeader is.
+const ClientHostHeader = "X-Sluice-Client-Host"
 
 // DeleteOffsets removes a group's committed offsets of a topic.
 func (c *Client) DeleteOffsets(ctx context.Context, group string, req DeleteOffsetsRequest) error {

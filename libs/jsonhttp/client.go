@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,8 +39,8 @@ type Client struct {
 	addrs   []string // base URLs
 	http    *http.Client
 	retryOn func(protocol.Code) bool
-	token   string    // sent as "Authorization: Bearer"; empty: none
-	header  [2]string // one more header's name and value; empty: none
+	token   string      // sent as "Authorization: Bearer"; empty: none
+	headers [][2]string // more headers' names and values
 
 	mu   sync.Mutex
 	next int // index of the address to try first; guarded by mu
@@ -94,13 +95,14 @@ func BaseURLsFor(addrs []string, secure bool) []string {
 // WithToken returns a copy of c that authenticates with a bearer token
 // (frontends that require authentication); it shares c's connections.
 func (c *Client) WithToken(token string) *Client {
-	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: token, header: c.header}
+	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: token, headers: c.headers}
 }
 
 // WithHeader returns a copy of c that sends one more header with every
 // request; it shares c's connections.
 func (c *Client) WithHeader(name, value string) *Client {
-	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: c.token, header: [2]string{name, value}}
+	headers := append(slices.Clip(c.headers), [2]string{name, value})
+	return &Client{name: c.name, addrs: c.addrs, http: c.http, retryOn: c.retryOn, token: c.token, headers: headers}
 }
 
 // Addrs returns the normalized base URLs.
@@ -210,8 +212,8 @@ func (c *Client) once(ctx context.Context, u, method string, body []byte, out an
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if c.header[0] != "" {
-		req.Header.Set(c.header[0], c.header[1])
+	for _, h := range c.headers {
+		req.Header.Set(h[0], h[1])
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

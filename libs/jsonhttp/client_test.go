@@ -122,3 +122,29 @@ func TestDoAtMostOnceStopsWhenTheRequestMayHaveArrived(t *testing.T) {
 		t.Fatalf("DoAtMostOnce past a refused connection and a retry-elsewhere answer = %v, %+v", err, out)
 	}
 }
+
+// TestWithHeaderAddsHeaders: each WithHeader adds one header to those of
+// the client it copies (a relay names both the principal and its client's
+// address), and the client copied keeps its own.
+func TestWithHeaderAddsHeaders(t *testing.T) {
+	got := make(chan http.Header, 2)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(s.Close)
+	base := New("offsets", []string{s.URL}, nil).WithHeader("X-One", "1")
+	both := base.WithHeader("X-Two", "2")
+	if err := both.Do(context.Background(), http.MethodGet, "/x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h.Get("X-One") != "1" || h.Get("X-Two") != "2" {
+		t.Fatalf("the chained client sent X-One %q, X-Two %q", h.Get("X-One"), h.Get("X-Two"))
+	}
+	if err := base.Do(context.Background(), http.MethodGet, "/x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h.Get("X-One") != "1" || h.Get("X-Two") != "" {
+		t.Fatalf("the client copied sent X-One %q, X-Two %q", h.Get("X-One"), h.Get("X-Two"))
+	}
+}

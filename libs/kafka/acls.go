@@ -14,13 +14,13 @@ import (
 // or denies a principal producing to or consuming from topics (a topic,
 // "*" for every topic, or the topics whose names start with a prefix),
 // using groups, or using transactional ids; in Kafka's terms it is an
-// ALLOW or DENY binding of User:NAME, host "*", with a LITERAL or PREFIXED
+// ALLOW or DENY binding of User:NAME, with a LITERAL or PREFIXED
 // pattern, on a TOPIC for WRITE (produce) or READ (consume), on a GROUP for
-// READ, or on a TRANSACTIONAL_ID for WRITE. CreateAcls takes exactly those
-// (ALL stands for what the resource has) and refuses what the model cannot
-// express, with the reason: hosts other than "*", other operations and
-// CLUSTER resources (cluster changes need an admin principal, made with
-// sluicectl user create --admin).
+// READ, or on a TRANSACTIONAL_ID for WRITE, from every host ("*") or one
+// IP address. CreateAcls takes exactly those (ALL stands for what the
+// resource has) and refuses what the model cannot express, with the
+// reason: other operations and CLUSTER resources (cluster changes need an
+// admin principal, made with sluicectl user create --admin).
 
 // aclOf describes a Sluice ACL as a Kafka binding.
 func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.DescribeACLsResponseResourceACL) {
@@ -37,6 +37,9 @@ func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.Descr
 	}
 	acl = kmsg.NewDescribeACLsResponseResourceACL()
 	acl.Principal, acl.Host, acl.PermissionType = "User:"+a.Principal, "*", kmsg.ACLPermissionTypeAllow
+	if a.Host != "" {
+		acl.Host = a.Host
+	}
 	if a.Deny {
 		acl.PermissionType = kmsg.ACLPermissionTypeDeny
 	}
@@ -140,10 +143,8 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		return nil, protocol.InvalidRequest.Err("a binding's pattern is LITERAL or PREFIXED, not pattern type %d", cr.ResourcePatternType)
 	case cr.PermissionType != kmsg.ACLPermissionTypeAllow && cr.PermissionType != kmsg.ACLPermissionTypeDeny:
 		return nil, protocol.InvalidRequest.Err("a binding's permission is ALLOW or DENY, not %d", cr.PermissionType)
-	case cr.Host != "*":
-		return nil, protocol.InvalidRequest.Err("host %q: ACLs apply from every host (*)", cr.Host)
 	}
-	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName, Deny: cr.PermissionType == kmsg.ACLPermissionTypeDeny}
+	acl := cluster.ACL{Principal: name, Topic: cr.ResourceName, Deny: cr.PermissionType == kmsg.ACLPermissionTypeDeny, Host: cr.Host}
 	if cr.ResourcePatternType == kmsg.ACLResourcePatternTypePrefixed {
 		acl.Pattern = cluster.PatternPrefixed
 	}
@@ -161,7 +162,7 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		if err := cluster.ValidateACL(acl); err != nil {
 			return nil, protocol.InvalidRequest.Err("%v", err)
 		}
-		return []cluster.ACL{acl}, nil
+		return []cluster.ACL{acl.Normalized()}, nil
 	}
 	switch cr.Operation {
 	case kmsg.ACLOperationRead:
@@ -169,16 +170,19 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	case kmsg.ACLOperationWrite:
 		acl.Operation = cluster.OpProduce
 	case kmsg.ACLOperationAll:
-		p := acl
+		if err := cluster.ValidateACL(cluster.ACL{Topic: acl.Topic, Pattern: acl.Pattern, Host: acl.Host, Operation: cluster.OpConsume}); err != nil {
+			return nil, protocol.InvalidRequest.Err("%v", err)
+		}
+		p := acl.Normalized()
 		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
-		return []cluster.ACL{acl, p}, nil
+		return []cluster.ACL{acl.Normalized(), p}, nil
 	default:
 		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce) or ALL (both); DESCRIBE follows from either", cr.Operation)
 	}
 	if err := cluster.ValidateACL(acl); err != nil {
 		return nil, protocol.InvalidRequest.Err("%v", err)
 	}
-	return []cluster.ACL{acl}, nil
+	return []cluster.ACL{acl.Normalized()}, nil
 }
 
 // createACLs answers CreateAcls.

@@ -154,7 +154,7 @@ func (b *Broker) who(c *Conn, snap *cluster.Snapshot) who {
 		return who{name: name, snap: snap}
 	}
 	p, _ := snap.Principal(name)
-	return who{check: true, name: name, p: p, snap: snap}
+	return who{check: true, name: name, p: p.At(c.Host()), snap: snap}
 }
 
 // may reports whether the principal may do op on topic.

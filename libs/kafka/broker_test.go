@@ -356,6 +356,12 @@ func TestACLMapping(t *testing.T) {
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 2 {
 		t.Fatalf("ALL: %+v %v", acls, err)
 	}
+	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" })); err != nil || len(acls) != 1 || acls[0].Host != "10.0.0.1" {
+		t.Fatalf("an ACL of one host: %+v %v", acls, err)
+	}
+	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || acls[0].Host != "" || acls[1].Host != "" {
+		t.Fatalf("host * is every host, stored as none: %+v %v", acls, err)
+	}
 	deny := binding(func(c *kmsg.CreateACLsRequestCreation) {
 		c.PermissionType, c.ResourcePatternType, c.ResourceName = kmsg.ACLPermissionTypeDeny, kmsg.ACLResourcePatternTypePrefixed, "ord"
 	})
@@ -368,7 +374,7 @@ func TestACLMapping(t *testing.T) {
 		},
 		"match":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypeMatch },
 		"unknown permission": func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
-		"host":               func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" },
+		"bad host":           func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.0/8" },
 		"group":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
 		"describe":           func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe },
 		"principal":          func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },

@@ -104,6 +104,14 @@ func (c *Conn) ClientID() string { return c.clientID }
 // Remote is the client's address.
 func (c *Conn) Remote() string { return c.remote }
 
+// Host is the client's address without its port, as ACLs name hosts.
+func (c *Conn) Host() string {
+	if host, _, err := net.SplitHostPort(c.remote); err == nil {
+		return host
+	}
+	return c.remote
+}
+
 // Principal is the connection's principal ("" anonymous) and whether one
 // authenticated: a SASL user, or a certificate's name without SASL.
 func (c *Conn) Principal() (string, bool) { return c.principal, c.principal != "" }

@@ -23,7 +23,7 @@ type ShareGroupConfigs struct {
 
 func (s ShareGroupConfigs) client(c *Conn) *shares.Client {
 	name, _ := c.Principal()
-	return s.Client.For(name)
+	return s.Client.For(name, c.Host())
 }
 
 // GroupConfig implements GroupConfigs.

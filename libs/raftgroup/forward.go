@@ -64,8 +64,9 @@ func (n *Node) Forward(ctx context.Context, method, pathQuery string, body []byt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(ForwardedHeader, n.cfg.ID)
-	if p := service.RelayPrincipal(ctx); p != "" {
+	if p, host := service.RelayPrincipal(ctx); p != "" {
 		req.Header.Set(service.PrincipalHeader, p)
+		req.Header.Set(service.ClientHostHeader, host)
 	}
 	resp, err := n.hc.Do(req)
 	if err != nil {

@@ -16,6 +16,10 @@ import (
 // only restrict).
 const PrincipalHeader = "X-Sluice-Principal"
 
+// ClientHostHeader names, beside PrincipalHeader, the address the relayed
+// request came from, for ACLs that name hosts.
+const ClientHostHeader = "X-Sluice-Client-Host"
+
 // CertAuthz is certificate authorization (-authorize, -service-principals),
 // taken by the services whose listeners require client certificates
 // (storage, metadata, offsets): the principal of a connection is the common
@@ -66,29 +70,48 @@ func (a *CertAuthz) Principal(ctx *fasthttp.RequestCtx) (name string, check bool
 	return name, false
 }
 
+// ClientHost returns the address a request is from: its peer's, or for a
+// request a service relays for a principal (Principal), the address the
+// service names in ClientHostHeader.
+func (a *CertAuthz) ClientHost(ctx *fasthttp.RequestCtx) string {
+	name := PeerName(ctx)
+	relayed := len(ctx.Request.Header.Peek(PrincipalHeader)) > 0 && !(a.On && !a.IsService(name))
+	if h := string(ctx.Request.Header.Peek(ClientHostHeader)); relayed && h != "" {
+		return h
+	}
+	return ctx.RemoteIP().String()
+}
+
 // relayKey is the request user value naming the principal a relay of the
 // request is for (RelayFor).
 const relayKey = "sluice.relay-principal"
 
-// RelayFor marks a request as checked for principal: RelayContext makes a
-// relay of it name the principal.
-func RelayFor(ctx *fasthttp.RequestCtx, principal string) { ctx.SetUserValue(relayKey, principal) }
+// relay is a principal a relay is for, and the address its request came
+// from.
+type relay struct{ principal, host string }
+
+// RelayFor marks a request as checked for principal, from host:
+// RelayContext makes a relay of it name them.
+func RelayFor(ctx *fasthttp.RequestCtx, principal, host string) {
+	ctx.SetUserValue(relayKey, relay{principal, host})
+}
 
 type principalKey struct{}
 
 // RelayContext returns c carrying the principal RelayFor marked the request
 // with, if any, for a relay to name in PrincipalHeader (RelayPrincipal).
 func RelayContext(ctx *fasthttp.RequestCtx, c context.Context) context.Context {
-	if name, ok := ctx.UserValue(relayKey).(string); ok && name != "" {
-		return context.WithValue(c, principalKey{}, name)
+	if r, ok := ctx.UserValue(relayKey).(relay); ok && r.principal != "" {
+		return context.WithValue(c, principalKey{}, r)
 	}
 	return c
 }
 
-// RelayPrincipal returns the principal c relays for ("" for none).
-func RelayPrincipal(c context.Context) string {
-	name, _ := c.Value(principalKey{}).(string)
-	return name
+// RelayPrincipal returns the principal c relays for ("" for none) and the
+// address its request came from.
+func RelayPrincipal(c context.Context) (name, host string) {
+	r, _ := c.Value(principalKey{}).(relay)
+	return r.principal, r.host
 }
 
 // IsService reports whether name is one of the cluster's services.

@@ -39,11 +39,11 @@ func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
 
 // For returns a copy of c whose requests act for principal (a frontend
 // relaying a client's requests). It shares c's connections.
-func (c *Client) For(principal string) *Client {
+func (c *Client) For(principal, host string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(groups.PrincipalHeader, principal)}
+	return &Client{jc: c.jc.WithHeader(groups.PrincipalHeader, principal).WithHeader(groups.ClientHostHeader, host)}
 }
 
 // Path is a group's path in the API.

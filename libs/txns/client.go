@@ -29,11 +29,11 @@ func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
 
 // For returns a copy of c whose requests act for principal (a frontend
 // relaying a Kafka client's requests). It shares c's connections.
-func (c *Client) For(principal string) *Client {
+func (c *Client) For(principal, host string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(groups.PrincipalHeader, principal)}
+	return &Client{jc: c.jc.WithHeader(groups.PrincipalHeader, principal).WithHeader(groups.ClientHostHeader, host)}
 }
 
 func txnPath(id string) string { return "/v1/txns/" + url.PathEscape(id) }

@@ -100,6 +100,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	op := fs.String("operation", "", "produce or consume (for --group and --transactional-id, the one they take)")
 	prefixed := fs.Bool("prefixed", false, "the ACL covers every topic whose name starts with --topic (Kafka's PREFIXED pattern)")
 	deny := fs.Bool("deny", false, "the ACL denies the operation; a deny wins over every allow (Kafka's DENY)")
+	host := fs.String("host", "", "an IP address: the ACL applies to requests from it alone (default: every host)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -107,7 +108,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	if err := exactly(pos, 0, "no positional arguments"); err != nil {
 		return err
 	}
-	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op, Deny: *deny}
+	a := cluster.ACL{Principal: *user, Topic: *topic, Operation: *op, Deny: *deny, Host: *host}
 	named := 0
 	for _, n := range []string{*topic, *group, *txnID} {
 		if n != "" {
@@ -137,7 +138,11 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	if del {
 		verb = "deleted"
 	}
-	fmt.Fprintf(env.Stdout, "ACL %s: %s %s %s on %s\n", verb, a.Principal, permission(a), a.Operation, aclTopics(a))
+	from := ""
+	if a.Host != "" && a.Host != "*" {
+		from = " from " + a.Host
+	}
+	fmt.Fprintf(env.Stdout, "ACL %s: %s %s %s on %s%s\n", verb, a.Principal, permission(a), a.Operation, aclTopics(a), from)
 	return nil
 }
 
@@ -181,13 +186,13 @@ func aclList(ctx context.Context, env Env, args []string) error {
 		return writeJSON(env, acls)
 	}
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "USER\tRESOURCE\tNAME\tPATTERN\tOPERATION\tPERMISSION")
+	fmt.Fprintln(w, "USER\tRESOURCE\tNAME\tPATTERN\tOPERATION\tPERMISSION\tHOST")
 	for _, a := range acls {
 		resource, pattern, perm := cmp.Or(a.Resource, "topic"), cmp.Or(a.Pattern, cluster.PatternLiteral), "allow"
 		if a.Deny {
 			perm = "deny"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Principal, resource, a.Topic, pattern, a.Operation, perm)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Principal, resource, a.Topic, pattern, a.Operation, perm, cmp.Or(a.Host, "*"))
 	}
 	return w.Flush()
 }

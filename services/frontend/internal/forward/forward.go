@@ -38,7 +38,7 @@ var ErrNoAddress = errors.New("no service address configured")
 
 // Headers passed through in each direction.
 var (
-	requestHeaders  = []string{"Content-Type", "Accept", "X-Request-Id", service.PrincipalHeader}
+	requestHeaders  = []string{"Content-Type", "Accept", "X-Request-Id", service.PrincipalHeader, service.ClientHostHeader}
 	responseHeaders = []string{"Content-Type", "Retry-After"}
 )
 

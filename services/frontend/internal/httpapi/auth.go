@@ -55,7 +55,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, id string) bool {
 		service.WriteCode(ctx, protocol.SaslAuthenticationFailed, "send Authorization: Bearer with a principal's token")
 		return false
 	}
-	ctx.SetUserValue(principalKey, p)
+	ctx.SetUserValue(principalKey, p.At(ctx.RemoteIP().String()))
 	return true
 }
 

@@ -108,7 +108,7 @@ func (s *Server) joinTxn(ctx *fasthttp.RequestCtx, topic string, acks int8, txnI
 	}
 	client := s.txns
 	if p, _ := ctx.UserValue(principalKey).(*cluster.Principal); p != nil {
-		client = client.For(p.Name)
+		client = client.For(p.Name, p.Host)
 	}
 	jctx, cancel := context.WithTimeout(context.Background(), s.producer.Config().Timeout)
 	defer cancel()

@@ -35,6 +35,7 @@ func (s *Server) forwardGroups(ctx *fasthttp.RequestCtx, id, prefix string) {
 	if p, ok := ctx.UserValue(principalKey).(*cluster.Principal); ok {
 		// The offsets service checks the group's own topics for it.
 		h.Set(service.PrincipalHeader, p.Name)
+		h.Set(service.ClientHostHeader, p.Host)
 	}
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
 		h.Set("Content-Type", string(ct))

@@ -128,6 +128,7 @@ func (s *Server) offsetsCall(ctx *fasthttp.RequestCtx, rctx context.Context, pat
 	h.Set(headerRequestID, requestID(ctx))
 	if p, ok := ctx.UserValue(principalKey).(*cluster.Principal); ok {
 		h.Set(service.PrincipalHeader, p.Name)
+		h.Set(service.ClientHostHeader, p.Host)
 	}
 	resp, err := s.offsets.Forward(rctx, http.MethodPost, path, h, mustJSON(in))
 	if err != nil {

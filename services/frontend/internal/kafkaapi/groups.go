@@ -22,7 +22,7 @@ import (
 // groupsFor is the offsets client acting for the connection's principal.
 func (s *Service) groupsFor(c *kafka.Conn) *groups.Client {
 	name, _ := c.Principal()
-	return s.groups.For(name)
+	return s.groups.For(name, c.Host())
 }
 
 // groupCode is the Kafka error code of an offsets service answer: its own

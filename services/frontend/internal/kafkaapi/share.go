@@ -65,7 +65,7 @@ type shareSession struct {
 
 func (s *Service) sharesFor(c *kafka.Conn) *shares.Client {
 	name, _ := c.Principal()
-	return s.shares.For(name)
+	return s.shares.For(name, c.Host())
 }
 
 // shareGroupHeartbeat answers ShareGroupHeartbeat.

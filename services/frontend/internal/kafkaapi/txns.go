@@ -35,7 +35,7 @@ const txnJoinWait = 10 * time.Second
 // txnsFor is the coordinator client acting for the connection's principal.
 func (s *Service) txnsFor(c *kafka.Conn) *txns.Client {
 	name, _ := c.Principal()
-	return s.txns.For(name)
+	return s.txns.For(name, c.Host())
 }
 
 // initProducerID answers InitProducerId: with a transactional id it starts

@@ -36,11 +36,13 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 		ctx.SetUserValue(viewerKey, name)
 		return true
 	}
+	host := s.cfg.Authz.ClientHost(ctx)
 	access := s.fsm.Access()
 	p, _ := access.Principal(name)
+	p = p.At(host)
 	err := access.Authorize(p, name, need)
 	if err != nil && !need.Service && !s.node.IsLeader() {
-		if q, ok := s.catchUp(access.Version, name, need); ok {
+		if q, ok := s.catchUp(access.Version, name, host, need); ok {
 			p, err = q, nil
 		}
 	}
@@ -50,7 +52,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 		return false
 	}
 	ctx.SetUserValue(viewerKey, p)
-	service.RelayFor(ctx, name)
+	service.RelayFor(ctx, name, host)
 	return true
 }
 
@@ -58,7 +60,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 // request a follower would refuse: it may not have applied a principal or
 // ACL change the leader acknowledged a moment ago. At most maxAuthWaiting
 // requests wait at once; past that they are refused at once.
-func (s *Server) catchUp(since uint64, name string, need cluster.Need) (*cluster.Principal, bool) {
+func (s *Server) catchUp(since uint64, name, host string, need cluster.Need) (*cluster.Principal, bool) {
 	defer s.authWaiting.Add(-1)
 	if s.authWaiting.Add(1) > maxAuthWaiting {
 		return nil, false
@@ -72,6 +74,7 @@ func (s *Server) catchUp(since uint64, name string, need cluster.Need) (*cluster
 		}
 		access := s.fsm.Access()
 		p, _ := access.Principal(name)
+		p = p.At(host)
 		if access.Authorize(p, name, need) == nil {
 			return p, true
 		}

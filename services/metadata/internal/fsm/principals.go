@@ -94,6 +94,9 @@ func (s *state) sortedACLs() []cluster.ACL {
 		if x.Pattern != y.Pattern {
 			return x.Pattern < y.Pattern
 		}
+		if x.Host != y.Host {
+			return x.Host < y.Host
+		}
 		return !x.Deny && y.Deny
 	})
 	return out

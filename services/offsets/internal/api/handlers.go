@@ -23,6 +23,7 @@ func (s *Server) heartbeat(c context.Context, ctx *fasthttp.RequestCtx, group st
 	if name, check := s.cfg.Authz.Principal(ctx); check {
 		access := s.ends.Access()
 		p, _ := access.Principal(name)
+		p = p.At(s.cfg.Authz.ClientHost(ctx))
 		req.Readable = func(topic string) bool { return p != nil && access.Allowed(p, cluster.OpConsume, topic) }
 	}
 	resp, err := s.coord.Heartbeat(c, group, req)

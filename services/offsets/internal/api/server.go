@@ -269,8 +269,10 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group st
 	if !check {
 		return true
 	}
+	host := s.cfg.Authz.ClientHost(ctx)
 	access := s.ends.Access()
 	p, _ := access.Principal(name)
+	p = p.At(host)
 	err := access.Authorize(p, name, need)
 	if err == nil && group != "" {
 		err = s.groupAccess(access, p, name, group)
@@ -278,7 +280,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group st
 	if err == nil {
 		// A relay to the leader names the principal: the leader checks the
 		// group against its own state, which a follower's may trail.
-		service.RelayFor(ctx, name)
+		service.RelayFor(ctx, name, host)
 		return true
 	}
 	s.log.Warn("request denied", "principal", name, "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err, "remote", ctx.RemoteAddr().String())

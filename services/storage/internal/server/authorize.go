@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"net"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -46,6 +47,9 @@ func (c *conn) authorize(h *protocol.RequestHeader, op, topic string) bool {
 	}
 	access := c.s.mgr.Access()
 	p, _ := access.Principal(name)
+	if host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
+		p = p.At(host)
+	}
 	err := access.Authorize(p, name, need)
 	if err == nil {
 		return true
