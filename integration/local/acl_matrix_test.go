@@ -118,20 +118,24 @@ func TestACLMatrix(t *testing.T) {
 	}
 
 	https := &http.Client{Transport: &http.Transport{TLSClientConfig: caOnly.Clone()}}
-	httpCall := func(method, path, body string) int {
+	httpAs := func(token, method, path, body string) (int, string) {
 		req, err := http.NewRequest(method, c.FrontendURL()+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+ana)
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := https.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	httpCall := func(method, path, body string) int {
+		status, _ := httpAs(ana, method, path, body)
+		return status
 	}
 	kafkaRead := func(topic string) error {
 		cl := kafkaAs("ana", ana, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -213,6 +217,20 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// Listing groups shows ana hers alone, over HTTP and Kafka.
+	if status, body := httpAs(root, http.MethodPost, "/v1/groups/bob-readers/offsets", `{"offsets":[{"topic":"team-a","partition":0,"offset":1}]}`); status != http.StatusOK {
+		t.Fatalf("root committing for bob-readers: %d %s", status, body)
+	}
+	if status, body := httpAs(ana, http.MethodGet, "/v1/groups", ""); status != http.StatusOK || !strings.Contains(body, `"ana-readers"`) || strings.Contains(body, "bob-readers") {
+		t.Fatalf("ana listing groups over HTTP: %d %s", status, body)
+	}
+	listed, err := kadm.NewClient(kafkaAs("ana", ana)).ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed["ana-readers"]; !ok || len(listed) != 1 {
+		t.Fatalf("ana listing groups over Kafka: %v, want ana-readers alone", listed.Groups())
 	}
 	for _, tc := range []struct {
 		id      string

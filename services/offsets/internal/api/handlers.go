@@ -103,8 +103,20 @@ func (s *Server) list(c context.Context, ctx *fasthttp.RequestCtx) error {
 	if err := s.node.Linearize(c); err != nil {
 		return protocol.NotCoordinator.Err("%v", err)
 	}
+	// A principal sees the groups it may use, as Kafka's ListGroups lists
+	// those it may describe.
+	sees := func(string) bool { return true }
+	if name, check := s.cfg.Authz.Principal(ctx); check {
+		access := s.ends.Access()
+		p, _ := access.Principal(name)
+		p = p.At(s.cfg.Authz.ClientHost(ctx))
+		sees = func(group string) bool { return p != nil && access.AllowedResource(p, cluster.ResourceGroup, group) }
+	}
 	out := groups.ListResponse{Groups: []groups.Listing{}}
 	for _, name := range s.fsm.GroupNames() {
+		if !sees(name) {
+			continue
+		}
 		l := groups.Listing{Group: name, State: groups.StateEmpty}
 		if g, ok := s.fsm.Group(name); ok {
 			l.State, l.Members, l.Protocol, l.ProtocolType = s.stateOf(g), len(g.Members), g.ProtocolLabel(), g.ProtocolType
