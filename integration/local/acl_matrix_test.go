@@ -31,7 +31,8 @@ import (
 // over the prefixed allow), and produce everywhere but to the topics
 // starting with oth, and read but not write hosted, by ACLs that name
 // hosts (the clients are on 127.0.0.1); each case is checked per
-// operation. GROUP and
+// operation. A principal with DESCRIBE on a topic sees it and its offsets
+// and reads nothing. GROUP and
 // TRANSACTIONAL_ID bindings decide which groups and transactional ids she
 // may use, on the same paths, and her regex subscription matches only what
 // she may read. A MATCH filter of DescribeAcls on team-secret finds the
@@ -218,6 +219,46 @@ func TestACLMatrix(t *testing.T) {
 			return nil
 		})
 	}
+	// mon, with DESCRIBE on other alone, sees it (Metadata, ListOffsets)
+	// but may not read it, and sees no other topic.
+	mon := strings.TrimSpace(must(t, c, append(certs("node"), "user", "create", "mon")...))
+	testkit.Eventually(t, 30*time.Second, func() error {
+		rs, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics("other").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:mon").Operations(kadm.OpDescribe))
+		if err == nil && rs[0].Err != nil {
+			err = rs[0].Err
+		}
+		return err
+	})
+	monAdm := kadm.NewClient(kafkaAs("mon", mon))
+	testkit.Eventually(t, 30*time.Second, func() error {
+		topics, err := monAdm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		if names := topics.Names(); len(names) != 1 || names[0] != "other" {
+			return fmt.Errorf("mon's Metadata lists %v, want other alone", names)
+		}
+		ends, err := monAdm.ListEndOffsets(ctx, "other")
+		if err != nil {
+			return err
+		}
+		if o, ok := ends.Lookup("other", 0); !ok || o.Err != nil || o.Offset < 1 {
+			return fmt.Errorf("mon's ListOffsets of other: %+v", o)
+		}
+		hidden, err := monAdm.ListEndOffsets(ctx, "team-a")
+		if o, _ := hidden.Lookup("team-a", 0); !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(o.Err, kerr.TopicAuthorizationFailed) {
+			return fmt.Errorf("mon's ListOffsets of team-a: %v %+v", err, o)
+		}
+		return nil
+	})
+	monRead := kafkaAs("mon", mon, kgo.ConsumeTopics("other"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+	fs := monRead.PollFetches(pctx)
+	pcancel()
+	if errs := fs.Errors(); len(errs) == 0 || !errors.Is(errs[0].Err, kerr.TopicAuthorizationFailed) || fs.NumRecords() > 0 {
+		t.Fatalf("mon reading other: %d records, errors %v; want TOPIC_AUTHORIZATION_FAILED", fs.NumRecords(), errs)
+	}
+
 	// Listing groups shows ana hers alone, over HTTP and Kafka.
 	if status, body := httpAs(root, http.MethodPost, "/v1/groups/bob-readers/offsets", `{"offsets":[{"topic":"team-a","partition":0,"offset":1}]}`); status != http.StatusOK {
 		t.Fatalf("root committing for bob-readers: %d %s", status, body)

@@ -100,7 +100,8 @@ func TestACLDenyAndPrefix(t *testing.T) {
 		{Principal: "a", Topic: "*", Pattern: PatternPrefixed, Operation: OpConsume},
 		{Principal: "a", Topic: "x", Pattern: "wildcard", Operation: OpConsume},
 		{Principal: "a", Topic: "no spaces", Pattern: PatternPrefixed, Operation: OpConsume},
-		{Principal: "a", Topic: "x", Operation: "describe"},
+		{Principal: "a", Topic: "x", Operation: "alter"},
+		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpDescribe},
 	} {
 		if ValidateACL(bad) == nil {
 			t.Errorf("%+v accepted", bad)
@@ -206,5 +207,28 @@ func TestACLHosts(t *testing.T) {
 	}
 	if ValidateACL(ACL{Principal: "a", Topic: "t", Operation: OpConsume, Host: "example.com"}) == nil {
 		t.Fatal("a host name accepted: Kafka's hosts are addresses")
+	}
+}
+
+// TestDescribeACLs: a describe ACL shows a topic without reading it;
+// produce and consume imply describe, and a deny of consume leaves it; a
+// deny of describe hides it whatever the allows.
+func TestDescribeACLs(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "mon", Topic: "*", Operation: OpDescribe},
+		{Principal: "mon", Topic: "secret", Operation: OpDescribe, Deny: true},
+		{Principal: "app", Topic: "orders", Operation: OpConsume},
+		{Principal: "app", Topic: "orders", Operation: OpConsume, Deny: true, Host: "10.0.0.9"},
+	}}
+	mon, app := &Principal{Name: "mon"}, &Principal{Name: "app"}
+	switch {
+	case !s.Describes(mon, "orders") || s.Allowed(mon, OpConsume, "orders"):
+		t.Fatal("a describe ACL: not shown, or read")
+	case s.Describes(mon, "secret"):
+		t.Fatal("a describe deny did not hide the topic")
+	case !s.Describes(app, "orders") || s.Describes(app, "other"):
+		t.Fatal("consume does not imply describe, or implies it elsewhere")
+	case !s.Describes(app.At("10.0.0.9"), "orders") || s.Allowed(app.At("10.0.0.9"), OpConsume, "orders"):
+		t.Fatal("a consume deny hid the topic, or did not deny reading it")
 	}
 }

@@ -263,8 +263,8 @@ func ValidateACL(a ACL) error {
 	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
-	if a.Operation != OpProduce && a.Operation != OpConsume {
-		return fmt.Errorf("operation %q is not %s or %s", a.Operation, OpProduce, OpConsume)
+	if a.Operation != OpProduce && a.Operation != OpConsume && (a.Operation != OpDescribe || a.Resource != "") {
+		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, OpDescribe)
 	}
 	switch a.Resource {
 	case "":
@@ -302,10 +302,13 @@ func ValidateACL(a ACL) error {
 	return fmt.Errorf("pattern %q is not %s or %s", a.Pattern, PatternLiteral, PatternPrefixed)
 }
 
-// ACL operations.
+// ACL operations. OpDescribe (Kafka's DESCRIBE on a topic) lets a
+// principal see a topic (Kafka Metadata, ListOffsets) without reading it;
+// produce and consume imply it.
 const (
-	OpProduce = "produce"
-	OpConsume = "consume"
+	OpProduce  = "produce"
+	OpConsume  = "consume"
+	OpDescribe = "describe"
 )
 
 // Allowed reports whether the snapshot lets principal do op on topic: an
@@ -337,6 +340,28 @@ func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, nam
 		}
 	}
 	return allowed, named
+}
+
+// Describes reports whether p may see topic: an admin may; others when an
+// ACL allows them any operation on it and none denies describing it (a
+// deny of produce or consume alone leaves it visible, as in Kafka).
+func (s *Snapshot) Describes(p *Principal, topic string) bool {
+	if p.Admin {
+		return true
+	}
+	allowed := false
+	for _, a := range s.ACLs {
+		if a.Principal != p.Name || a.Resource != "" || !a.Covers(topic) || !a.From(p.Host) {
+			continue
+		}
+		switch {
+		case a.Deny && a.Operation == OpDescribe:
+			return false
+		case !a.Deny:
+			allowed = true
+		}
+	}
+	return allowed
 }
 
 // resourceOp is the one operation ACLs of a group or transactional id name.

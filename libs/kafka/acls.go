@@ -43,9 +43,13 @@ func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.Descr
 	if a.Deny {
 		acl.PermissionType = kmsg.ACLPermissionTypeDeny
 	}
-	acl.Operation = kmsg.ACLOperationRead
-	if a.Operation == cluster.OpProduce {
+	switch a.Operation {
+	case cluster.OpProduce:
 		acl.Operation = kmsg.ACLOperationWrite
+	case cluster.OpDescribe:
+		acl.Operation = kmsg.ACLOperationDescribe
+	default:
+		acl.Operation = kmsg.ACLOperationRead
 	}
 	return res, acl
 }
@@ -169,6 +173,8 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation = cluster.OpConsume
 	case kmsg.ACLOperationWrite:
 		acl.Operation = cluster.OpProduce
+	case kmsg.ACLOperationDescribe:
+		acl.Operation = cluster.OpDescribe
 	case kmsg.ACLOperationAll:
 		if err := cluster.ValidateACL(cluster.ACL{Topic: acl.Topic, Pattern: acl.Pattern, Host: acl.Host, Operation: cluster.OpConsume}); err != nil {
 			return nil, protocol.InvalidRequest.Err("%v", err)
@@ -177,7 +183,7 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
 		return []cluster.ACL{acl.Normalized(), p}, nil
 	default:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce) or ALL (both); DESCRIBE follows from either", cr.Operation)
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies) or ALL (both)", cr.Operation)
 	}
 	if err := cluster.ValidateACL(acl); err != nil {
 		return nil, protocol.InvalidRequest.Err("%v", err)

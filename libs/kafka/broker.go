@@ -164,7 +164,7 @@ func (w who) may(op, topic string) bool {
 
 // describe reports whether the principal may see topic: any right on it.
 func (w who) describe(topic string) bool {
-	return w.may(cluster.OpProduce, topic) || w.may(cluster.OpConsume, topic)
+	return !w.check || w.p != nil && w.snap.Describes(w.p, topic)
 }
 
 // admin reports whether the principal may change the cluster.
@@ -188,6 +188,20 @@ func (b *Broker) Allowed(c *Conn, op, topic string) bool {
 		return true
 	}
 	b.denied(c, op, topic)
+	return false
+}
+
+// Describes reports whether the connection's principal may see topic
+// (cluster.Snapshot.Describes), logging a refusal: ListOffsets and
+// OffsetForLeaderEpoch ask it, as Kafka asks DESCRIBE.
+func (b *Broker) Describes(c *Conn, api, topic string) bool {
+	if !b.cfg.Authorize {
+		return true
+	}
+	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).describe(topic) {
+		return true
+	}
+	b.denied(c, api, topic)
 	return false
 }
 
@@ -305,6 +319,9 @@ func (w who) topicOps(topic string) int32 {
 		return opBits(opRead, opWrite, opCreate, opDelete, opAlter, opDescribe, opDescribeConfigs, opAlterConfigs)
 	}
 	var v int32
+	if w.describe(topic) {
+		v |= opBits(opDescribe, opDescribeConfigs)
+	}
 	if w.may(cluster.OpConsume, topic) {
 		v |= opBits(opRead, opDescribe, opDescribeConfigs)
 	}

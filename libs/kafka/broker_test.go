@@ -356,6 +356,9 @@ func TestACLMapping(t *testing.T) {
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 2 {
 		t.Fatalf("ALL: %+v %v", acls, err)
 	}
+	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe })); err != nil || len(acls) != 1 || acls[0].Operation != cluster.OpDescribe {
+		t.Fatalf("DESCRIBE: %+v %v", acls, err)
+	}
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" })); err != nil || len(acls) != 1 || acls[0].Host != "10.0.0.1" {
 		t.Fatalf("an ACL of one host: %+v %v", acls, err)
 	}
@@ -376,7 +379,7 @@ func TestACLMapping(t *testing.T) {
 		"unknown permission": func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
 		"bad host":           func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.0/8" },
 		"group":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
-		"describe":           func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe },
+		"alter":              func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAlter },
 		"principal":          func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
 		"bad topic":          func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
 	} {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -27,7 +26,7 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 		*out = kmsg.NewListOffsetsResponseTopic()
 		out.Topic = rt.Topic
 		out.Partitions = make([]kmsg.ListOffsetsResponseTopicPartition, len(rt.Partitions))
-		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		allowed := s.broker.Describes(c, "ListOffsets", rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &out.Partitions[j]
 			*p = kmsg.NewListOffsetsResponseTopicPartition()
@@ -78,7 +77,7 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 		*out = kmsg.NewOffsetForLeaderEpochResponseTopic()
 		out.Topic = rt.Topic
 		out.Partitions = make([]kmsg.OffsetForLeaderEpochResponseTopicPartition, len(rt.Partitions))
-		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		allowed := s.broker.Describes(c, "OffsetForLeaderEpoch", rt.Topic)
 		for j, rp := range rt.Partitions {
 			p := &out.Partitions[j]
 			*p = kmsg.NewOffsetForLeaderEpochResponseTopicPartition()

@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
@@ -19,7 +18,7 @@ func (s *Service) listOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request
 	for _, rt := range r.Topics {
 		out := kmsg.NewListOffsetsResponseTopic()
 		out.Topic = rt.Topic
-		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		allowed := s.broker.Describes(c, "ListOffsets", rt.Topic)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewListOffsetsResponseTopicPartition()
 			p.Partition, p.Offset, p.Timestamp, p.LeaderEpoch = rp.Partition, -1, -1, -1
@@ -52,7 +51,7 @@ func (s *Service) offsetForLeaderEpoch(_ context.Context, c *kafka.Conn, req kms
 	for _, rt := range r.Topics {
 		out := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		out.Topic = rt.Topic
-		allowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		allowed := s.broker.Describes(c, "OffsetForLeaderEpoch", rt.Topic)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			p.Partition, p.LeaderEpoch, p.EndOffset = rp.Partition, -1, -1
