@@ -1,11 +1,11 @@
 package fsm
 
 import (
+	"cmp"
 	"bytes"
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 )
@@ -77,29 +77,23 @@ func (s *state) sortedACLs() []cluster.ACL {
 	for a := range s.acls {
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		x, y := out[i], out[j]
-		if x.Principal != y.Principal {
-			return x.Principal < y.Principal
-		}
-		if x.Resource != y.Resource {
-			return x.Resource < y.Resource
-		}
-		if x.Topic != y.Topic {
-			return x.Topic < y.Topic
-		}
-		if x.Operation != y.Operation {
-			return x.Operation < y.Operation
-		}
-		if x.Pattern != y.Pattern {
-			return x.Pattern < y.Pattern
-		}
-		if x.Host != y.Host {
-			return x.Host < y.Host
-		}
-		return !x.Deny && y.Deny
+	// A total order: every replica writes the same model.
+	slices.SortFunc(out, func(x, y cluster.ACL) int {
+		return cmp.Or(cmp.Compare(x.Principal, y.Principal), cmp.Compare(x.Resource, y.Resource), cmp.Compare(x.Topic, y.Topic),
+			cmp.Compare(x.Operation, y.Operation), cmp.Compare(x.Pattern, y.Pattern), cmp.Compare(x.Host, y.Host), compareBool(x.Deny, y.Deny))
 	})
 	return out
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // samePrincipal reports whether two principals are equal, credentials
