@@ -1,8 +1,8 @@
 package fsm
 
 import (
-	"cmp"
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"slices"
