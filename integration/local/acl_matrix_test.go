@@ -32,7 +32,8 @@ import (
 // starting with oth, and read but not write hosted, by ACLs that name
 // hosts (the clients are on 127.0.0.1); each case is checked per
 // operation. A principal with DESCRIBE on a topic sees it and its offsets
-// and reads nothing. GROUP and
+// and reads nothing; CREATE on a prefix lets ana create those topics alone.
+// GROUP and
 // TRANSACTIONAL_ID bindings decide which groups and transactional ids she
 // may use, on the same paths, and her regex subscription matches only what
 // she may read. A MATCH filter of DescribeAcls on team-secret finds the
@@ -84,6 +85,7 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").AllowHosts("127.0.0.1").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("10.9.9.9").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
+		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate),
 		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
@@ -327,5 +329,24 @@ func TestACLMatrix(t *testing.T) {
 		if _, ok := m.Assignment["team-secret"]; ok || slices.Contains(m.SubscribedTopics, "team-secret") {
 			t.Fatalf("the regex consumer reads team-secret: subscribed to %v, assigned %v", m.SubscribedTopics, m.Assignment)
 		}
+	}
+
+	// CREATE on the topics starting with ana-: ana creates them over Kafka
+	// and HTTP (sluicectl with her token), and no other.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		created, err := kadm.NewClient(kafkaAs("ana", ana)).CreateTopic(ctx, 1, 1, nil, "ana-kafka")
+		if err == nil {
+			err = created.Err
+		}
+		return err
+	})
+	if created, err := kadm.NewClient(kafkaAs("ana", ana)).CreateTopic(ctx, 1, 1, nil, "bob-kafka"); !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(created.Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("ana creating bob-kafka over Kafka: %v %v", err, created.Err)
+	}
+	if _, errOut, code := as(ana, "", "topic", "create", "ana-http", "--partitions", "1", "--replication-factor", "1"); code != 0 {
+		t.Fatalf("ana creating ana-http over HTTP: %s", errOut)
+	}
+	if _, errOut, code := as(ana, "", "topic", "create", "bob-http", "--partitions", "1", "--replication-factor", "1"); code == 0 || !strings.Contains(errOut, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("ana creating bob-http over HTTP: exit %d %s", code, errOut)
 	}
 }

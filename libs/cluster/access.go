@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -85,6 +86,17 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		return protocol.TopicAuthorizationFailed.Err("%s may not: %s on topic %s", who(), n.Op, strings.Join(denied, ", "))
 	}
 	return nil
+}
+
+// CreateTopicNeed is what creating a topic needs (POST /v1/topics at a
+// frontend or at metadata): an admin, or a create ACL covering the name in
+// the body; a body that does not parse needs an admin.
+func CreateTopicNeed(body []byte) Need {
+	var req CreateTopicRequest
+	if json.Unmarshal(body, &req) != nil || ValidateTopicName(req.Name) != nil {
+		return Need{Admin: true}
+	}
+	return Need{Op: OpCreate, Topics: []string{req.Name}}
 }
 
 // PathName is a name taken from a request path, unescaped (as it is when

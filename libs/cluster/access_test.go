@@ -232,3 +232,23 @@ func TestDescribeACLs(t *testing.T) {
 		t.Fatal("a consume deny hid the topic, or did not deny reading it")
 	}
 }
+
+// TestCreateACLs: a create ACL lets a principal create the topics it
+// covers, and shows nothing (CREATE does not imply DESCRIBE); creating a
+// topic needs an admin when the body names no valid topic.
+func TestCreateACLs(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{{Principal: "team", Topic: "team-", Pattern: PatternPrefixed, Operation: OpCreate}}}
+	team := &Principal{Name: "team"}
+	if err := s.Authorize(team, "team", CreateTopicNeed([]byte(`{"name":"team-new"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Authorize(team, "team", CreateTopicNeed([]byte(`{"name":"other"}`))); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+		t.Fatalf("creating other: %v", err)
+	}
+	if n := CreateTopicNeed([]byte(`{"name":`)); !n.Admin {
+		t.Fatalf("a body that does not parse: %+v", n)
+	}
+	if s.Describes(team, "team-new") || s.Allowed(team, OpProduce, "team-new") {
+		t.Fatal("a create ACL let the principal see or write the topic")
+	}
+}

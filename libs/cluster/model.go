@@ -263,8 +263,8 @@ func ValidateACL(a ACL) error {
 	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
-	if a.Operation != OpProduce && a.Operation != OpConsume && (a.Operation != OpDescribe || a.Resource != "") {
-		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, OpDescribe)
+	if a.Operation != OpProduce && a.Operation != OpConsume && (a.Operation != OpDescribe && a.Operation != OpCreate || a.Resource != "") {
+		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s or %s", a.Operation, OpProduce, OpConsume, OpDescribe, OpCreate)
 	}
 	switch a.Resource {
 	case "":
@@ -304,11 +304,13 @@ func ValidateACL(a ACL) error {
 
 // ACL operations. OpDescribe (Kafka's DESCRIBE on a topic) lets a
 // principal see a topic (Kafka Metadata, ListOffsets) without reading it;
-// produce and consume imply it.
+// produce and consume imply it. OpCreate (Kafka's CREATE on a topic) lets
+// it create the topics the ACL covers.
 const (
 	OpProduce  = "produce"
 	OpConsume  = "consume"
 	OpDescribe = "describe"
+	OpCreate   = "create"
 )
 
 // Allowed reports whether the snapshot lets principal do op on topic: an
@@ -357,7 +359,7 @@ func (s *Snapshot) Describes(p *Principal, topic string) bool {
 		switch {
 		case a.Deny && a.Operation == OpDescribe:
 			return false
-		case !a.Deny:
+		case !a.Deny && a.Operation != OpCreate: // as in Kafka, CREATE does not imply DESCRIBE
 			allowed = true
 		}
 	}

@@ -48,6 +48,8 @@ func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.Descr
 		acl.Operation = kmsg.ACLOperationWrite
 	case cluster.OpDescribe:
 		acl.Operation = kmsg.ACLOperationDescribe
+	case cluster.OpCreate:
+		acl.Operation = kmsg.ACLOperationCreate
 	default:
 		acl.Operation = kmsg.ACLOperationRead
 	}
@@ -175,6 +177,8 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation = cluster.OpProduce
 	case kmsg.ACLOperationDescribe:
 		acl.Operation = cluster.OpDescribe
+	case kmsg.ACLOperationCreate:
+		acl.Operation = cluster.OpCreate
 	case kmsg.ACLOperationAll:
 		if err := cluster.ValidateACL(cluster.ACL{Topic: acl.Topic, Pattern: acl.Pattern, Host: acl.Host, Operation: cluster.OpConsume}); err != nil {
 			return nil, protocol.InvalidRequest.Err("%v", err)
@@ -183,7 +187,7 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
 		return []cluster.ACL{acl.Normalized(), p}, nil
 	default:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies) or ALL (both)", cr.Operation)
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, or ALL (READ and WRITE)", cr.Operation)
 	}
 	if err := cluster.ValidateACL(acl); err != nil {
 		return nil, protocol.InvalidRequest.Err("%v", err)

@@ -79,9 +79,9 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if snap == nil {
 		return nil, protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	if !b.who(c, snap).admin() {
+	if w := b.who(c, snap); !w.admin() && !w.may(cluster.OpCreate, rt.Topic) {
 		b.denied(c, "CreateTopics", rt.Topic)
-		return nil, protocol.TopicAuthorizationFailed.Err("creating topics needs an admin principal")
+		return nil, protocol.TopicAuthorizationFailed.Err("creating topic %s needs an admin principal or a create ACL on it", rt.Topic)
 	}
 	if len(rt.ReplicaAssignment) > 0 {
 		return nil, protocol.InvalidRequest.Err("explicit replica assignments are not supported: Sluice places replicas (give a partition count and a replication factor)")

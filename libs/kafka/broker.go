@@ -328,6 +328,9 @@ func (w who) topicOps(topic string) int32 {
 	if w.may(cluster.OpProduce, topic) {
 		v |= opBits(opWrite, opDescribe, opDescribeConfigs)
 	}
+	if w.may(cluster.OpCreate, topic) {
+		v |= opBits(opCreate)
+	}
 	return v
 }
 
@@ -527,7 +530,7 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 			mt.AuthorizedOperations = ops(t.Name)
 		case rt.Topic == nil:
 			mt.ErrorCode = int16(protocol.UnknownTopicID)
-		case autoCreate && w.may(cluster.OpProduce, *rt.Topic):
+		case autoCreate && (w.may(cluster.OpProduce, *rt.Topic) || w.may(cluster.OpCreate, *rt.Topic)):
 			mt.ErrorCode = b.autoCreate(ctx, c, snap, *rt.Topic)
 		case !w.describe(*rt.Topic):
 			// Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic the

@@ -107,7 +107,10 @@ func (s *Server) newRoutes() *service.Router {
 	routes := []service.Route{
 		{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: service.Plain(s.getCluster)},
 		{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
-		{Method: post, Pattern: "/v1/topics", Need: needAdmin, Handle: service.Plain(s.createTopic)},
+		{Method: post, Pattern: "/v1/topics", NeedOf: func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+			return cluster.CreateTopicNeed(ctx.PostBody())
+		},
+			Handle: service.Plain(s.createTopic)},
 		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
 		{Method: del, Pattern: "/v1/topics/{topic}", Need: needAdmin, Handle: service.Named("topic", s.deleteTopic)},
 		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},

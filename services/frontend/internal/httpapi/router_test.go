@@ -45,6 +45,12 @@ func TestRouteTable(t *testing.T) {
 			t.Errorf("%s %s: %+v, want %+v", tc.method, tc.path, got, tc.want)
 		}
 	}
+	// Creating a topic: the body's name, for a create ACL (no body: an admin).
+	var create fasthttp.RequestCtx
+	create.Request.SetBodyString(`{"name":"orders","partitions":1}`)
+	if r, p, _ := routes.Lookup(http.MethodPost, "/v1/topics"); !reflect.DeepEqual(r.NeedFor(&create, p), cluster.Need{Op: cluster.OpCreate, Topics: []string{"orders"}}) {
+		t.Errorf("creating orders: %+v", r.NeedFor(&create, p))
+	}
 	if r, _, allowed := routes.Lookup(http.MethodPut, "/v1/topics/orders"); r != nil || len(allowed) != 2 {
 		t.Errorf("PUT a topic: %v, allowed %v", r, allowed)
 	}

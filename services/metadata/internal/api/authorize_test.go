@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
@@ -19,7 +21,7 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodGet, "/v1/cluster", cluster.Need{Read: true}},
 		{http.MethodGet, "/v1/topics", cluster.Need{Read: true}},
 		{http.MethodGet, "/v1/topics/orders", cluster.Need{Read: true}},
-		{http.MethodPost, "/v1/topics", cluster.Need{Admin: true}},
+		{http.MethodPost, "/v1/topics", cluster.Need{Op: cluster.OpCreate}}, // the body names orders
 		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Admin: true}},
 		{http.MethodPut, "/v1/principals", cluster.Need{Admin: true}},
 		{http.MethodPut, "/v1/acls", cluster.Need{Admin: true}},
@@ -38,7 +40,9 @@ func TestRouteTable(t *testing.T) {
 			t.Errorf("%s %s: no route", tc.method, tc.path)
 			continue
 		}
-		got := r.NeedFor(nil, p)
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetBodyString(`{"name":"orders","partitions":1}`)
+		got := r.NeedFor(&ctx, p)
 		if r.Leader == (tc.method == http.MethodGet || tc.path == raftnode.ApplyPath) {
 			t.Errorf("%s %s: leader %v", tc.method, tc.path, r.Leader)
 		}

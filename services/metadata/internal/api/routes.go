@@ -19,8 +19,15 @@ import (
 //   - a producer id: a produce ACL on some topic;
 //   - node and frontend registration, heartbeats and shutdown, ISR changes,
 //     leadership resignation and Raft relays: the cluster's services alone;
+//   - creating a topic: an admin, or a create ACL covering it;
 //   - everything else (topic and cluster changes, reassignments, quotas,
 //     principals and ACLs): an admin.
+//
+// needCreate is creating a topic's need: an admin, or a create ACL on it.
+func needCreate(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
+	return cluster.CreateTopicNeed(ctx.PostBody())
+}
+
 var (
 	needRead    = cluster.Need{Read: true}
 	needAdmin   = cluster.Need{Admin: true}
@@ -57,7 +64,7 @@ func (s *Server) newRoutes() *service.Router {
 		service.Route{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: service.Plain(s.getCluster)},
 		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: needAdmin, Handle: service.Plain(s.setClusterConfig)},
 		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
-		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, Need: needAdmin, Handle: service.Plain(s.createTopic)},
+		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, NeedOf: needCreate, Handle: service.Plain(s.createTopic)},
 		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
 		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.deleteTopic)},
 		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
