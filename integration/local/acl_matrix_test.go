@@ -32,7 +32,8 @@ import (
 // starting with oth, and read but not write hosted, by ACLs that name
 // hosts (the clients are on 127.0.0.1); each case is checked per
 // operation. A principal with DESCRIBE on a topic sees it and its offsets
-// and reads nothing; CREATE on a prefix lets ana create those topics alone.
+// and reads nothing; CREATE and DELETE on a prefix let ana create and
+// delete those topics alone.
 // GROUP and
 // TRANSACTIONAL_ID bindings decide which groups and transactional ids she
 // may use, on the same paths, and her regex subscription matches only what
@@ -85,7 +86,7 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").AllowHosts("127.0.0.1").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("10.9.9.9").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
-		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate),
+		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate, kadm.OpDelete),
 		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
@@ -348,5 +349,18 @@ func TestACLMatrix(t *testing.T) {
 	}
 	if _, errOut, code := as(ana, "", "topic", "create", "bob-http", "--partitions", "1", "--replication-factor", "1"); code == 0 || !strings.Contains(errOut, "TOPIC_AUTHORIZATION_FAILED") {
 		t.Fatalf("ana creating bob-http over HTTP: exit %d %s", code, errOut)
+	}
+
+	// DELETE on the same prefix: ana deletes her topics over Kafka and HTTP,
+	// and no other.
+	deleted, err := kadm.NewClient(kafkaAs("ana", ana)).DeleteTopics(ctx, "ana-kafka", "team-a")
+	if err != nil || deleted["ana-kafka"].Err != nil || !errors.Is(deleted["team-a"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("ana deleting ana-kafka and team-a over Kafka: %v %+v", err, deleted)
+	}
+	if _, errOut, code := as(ana, "", "topic", "delete", "ana-http"); code != 0 {
+		t.Fatalf("ana deleting ana-http over HTTP: %s", errOut)
+	}
+	if _, errOut, code := as(ana, "", "topic", "delete", "team-a"); code == 0 || !strings.Contains(errOut, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("ana deleting team-a over HTTP: exit %d %s", code, errOut)
 	}
 }

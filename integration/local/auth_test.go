@@ -59,7 +59,8 @@ func TestAuthWithUsersAndACLs(t *testing.T) {
 		args              []string
 	}{
 		{"another topic", alice, "TOPIC_AUTHORIZATION_FAILED", []string{"produce", "audit"}},
-		{"an admin route", alice, "CLUSTER_AUTHORIZATION_FAILED", []string{"topic", "delete", "orders"}},
+		{"a topic she may not delete", alice, "TOPIC_AUTHORIZATION_FAILED", []string{"topic", "delete", "orders"}},
+		{"an admin route", alice, "CLUSTER_AUTHORIZATION_FAILED", []string{"quota", "set", "--client-id", "x", "--produce-bytes-per-sec", "1000"}},
 		{"no token", "", "SASL_AUTHENTICATION_FAILED", []string{"topic", "delete", "orders"}},
 		{"a wrong token", strings.Repeat("0", 64), "SASL_AUTHENTICATION_FAILED", []string{"topic", "delete", "orders"}},
 	} {

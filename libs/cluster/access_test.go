@@ -252,3 +252,19 @@ func TestCreateACLs(t *testing.T) {
 		t.Fatal("a create ACL let the principal see or write the topic")
 	}
 }
+
+// TestDeleteACLs: a delete ACL lets a principal delete (or truncate) the
+// topics it covers, and implies describing them, as Kafka's DELETE does.
+func TestDeleteACLs(t *testing.T) {
+	s := &Snapshot{ACLs: []ACL{{Principal: "team", Topic: "team-", Pattern: PatternPrefixed, Operation: OpDelete}}}
+	team := &Principal{Name: "team"}
+	switch {
+	case !s.Allowed(team, OpDelete, "team-old") || s.Allowed(team, OpDelete, "other"):
+		t.Fatal("a prefixed delete ACL covers the wrong topics")
+	case !s.Describes(team, "team-old") || s.Allowed(team, OpConsume, "team-old"):
+		t.Fatal("a delete ACL does not imply describe, or implies reading")
+	}
+	if ValidateACL(ACL{Principal: "team", Resource: ResourceGroup, Topic: "g", Operation: OpDelete}) == nil {
+		t.Fatal("a group delete ACL accepted")
+	}
+}

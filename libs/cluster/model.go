@@ -263,8 +263,8 @@ func ValidateACL(a ACL) error {
 	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
-	if a.Operation != OpProduce && a.Operation != OpConsume && (a.Operation != OpDescribe && a.Operation != OpCreate || a.Resource != "") {
-		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s or %s", a.Operation, OpProduce, OpConsume, OpDescribe, OpCreate)
+	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") {
+		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s, %s or %s", a.Operation, OpProduce, OpConsume, OpDescribe, OpCreate, OpDelete)
 	}
 	switch a.Resource {
 	case "":
@@ -304,13 +304,15 @@ func ValidateACL(a ACL) error {
 
 // ACL operations. OpDescribe (Kafka's DESCRIBE on a topic) lets a
 // principal see a topic (Kafka Metadata, ListOffsets) without reading it;
-// produce and consume imply it. OpCreate (Kafka's CREATE on a topic) lets
-// it create the topics the ACL covers.
+// produce and consume imply it. OpCreate and OpDelete (Kafka's CREATE and
+// DELETE on a topic) let it create, and delete or truncate (DeleteRecords),
+// the topics the ACL covers.
 const (
 	OpProduce  = "produce"
 	OpConsume  = "consume"
 	OpDescribe = "describe"
 	OpCreate   = "create"
+	OpDelete   = "delete"
 )
 
 // Allowed reports whether the snapshot lets principal do op on topic: an
@@ -343,6 +345,9 @@ func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, nam
 	}
 	return allowed, named
 }
+
+// topicOnlyOp reports whether op is one only topic ACLs name.
+func topicOnlyOp(op string) bool { return op == OpDescribe || op == OpCreate || op == OpDelete }
 
 // Describes reports whether p may see topic: an admin may; others when an
 // ACL allows them any operation on it and none denies describing it (a

@@ -50,6 +50,8 @@ func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.Descr
 		acl.Operation = kmsg.ACLOperationDescribe
 	case cluster.OpCreate:
 		acl.Operation = kmsg.ACLOperationCreate
+	case cluster.OpDelete:
+		acl.Operation = kmsg.ACLOperationDelete
 	default:
 		acl.Operation = kmsg.ACLOperationRead
 	}
@@ -179,6 +181,8 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation = cluster.OpDescribe
 	case kmsg.ACLOperationCreate:
 		acl.Operation = cluster.OpCreate
+	case kmsg.ACLOperationDelete:
+		acl.Operation = cluster.OpDelete
 	case kmsg.ACLOperationAll:
 		if err := cluster.ValidateACL(cluster.ACL{Topic: acl.Topic, Pattern: acl.Pattern, Host: acl.Host, Operation: cluster.OpConsume}); err != nil {
 			return nil, protocol.InvalidRequest.Err("%v", err)
@@ -187,7 +191,7 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
 		return []cluster.ACL{acl.Normalized(), p}, nil
 	default:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, or ALL (READ and WRITE)", cr.Operation)
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, DELETE, or ALL (READ and WRITE)", cr.Operation)
 	}
 	if err := cluster.ValidateACL(acl); err != nil {
 		return nil, protocol.InvalidRequest.Err("%v", err)

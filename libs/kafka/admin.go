@@ -182,12 +182,16 @@ func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if !ok && rt.Topic == nil {
 		return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
 	}
-	if !b.who(c, snap).admin() {
+	if !ok && !b.who(c, snap).admin() {
 		b.denied(c, "DeleteTopics", fmt.Sprint(rt.Topic))
-		return protocol.TopicAuthorizationFailed.Err("deleting topics needs an admin principal")
+		return protocol.TopicAuthorizationFailed.Err("deleting topic %s needs an admin principal or a delete ACL on it", *rt.Topic)
 	}
 	if !ok {
 		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", *rt.Topic)
+	}
+	if w := b.who(c, snap); !w.admin() && !w.may(cluster.OpDelete, t.Name) {
+		b.denied(c, "DeleteTopics", t.Name)
+		return protocol.TopicAuthorizationFailed.Err("deleting topic %s needs an admin principal or a delete ACL on it", t.Name)
 	}
 	name := t.Name
 	res.Topic, res.TopicID = &name, TopicID(t)

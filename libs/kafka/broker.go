@@ -331,6 +331,9 @@ func (w who) topicOps(topic string) int32 {
 	if w.may(cluster.OpCreate, topic) {
 		v |= opBits(opCreate)
 	}
+	if w.may(cluster.OpDelete, topic) {
+		v |= opBits(opDelete, opDescribe)
+	}
 	return v
 }
 

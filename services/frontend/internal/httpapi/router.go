@@ -112,7 +112,7 @@ func (s *Server) newRoutes() *service.Router {
 		},
 			Handle: service.Plain(s.createTopic)},
 		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
-		{Method: del, Pattern: "/v1/topics/{topic}", Need: needAdmin, Handle: service.Named("topic", s.deleteTopic)},
+		{Method: del, Pattern: "/v1/topics/{topic}", NeedOf: onTopic(cluster.OpDelete), Handle: service.Named("topic", s.deleteTopic)},
 		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
 		{Method: post, Pattern: "/v1/topics/{topic}/partitions", Need: needAdmin, Handle: service.Named("topic", s.addPartitions)},
 		{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.reassignPartition)},

@@ -21,7 +21,7 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodGet, "/v1/topics", cluster.Need{Read: true}},
 		{http.MethodGet, "/v1/topics/orders", cluster.Need{Read: true}},
 		{http.MethodPost, "/v1/topics", cluster.Need{Admin: true}},
-		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Op: cluster.OpDelete, Topics: []string{"orders"}}},
 		{http.MethodPatch, "/v1/topics/orders/config", cluster.Need{Admin: true}},
 		{http.MethodPost, "/v1/topics/orders/partitions/1/reassignment", cluster.Need{Admin: true}},
 		{http.MethodPost, "/v1/topics/orders/records", cluster.Need{Op: cluster.OpProduce, Topics: []string{"orders"}}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -110,7 +111,6 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DeleteRecordsRequest)
 	resp := kmsg.NewPtrDeleteRecordsResponse()
-	admin := s.broker.Admin(c, "DeleteRecords")
 	if r.TimeoutMillis > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMillis)*time.Millisecond)
@@ -127,7 +127,7 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 			p := &out.Partitions[j]
 			*p = kmsg.NewDeleteRecordsResponseTopicPartition()
 			p.Partition, p.LowWatermark = rp.Partition, -1
-			if !admin {
+			if !s.broker.Allowed(c, cluster.OpDelete, rt.Topic) { // an admin, or a delete ACL
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 				continue
 			}

@@ -22,7 +22,7 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodGet, "/v1/topics", cluster.Need{Read: true}},
 		{http.MethodGet, "/v1/topics/orders", cluster.Need{Read: true}},
 		{http.MethodPost, "/v1/topics", cluster.Need{Op: cluster.OpCreate}}, // the body names orders
-		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Op: cluster.OpDelete}},
 		{http.MethodPut, "/v1/principals", cluster.Need{Admin: true}},
 		{http.MethodPut, "/v1/acls", cluster.Need{Admin: true}},
 		{http.MethodPost, "/v1/nodes/3/decommission", cluster.Need{Admin: true}},
