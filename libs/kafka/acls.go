@@ -22,38 +22,28 @@ import (
 // reason: other operations and CLUSTER resources (cluster changes need an
 // admin principal, made with sluicectl user create --admin).
 
+// Kafka's names of the ACL resources and operations Sluice keeps.
+var (
+	kafkaResources = map[string]kmsg.ACLResourceType{"": kmsg.ACLResourceTypeTopic, cluster.ResourceGroup: kmsg.ACLResourceTypeGroup,
+		cluster.ResourceTransactionalID: kmsg.ACLResourceTypeTransactionalId}
+	kafkaOps = map[string]kmsg.ACLOperation{cluster.OpConsume: kmsg.ACLOperationRead, cluster.OpProduce: kmsg.ACLOperationWrite,
+		cluster.OpDescribe: kmsg.ACLOperationDescribe, cluster.OpCreate: kmsg.ACLOperationCreate, cluster.OpDelete: kmsg.ACLOperationDelete}
+)
+
 // aclOf describes a Sluice ACL as a Kafka binding.
 func aclOf(a cluster.ACL) (res kmsg.DescribeACLsResponseResource, acl kmsg.DescribeACLsResponseResourceACL) {
 	res = kmsg.NewDescribeACLsResponseResource()
-	res.ResourceType, res.ResourceName, res.ResourcePatternType = kmsg.ACLResourceTypeTopic, a.Topic, kmsg.ACLResourcePatternTypeLiteral
-	switch a.Resource {
-	case cluster.ResourceGroup:
-		res.ResourceType = kmsg.ACLResourceTypeGroup
-	case cluster.ResourceTransactionalID:
-		res.ResourceType = kmsg.ACLResourceTypeTransactionalId
-	}
+	res.ResourceType, res.ResourceName, res.ResourcePatternType = kafkaResources[a.Resource], a.Topic, kmsg.ACLResourcePatternTypeLiteral
 	if a.Pattern == cluster.PatternPrefixed {
 		res.ResourcePatternType = kmsg.ACLResourcePatternTypePrefixed
 	}
 	acl = kmsg.NewDescribeACLsResponseResourceACL()
-	acl.Principal, acl.Host, acl.PermissionType = "User:"+a.Principal, "*", kmsg.ACLPermissionTypeAllow
+	acl.Principal, acl.Host, acl.PermissionType, acl.Operation = "User:"+a.Principal, "*", kmsg.ACLPermissionTypeAllow, kafkaOps[a.Operation]
 	if a.Host != "" {
 		acl.Host = a.Host
 	}
 	if a.Deny {
 		acl.PermissionType = kmsg.ACLPermissionTypeDeny
-	}
-	switch a.Operation {
-	case cluster.OpProduce:
-		acl.Operation = kmsg.ACLOperationWrite
-	case cluster.OpDescribe:
-		acl.Operation = kmsg.ACLOperationDescribe
-	case cluster.OpCreate:
-		acl.Operation = kmsg.ACLOperationCreate
-	case cluster.OpDelete:
-		acl.Operation = kmsg.ACLOperationDelete
-	default:
-		acl.Operation = kmsg.ACLOperationRead
 	}
 	return res, acl
 }
@@ -145,7 +135,7 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 		return nil, protocol.InvalidPrincipalType.Err("principal %q: Sluice principals are named User:NAME", cr.Principal)
 	case cr.ResourceType == kmsg.ACLResourceTypeCluster:
 		return nil, protocol.InvalidRequest.Err("cluster ACLs are not kept: cluster changes need an admin principal (sluicectl user create NAME --admin)")
-	case cr.ResourceType != kmsg.ACLResourceTypeTopic && cr.ResourceType != kmsg.ACLResourceTypeGroup && cr.ResourceType != kmsg.ACLResourceTypeTransactionalId:
+	case cr.ResourceType != kmsg.ACLResourceTypeTopic && resourceOf(cr.ResourceType) == "":
 		return nil, protocol.InvalidRequest.Err("TOPIC, GROUP and TRANSACTIONAL_ID ACLs are kept, not resource type %d", cr.ResourceType)
 	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral && cr.ResourcePatternType != kmsg.ACLResourcePatternTypePrefixed:
 		return nil, protocol.InvalidRequest.Err("a binding's pattern is LITERAL or PREFIXED, not pattern type %d", cr.ResourcePatternType)
@@ -156,47 +146,55 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	if cr.ResourcePatternType == kmsg.ACLResourcePatternTypePrefixed {
 		acl.Pattern = cluster.PatternPrefixed
 	}
+	acl.Resource = resourceOf(cr.ResourceType)
+	ops, err := aclOps(acl.Resource, cr.Operation)
+	if err != nil {
+		return nil, err
+	}
+	var out []cluster.ACL
+	for _, op := range ops {
+		a := acl
+		a.Operation = op
+		if err := cluster.ValidateACL(a); err != nil {
+			return nil, protocol.InvalidRequest.Err("%v", err)
+		}
+		out = append(out, a.Normalized())
+	}
+	return out, nil
+}
+
+// resourceOf is the Sluice resource of a Kafka resource type ("" for a
+// topic, and for a type Sluice keeps no ACLs of).
+func resourceOf(t kmsg.ACLResourceType) string {
+	for r, k := range kafkaResources {
+		if k == t {
+			return r
+		}
+	}
+	return ""
+}
+
+// aclOps are the Sluice operations a Kafka operation on a resource stands
+// for (ALL: what the resource takes), or why none does.
+func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 	switch {
-	case cr.ResourceType == kmsg.ACLResourceTypeGroup && (cr.Operation == kmsg.ACLOperationRead || cr.Operation == kmsg.ACLOperationAll):
-		acl.Resource, acl.Operation = cluster.ResourceGroup, cluster.OpConsume
-	case cr.ResourceType == kmsg.ACLResourceTypeGroup:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ (or ALL); describing and deleting groups follow from it and from admin rights", cr.Operation)
-	case cr.ResourceType == kmsg.ACLResourceTypeTransactionalId && (cr.Operation == kmsg.ACLOperationWrite || cr.Operation == kmsg.ACLOperationAll):
-		acl.Resource, acl.Operation = cluster.ResourceTransactionalID, cluster.OpProduce
-	case cr.ResourceType == kmsg.ACLResourceTypeTransactionalId:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", cr.Operation)
+	case resource == cluster.ResourceGroup && (op == kmsg.ACLOperationRead || op == kmsg.ACLOperationAll):
+		return []string{cluster.OpConsume}, nil
+	case resource == cluster.ResourceGroup:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ (or ALL); describing and deleting groups follow from it and from admin rights", op)
+	case resource == cluster.ResourceTransactionalID && (op == kmsg.ACLOperationWrite || op == kmsg.ACLOperationAll):
+		return []string{cluster.OpProduce}, nil
+	case resource == cluster.ResourceTransactionalID:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", op)
+	case op == kmsg.ACLOperationAll:
+		return []string{cluster.OpConsume, cluster.OpProduce}, nil
 	}
-	if acl.Resource != "" {
-		if err := cluster.ValidateACL(acl); err != nil {
-			return nil, protocol.InvalidRequest.Err("%v", err)
+	for name, k := range kafkaOps {
+		if k == op {
+			return []string{name}, nil
 		}
-		return []cluster.ACL{acl.Normalized()}, nil
 	}
-	switch cr.Operation {
-	case kmsg.ACLOperationRead:
-		acl.Operation = cluster.OpConsume
-	case kmsg.ACLOperationWrite:
-		acl.Operation = cluster.OpProduce
-	case kmsg.ACLOperationDescribe:
-		acl.Operation = cluster.OpDescribe
-	case kmsg.ACLOperationCreate:
-		acl.Operation = cluster.OpCreate
-	case kmsg.ACLOperationDelete:
-		acl.Operation = cluster.OpDelete
-	case kmsg.ACLOperationAll:
-		if err := cluster.ValidateACL(cluster.ACL{Topic: acl.Topic, Pattern: acl.Pattern, Host: acl.Host, Operation: cluster.OpConsume}); err != nil {
-			return nil, protocol.InvalidRequest.Err("%v", err)
-		}
-		p := acl.Normalized()
-		acl.Operation, p.Operation = cluster.OpConsume, cluster.OpProduce
-		return []cluster.ACL{acl.Normalized(), p}, nil
-	default:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, DELETE, or ALL (READ and WRITE)", cr.Operation)
-	}
-	if err := cluster.ValidateACL(acl); err != nil {
-		return nil, protocol.InvalidRequest.Err("%v", err)
-	}
-	return []cluster.ACL{acl.Normalized()}, nil
+	return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, DELETE, or ALL (READ and WRITE)", op)
 }
 
 // createACLs answers CreateAcls.

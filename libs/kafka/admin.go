@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -79,7 +78,7 @@ func (b *Broker) createTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if snap == nil {
 		return nil, protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	if w := b.who(c, snap); !w.admin() && !w.may(cluster.OpCreate, rt.Topic) {
+	if !b.who(c, snap).may(cluster.OpCreate, rt.Topic) { // an admin may
 		b.denied(c, "CreateTopics", rt.Topic)
 		return nil, protocol.TopicAuthorizationFailed.Err("creating topic %s needs an admin principal or a create ACL on it", rt.Topic)
 	}
@@ -182,18 +181,17 @@ func (b *Broker) deleteTopic(ctx context.Context, c *Conn, snap *cluster.Snapsho
 	if !ok && rt.Topic == nil {
 		return protocol.UnknownTopicID.Err("no topic has id %x", rt.TopicID)
 	}
-	if !ok && !b.who(c, snap).admin() {
-		b.denied(c, "DeleteTopics", fmt.Sprint(rt.Topic))
-		return protocol.TopicAuthorizationFailed.Err("deleting topic %s needs an admin principal or a delete ACL on it", *rt.Topic)
+	name := *rt.Topic
+	if ok {
+		name = t.Name
+	}
+	if !b.who(c, snap).may(cluster.OpDelete, name) { // an admin may
+		b.denied(c, "DeleteTopics", name)
+		return protocol.TopicAuthorizationFailed.Err("deleting topic %s needs an admin principal or a delete ACL on it", name)
 	}
 	if !ok {
-		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", *rt.Topic)
+		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", name)
 	}
-	if w := b.who(c, snap); !w.admin() && !w.may(cluster.OpDelete, t.Name) {
-		b.denied(c, "DeleteTopics", t.Name)
-		return protocol.TopicAuthorizationFailed.Err("deleting topic %s needs an admin principal or a delete ACL on it", t.Name)
-	}
-	name := t.Name
 	res.Topic, res.TopicID = &name, TopicID(t)
 	if err := b.admin.DeleteTopic(ctx, name); err != nil {
 		return err

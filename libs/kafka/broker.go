@@ -167,6 +167,12 @@ func (w who) describe(topic string) bool {
 	return !w.check || w.p != nil && w.snap.Describes(w.p, topic)
 }
 
+// uses reports whether the principal may use the group or transactional
+// id (cluster.Snapshot.AllowedResource).
+func (w who) uses(resource, name string) bool {
+	return !w.check || w.p != nil && w.snap.AllowedResource(w.p, resource, name)
+}
+
 // admin reports whether the principal may change the cluster.
 func (w who) admin() bool { return !w.check || w.p != nil && w.p.Admin }
 
@@ -177,32 +183,14 @@ func (w who) some(op string) bool { return !w.check || w.p != nil && w.snap.Allo
 // the newest model, logging a refusal: the data paths (produce, fetch,
 // offsets) ask it for each topic.
 func (b *Broker) Allowed(c *Conn, op, topic string) bool {
-	if !b.cfg.Authorize {
-		return true
-	}
-	snap := b.model.Snapshot()
-	if snap == nil {
-		return false
-	}
-	if b.who(c, snap).may(op, topic) {
-		return true
-	}
-	b.denied(c, op, topic)
-	return false
+	return b.permits(c, op, topic, func(w who) bool { return w.may(op, topic) })
 }
 
 // Describes reports whether the connection's principal may see topic
 // (cluster.Snapshot.Describes), logging a refusal: ListOffsets and
 // OffsetForLeaderEpoch ask it, as Kafka asks DESCRIBE.
 func (b *Broker) Describes(c *Conn, api, topic string) bool {
-	if !b.cfg.Authorize {
-		return true
-	}
-	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).describe(topic) {
-		return true
-	}
-	b.denied(c, api, topic)
-	return false
+	return b.permits(c, api, topic, func(w who) bool { return w.describe(topic) })
 }
 
 // UsesGroups reports whether the connection's principal may use the
@@ -210,52 +198,41 @@ func (b *Broker) Describes(c *Conn, api, topic string) bool {
 // refusal: cluster.Snapshot.AllowedResource, the rule of the HTTP path's
 // group calls.
 func (b *Broker) UsesGroups(c *Conn, api, group string) bool {
-	return b.usesResource(c, api, cluster.ResourceGroup, group)
+	return b.permits(c, api, "group "+group, func(w who) bool { return w.uses(cluster.ResourceGroup, group) })
 }
 
 // Transacts reports whether the connection's principal may use the
 // transactional id, logging a refusal (cluster.Snapshot.AllowedResource,
 // as the transaction coordinator's API checks).
 func (b *Broker) Transacts(c *Conn, api, id string) bool {
-	return b.usesResource(c, api, cluster.ResourceTransactionalID, id)
-}
-
-func (b *Broker) usesResource(c *Conn, api, resource, name string) bool {
-	if b.mayUse(c, resource, name) {
-		return true
-	}
-	b.denied(c, api, resource+" "+name)
-	return false
+	return b.permits(c, api, "transactional id "+id, func(w who) bool { return w.uses(cluster.ResourceTransactionalID, id) })
 }
 
 // SeesGroup reports whether the connection's principal may use the group,
 // without logging: ListGroups leaves out the groups it may not.
 func (b *Broker) SeesGroup(c *Conn, group string) bool {
-	return b.mayUse(c, cluster.ResourceGroup, group)
-}
-
-func (b *Broker) mayUse(c *Conn, resource, name string) bool {
-	if !b.cfg.Authorize {
-		return true
-	}
-	snap := b.model.Snapshot()
-	if snap == nil {
-		return false
-	}
-	w := b.who(c, snap)
-	return !w.check || w.p != nil && snap.AllowedResource(w.p, resource, name)
+	return b.permits(c, "", "", func(w who) bool { return w.uses(cluster.ResourceGroup, group) })
 }
 
 // Admin reports whether the connection's principal is an admin (or
 // authorization is off), logging a refusal.
 func (b *Broker) Admin(c *Conn, api string) bool {
+	return b.permits(c, api, "the cluster (an admin principal is needed)", who.admin)
+}
+
+// permits reports whether the connection's principal passes ok in the
+// newest model (always with authorization off, never without a model),
+// logging a refusal of api on what (none when api is "").
+func (b *Broker) permits(c *Conn, api, what string, ok func(who) bool) bool {
 	if !b.cfg.Authorize {
 		return true
 	}
-	if snap := b.model.Snapshot(); snap != nil && b.who(c, snap).admin() {
+	if snap := b.model.Snapshot(); snap != nil && ok(b.who(c, snap)) {
 		return true
 	}
-	b.denied(c, api, "the cluster (an admin principal is needed)")
+	if api != "" {
+		b.denied(c, api, what)
+	}
 	return false
 }
 

@@ -84,6 +84,7 @@ type sessionPart struct {
 	req               kmsg.FetchRequestTopicPartition
 	hw, lso, logStart int64 // the last answer's high watermark, last stable and log start offsets
 	answered          bool
+	moving            bool // Finish is moving it to the back
 }
 
 // NewFetchSessions returns an empty cache whose sessions metrics (nil:
@@ -153,10 +154,13 @@ func (fs *FetchSessions) Begin(r *kmsg.FetchRequest, principal string) (*kmsg.Fe
 	}
 	s.epoch = nextFetchEpoch(s.epoch)
 	s.used = fs.now()
-	for _, ft := range r.ForgottenTopics {
-		for _, p := range ft.Partitions {
-			s.forget(sessionKey{topic: keyTopic(ft.Topic, usesIDs), id: keyID(ft.TopicID, usesIDs), partition: p})
+	if len(r.ForgottenTopics) > 0 {
+		for _, ft := range r.ForgottenTopics {
+			for _, p := range ft.Partitions {
+				delete(s.index, sessionKey{topic: keyTopic(ft.Topic, usesIDs), id: keyID(ft.TopicID, usesIDs), partition: p})
+			}
 		}
+		s.parts = slices.DeleteFunc(s.parts, func(sp *sessionPart) bool { return s.index[sp.key] != sp })
 	}
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
@@ -240,11 +244,12 @@ func (u *FetchSessionUse) Finish(body *FetchBody) {
 		parts := t.Partitions[:0]
 		for _, p := range t.Partitions {
 			sp := s.index[sessionKey{topic: keyTopic(t.Topic, s.usesIDs), id: keyID(t.TopicID, s.usesIDs), partition: p.Partition}]
-			news := sp == nil || !sp.answered || p.ErrorCode != 0 || p.Records != nil && p.Records.Len() > 0 || p.PreferredReadReplica >= 0 ||
+			records := p.Records != nil && p.Records.Len() > 0
+			news := sp == nil || !sp.answered || p.ErrorCode != 0 || records || p.PreferredReadReplica >= 0 ||
 				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart || p.Leader.LeaderID >= 0
 			if sp != nil {
 				sp.hw, sp.lso, sp.logStart, sp.answered = p.HighWatermark, p.LastStableOffset, p.LogStartOffset, p.ErrorCode == 0
-				if p.Records != nil && p.Records.Len() > 0 {
+				if records {
 					moved = append(moved, sp)
 				}
 			}
@@ -260,9 +265,15 @@ func (u *FetchSessionUse) Finish(body *FetchBody) {
 		}
 	}
 	body.Topics = kept
-	for _, sp := range moved {
-		s.parts = slices.DeleteFunc(s.parts, func(o *sessionPart) bool { return o == sp })
-		s.parts = append(s.parts, sp)
+	if len(moved) > 0 {
+		for _, sp := range moved {
+			sp.moving = true
+		}
+		stay := slices.DeleteFunc(s.parts, func(sp *sessionPart) bool { return sp.moving })
+		for _, sp := range moved {
+			sp.moving = false
+		}
+		s.parts = append(stay, moved...)
 	}
 }
 
@@ -276,13 +287,6 @@ func (s *fetchSession) update(k sessionKey, rp kmsg.FetchRequestTopicPartition) 
 	sp := &sessionPart{key: k, req: rp}
 	s.index[k] = sp
 	s.parts = append(s.parts, sp)
-}
-
-func (s *fetchSession) forget(k sessionKey) {
-	if sp := s.index[k]; sp != nil {
-		delete(s.index, k)
-		s.parts = slices.DeleteFunc(s.parts, func(o *sessionPart) bool { return o == sp })
-	}
 }
 
 // request is r with every partition of the session, in the session's

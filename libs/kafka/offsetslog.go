@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"crypto/sha256"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,16 +20,28 @@ import (
 // OffsetsLogTopicID is __consumer_offsets' topic id in a cluster: derived
 // from the cluster id, so every listener names the same one.
 func OffsetsLogTopicID(snap *cluster.Snapshot) [16]byte {
-	var id [16]byte
 	if snap == nil {
-		return id
+		return [16]byte{}
 	}
+	if c := offsetsLogID.Load(); c != nil && c.cluster == snap.ClusterID {
+		return c.id // fetches by topic id ask for it per topic
+	}
+	c := &clusterTopicID{cluster: snap.ClusterID}
 	sum := sha256.Sum256([]byte("sluice internal topic " + groups.OffsetsLogTopic + " " + snap.ClusterID))
-	copy(id[:], sum[:])
-	id[6] = id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
-	id[8] = id[8]&0x3f | 0x80
-	return id
+	copy(c.id[:], sum[:])
+	c.id[6] = c.id[6]&0x0f | 0x40 // a version 4 UUID, as Kafka's
+	c.id[8] = c.id[8]&0x3f | 0x80
+	offsetsLogID.Store(c)
+	return c.id
 }
+
+// clusterTopicID is a cluster's __consumer_offsets id, as last computed.
+type clusterTopicID struct {
+	cluster string
+	id      [16]byte
+}
+
+var offsetsLogID atomic.Pointer[clusterTopicID]
 
 // IsOffsetsLog reports whether a request's topic (by name, or by id when
 // the name is nil or empty) is __consumer_offsets.

@@ -17,10 +17,11 @@ import (
 // only, which TLS already enforced.
 
 // peerName returns the common name of the connection's client certificate
-// ("" without one). It is read once: the handshake is over by the first
-// request.
+// ("" without one). It is read once, with the client's address: the
+// handshake is over by the first request.
 func (c *conn) peerName() string {
 	c.peerOnce.Do(func() {
+		c.host, _, _ = net.SplitHostPort(c.nc.RemoteAddr().String())
 		if tc, ok := c.nc.(*tls.Conn); ok {
 			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 				c.peer = certs[0].Subject.CommonName
@@ -47,10 +48,7 @@ func (c *conn) authorize(h *protocol.RequestHeader, op, topic string) bool {
 	}
 	access := c.s.mgr.Access()
 	p, _ := access.Principal(name)
-	if host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String()); err == nil {
-		p = p.At(host)
-	}
-	err := access.Authorize(p, name, need)
+	err := access.Authorize(p.At(c.host), name, need)
 	if err == nil {
 		return true
 	}

@@ -26,8 +26,9 @@ type conn struct {
 	wmu sync.Mutex // serialises response frames on the socket; guards enc
 	enc *protocol.Encoder
 
-	peerOnce sync.Once // sets peer
+	peerOnce sync.Once // sets peer and host
 	peer     string    // the client certificate's common name (peerName)
+	host     string    // the client's address without its port, as ACLs name hosts
 }
 
 func newConn(s *Server, nc net.Conn, tcp *net.TCPConn) *conn {
