@@ -181,6 +181,10 @@ func (c *ShareConsumer) Reject(r ShareRecord, reason string) {
 func (c *ShareConsumer) add(a shares.Ack) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n := len(c.pending); n > 0 && c.pending[n-1].Extends(a) {
+		c.pending[n-1].LastOffset = a.LastOffset // records acknowledged in order, as most are
+		return
+	}
 	c.pending = append(c.pending, a)
 }
 
@@ -257,13 +261,9 @@ func mergeAcks(in []shares.Ack) []shares.Ack {
 	})
 	var out []shares.Ack
 	for _, a := range in {
-		if n := len(out); n > 0 {
-			l := &out[n-1]
-			if l.Topic == a.Topic && l.Partition == a.Partition && l.LastOffset+1 == a.FirstOffset && l.Type == a.Type && l.Reason == a.Reason &&
-				l.NotBeforeMs == a.NotBeforeMs {
-				l.LastOffset = a.LastOffset
-				continue
-			}
+		if n := len(out); n > 0 && out[n-1].Extends(a) {
+			out[n-1].LastOffset = a.LastOffset
+			continue
 		}
 		out = append(out, a)
 	}
@@ -304,7 +304,11 @@ func (c *ShareConsumer) Poll(ctx context.Context) ([]ShareRecord, error) {
 		delayMs = shares.TopicDelayMs(snap, c.cfg.Topic)
 	}
 	now := time.Now().UnixMilli()
-	var out []ShareRecord
+	n := int64(0)
+	for _, a := range resp.Acquired {
+		n += a.LastOffset - a.FirstOffset + 1
+	}
+	out := make([]ShareRecord, 0, min(n, maxPresize))
 	var gaps []shares.Ack
 	for i, a := range resp.Acquired {
 		recs, missing, err := c.read(rctx, a)
@@ -358,7 +362,7 @@ func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.R
 			return nil, nil, err
 		}
 	}
-	var out []record.Record
+	out := make([]record.Record, 0, min(a.LastOffset-a.FirstOffset+1, maxPresize))
 	next := a.FirstOffset // the first offset not yet accounted for
 	var gaps []shares.Ack
 	gap := func(upTo int64) { // offsets next..upTo-1 hold no record
@@ -382,11 +386,17 @@ func (c *ShareConsumer) read(ctx context.Context, a shares.Acquired) ([]record.R
 		return nil, nil, fmt.Errorf("%s-%d at offset %d: %w", a.Topic, a.Partition, a.FirstOffset, err)
 	}
 	gap(a.LastOffset + 1)
-	// Keep the batches from the one that holds the range's next offset.
-	p.batches = p.batches[batchesThrough(p.batches, a.LastOffset):]
+	// Keep the batches from the one that holds the range's next offset,
+	// moved to the front so that the buffer is reused (the records were
+	// copied out).
+	p.batches = p.batches[:copy(p.batches, p.batches[batchesThrough(p.batches, a.LastOffset):])]
 	p.from = a.LastOffset + 1
 	return out, gaps, nil
 }
+
+// maxPresize bounds the room made for an acquisition's records before they
+// are read.
+const maxPresize = 1 << 16
 
 // shareArenaSize is the size of the chunks an acquired range's records are
 // copied into: 500 records of 100 bytes (the default acquisition) fit one.

@@ -30,8 +30,9 @@ type Batcher[In, Out any] struct {
 	running bool
 	wg      sync.WaitGroup
 
-	rounds atomic.Int64 // rounds run
-	items  atomic.Int64 // inputs that went into a round
+	rounds  atomic.Int64 // rounds run
+	items   atomic.Int64 // inputs that went into a round
+	observe func(items int, d time.Duration)
 }
 
 // New returns a Batcher whose rounds run round, which answers each input
@@ -40,6 +41,10 @@ type Batcher[In, Out any] struct {
 func New[In, Out any](round func(ctx context.Context, in []In) ([]Out, error), maxItems, maxSize int, size func(In) int) *Batcher[In, Out] {
 	return &Batcher[In, Out]{round: round, maxItems: maxItems, maxSize: maxSize, size: size}
 }
+
+// Observe has each round's size and duration reported to fn; it is set
+// before the first submission.
+func (b *Batcher[In, Out]) Observe(fn func(items int, d time.Duration)) { b.observe = fn }
 
 // Counts reports the rounds run and the inputs they held.
 func (b *Batcher[In, Out]) Counts() (rounds, items int64) { return b.rounds.Load(), b.items.Load() }
@@ -144,8 +149,12 @@ func (b *Batcher[In, Out]) runRound(calls []*call[In, Out]) {
 		in[i] = c.in
 	}
 	ctx, cancel := roundContext(calls)
+	start := time.Now()
 	out, err := b.round(ctx, in)
 	cancel()
+	if b.observe != nil {
+		b.observe(len(in), time.Since(start))
+	}
 	if err == nil && len(out) != len(in) {
 		err = fmt.Errorf("a round of %d answered %d", len(in), len(out))
 	}

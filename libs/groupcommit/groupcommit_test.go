@@ -62,6 +62,13 @@ func queue(t *testing.T, b *Batcher[int, int], wg *sync.WaitGroup, ins ...int) {
 // input, however large); each caller gets its own answer.
 func TestRoundsGatherWhatWaits(t *testing.T) {
 	b, rounds, started, release := heldBatcher(3, 10)
+	var observed []int // each round's size, as Observe reports it
+	b.Observe(func(items int, d time.Duration) {
+		if d <= 0 {
+			t.Errorf("a round of %d took %v", items, d)
+		}
+		observed = append(observed, items) // rounds run one at a time
+	})
 	var wg sync.WaitGroup
 	wg.Go(func() { b.Do(context.Background(), 1) })
 	<-started
@@ -74,6 +81,9 @@ func TestRoundsGatherWhatWaits(t *testing.T) {
 	}
 	if r, items := b.Counts(); r != 6 || items != 9 {
 		t.Fatalf("counts: %d rounds, %d items; want 6, 9", r, items)
+	}
+	if got := fmt.Sprint(observed); got != "[1 3 1 1 2 1]" {
+		t.Fatalf("observed rounds of %s, want [1 3 1 1 2 1]", got)
 	}
 }
 

@@ -292,6 +292,13 @@ type Ack struct {
 	NotBeforeMs int64 `json:"not_before_ms,omitempty"`
 }
 
+// Extends reports whether b continues a: the next offsets of a's partition,
+// acknowledged alike, so that the two make one range.
+func (a Ack) Extends(b Ack) bool {
+	return a.Topic == b.Topic && a.Partition == b.Partition && a.LastOffset+1 == b.FirstOffset && a.Type == b.Type && a.Reason == b.Reason &&
+		a.NotBeforeMs == b.NotBeforeMs
+}
+
 // AckRequest acknowledges records of a consumer. Each partition's
 // acknowledgements apply all or none.
 type AckRequest struct {

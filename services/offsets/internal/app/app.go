@@ -414,5 +414,9 @@ func registerBatching(reg prometheus.Registerer, co *coordinator.Coordinator, ma
 			return err
 		}
 	}
-	return nil
+	entries := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_offsets_coordinator_entry_seconds",
+		Help:    "Time from a coordinators' entry's proposal to its answer (replicated, committed and applied), as leader.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
+	co.ObserveEntries(func(_ int, d time.Duration) { entries.Observe(d.Seconds()) })
+	return reg.Register(entries)
 }

@@ -89,6 +89,10 @@ func New(f *fsm.FSM, r Raft, topics Topics, s Settings, log *slog.Logger) *Coord
 	return c
 }
 
+// ObserveEntries has each entry's command count and duration (proposal to
+// answer) reported to fn; it is set before the coordinator starts.
+func (c *Coordinator) ObserveEntries(fn func(commands int, d time.Duration)) { c.entries.Observe(fn) }
+
 // EntryCounts reports the Raft entries the coordinators proposed since this
 // process started and the commands they held (group commit puts many in
 // one entry).

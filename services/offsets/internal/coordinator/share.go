@@ -33,8 +33,8 @@ type Shares struct {
 	dlt    DeadLetterIO // nil: no dead-letter writer
 	ttl    time.Duration
 
-	next    atomic.Uint32 // the partition an acquisition visits first, rotating
-	waiting atomic.Int32  // acquisitions waiting for records
+	homes   homes        // the partition each member's acquisitions visit first
+	waiting atomic.Int32 // acquisitions waiting for records
 
 	mu    sync.Mutex // guards cache and freed
 	cache map[groups.TP]bound
@@ -182,7 +182,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	}
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
-	first := int32(s.next.Add(1) % uint32(n))
+	first := s.homes.visitFirst(group, req.MemberID, n, time.Now())
 	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
 		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
 	}
@@ -290,6 +290,7 @@ func (s *Shares) Leave(ctx context.Context, group, member string) error {
 		return protocol.UnknownMemberID.Err("leaving needs a member id")
 	}
 	_, err := s.propose(ctx, fsm.Share{Group: group, Leave: member})
+	s.homes.leave(group, member)
 	return err
 }
 
