@@ -38,8 +38,8 @@ func (s *Shares) writeDeadLetters() {
 	}
 	for _, name := range s.co.fsm.ShareNames() {
 		g, ok := s.co.fsm.Share(name)
-		if !ok {
-			continue
+		if !ok || g.Config.DeadLetterTopic == "" && !pendingDeadLetters(g) {
+			continue // without a dead-letter topic, archived records are archived at once
 		}
 		for _, p := range g.SortedPartitions() {
 			if !p.DeadLettering() {
@@ -54,6 +54,17 @@ func (s *Shares) writeDeadLetters() {
 			}
 		}
 	}
+}
+
+// pendingDeadLetters reports whether a partition of g has a dead-letter
+// batch fixed and not reported written.
+func pendingDeadLetters(g *fsm.ShareGroup) bool {
+	for _, p := range g.Partitions {
+		if p.DeadLetters != nil && p.DeadLetters.Pending != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // deadLetter writes one batch of a share-partition's archived records.
