@@ -86,7 +86,8 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").AllowHosts("127.0.0.1").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("10.9.9.9").Operations(kadm.OpRead),
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
-		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate, kadm.OpDelete),
+		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate, kadm.OpDelete, kadm.OpAlter,
+			kadm.OpAlterConfigs),
 		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
 		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
@@ -349,6 +350,52 @@ func TestACLMatrix(t *testing.T) {
 	}
 	if _, errOut, code := as(ana, "", "topic", "create", "bob-http", "--partitions", "1", "--replication-factor", "1"); code == 0 || !strings.Contains(errOut, "TOPIC_AUTHORIZATION_FAILED") {
 		t.Fatalf("ana creating bob-http over HTTP: exit %d %s", code, errOut)
+	}
+
+	// ALTER and ALTER_CONFIGS on the same prefix: ana adds partitions to her
+	// topics and changes their configs over Kafka and HTTP, and no other's;
+	// ALTER_CONFIGS lets her describe their configs.
+	anaAdm := kadm.NewClient(kafkaAs("ana", ana))
+	grown, err := anaAdm.CreatePartitions(ctx, 1, "ana-kafka", "team-a")
+	if err != nil || grown["ana-kafka"].Err != nil || !errors.Is(grown["team-a"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("ana adding partitions to ana-kafka and team-a over Kafka: %v %+v", err, grown)
+	}
+	retention := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("3600000")}}
+	altered, err := anaAdm.AlterTopicConfigs(ctx, retention, "ana-kafka", "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range altered {
+		if want := r.Name == "ana-kafka"; (r.Err == nil) != want || !want && !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("ana altering the configs of %s over Kafka: %v %s", r.Name, r.Err, r.ErrMessage)
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		rcs, err := anaAdm.DescribeTopicConfigs(ctx, "ana-kafka")
+		if err != nil {
+			return err
+		}
+		rc, err := rcs.On("ana-kafka", nil)
+		if err == nil {
+			err = rc.Err
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" && c.MaybeValue() != "3600000" {
+				return fmt.Errorf("retention.ms of ana-kafka is %q", c.MaybeValue())
+			}
+		}
+		return err
+	})
+	if _, errOut, code := as(ana, "", "topic", "alter", "ana-http", "--config", "retention.ms=3600000"); code != 0 {
+		t.Fatalf("ana altering ana-http over HTTP: %s", errOut)
+	}
+	if _, errOut, code := as(ana, "", "topic", "add-partitions", "ana-http", "--partitions", "2"); code != 0 {
+		t.Fatalf("ana adding a partition to ana-http over HTTP: %s", errOut)
+	}
+	for _, args := range [][]string{{"topic", "alter", "team-a", "--config", "retention.ms=3600000"}, {"topic", "add-partitions", "team-a", "--partitions", "9"}} {
+		if _, errOut, code := as(ana, "", args...); code == 0 || !strings.Contains(errOut, "TOPIC_AUTHORIZATION_FAILED") {
+			t.Fatalf("ana: sluicectl %v: exit %d %s", args, code, errOut)
+		}
 	}
 
 	// DELETE on the same prefix: ana deletes her topics over Kafka and HTTP,

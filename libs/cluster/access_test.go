@@ -100,7 +100,8 @@ func TestACLDenyAndPrefix(t *testing.T) {
 		{Principal: "a", Topic: "*", Pattern: PatternPrefixed, Operation: OpConsume},
 		{Principal: "a", Topic: "x", Pattern: "wildcard", Operation: OpConsume},
 		{Principal: "a", Topic: "no spaces", Pattern: PatternPrefixed, Operation: OpConsume},
-		{Principal: "a", Topic: "x", Operation: "alter"},
+		{Principal: "a", Topic: "x", Operation: "cluster_action"},
+		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpAlter},
 		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpDescribe},
 	} {
 		if ValidateACL(bad) == nil {
@@ -266,5 +267,55 @@ func TestDeleteACLs(t *testing.T) {
 	}
 	if ValidateACL(ACL{Principal: "team", Resource: ResourceGroup, Topic: "g", Operation: OpDelete}) == nil {
 		t.Fatal("a group delete ACL accepted")
+	}
+}
+
+// TestAlterAndConfigACLs: alter (adding partitions) implies describe;
+// alter_configs implies describe_configs but not describe; a deny of
+// describe_configs wins over an alter_configs allow, and a deny of
+// alter_configs leaves describe_configs to its own ACLs.
+func TestAlterAndConfigACLs(t *testing.T) {
+	ops := &Principal{Name: "ops"}
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "ops", Topic: "team-", Pattern: PatternPrefixed, Operation: OpAlter},
+		{Principal: "ops", Topic: "team-", Pattern: PatternPrefixed, Operation: OpAlterConfigs},
+		{Principal: "ops", Topic: "team-secret", Operation: OpDescribeConfigs, Deny: true},
+		{Principal: "ops", Topic: "cfg", Operation: OpAlterConfigs},
+		{Principal: "ops", Topic: "shown", Operation: OpDescribeConfigs},
+		{Principal: "ops", Topic: "shown", Operation: OpAlterConfigs, Deny: true},
+	}}
+	for _, tc := range []struct {
+		op, topic string
+		want      bool
+	}{
+		{OpAlter, "team-a", true},
+		{OpAlterConfigs, "team-a", true},
+		{OpDescribeConfigs, "team-a", true}, // implied by alter_configs
+		{OpDescribeConfigs, "team-secret", false},
+		{OpAlterConfigs, "team-secret", true},
+		{OpAlter, "other", false},
+		{OpDescribeConfigs, "cfg", true},
+		{OpDescribeConfigs, "shown", true},
+		{OpAlterConfigs, "shown", false},
+		{OpDelete, "team-a", false},
+	} {
+		if got := s.Allowed(ops, tc.op, tc.topic); got != tc.want {
+			t.Errorf("%s on %s: %v, want %v", tc.op, tc.topic, got, tc.want)
+		}
+	}
+	if !s.Describes(ops, "team-a") {
+		t.Error("alter does not imply describe")
+	}
+	if s.Describes(ops, "cfg") {
+		t.Error("alter_configs implies describe; in Kafka it does not")
+	}
+	for _, op := range []string{OpAlter, OpAlterConfigs, OpDescribeConfigs} {
+		if err := ValidateACL(ACL{Principal: "ops", Topic: "t", Operation: op}); err != nil {
+			t.Errorf("a topic ACL for %s refused: %v", op, err)
+		}
+	}
+	if err := s.Authorize(ops, "ops", Need{Op: OpAlter, Topics: []string{"team-a", "other"}}); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed ||
+		!strings.Contains(err.Error(), "alter on topic other") {
+		t.Fatalf("adding partitions to team-a and other: %v", err)
 	}
 }

@@ -264,7 +264,7 @@ func ValidateACL(a ACL) error {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
 	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") {
-		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s, %s or %s", a.Operation, OpProduce, OpConsume, OpDescribe, OpCreate, OpDelete)
+		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, strings.Join(topicOps, ", "))
 	}
 	switch a.Resource {
 	case "":
@@ -304,26 +304,50 @@ func ValidateACL(a ACL) error {
 
 // ACL operations. OpDescribe (Kafka's DESCRIBE on a topic) lets a
 // principal see a topic (Kafka Metadata, ListOffsets) without reading it;
-// produce and consume imply it. OpCreate and OpDelete (Kafka's CREATE and
-// DELETE on a topic) let it create, and delete or truncate (DeleteRecords),
-// the topics the ACL covers.
+// produce, consume, delete and alter imply it. OpCreate and OpDelete
+// (Kafka's CREATE and DELETE on a topic) let it create, and delete or
+// truncate (DeleteRecords), the topics the ACL covers. OpAlter (Kafka's
+// ALTER) lets it add partitions to them, OpAlterConfigs (ALTER_CONFIGS)
+// change their configs, and OpDescribeConfigs (DESCRIBE_CONFIGS, which
+// alter_configs implies) read their configs.
 const (
-	OpProduce  = "produce"
-	OpConsume  = "consume"
-	OpDescribe = "describe"
-	OpCreate   = "create"
-	OpDelete   = "delete"
+	OpProduce         = "produce"
+	OpConsume         = "consume"
+	OpDescribe        = "describe"
+	OpCreate          = "create"
+	OpDelete          = "delete"
+	OpAlter           = "alter"
+	OpAlterConfigs    = "alter_configs"
+	OpDescribeConfigs = "describe_configs"
 )
+
+// topicOps are the operations only topic ACLs name, in the order errors
+// list them.
+var topicOps = []string{OpDescribe, OpCreate, OpDelete, OpAlter, OpAlterConfigs, OpDescribeConfigs}
 
 // Allowed reports whether the snapshot lets principal do op on topic: an
 // admin may do everything; others what an ACL allows and none denies (a
-// deny wins, as in Kafka).
+// deny wins, as in Kafka). As in Kafka, an allow of alter_configs allows
+// describe_configs too; only a deny of describe_configs itself denies it.
 func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	if p.Admin {
 		return true
 	}
 	allowed, _ := s.decide(p, "", op, topic)
+	if !allowed && op == OpDescribeConfigs && !s.denies(p, op, topic) {
+		allowed, _ = s.decide(p, "", OpAlterConfigs, topic)
+	}
 	return allowed
+}
+
+// denies reports whether an ACL of p denies op on the topic.
+func (s *Snapshot) denies(p *Principal, op, topic string) bool {
+	for _, a := range s.ACLs {
+		if a.Principal == p.Name && a.Resource == "" && a.Deny && a.Operation == op && a.Covers(topic) && a.From(p.Host) {
+			return true
+		}
+	}
+	return false
 }
 
 // decide is the ACL decision for a principal that is not an admin: op on
@@ -347,7 +371,14 @@ func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, nam
 }
 
 // topicOnlyOp reports whether op is one only topic ACLs name.
-func topicOnlyOp(op string) bool { return op == OpDescribe || op == OpCreate || op == OpDelete }
+func topicOnlyOp(op string) bool { return slices.Contains(topicOps, op) }
+
+// describing reports whether an allow of op lets its principal see the
+// topic: Kafka's DESCRIBE is implied by READ, WRITE, DELETE and ALTER, not
+// by CREATE or the config operations.
+func describing(op string) bool {
+	return op != OpCreate && op != OpAlterConfigs && op != OpDescribeConfigs
+}
 
 // Describes reports whether p may see topic: an admin may; others when an
 // ACL allows them any operation on it and none denies describing it (a
@@ -364,7 +395,7 @@ func (s *Snapshot) Describes(p *Principal, topic string) bool {
 		switch {
 		case a.Deny && a.Operation == OpDescribe:
 			return false
-		case !a.Deny && a.Operation != OpCreate: // as in Kafka, CREATE does not imply DESCRIBE
+		case !a.Deny && describing(a.Operation):
 			allowed = true
 		}
 	}

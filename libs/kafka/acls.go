@@ -17,17 +17,21 @@ import (
 // ALLOW or DENY binding of User:NAME, with a LITERAL or PREFIXED
 // pattern, on a TOPIC for WRITE (produce) or READ (consume), on a GROUP for
 // READ, or on a TRANSACTIONAL_ID for WRITE, from every host ("*") or one
-// IP address. CreateAcls takes exactly those (ALL stands for what the
-// resource has) and refuses what the model cannot express, with the
-// reason: other operations and CLUSTER resources (cluster changes need an
-// admin principal, made with sluicectl user create --admin).
+// IP address; a TOPIC binding may also be for DESCRIBE, CREATE, DELETE,
+// ALTER, ALTER_CONFIGS or DESCRIBE_CONFIGS. CreateAcls takes exactly those
+// (ALL stands for READ and WRITE on a topic, for what a group or
+// transactional id takes) and refuses what the model cannot express, with
+// the reason: other operations and CLUSTER resources (cluster changes need
+// an admin principal, made with sluicectl user create --admin).
 
 // Kafka's names of the ACL resources and operations Sluice keeps.
 var (
 	kafkaResources = map[string]kmsg.ACLResourceType{"": kmsg.ACLResourceTypeTopic, cluster.ResourceGroup: kmsg.ACLResourceTypeGroup,
 		cluster.ResourceTransactionalID: kmsg.ACLResourceTypeTransactionalId}
 	kafkaOps = map[string]kmsg.ACLOperation{cluster.OpConsume: kmsg.ACLOperationRead, cluster.OpProduce: kmsg.ACLOperationWrite,
-		cluster.OpDescribe: kmsg.ACLOperationDescribe, cluster.OpCreate: kmsg.ACLOperationCreate, cluster.OpDelete: kmsg.ACLOperationDelete}
+		cluster.OpDescribe: kmsg.ACLOperationDescribe, cluster.OpCreate: kmsg.ACLOperationCreate, cluster.OpDelete: kmsg.ACLOperationDelete,
+		cluster.OpAlter: kmsg.ACLOperationAlter, cluster.OpAlterConfigs: kmsg.ACLOperationAlterConfigs,
+		cluster.OpDescribeConfigs: kmsg.ACLOperationDescribeConfigs}
 )
 
 // aclOf describes a Sluice ACL as a Kafka binding.
@@ -194,7 +198,7 @@ func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 			return []string{name}, nil
 		}
 	}
-	return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE (which either implies), CREATE, DELETE, or ALL (READ and WRITE)", op)
+	return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE, CREATE, DELETE, ALTER, ALTER_CONFIGS, DESCRIBE_CONFIGS, or ALL (READ and WRITE)", op)
 }
 
 // createACLs answers CreateAcls.

@@ -222,9 +222,9 @@ func (b *Broker) createPartitionsOf(ctx context.Context, c *Conn, snap *cluster.
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	if !b.who(c, snap).admin() {
+	if !b.who(c, snap).may(cluster.OpAlter, rt.Topic) { // an admin may
 		b.denied(c, "CreatePartitions", rt.Topic)
-		return protocol.TopicAuthorizationFailed.Err("adding partitions needs an admin principal")
+		return protocol.TopicAuthorizationFailed.Err("adding partitions needs an admin principal or an alter ACL on the topic")
 	}
 	if len(rt.Assignment) > 0 {
 		return protocol.InvalidReplicaAssignment.Err("explicit replica assignments are not supported: Sluice places replicas")

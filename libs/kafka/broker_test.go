@@ -359,6 +359,16 @@ func TestACLMapping(t *testing.T) {
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe })); err != nil || len(acls) != 1 || acls[0].Operation != cluster.OpDescribe {
 		t.Fatalf("DESCRIBE: %+v %v", acls, err)
 	}
+	for k, op := range map[kmsg.ACLOperation]string{kmsg.ACLOperationAlter: cluster.OpAlter, kmsg.ACLOperationAlterConfigs: cluster.OpAlterConfigs,
+		kmsg.ACLOperationDescribeConfigs: cluster.OpDescribeConfigs} {
+		acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = k }))
+		if err != nil || len(acls) != 1 || acls[0].Operation != op {
+			t.Fatalf("%v: %+v %v", k, acls, err)
+		}
+		if _, acl := aclOf(acls[0]); acl.Operation != k {
+			t.Fatalf("%s described as %v, want %v", op, acl.Operation, k)
+		}
+	}
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" })); err != nil || len(acls) != 1 || acls[0].Host != "10.0.0.1" {
 		t.Fatalf("an ACL of one host: %+v %v", acls, err)
 	}
@@ -379,9 +389,12 @@ func TestACLMapping(t *testing.T) {
 		"unknown permission": func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
 		"bad host":           func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.0/8" },
 		"group":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
-		"alter":              func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAlter },
-		"principal":          func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
-		"bad topic":          func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
+		"cluster action":     func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationClusterAction },
+		"alter of a group": func(c *kmsg.CreateACLsRequestCreation) {
+			c.ResourceType, c.Operation = kmsg.ACLResourceTypeGroup, kmsg.ACLOperationAlter
+		},
+		"principal": func(c *kmsg.CreateACLsRequestCreation) { c.Principal = "Group:ops" },
+		"bad topic": func(c *kmsg.CreateACLsRequestCreation) { c.ResourceName = "no spaces" },
 	} {
 		if _, err := toACLs(binding(mod)); err == nil {
 			t.Errorf("%s: accepted", name)

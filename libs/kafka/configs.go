@@ -213,9 +213,9 @@ func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Sn
 	w := b.who(c, snap)
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if !w.describe(rr.ResourceName) {
+		if !w.describe(rr.ResourceName) && !w.may(cluster.OpDescribeConfigs, rr.ResourceName) {
 			b.denied(c, "DescribeConfigs", rr.ResourceName)
-			return protocol.TopicAuthorizationFailed, "the principal may not see this topic"
+			return protocol.TopicAuthorizationFailed, "the principal may neither see this topic nor describe its configs"
 		}
 		t, ok := snap.Topic(rr.ResourceName)
 		if !ok {
@@ -343,11 +343,14 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	if !b.who(c, snap).admin() {
+	w := b.who(c, snap)
+	if typ == kmsg.ConfigResourceTypeTopic && !w.may(cluster.OpAlterConfigs, name) { // an admin may
+		b.denied(c, "AlterConfigs", name)
+		return protocol.TopicAuthorizationFailed.Err("changing a topic's configs needs an admin principal or an alter_configs ACL on it")
+	}
+	if typ != kmsg.ConfigResourceTypeTopic && !w.admin() {
 		b.denied(c, "AlterConfigs", name)
 		switch typ {
-		case kmsg.ConfigResourceTypeTopic:
-			return protocol.TopicAuthorizationFailed.Err("changing configs needs an admin principal")
 		case kmsg.ConfigResourceTypeGroupConfig:
 			return protocol.GroupAuthorizationFailed.Err("changing configs needs an admin principal")
 		}

@@ -42,6 +42,13 @@ func (r *Route) NeedFor(ctx *fasthttp.RequestCtx, p Params) cluster.Need {
 	return r.Need
 }
 
+// OnTopic is a NeedOf: op on the topic the path's {topic} names.
+func OnTopic(op string) func(*fasthttp.RequestCtx, Params) cluster.Need {
+	return func(_ *fasthttp.RequestCtx, p Params) cluster.Need {
+		return cluster.Need{Op: op, Topics: []string{p.Get("topic")}}
+	}
+}
+
 // Params are the names a matched pattern gave to path segments.
 type Params []Param
 

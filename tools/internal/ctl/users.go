@@ -97,7 +97,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	topic := fs.String("topic", "", "a topic name, * for every topic, or with --prefixed the start of topic names")
 	group := fs.String("group", "", "instead of --topic, a consumer or share group (a consume ACL: Kafka's READ on the group)")
 	txnID := fs.String("transactional-id", "", "instead of --topic, a transactional id (a produce ACL: Kafka's WRITE on the id)")
-	op := fs.String("operation", "", "produce, consume or (of a topic) describe, create or delete (for --group and --transactional-id, the one they take)")
+	op := fs.String("operation", "", "produce, consume or (of a topic) describe, create, delete, alter, alter_configs or describe_configs (for --group and --transactional-id, the one they take)")
 	prefixed := fs.Bool("prefixed", false, "the ACL covers every topic whose name starts with --topic (Kafka's PREFIXED pattern)")
 	deny := fs.Bool("deny", false, "the ACL denies the operation; a deny wins over every allow (Kafka's DENY)")
 	host := fs.String("host", "", "an IP address: the ACL applies to requests from it alone (default: every host)")

@@ -86,11 +86,6 @@ func (s *Server) newRoutes() *service.Router {
 	decommission := func(on bool) func(*fasthttp.RequestCtx, service.Params) {
 		return func(ctx *fasthttp.RequestCtx, p service.Params) { s.decommission(ctx, p.Get("node"), on) }
 	}
-	onTopic := func(op string) func(*fasthttp.RequestCtx, service.Params) cluster.Need {
-		return func(_ *fasthttp.RequestCtx, p service.Params) cluster.Need {
-			return cluster.Need{Op: op, Topics: []string{p.Get("topic")}}
-		}
-	}
 	groupsNeed := func(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
 		return groups.NeedOf(string(ctx.Method()), string(ctx.Path()), string(ctx.QueryArgs().Peek("topic")), ctx.PostBody())
 	}
@@ -112,14 +107,14 @@ func (s *Server) newRoutes() *service.Router {
 		},
 			Handle: service.Plain(s.createTopic)},
 		{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
-		{Method: del, Pattern: "/v1/topics/{topic}", NeedOf: onTopic(cluster.OpDelete), Handle: service.Named("topic", s.deleteTopic)},
-		{Method: patch, Pattern: "/v1/topics/{topic}/config", Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
-		{Method: post, Pattern: "/v1/topics/{topic}/partitions", Need: needAdmin, Handle: service.Named("topic", s.addPartitions)},
+		{Method: del, Pattern: "/v1/topics/{topic}", NeedOf: service.OnTopic(cluster.OpDelete), Handle: service.Named("topic", s.deleteTopic)},
+		{Method: patch, Pattern: "/v1/topics/{topic}/config", NeedOf: service.OnTopic(cluster.OpAlterConfigs), Handle: service.Named("topic", s.alterTopicConfig)},
+		{Method: post, Pattern: "/v1/topics/{topic}/partitions", NeedOf: service.OnTopic(cluster.OpAlter), Handle: service.Named("topic", s.addPartitions)},
 		{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.reassignPartition)},
 		{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Need: needAdmin, Handle: partition(s.cancelReassignment)},
-		{Method: post, Pattern: "/v1/topics/{topic}" + suffixRecords, NeedOf: onTopic(cluster.OpProduce),
+		{Method: post, Pattern: "/v1/topics/{topic}" + suffixRecords, NeedOf: service.OnTopic(cluster.OpProduce),
 			Handle: func(ctx *fasthttp.RequestCtx, p service.Params) { s.produce(ctx, requestID(ctx), p.Get("topic")) }},
-		{Method: get, Pattern: "/v1/topics/{topic}/partitions/{partition}" + suffixRecords, NeedOf: onTopic(cluster.OpConsume), Handle: partition(s.fetchRecords)},
+		{Method: get, Pattern: "/v1/topics/{topic}/partitions/{partition}" + suffixRecords, NeedOf: service.OnTopic(cluster.OpConsume), Handle: partition(s.fetchRecords)},
 		{Method: post, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(true)},
 		{Method: del, Pattern: "/v1/nodes/{node}/decommission", Need: needAdmin, Handle: decommission(false)},
 		{Method: put, Pattern: "/v1/quotas", Need: needAdmin, Handle: service.Plain(s.setQuota)},

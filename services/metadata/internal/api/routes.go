@@ -19,19 +19,15 @@ import (
 //   - a producer id: a produce ACL on some topic;
 //   - node and frontend registration, heartbeats and shutdown, ISR changes,
 //     leadership resignation and Raft relays: the cluster's services alone;
-//   - creating or deleting a topic: an admin, or a create or delete ACL
+//   - creating or deleting a topic, adding partitions to it, changing its
+//     configs: an admin, or a create, delete, alter or alter_configs ACL
 //     covering it;
-//   - everything else (topic and cluster changes, reassignments, quotas,
-//     principals and ACLs): an admin.
+//   - everything else (cluster changes, reassignments, quotas, principals
+//     and ACLs): an admin.
 //
 // needCreate is creating a topic's need: an admin, or a create ACL on it.
 func needCreate(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
 	return cluster.CreateTopicNeed(ctx.PostBody())
-}
-
-// needDelete is deleting a topic's need: an admin, or a delete ACL on it.
-func needDelete(_ *fasthttp.RequestCtx, p service.Params) cluster.Need {
-	return cluster.Need{Op: cluster.OpDelete, Topics: []string{p.Get("topic")}}
 }
 
 var (
@@ -72,9 +68,11 @@ func (s *Server) newRoutes() *service.Router {
 		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
 		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, NeedOf: needCreate, Handle: service.Plain(s.createTopic)},
 		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
-		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, NeedOf: needDelete, Handle: service.Named("topic", s.deleteTopic)},
-		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.alterTopicConfig)},
-		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, Need: needAdmin, Handle: service.Named("topic", s.addPartitions)},
+		service.Route{Method: del, Pattern: "/v1/topics/{topic}", Leader: true, NeedOf: service.OnTopic(cluster.OpDelete), Handle: service.Named("topic", s.deleteTopic)},
+		service.Route{Method: patch, Pattern: "/v1/topics/{topic}/config", Leader: true, NeedOf: service.OnTopic(cluster.OpAlterConfigs),
+			Handle: service.Named("topic", s.alterTopicConfig)},
+		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, NeedOf: service.OnTopic(cluster.OpAlter),
+			Handle: service.Named("topic", s.addPartitions)},
 		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
 			Handle: reassignment(s.reassignPartition)},
 		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,

@@ -43,7 +43,7 @@ func TestPrincipalsAndACLs(t *testing.T) {
 		"same token":        principal("bob", shaA, false),
 		"empty name":        principal("", strings.Repeat("c", 64), false),
 		"unknown principal": acl("nobody", "orders", cluster.OpProduce, false),
-		"bad operation":     acl("alice", "orders", "alter", false),
+		"bad operation":     acl("alice", "orders", "cluster_action", false),
 		"bad topic":         acl("alice", "bad topic", cluster.OpProduce, false),
 	} {
 		if r := h.apply(t, cmd); !errors.Is(r.Err, ErrInvalidPrincipal) && !errors.Is(r.Err, ErrUnknownPrincipal) {
