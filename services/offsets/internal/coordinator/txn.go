@@ -108,14 +108,20 @@ type Txns struct {
 	locks      keyLocks // per transactional id
 	mu         sync.Mutex
 	completing map[string]*completion // ids whose markers a goroutine writes
-	stopped    bool
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// handed holds, by id, the state version whose markers were written
+	// and left to a waiting request to complete: until that request's
+	// entry is decided, the check loop must not write them again (a marker
+	// written again after the next transaction's records would end them).
+	handed  map[string]uint64
+	stopped bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // NewTxns returns the transaction coordinator of co's replica.
 func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
-	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]*completion{}, stop: make(chan struct{})}
+	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]*completion{}, handed: map[string]uint64{},
+		stop: make(chan struct{})}
 }
 
 // completion is a goroutine completing a prepared transaction.
@@ -298,6 +304,13 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 	defer deadline.Stop()
 	var t *fsm.Txn
 	var completes bool // t is prepared and its markers are written
+	var handed bool    // markers were left to this request
+	var settled bool   // its Complete entry, with completes, applied
+	defer func() {
+		if handed { // before the id's lock is released
+			x.settleHanded(id, !settled)
+		}
+	}()
 	for {
 		var err error
 		t, err = x.begin(id)
@@ -325,10 +338,10 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		}
 		unlock = x.lock(id)
 		marked := x.leaveCompletion(c)
+		// Markers left to this request: it completes the transaction
+		// below, or hands it back to a goroutine.
+		handed = handed || marked != 0
 		if gaveUp != nil {
-			if marked != 0 {
-				x.complete(id) // the markers were left to this request
-			}
 			return gaveUp
 		}
 		if t, err = x.begin(id); err != nil {
@@ -336,7 +349,6 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		}
 		if t.Preparing() && marked == t.Version {
 			if err := checkProducer(t, id, p); err != nil {
-				x.complete(id) // someone must complete it
 				return err
 			}
 			completes = true
@@ -358,15 +370,33 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 	}
 	commit := completes && t.State == fsm.TxnPrepareCommit
 	if err := x.put(ctx, t.Version, n, commit); err != nil {
-		if completes {
-			x.complete(id) // the Complete entry is still to be written
-		}
-		return err
+		return err // a hand-over restarts the completion
 	}
 	if completes {
+		settled = true
 		x.completed(t, commit)
 	}
 	return nil
+}
+
+// isHanded reports whether version's markers are written and left to a
+// waiting request.
+func (x *Txns) isHanded(id string, version uint64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	v, ok := x.handed[id]
+	return ok && v == version
+}
+
+// settleHanded ends a hand-over of id's markers: with restart the
+// transaction was not completed and a new goroutine completes it.
+func (x *Txns) settleHanded(id string, restart bool) {
+	x.mu.Lock()
+	delete(x.handed, id)
+	x.mu.Unlock()
+	if restart {
+		x.complete(id)
+	}
 }
 
 // leaveCompletion ends a wait registered by completion and returns
@@ -640,8 +670,10 @@ func (x *Txns) completeLoop(id string, c *completion) {
 		if err == nil {
 			x.mu.Lock()
 			if c.waiters > 0 {
-				// Handed over: from now on complete starts a new goroutine.
+				// Handed over: the waiting request completes it (or hands
+				// it back with restartCompletion).
 				c.marked = t.Version
+				x.handed[id] = t.Version
 				delete(x.completing, id)
 				x.mu.Unlock()
 				return
@@ -734,7 +766,7 @@ func (x *Txns) check() {
 	now := x.co.now().UnixMilli()
 	for _, t := range all {
 		switch {
-		case t.Preparing():
+		case t.Preparing() && !x.isHanded(t.ID, t.Version):
 			x.complete(t.ID)
 		case t.State == fsm.TxnOngoing && now-t.StartMs > int64(t.TimeoutMs):
 			x.abortExpired(t.ID, now)

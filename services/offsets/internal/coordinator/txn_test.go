@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
@@ -487,5 +488,68 @@ func TestTxnPreparedCommitSurvivesRestart(t *testing.T) {
 	}
 	if offs, _ := f2.Offsets("g", "t"); len(offs) != 1 || offs[0].Offset != 5 {
 		t.Fatalf("offsets after the restart: %v", offs)
+	}
+}
+
+// TestTxnHandedMarkersAreNotWrittenAgain: markers written and left to the
+// request that begins the next transaction are not written again by the
+// check loop while that request waits for the id: a marker written again
+// after the next transaction's records would end them with the previous
+// transaction.
+func TestTxnHandedMarkersAreNotWrittenAgain(t *testing.T) {
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, tp2 := groups.TP{Topic: "out", Partition: 0}, groups.TP{Topic: "out", Partition: 1}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	markers.mu.Lock()
+	markers.hold = hold
+	markers.mu.Unlock()
+	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared, _, err := f.Txn("tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := make(chan error, 1)
+	go func() {
+		added <- x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: next, Partitions: []groups.TP{tp2}, V2: true})
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the next transaction's request to wait for the markers", func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		c := x.completing["tx"]
+		return c != nil && c.waiters > 0
+	})
+	unlock := x.lock("tx") // the request, woken by the hand-over, waits for the id
+	markers.mu.Lock()
+	markers.hold = nil
+	markers.mu.Unlock()
+	close(hold)
+	testkit.WaitFor(t, 10*time.Second, "the markers to be handed over", func() bool { return x.isHanded("tx", prepared.Version) })
+	x.check()
+	x.mu.Lock()
+	_, again := x.completing["tx"]
+	x.mu.Unlock()
+	unlock()
+	if again {
+		t.Fatal("the check loop started writing the handed-over markers again")
+	}
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	if got := markers.written(); len(got) != 1 {
+		t.Fatalf("markers %v, want one", got)
+	}
+	if x.isHanded("tx", prepared.Version) {
+		t.Fatal("the hand-over is still recorded after the request completed the transaction")
 	}
 }
