@@ -398,6 +398,52 @@ func TestACLMatrix(t *testing.T) {
 		}
 	}
 
+	// CLUSTER ACLs: without one ana may neither list the ACLs nor change
+	// quotas; with DESCRIBE and ALTER_CONFIGS on the cluster she lists the
+	// ACLs and changes quotas over Kafka and HTTP, and still may not change
+	// ACLs (ALTER).
+	describeACLs := func() error {
+		rs, err := anaAdm.DescribeACLs(ctx, kadm.NewACLs().Topics("team-secret").ResourcePatternType(kadm.ACLPatternMatch).
+			Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny))
+		if err == nil && len(rs) == 0 {
+			err = errors.New("no answer")
+		}
+		for _, r := range rs {
+			err = errors.Join(err, r.Err)
+		}
+		return err
+	}
+	if err := describeACLs(); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("ana describing the ACLs without a cluster ACL: %v", err)
+	}
+	if _, errOut, code := as(ana, "", "quota", "set", "--client-id", "ana-app", "--produce-bytes-per-sec", "1000000"); code == 0 ||
+		!strings.Contains(errOut, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("ana setting a quota without a cluster ACL: exit %d %s", code, errOut)
+	}
+	clusterACLs := kadm.NewACLs().Clusters().Allow("User:ana").Operations(kadm.OpDescribe, kadm.OpAlterConfigs)
+	if rs, err := adm.CreateACLs(ctx, clusterACLs); err != nil || rs[0].Err != nil || rs[1].Err != nil {
+		t.Fatalf("granting ana DESCRIBE and ALTER_CONFIGS on the cluster: %v %+v", err, rs)
+	}
+	testkit.Eventually(t, 30*time.Second, describeACLs)
+	quota := []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("ana-app")}},
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1_000_000}}}}
+	if res, err := anaAdm.AlterClientQuotas(ctx, quota); err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("ana setting a quota over Kafka with ALTER_CONFIGS on the cluster: %v %+v", err, res)
+	}
+	if _, errOut, code := as(ana, "", "quota", "set", "--client-id", "ana-app", "--produce-bytes-per-sec", "2000000"); code != 0 {
+		t.Fatalf("ana setting a quota over HTTP with ALTER_CONFIGS on the cluster: %s", errOut)
+	}
+	if out, errOut, code := as(ana, "", "acl", "list"); code != 0 || !strings.Contains(out, "kafka-cluster") {
+		t.Fatalf("ana listing the ACLs over HTTP with DESCRIBE on the cluster: exit %d %s %s", code, out, errOut)
+	}
+	if rs, err := anaAdm.CreateACLs(ctx, kadm.NewACLs().Topics("x").Allow("User:ana").Operations(kadm.OpRead)); err == nil && (len(rs) == 0 || !errors.Is(rs[0].Err, kerr.ClusterAuthorizationFailed)) {
+		t.Fatalf("ana creating an ACL without ALTER on the cluster: %+v", rs)
+	}
+	if _, errOut, code := as(ana, "", "acl", "add", "--user", "ana", "--topic", "x", "--operation", "consume"); code == 0 ||
+		!strings.Contains(errOut, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("ana adding an ACL over HTTP without ALTER on the cluster: exit %d %s", code, errOut)
+	}
+
 	// DELETE on the same prefix: ana deletes her topics over Kafka and HTTP,
 	// and no other.
 	deleted, err := kadm.NewClient(kafkaAs("ana", ana)).DeleteTopics(ctx, "ana-kafka", "team-a")

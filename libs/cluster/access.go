@@ -30,6 +30,9 @@ type Need struct {
 	// GroupName and TransactionalID, when set, must be a group and a
 	// transactional id the principal may use (AllowedResource).
 	GroupName, TransactionalID string
+	// Cluster: an admin, or a cluster ACL allowing this operation
+	// (AllowedCluster).
+	Cluster string
 }
 
 // Authorize decides whether p may do what n names; p nil is a name no
@@ -57,6 +60,10 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		return nil
 	case n.Read:
 		return protocol.ClusterAuthorizationFailed.Err("%s may not read the cluster", who())
+	case n.Cluster != "" && s.AllowedCluster(p, n.Cluster):
+		return nil
+	case n.Cluster != "":
+		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal or %s on the cluster", who(), n.Cluster)
 	case n.Admin || n.Op == "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}
@@ -71,6 +78,9 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		code = protocol.GroupAuthorizationFailed
 	}
 	if len(n.Topics) == 0 {
+		if n.Op == OpProduce && s.AllowedCluster(p, OpIdempotentWrite) {
+			return nil // a producer id (Kafka's IDEMPOTENT_WRITE on the cluster)
+		}
 		if !s.AllowedSome(p, n.Op) {
 			return code.Err("%s may not: it has no %s ACL on any topic", who(), n.Op)
 		}
@@ -123,11 +133,12 @@ func (s *Snapshot) AllowedSome(p *Principal, op string) bool {
 
 // Redacted returns the model as shown to a client that is not one of the
 // cluster's services: never the token hashes, and the principals and ACLs
-// only to an admin. The topics and nodes are shared with s.
-func (s *Snapshot) Redacted(admin bool) *Snapshot {
+// only with access (to an admin, or a principal allowed describe on the
+// cluster). The topics and nodes are shared with s.
+func (s *Snapshot) Redacted(access bool) *Snapshot {
 	out := *s
 	out.Principals, out.ACLs = nil, nil
-	if !admin {
+	if !access {
 		return &out
 	}
 	out.ACLs = s.ACLs

@@ -319,3 +319,55 @@ func TestAlterAndConfigACLs(t *testing.T) {
 		t.Fatalf("adding partitions to team-a and other: %v", err)
 	}
 }
+
+// TestClusterACLs: cluster ACLs grant operations on the cluster (alter
+// implies describe, alter_configs describe_configs, a deny of the
+// operation itself wins), create on the cluster creates any topic,
+// idempotent_write gets a producer id, and only the cluster's name and
+// operations are valid.
+func TestClusterACLs(t *testing.T) {
+	ops := &Principal{Name: "ops"}
+	nobody := &Principal{Name: "nobody"}
+	on := func(op string, deny bool) ACL {
+		return ACL{Principal: "ops", Resource: ResourceCluster, Topic: ClusterName, Operation: op, Deny: deny}
+	}
+	s := &Snapshot{ACLs: []ACL{on(OpAlter, false), on(OpAlterConfigs, false), on(OpDescribeConfigs, true), on(OpCreate, false),
+		on(OpIdempotentWrite, false), {Principal: "ops", Topic: "t", Operation: OpCreate, Deny: true}}}
+	for _, tc := range []struct {
+		op   string
+		want bool
+	}{{OpAlter, true}, {OpDescribe, true}, {OpAlterConfigs, true}, {OpDescribeConfigs, false}, {OpCreate, true}, {OpIdempotentWrite, true}} {
+		if got := s.AllowedCluster(ops, tc.op); got != tc.want {
+			t.Errorf("%s on the cluster: %v, want %v", tc.op, got, tc.want)
+		}
+		if s.AllowedCluster(nobody, tc.op) {
+			t.Errorf("a principal without ACLs may %s the cluster", tc.op)
+		}
+	}
+	if !s.Allowed(ops, OpCreate, "t") || s.Allowed(nobody, OpCreate, "t") {
+		t.Error("create on the cluster does not create any topic (whatever a topic's own deny, as in Kafka)")
+	}
+	if err := s.Authorize(ops, "ops", Need{Cluster: OpAlter}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Authorize(nobody, "nobody", Need{Cluster: OpDescribe}); protocol.CodeOf(err) != protocol.ClusterAuthorizationFailed {
+		t.Fatalf("describe on the cluster without an ACL: %v", err)
+	}
+	if err := s.Authorize(ops, "ops", Need{Op: OpProduce}); err != nil {
+		t.Fatalf("a producer id with idempotent_write on the cluster: %v", err)
+	}
+	if s.Redacted(s.AllowedCluster(ops, OpDescribe)).ACLs == nil {
+		t.Error("describe on the cluster does not show the ACLs")
+	}
+	for _, bad := range []ACL{
+		{Principal: "ops", Resource: ResourceCluster, Topic: "other", Operation: OpAlter},
+		{Principal: "ops", Resource: ResourceCluster, Topic: ClusterName, Operation: OpConsume},
+		{Principal: "ops", Resource: ResourceCluster, Topic: ClusterName, Operation: "cluster_action"},
+		{Principal: "ops", Resource: ResourceCluster, Topic: ClusterName, Pattern: PatternPrefixed, Operation: OpAlter},
+		{Principal: "ops", Topic: "t", Operation: OpIdempotentWrite},
+	} {
+		if ValidateACL(bad) == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

@@ -230,7 +230,28 @@ const (
 const (
 	ResourceGroup           = "group"
 	ResourceTransactionalID = "transactional_id"
+	// ResourceCluster ACLs name the cluster (ClusterName, Kafka's CLUSTER
+	// resource "kafka-cluster"), for clusterOps.
+	ResourceCluster = "cluster"
 )
+
+// ClusterName is the one name a cluster ACL covers.
+const ClusterName = "kafka-cluster"
+
+// Operations on the cluster (ResourceCluster ACLs, Kafka's CLUSTER
+// resource), besides OpCreate (create any topic), OpAlter (reassignments,
+// leader elections, ACLs, users and their SCRAM credentials), OpDescribe
+// (list reassignments, ACLs, users and log directories; alter implies it),
+// OpAlterConfigs (cluster settings and quotas) and OpDescribeConfigs (read
+// them; alter_configs implies it).
+const (
+	// OpIdempotentWrite lets a principal get a producer id for idempotent
+	// produce (as produce on some topic also does).
+	OpIdempotentWrite = "idempotent_write"
+)
+
+// clusterOps are the operations cluster ACLs name.
+var clusterOps = []string{OpCreate, OpAlter, OpDescribe, OpAlterConfigs, OpDescribeConfigs, OpIdempotentWrite}
 
 // maxResourceNameLen bounds a group or transactional id an ACL names.
 const maxResourceNameLen = 255
@@ -263,6 +284,15 @@ func ValidateACL(a ACL) error {
 	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
+	if a.Resource == ResourceCluster {
+		switch {
+		case !slices.Contains(clusterOps, a.Operation):
+			return fmt.Errorf("operation %q is not one of a cluster ACL's: %s", a.Operation, strings.Join(clusterOps, ", "))
+		case a.Topic != ClusterName || a.Pattern != "" && a.Pattern != PatternLiteral:
+			return fmt.Errorf("a cluster ACL names the cluster, %s, literally", ClusterName)
+		}
+		return nil
+	}
 	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") {
 		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, strings.Join(topicOps, ", "))
 	}
@@ -282,7 +312,7 @@ func ValidateACL(a ACL) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("resource %q is not a topic, %s or %s", a.Resource, ResourceGroup, ResourceTransactionalID)
+		return fmt.Errorf("resource %q is not a topic, %s, %s or %s", a.Resource, ResourceGroup, ResourceTransactionalID, ResourceCluster)
 	}
 	switch a.Pattern {
 	case "", PatternLiteral:
@@ -333,17 +363,20 @@ func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	if p.Admin {
 		return true
 	}
+	if op == OpCreate && s.AllowedCluster(p, OpCreate) {
+		return true // Kafka's CREATE on the cluster: any topic
+	}
 	allowed, _ := s.decide(p, "", op, topic)
-	if !allowed && op == OpDescribeConfigs && !s.denies(p, op, topic) {
+	if !allowed && op == OpDescribeConfigs && !s.denies(p, "", op, topic) {
 		allowed, _ = s.decide(p, "", OpAlterConfigs, topic)
 	}
 	return allowed
 }
 
-// denies reports whether an ACL of p denies op on the topic.
-func (s *Snapshot) denies(p *Principal, op, topic string) bool {
+// denies reports whether an ACL of p denies op on the named resource.
+func (s *Snapshot) denies(p *Principal, resource, op, name string) bool {
 	for _, a := range s.ACLs {
-		if a.Principal == p.Name && a.Resource == "" && a.Deny && a.Operation == op && a.Covers(topic) && a.From(p.Host) {
+		if a.Principal == p.Name && a.Resource == resource && a.Deny && a.Operation == op && a.Covers(name) && a.From(p.Host) {
 			return true
 		}
 	}
@@ -399,6 +432,34 @@ func (s *Snapshot) Describes(p *Principal, topic string) bool {
 			allowed = true
 		}
 	}
+	return allowed
+}
+
+// AllowedCluster reports whether p may do op on the cluster: an admin may
+// do everything; others what a cluster ACL allows and none denies. As in
+// Kafka, an allow of alter allows describe and one of alter_configs
+// allows describe_configs (a deny of the operation itself still wins).
+func (s *Snapshot) AllowedCluster(p *Principal, op string) bool {
+	if p.Admin {
+		return true
+	}
+	allowed, _ := s.decide(p, ResourceCluster, op, ClusterName)
+	if allowed {
+		return true
+	}
+	var by string
+	switch op {
+	case OpDescribe:
+		by = OpAlter
+	case OpDescribeConfigs:
+		by = OpAlterConfigs
+	default:
+		return false
+	}
+	if s.denies(p, ResourceCluster, op, ClusterName) {
+		return false
+	}
+	allowed, _ = s.decide(p, ResourceCluster, by, ClusterName)
 	return allowed
 }
 

@@ -27,11 +27,11 @@ import (
 // Kafka's names of the ACL resources and operations Sluice keeps.
 var (
 	kafkaResources = map[string]kmsg.ACLResourceType{"": kmsg.ACLResourceTypeTopic, cluster.ResourceGroup: kmsg.ACLResourceTypeGroup,
-		cluster.ResourceTransactionalID: kmsg.ACLResourceTypeTransactionalId}
+		cluster.ResourceTransactionalID: kmsg.ACLResourceTypeTransactionalId, cluster.ResourceCluster: kmsg.ACLResourceTypeCluster}
 	kafkaOps = map[string]kmsg.ACLOperation{cluster.OpConsume: kmsg.ACLOperationRead, cluster.OpProduce: kmsg.ACLOperationWrite,
 		cluster.OpDescribe: kmsg.ACLOperationDescribe, cluster.OpCreate: kmsg.ACLOperationCreate, cluster.OpDelete: kmsg.ACLOperationDelete,
 		cluster.OpAlter: kmsg.ACLOperationAlter, cluster.OpAlterConfigs: kmsg.ACLOperationAlterConfigs,
-		cluster.OpDescribeConfigs: kmsg.ACLOperationDescribeConfigs}
+		cluster.OpDescribeConfigs: kmsg.ACLOperationDescribeConfigs, cluster.OpIdempotentWrite: kmsg.ACLOperationIdempotentWrite}
 )
 
 // aclOf describes a Sluice ACL as a Kafka binding.
@@ -101,7 +101,7 @@ func (b *Broker) describeACLs(ctx context.Context, c *Conn, req kmsg.Request) Re
 		resp.ErrorCode = int16(protocol.BrokerNotAvailable)
 		return Reply{Msg: resp}
 	}
-	if !b.who(c, snap).admin() {
+	if !b.who(c, snap).cluster(cluster.OpDescribe) {
 		b.denied(c, "DescribeAcls", "the cluster's ACLs")
 		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		return Reply{Msg: resp}
@@ -137,10 +137,10 @@ func toACLs(cr *kmsg.CreateACLsRequestCreation) ([]cluster.ACL, error) {
 	switch {
 	case !ok:
 		return nil, protocol.InvalidPrincipalType.Err("principal %q: Sluice principals are named User:NAME", cr.Principal)
-	case cr.ResourceType == kmsg.ACLResourceTypeCluster:
-		return nil, protocol.InvalidRequest.Err("cluster ACLs are not kept: cluster changes need an admin principal (sluicectl user create NAME --admin)")
+	case cr.ResourceType == kmsg.ACLResourceTypeCluster && cr.ResourceName != cluster.ClusterName:
+		return nil, protocol.InvalidRequest.Err("a CLUSTER binding names %s, not %q", cluster.ClusterName, cr.ResourceName)
 	case cr.ResourceType != kmsg.ACLResourceTypeTopic && resourceOf(cr.ResourceType) == "":
-		return nil, protocol.InvalidRequest.Err("TOPIC, GROUP and TRANSACTIONAL_ID ACLs are kept, not resource type %d", cr.ResourceType)
+		return nil, protocol.InvalidRequest.Err("TOPIC, GROUP, TRANSACTIONAL_ID and CLUSTER ACLs are kept, not resource type %d", cr.ResourceType)
 	case cr.ResourcePatternType != kmsg.ACLResourcePatternTypeLiteral && cr.ResourcePatternType != kmsg.ACLResourcePatternTypePrefixed:
 		return nil, protocol.InvalidRequest.Err("a binding's pattern is LITERAL or PREFIXED, not pattern type %d", cr.ResourcePatternType)
 	case cr.PermissionType != kmsg.ACLPermissionTypeAllow && cr.PermissionType != kmsg.ACLPermissionTypeDeny:
@@ -190,6 +190,10 @@ func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 		return []string{cluster.OpProduce}, nil
 	case resource == cluster.ResourceTransactionalID:
 		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", op)
+	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationAll:
+		return []string{cluster.OpCreate, cluster.OpAlter, cluster.OpDescribe, cluster.OpAlterConfigs, cluster.OpDescribeConfigs, cluster.OpIdempotentWrite}, nil
+	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationClusterAction:
+		return nil, protocol.InvalidRequest.Err("CLUSTER_ACTION is not kept: the cluster's own requests are its services', by their certificates")
 	case op == kmsg.ACLOperationAll:
 		return []string{cluster.OpConsume, cluster.OpProduce}, nil
 	}
@@ -221,9 +225,9 @@ func (b *Broker) createACL(ctx context.Context, c *Conn, snap *cluster.Snapshot,
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	if !b.who(c, snap).admin() {
+	if !b.who(c, snap).cluster(cluster.OpAlter) {
 		b.denied(c, "CreateAcls", cr.ResourceName)
-		return protocol.ClusterAuthorizationFailed.Err("changing ACLs needs an admin principal")
+		return protocol.ClusterAuthorizationFailed.Err("changing ACLs needs an admin principal or alter on the cluster")
 	}
 	acls, err := toACLs(cr)
 	if err != nil {
@@ -251,7 +255,7 @@ func (b *Broker) deleteACLs(ctx context.Context, c *Conn, req kmsg.Request) Repl
 		switch {
 		case snap == nil:
 			res.ErrorCode = int16(protocol.BrokerNotAvailable)
-		case !b.who(c, snap).admin():
+		case !b.who(c, snap).cluster(cluster.OpAlter):
 			b.denied(c, "DeleteAcls", "the cluster's ACLs")
 			res.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		default:

@@ -176,6 +176,18 @@ func (w who) uses(resource, name string) bool {
 // admin reports whether the principal may change the cluster.
 func (w who) admin() bool { return !w.check || w.p != nil && w.p.Admin }
 
+// cluster reports whether the principal may do op on the cluster
+// (cluster.Snapshot.AllowedCluster: an admin may).
+func (w who) cluster(op string) bool {
+	return !w.check || w.p != nil && w.snap.AllowedCluster(w.p, op)
+}
+
+// producerID reports whether the principal may get an idempotent producer
+// id: produce on some topic, or idempotent_write on the cluster.
+func (w who) producerID() bool {
+	return w.some(cluster.OpProduce) || w.cluster(cluster.OpIdempotentWrite)
+}
+
 // some reports whether the principal may do op on some topic.
 func (w who) some(op string) bool { return !w.check || w.p != nil && w.snap.AllowedSome(w.p, op) }
 
@@ -220,6 +232,13 @@ func (b *Broker) Admin(c *Conn, api string) bool {
 	return b.permits(c, api, "the cluster (an admin principal is needed)", who.admin)
 }
 
+// OnCluster reports whether the connection's principal may do op on the
+// cluster (an admin, or a cluster ACL allowing it; always with
+// authorization off), logging a refusal.
+func (b *Broker) OnCluster(c *Conn, api, op string) bool {
+	return b.permits(c, api, "the cluster ("+op+" on it is needed)", func(w who) bool { return w.cluster(op) })
+}
+
 // permits reports whether the connection's principal passes ok in the
 // newest model (always with authorization off, never without a model),
 // logging a refusal of api on what (none when api is "").
@@ -246,11 +265,11 @@ func (b *Broker) adminContext(ctx context.Context, timeoutMs int32) (context.Con
 	return context.WithTimeout(ctx, timeout)
 }
 
-// adminSnapshot is the model for an admin principal's api: nil with
-// CLUSTER_AUTHORIZATION_FAILED for another principal, or with
-// BROKER_NOT_AVAILABLE while there is no model.
-func (b *Broker) adminSnapshot(ctx context.Context, c *Conn, api string) (*cluster.Snapshot, protocol.Code) {
-	if !b.Admin(c, api) {
+// clusterSnapshot is the model for an api that needs op on the cluster:
+// nil with CLUSTER_AUTHORIZATION_FAILED for a principal not allowed it, or
+// with BROKER_NOT_AVAILABLE while there is no model.
+func (b *Broker) clusterSnapshot(ctx context.Context, c *Conn, api, op string) (*cluster.Snapshot, protocol.Code) {
+	if !b.OnCluster(c, api, op) {
 		return nil, protocol.ClusterAuthorizationFailed
 	}
 	snap := b.Snapshot(ctx)
@@ -311,18 +330,33 @@ func (w who) topicOps(topic string) int32 {
 	if w.may(cluster.OpDelete, topic) {
 		v |= opBits(opDelete, opDescribe)
 	}
+	if w.may(cluster.OpAlter, topic) {
+		v |= opBits(opAlter, opDescribe)
+	}
+	if w.may(cluster.OpDescribeConfigs, topic) { // alter_configs implies it
+		v |= opBits(opDescribeConfigs)
+	}
+	if w.may(cluster.OpAlterConfigs, topic) {
+		v |= opBits(opAlterConfigs)
+	}
 	return v
 }
 
-// clusterOps is the authorized-operations field of the cluster.
+// clusterOps is the authorized-operations field of the cluster: DESCRIBE
+// for every principal (Sluice answers DescribeCluster to all), the rest as
+// the principal's rights on the cluster say.
 func (w who) clusterOps() int32 {
-	if w.admin() {
-		return opBits(opCreate, opAlter, opDescribe, opDescribeConfigs, opAlterConfigs, opIdempotentWrite)
+	v := opBits(opDescribe)
+	for op, bit := range map[string]int{cluster.OpCreate: opCreate, cluster.OpAlter: opAlter, cluster.OpDescribeConfigs: opDescribeConfigs,
+		cluster.OpAlterConfigs: opAlterConfigs} {
+		if w.cluster(op) {
+			v |= opBits(bit)
+		}
 	}
-	if w.some(cluster.OpProduce) {
-		return opBits(opDescribe, opIdempotentWrite)
+	if w.producerID() {
+		v |= opBits(opIdempotentWrite)
 	}
-	return opBits(opDescribe)
+	return v
 }
 
 // Brokers lists the brokers of snap as Kafka clients see them: the
@@ -730,7 +764,7 @@ func (b *Broker) initProducerID(ctx context.Context, c *Conn, req kmsg.Request) 
 		return Reply{Msg: resp}
 	}
 	snap := b.Snapshot(ctx)
-	if snap != nil && !b.who(c, snap).some(cluster.OpProduce) {
+	if snap != nil && !b.who(c, snap).producerID() {
 		c.Log().Warn("kafka request denied", "api", "InitProducerId", "what", "no produce ACL on any topic")
 		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		return Reply{Msg: resp}

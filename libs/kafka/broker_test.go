@@ -369,6 +369,20 @@ func TestACLMapping(t *testing.T) {
 			t.Fatalf("%s described as %v, want %v", op, acl.Operation, k)
 		}
 	}
+	onCluster := func(op kmsg.ACLOperation) func(*kmsg.CreateACLsRequestCreation) {
+		return func(c *kmsg.CreateACLsRequestCreation) {
+			c.ResourceType, c.ResourceName, c.Operation = kmsg.ACLResourceTypeCluster, cluster.ClusterName, op
+		}
+	}
+	if acls, err := toACLs(binding(onCluster(kmsg.ACLOperationAlter))); err != nil || len(acls) != 1 ||
+		acls[0] != (cluster.ACL{Principal: "alice", Resource: cluster.ResourceCluster, Topic: cluster.ClusterName, Operation: cluster.OpAlter}) {
+		t.Fatalf("CLUSTER ALTER: %+v %v", acls, err)
+	} else if res, acl := aclOf(acls[0]); res.ResourceType != kmsg.ACLResourceTypeCluster || res.ResourceName != cluster.ClusterName || acl.Operation != kmsg.ACLOperationAlter {
+		t.Fatalf("CLUSTER ALTER described as %+v %+v", res, acl)
+	}
+	if acls, err := toACLs(binding(onCluster(kmsg.ACLOperationAll))); err != nil || len(acls) != 6 {
+		t.Fatalf("CLUSTER ALL: %+v %v", acls, err)
+	}
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.1" })); err != nil || len(acls) != 1 || acls[0].Host != "10.0.0.1" {
 		t.Fatalf("an ACL of one host: %+v %v", acls, err)
 	}
@@ -385,11 +399,18 @@ func TestACLMapping(t *testing.T) {
 		"prefixed *": func(c *kmsg.CreateACLsRequestCreation) {
 			c.ResourcePatternType, c.ResourceName = kmsg.ACLResourcePatternTypePrefixed, "*"
 		},
-		"match":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypeMatch },
-		"unknown permission": func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
-		"bad host":           func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.0/8" },
-		"group":              func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
-		"cluster action":     func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationClusterAction },
+		"match":               func(c *kmsg.CreateACLsRequestCreation) { c.ResourcePatternType = kmsg.ACLResourcePatternTypeMatch },
+		"unknown permission":  func(c *kmsg.CreateACLsRequestCreation) { c.PermissionType = kmsg.ACLPermissionTypeAny },
+		"bad host":            func(c *kmsg.CreateACLsRequestCreation) { c.Host = "10.0.0.0/8" },
+		"group":               func(c *kmsg.CreateACLsRequestCreation) { c.ResourceType = kmsg.ACLResourceTypeGroup },
+		"cluster action":      func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationClusterAction },
+		"CLUSTER_ACTION":      onCluster(kmsg.ACLOperationClusterAction),
+		"READ on the cluster": onCluster(kmsg.ACLOperationRead),
+		"another cluster's name": func(c *kmsg.CreateACLsRequestCreation) {
+			onCluster(kmsg.ACLOperationAlter)(c)
+			c.ResourceName = "other"
+		},
+		"IDEMPOTENT_WRITE on a topic": func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationIdempotentWrite },
 		"alter of a group": func(c *kmsg.CreateACLsRequestCreation) {
 			c.ResourceType, c.Operation = kmsg.ACLResourceTypeGroup, kmsg.ACLOperationAlter
 		},

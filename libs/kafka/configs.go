@@ -223,9 +223,9 @@ func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Sn
 		}
 		res.Configs = describeTopicConfig(snap, t, rr.ConfigNames, synonyms, docs)
 	case kmsg.ConfigResourceTypeBroker:
-		if !w.admin() {
+		if !w.cluster(cluster.OpDescribeConfigs) {
 			b.denied(c, "DescribeConfigs", "broker "+rr.ResourceName)
-			return protocol.ClusterAuthorizationFailed, "describing broker configs needs an admin principal"
+			return protocol.ClusterAuthorizationFailed, "describing broker configs needs an admin principal or describe_configs on the cluster"
 		}
 		if err := b.checkBrokerName(snap, rr.ResourceName); err != nil {
 			return protocol.CodeOf(err), protocol.MessageOf(err)
@@ -344,17 +344,28 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
 	w := b.who(c, snap)
-	if typ == kmsg.ConfigResourceTypeTopic && !w.may(cluster.OpAlterConfigs, name) { // an admin may
-		b.denied(c, "AlterConfigs", name)
-		return protocol.TopicAuthorizationFailed.Err("changing a topic's configs needs an admin principal or an alter_configs ACL on it")
-	}
-	if typ != kmsg.ConfigResourceTypeTopic && !w.admin() {
-		b.denied(c, "AlterConfigs", name)
-		switch typ {
-		case kmsg.ConfigResourceTypeGroupConfig:
-			return protocol.GroupAuthorizationFailed.Err("changing configs needs an admin principal")
+	var refused error // admins pass each check
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !w.may(cluster.OpAlterConfigs, name) {
+			refused = protocol.TopicAuthorizationFailed.Err("changing a topic's configs needs an admin principal or an alter_configs ACL on it")
 		}
-		return protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
+	case kmsg.ConfigResourceTypeBroker:
+		if !w.cluster(cluster.OpAlterConfigs) {
+			refused = protocol.ClusterAuthorizationFailed.Err("changing broker configs needs an admin principal or alter_configs on the cluster")
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !w.admin() {
+			refused = protocol.GroupAuthorizationFailed.Err("changing a group's configs needs an admin principal")
+		}
+	default:
+		if !w.admin() {
+			refused = protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
+		}
+	}
+	if refused != nil {
+		b.denied(c, "AlterConfigs", name)
+		return refused
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
 	defer cancel()

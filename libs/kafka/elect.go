@@ -30,7 +30,7 @@ func (b *Broker) electLeaders(ctx context.Context, c *Conn, req kmsg.Request) Re
 			}
 		}
 	}
-	admin := b.Admin(c, "ElectLeaders")
+	admin := b.OnCluster(c, "ElectLeaders", cluster.OpAlter)
 	if !admin && r.Version >= 1 {
 		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		return Reply{Msg: resp}

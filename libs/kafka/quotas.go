@@ -39,7 +39,7 @@ func (b *Broker) describeClientQuotas(ctx context.Context, c *Conn, req kmsg.Req
 		resp.ErrorCode, resp.ErrorMessage = int16(code), &msg
 		return Reply{Msg: resp}
 	}
-	snap, code := b.adminSnapshot(ctx, c, "DescribeClientQuotas")
+	snap, code := b.clusterSnapshot(ctx, c, "DescribeClientQuotas", cluster.OpDescribeConfigs)
 	if snap == nil {
 		return fail(code, "describing quotas: "+code.String())
 	}
@@ -119,7 +119,7 @@ func quotaName(id string) *string {
 func (b *Broker) alterClientQuotas(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.AlterClientQuotasRequest)
 	resp := kmsg.NewPtrAlterClientQuotasResponse()
-	admin := b.Admin(c, "AlterClientQuotas")
+	admin := b.OnCluster(c, "AlterClientQuotas", cluster.OpAlterConfigs)
 	changed := false
 	for _, in := range r.Entries {
 		out := kmsg.NewAlterClientQuotasResponseEntry()

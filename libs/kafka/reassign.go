@@ -24,7 +24,7 @@ func (b *Broker) alterPartitionReassignments(ctx context.Context, c *Conn, req k
 	r := req.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := kmsg.NewPtrAlterPartitionAssignmentsResponse()
 	resp.AllowReplicationFactorChange = r.AllowReplicationFactorChange
-	if !b.Admin(c, "AlterPartitionReassignments") {
+	if !b.OnCluster(c, "AlterPartitionReassignments", cluster.OpAlter) {
 		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		return Reply{Msg: resp}
 	}
@@ -82,7 +82,7 @@ func (b *Broker) reassign(ctx context.Context, snap *cluster.Snapshot, topic str
 func (b *Broker) listPartitionReassignments(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := kmsg.NewPtrListPartitionReassignmentsResponse()
-	snap, code := b.adminSnapshot(ctx, c, "ListPartitionReassignments")
+	snap, code := b.clusterSnapshot(ctx, c, "ListPartitionReassignments", cluster.OpDescribe)
 	if snap == nil {
 		resp.ErrorCode = int16(code)
 		return Reply{Msg: resp}

@@ -58,7 +58,7 @@ func scramMechanismNumber(name string) int8 {
 func (b *Broker) describeUserScramCredentials(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
-	snap, code := b.adminSnapshot(ctx, c, "DescribeUserScramCredentials")
+	snap, code := b.clusterSnapshot(ctx, c, "DescribeUserScramCredentials", cluster.OpDescribe)
 	if snap == nil {
 		resp.ErrorCode = int16(code)
 		return Reply{Msg: resp}

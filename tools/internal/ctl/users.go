@@ -97,6 +97,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	topic := fs.String("topic", "", "a topic name, * for every topic, or with --prefixed the start of topic names")
 	group := fs.String("group", "", "instead of --topic, a consumer or share group (a consume ACL: Kafka's READ on the group)")
 	txnID := fs.String("transactional-id", "", "instead of --topic, a transactional id (a produce ACL: Kafka's WRITE on the id)")
+	onCluster := fs.Bool("cluster", false, "instead of --topic, the cluster (Kafka's CLUSTER): --operation create, alter, describe, alter_configs, describe_configs or idempotent_write")
 	op := fs.String("operation", "", "produce, consume or (of a topic) describe, create, delete, alter, alter_configs or describe_configs (for --group and --transactional-id, the one they take)")
 	prefixed := fs.Bool("prefixed", false, "the ACL covers every topic whose name starts with --topic (Kafka's PREFIXED pattern)")
 	deny := fs.Bool("deny", false, "the ACL denies the operation; a deny wins over every allow (Kafka's DENY)")
@@ -115,18 +116,23 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 			named++
 		}
 	}
+	if *onCluster {
+		named++
+	}
 	switch {
 	case named != 1:
-		return fmt.Errorf("%w: acl add/delete names one of --topic, --group and --transactional-id", errUsage)
+		return fmt.Errorf("%w: acl add/delete names one of --topic, --group, --transactional-id and --cluster", errUsage)
 	case *group != "":
 		a.Resource, a.Topic = cluster.ResourceGroup, *group
 		a.Operation = cmp.Or(a.Operation, cluster.OpConsume)
 	case *txnID != "":
 		a.Resource, a.Topic = cluster.ResourceTransactionalID, *txnID
 		a.Operation = cmp.Or(a.Operation, cluster.OpProduce)
+	case *onCluster:
+		a.Resource, a.Topic = cluster.ResourceCluster, cluster.ClusterName
 	}
 	if *user == "" || a.Operation == "" {
-		return fmt.Errorf("%w: acl add/delete needs --user and, for a topic, --operation", errUsage)
+		return fmt.Errorf("%w: acl add/delete needs --user and, for a topic or the cluster, --operation", errUsage)
 	}
 	if *prefixed {
 		a.Pattern = cluster.PatternPrefixed
@@ -162,6 +168,8 @@ func aclTopics(a cluster.ACL) string {
 		kind = "group"
 	case cluster.ResourceTransactionalID:
 		kind = "transactional id"
+	case cluster.ResourceCluster:
+		return "the cluster"
 	}
 	if a.Pattern == cluster.PatternPrefixed {
 		return kind + "s starting with " + a.Topic

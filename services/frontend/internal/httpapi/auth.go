@@ -74,8 +74,9 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need) bool {
 }
 
 // seesAccess reports whether the request may see the principals and ACLs:
-// an admin's, or any request when authentication is off.
-func seesAccess(ctx *fasthttp.RequestCtx) bool {
+// an admin's or one allowed describe on the cluster, or any request when
+// authentication is off.
+func seesAccess(ctx *fasthttp.RequestCtx, snap *cluster.Snapshot) bool {
 	p, ok := ctx.UserValue(principalKey).(*cluster.Principal)
-	return !ok || p.Admin
+	return !ok || snap.AllowedCluster(p, cluster.OpDescribe)
 }

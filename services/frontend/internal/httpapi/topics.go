@@ -237,7 +237,7 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			writeErr(ctx, err)
 			return
 		}
-		service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
+		service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx, snap)))
 		return
 	}
 	since, err := strconv.ParseUint(string(args.Peek("since")), 10, 64)
@@ -265,5 +265,5 @@ func (s *Server) getCluster(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx)))
+	service.WriteJSON(ctx, fasthttp.StatusOK, snap.Redacted(seesAccess(ctx, snap)))
 }

@@ -86,7 +86,7 @@ func (s *Server) catchUp(since uint64, name, host string, need cluster.Need) (*c
 // services and when authorization is off, redacted for a principal.
 func view(ctx *fasthttp.RequestCtx, snap *cluster.Snapshot) *cluster.Snapshot {
 	if p, ok := ctx.UserValue(viewerKey).(*cluster.Principal); ok {
-		return snap.Redacted(p.Admin)
+		return snap.Redacted(snap.AllowedCluster(p, cluster.OpDescribe))
 	}
 	return snap
 }

@@ -24,16 +24,16 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodPost, "/v1/topics", cluster.Need{Op: cluster.OpCreate}}, // the body names orders
 		{http.MethodDelete, "/v1/topics/orders", cluster.Need{Op: cluster.OpDelete}},
 		{http.MethodPut, "/v1/principals", cluster.Need{Admin: true}},
-		{http.MethodPut, "/v1/acls", cluster.Need{Admin: true}},
-		{http.MethodPost, "/v1/nodes/3/decommission", cluster.Need{Admin: true}},
+		{http.MethodPut, "/v1/acls", cluster.Need{Cluster: cluster.OpAlter}},
+		{http.MethodPost, "/v1/nodes/3/decommission", cluster.Need{Cluster: cluster.OpAlter}},
 		{http.MethodPost, "/v1/producers", cluster.Need{Op: cluster.OpProduce}},
 		{http.MethodPost, "/v1/nodes/heartbeat", cluster.Need{Service: true}},
 		{http.MethodPost, "/v1/partitions/alter", cluster.Need{Service: true}},
 		{http.MethodPost, raftnode.ApplyPath, cluster.Need{Service: true}},
 		{http.MethodPatch, "/v1/topics/orders/config", cluster.Need{Op: cluster.OpAlterConfigs, Topics: []string{"orders"}}},
 		{http.MethodPost, "/v1/topics/orders/partitions", cluster.Need{Op: cluster.OpAlter, Topics: []string{"orders"}}},
-		{http.MethodDelete, "/v1/topics/orders/partitions/0/reassignment", cluster.Need{Admin: true}},
-		{http.MethodPut, "/v1/cluster/config", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/topics/orders/partitions/0/reassignment", cluster.Need{Cluster: cluster.OpAlter}},
+		{http.MethodPut, "/v1/cluster/config", cluster.Need{Cluster: cluster.OpAlterConfigs}},
 		{http.MethodPost, "/v1/frontends/register", cluster.Need{Service: true}},
 	} {
 		r, p, _ := routes.Lookup(tc.method, tc.path)

@@ -22,13 +22,19 @@ import (
 //   - creating or deleting a topic, adding partitions to it, changing its
 //     configs: an admin, or a create, delete, alter or alter_configs ACL
 //     covering it;
-//   - everything else (cluster changes, reassignments, quotas, principals
-//     and ACLs): an admin.
+//   - cluster changes: an admin, or a cluster ACL allowing alter (reassignments,
+//     decommissions, leader elections, ACLs) or alter_configs (cluster
+//     settings, quotas);
+//   - principals (which may be made admins): an admin.
 //
 // needCreate is creating a topic's need: an admin, or a create ACL on it.
 func needCreate(ctx *fasthttp.RequestCtx, _ service.Params) cluster.Need {
 	return cluster.CreateTopicNeed(ctx.PostBody())
 }
+
+// onCluster is the need of op on the cluster: an admin, or a cluster ACL
+// allowing it.
+func onCluster(op string) cluster.Need { return cluster.Need{Cluster: op} }
 
 var (
 	needRead    = cluster.Need{Read: true}
@@ -64,7 +70,7 @@ func (s *Server) newRoutes() *service.Router {
 	)
 	return service.NewRouter(
 		service.Route{Method: get, Pattern: "/v1/cluster", Need: needRead, Handle: service.Plain(s.getCluster)},
-		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: needAdmin, Handle: service.Plain(s.setClusterConfig)},
+		service.Route{Method: put, Pattern: "/v1/cluster/config", Leader: true, Need: onCluster(cluster.OpAlterConfigs), Handle: service.Plain(s.setClusterConfig)},
 		service.Route{Method: get, Pattern: "/v1/topics", Need: needRead, Handle: service.Plain(s.listTopics)},
 		service.Route{Method: post, Pattern: "/v1/topics", Leader: true, NeedOf: needCreate, Handle: service.Plain(s.createTopic)},
 		service.Route{Method: get, Pattern: "/v1/topics/{topic}", Need: needRead, Handle: service.Named("topic", s.describeTopic)},
@@ -73,22 +79,22 @@ func (s *Server) newRoutes() *service.Router {
 			Handle: service.Named("topic", s.alterTopicConfig)},
 		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, NeedOf: service.OnTopic(cluster.OpAlter),
 			Handle: service.Named("topic", s.addPartitions)},
-		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
+		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: onCluster(cluster.OpAlter),
 			Handle: reassignment(s.reassignPartition)},
-		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: needAdmin,
+		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: onCluster(cluster.OpAlter),
 			Handle: reassignment(s.cancelReassignment)},
-		service.Route{Method: post, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(true)},
-		service.Route{Method: del, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: needAdmin, Handle: decommission(false)},
+		service.Route{Method: post, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: onCluster(cluster.OpAlter), Handle: decommission(true)},
+		service.Route{Method: del, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: onCluster(cluster.OpAlter), Handle: decommission(false)},
 		service.Route{Method: post, Pattern: "/v1/nodes/register", Leader: true, Need: needService, Handle: service.Plain(s.register)},
 		service.Route{Method: post, Pattern: "/v1/nodes/heartbeat", Leader: true, Need: needService, Handle: service.Plain(s.heartbeat)},
 		service.Route{Method: post, Pattern: "/v1/nodes/shutdown", Leader: true, Need: needService, Handle: service.Plain(s.shutdown)},
 		service.Route{Method: post, Pattern: "/v1/frontends/register", Leader: true, Need: needService, Handle: service.Plain(s.registerFrontend)},
 		service.Route{Method: post, Pattern: "/v1/frontends/heartbeat", Leader: true, Need: needService, Handle: service.Plain(s.frontendHeartbeat)},
 		service.Route{Method: put, Pattern: "/v1/principals", Leader: true, Need: needAdmin, Handle: service.Plain(s.setPrincipal)},
-		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: needAdmin, Handle: service.Plain(s.setACL)},
-		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: needAdmin, Handle: service.Plain(s.setQuota)},
+		service.Route{Method: put, Pattern: "/v1/acls", Leader: true, Need: onCluster(cluster.OpAlter), Handle: service.Plain(s.setACL)},
+		service.Route{Method: put, Pattern: "/v1/quotas", Leader: true, Need: onCluster(cluster.OpAlterConfigs), Handle: service.Plain(s.setQuota)},
 		service.Route{Method: post, Pattern: "/v1/producers", Leader: true, Need: cluster.Need{Op: cluster.OpProduce}, Handle: service.Plain(s.initProducerID)},
-		service.Route{Method: post, Pattern: "/v1/partitions/elect", Leader: true, Need: needAdmin, Handle: service.Plain(s.electLeaders)},
+		service.Route{Method: post, Pattern: "/v1/partitions/elect", Leader: true, Need: onCluster(cluster.OpAlter), Handle: service.Plain(s.electLeaders)},
 		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: service.Plain(s.resignLeadership)},
 		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: service.Plain(s.alterPartition)},
 		// A follower's proposal relayed to the leader: applyForwarded

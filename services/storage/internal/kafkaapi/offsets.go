@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"github.com/sluicemq/sluice/libs/cluster"
 	"path/filepath"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -74,7 +75,7 @@ func (s *Service) offsetForLeaderEpoch(_ context.Context, c *kafka.Conn, req kms
 func (s *Service) describeLogDirs(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DescribeLogDirsRequest)
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
-	if !s.broker.Admin(c, "DescribeLogDirs") {
+	if !s.broker.OnCluster(c, "DescribeLogDirs", cluster.OpDescribe) {
 		resp.ErrorCode = int16(protocol.ClusterAuthorizationFailed)
 		return kafka.Reply{Msg: resp}
 	}
