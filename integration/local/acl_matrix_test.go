@@ -88,8 +88,9 @@ func TestACLMatrix(t *testing.T) {
 		kadm.NewACLs().Topics("hosted").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
 		kadm.NewACLs().Topics("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpCreate, kadm.OpDelete, kadm.OpAlter,
 			kadm.OpAlterConfigs),
-		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:ana").Operations(kadm.OpRead, kadm.OpDelete),
 		kadm.NewACLs().Groups("ana-private").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpRead),
+		kadm.NewACLs().Groups("ana-keep").ResourcePatternType(kadm.ACLPatternLiteral).Deny("User:ana").Operations(kadm.OpDelete),
 		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:ana").Operations(kadm.OpWrite),
 	} {
 		testkit.Eventually(t, 30*time.Second, func() error {
@@ -442,6 +443,40 @@ func TestACLMatrix(t *testing.T) {
 	if _, errOut, code := as(ana, "", "acl", "add", "--user", "ana", "--topic", "x", "--operation", "consume"); code == 0 ||
 		!strings.Contains(errOut, "CLUSTER_AUTHORIZATION_FAILED") {
 		t.Fatalf("ana adding an ACL over HTTP without ALTER on the cluster: exit %d %s", code, errOut)
+	}
+
+	// DELETE on groups starting with ana-: ana deletes her groups (without
+	// members) over Kafka and HTTP, and not root's.
+	var committed kadm.Offsets
+	committed.Add(kadm.Offset{Topic: "team-a", Partition: 0, At: 1, LeaderEpoch: -1})
+	for _, g := range []struct {
+		adm   *kadm.Client
+		group string
+	}{{anaAdm, "ana-old"}, {anaAdm, "ana-old-http"}, {anaAdm, "ana-keep"}, {adm, "root-g"}} {
+		testkit.Eventually(t, 30*time.Second, func() error {
+			rs, err := g.adm.CommitOffsets(ctx, g.group, committed)
+			if err == nil {
+				err = rs.Error()
+			}
+			return err
+		})
+	}
+	if gone, err := anaAdm.DeleteGroups(ctx, "ana-old"); err != nil || gone["ana-old"].Err != nil {
+		t.Fatalf("ana deleting ana-old over Kafka: %v %+v", err, gone)
+	}
+	// A group she uses but may not delete; FindCoordinator already refuses
+	// her root's group, as Kafka's does.
+	if gone, err := anaAdm.DeleteGroups(ctx, "ana-keep"); err != nil || !errors.Is(gone["ana-keep"].Err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("ana deleting ana-keep over Kafka: %v %+v", err, gone)
+	}
+	if gone, err := anaAdm.DeleteGroups(ctx, "root-g"); !errors.Is(err, kerr.GroupAuthorizationFailed) && !errors.Is(gone["root-g"].Err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("ana deleting root-g over Kafka: %v %+v", err, gone)
+	}
+	if _, errOut, code := as(ana, "", "group", "delete", "ana-old-http"); code != 0 {
+		t.Fatalf("ana deleting ana-old-http over HTTP: %s", errOut)
+	}
+	if _, errOut, code := as(ana, "", "group", "delete", "root-g"); code == 0 || !strings.Contains(errOut, "GROUP_AUTHORIZATION_FAILED") {
+		t.Fatalf("ana deleting root-g over HTTP: exit %d %s", code, errOut)
 	}
 
 	// DELETE on the same prefix: ana deletes her topics over Kafka and HTTP,

@@ -33,6 +33,9 @@ type Need struct {
 	// Cluster: an admin, or a cluster ACL allowing this operation
 	// (AllowedCluster).
 	Cluster string
+	// DeleteGroup: an admin, or a delete ACL on the group GroupName
+	// (DeletesGroup).
+	DeleteGroup bool
 }
 
 // Authorize decides whether p may do what n names; p nil is a name no
@@ -64,6 +67,10 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		return nil
 	case n.Cluster != "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal or %s on the cluster", who(), n.Cluster)
+	case n.DeleteGroup && s.DeletesGroup(p, n.GroupName):
+		return nil
+	case n.DeleteGroup:
+		return protocol.GroupAuthorizationFailed.Err("%s may not delete group %s: this needs an admin principal or a delete ACL on it", who(), n.GroupName)
 	case n.Admin || n.Op == "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}

@@ -265,8 +265,8 @@ func TestDeleteACLs(t *testing.T) {
 	case !s.Describes(team, "team-old") || s.Allowed(team, OpConsume, "team-old"):
 		t.Fatal("a delete ACL does not imply describe, or implies reading")
 	}
-	if ValidateACL(ACL{Principal: "team", Resource: ResourceGroup, Topic: "g", Operation: OpDelete}) == nil {
-		t.Fatal("a group delete ACL accepted")
+	if ValidateACL(ACL{Principal: "team", Resource: ResourceTransactionalID, Topic: "x", Operation: OpDelete}) == nil {
+		t.Fatal("a transactional id delete ACL accepted")
 	}
 }
 
@@ -369,5 +369,36 @@ func TestClusterACLs(t *testing.T) {
 		if ValidateACL(bad) == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// TestGroupDeleteACLs: a delete ACL on groups lets a principal delete them
+// (a deny wins), and does not count as a group ACL for using groups: the
+// principal uses groups as before it had one.
+func TestGroupDeleteACLs(t *testing.T) {
+	ops := &Principal{Name: "ops"}
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "ops", Topic: "*", Operation: OpConsume},
+		{Principal: "ops", Resource: ResourceGroup, Topic: "team-", Pattern: PatternPrefixed, Operation: OpDelete},
+		{Principal: "ops", Resource: ResourceGroup, Topic: "team-keep", Operation: OpDelete, Deny: true},
+	}}
+	for _, tc := range []struct {
+		group string
+		want  bool
+	}{{"team-a", true}, {"team-keep", false}, {"other", false}} {
+		if got := s.DeletesGroup(ops, tc.group); got != tc.want {
+			t.Errorf("deleting %s: %v, want %v", tc.group, got, tc.want)
+		}
+		err := s.Authorize(ops, "ops", Need{DeleteGroup: true, GroupName: tc.group})
+		if (err == nil) != tc.want || err != nil && protocol.CodeOf(err) != protocol.GroupAuthorizationFailed {
+			t.Errorf("authorizing the deletion of %s: %v", tc.group, err)
+		}
+	}
+	if !s.AllowedResource(ops, ResourceGroup, "other") || !s.AllowedResource(ops, ResourceGroup, "") {
+		t.Error("a delete ACL on groups took away the use of groups")
+	}
+	if ValidateACL(ACL{Principal: "ops", Resource: ResourceGroup, Topic: "g", Operation: OpDelete}) != nil ||
+		ValidateACL(ACL{Principal: "ops", Resource: ResourceTransactionalID, Topic: "x", Operation: OpDelete}) == nil {
+		t.Error("delete is for groups among the other resources")
 	}
 }

@@ -226,7 +226,8 @@ const (
 )
 
 // ACL resources besides topics: a group's ACLs are consume ACLs (Kafka's
-// READ on the group), a transactional id's produce ACLs (WRITE).
+// READ on the group) or delete ACLs (DELETE), a transactional id's produce
+// ACLs (WRITE).
 const (
 	ResourceGroup           = "group"
 	ResourceTransactionalID = "transactional_id"
@@ -293,14 +294,15 @@ func ValidateACL(a ACL) error {
 		}
 		return nil
 	}
-	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") {
+	groupDelete := a.Resource == ResourceGroup && a.Operation == OpDelete
+	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") && !groupDelete {
 		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, strings.Join(topicOps, ", "))
 	}
 	switch a.Resource {
 	case "":
 	case ResourceGroup, ResourceTransactionalID:
-		if want := resourceOp(a.Resource); a.Operation != want {
-			return fmt.Errorf("a %s ACL is a %s ACL, not %s", a.Resource, want, a.Operation)
+		if want := resourceOp(a.Resource); a.Operation != want && !groupDelete {
+			return fmt.Errorf("a %s ACL is a %s ACL (a group's may also be %s), not %s", a.Resource, want, OpDelete, a.Operation)
 		}
 		switch {
 		case a.Topic == "*" && a.Pattern == PatternPrefixed:
@@ -389,11 +391,11 @@ func (s *Snapshot) denies(p *Principal, resource, op, name string) bool {
 // ACL of that resource type.
 func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, named bool) {
 	for _, a := range s.ACLs {
-		if a.Principal != p.Name || a.Resource != resource {
+		if a.Principal != p.Name || a.Resource != resource || a.Operation != op {
 			continue
 		}
 		named = true
-		if a.Operation == op && a.Covers(name) && a.From(p.Host) {
+		if a.Covers(name) && a.From(p.Host) {
 			if a.Deny {
 				return false, true
 			}
@@ -485,7 +487,7 @@ func (s *Snapshot) AllowedResource(p *Principal, resource, name string) bool {
 	}
 	if name == "" {
 		for _, a := range s.ACLs {
-			if a.Principal == p.Name && a.Resource == resource && !a.Deny && a.From(p.Host) {
+			if a.Principal == p.Name && a.Resource == resource && a.Operation == op && !a.Deny && a.From(p.Host) {
 				return true
 			}
 		}
@@ -498,10 +500,22 @@ func (s *Snapshot) AllowedResource(p *Principal, resource, name string) bool {
 	return allowed
 }
 
-// namesResource reports whether p has an ACL of the resource type.
+// namesResource reports whether p has an ACL of the resource type for the
+// operation it takes (consume for groups, produce for transactional ids).
 func (s *Snapshot) namesResource(p *Principal, resource string) bool {
-	_, named := s.decide(p, resource, "", "")
+	_, named := s.decide(p, resource, resourceOp(resource), "")
 	return named
+}
+
+// DeletesGroup reports whether p may delete the group: an admin may;
+// others when a group ACL allows delete (Kafka's DELETE on the group) and
+// none denies it.
+func (s *Snapshot) DeletesGroup(p *Principal, group string) bool {
+	if p.Admin {
+		return true
+	}
+	allowed, _ := s.decide(p, ResourceGroup, OpDelete, group)
+	return allowed
 }
 
 // Principal returns the principal with the given name.

@@ -20,7 +20,8 @@ import (
 //     on it;
 //   - listing groups, describing one, and offsets without a topic:
 //     consume on some topic;
-//   - deleting a group: an admin;
+//   - deleting a group: an admin, or a delete ACL on it (Kafka's DELETE on
+//     the group);
 //   - and for a request about one group, that the principal may use it
 //     (cluster.Snapshot.AllowedResource: its group ACLs, once it has one).
 //
@@ -35,7 +36,7 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	}
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
-		return cluster.Need{Admin: true}
+		return cluster.Need{DeleteGroup: true, GroupName: n.GroupName}
 	case len(parts) == 5 && parts[3] == "classic" && parts[4] == "join":
 		var req JoinRequest
 		if json.Unmarshal(body, &req) == nil {

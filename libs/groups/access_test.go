@@ -19,12 +19,16 @@ func TestNeedOf(t *testing.T) {
 		{http.MethodPost, "/v1/groups/g/reset-offsets", "", `{"topic":"a","to":"earliest"}`, false, []string{"a"}},
 		{http.MethodGet, "/v1/groups", "", "", false, nil},
 		{http.MethodGet, "/v1/groups/g", "", "", false, nil},
-		{http.MethodDelete, "/v1/groups/g", "", "", true, nil},
+
 		{http.MethodPost, "/v1/groups/g/heartbeat", "", `not json`, false, nil},
 	} {
 		n := NeedOf(tc.method, tc.path, tc.topic, []byte(tc.body))
 		if n.Admin != tc.admin || !slices.Equal(n.Topics, tc.topics) || !tc.admin && (n.Op != "consume" || !n.Group) {
 			t.Errorf("%s %s topic=%s %s: %+v", tc.method, tc.path, tc.topic, tc.body, n)
 		}
+	}
+	// Deleting a group: an admin or a delete ACL on it (Kafka's DELETE).
+	if n := NeedOf(http.MethodDelete, "/v1/groups/g", "", nil); !n.DeleteGroup || n.GroupName != "g" || n.Admin || n.Op != "" {
+		t.Errorf("DELETE /v1/groups/g: %+v", n)
 	}
 }

@@ -182,10 +182,14 @@ func resourceOf(t kmsg.ACLResourceType) string {
 // for (ALL: what the resource takes), or why none does.
 func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 	switch {
-	case resource == cluster.ResourceGroup && (op == kmsg.ACLOperationRead || op == kmsg.ACLOperationAll):
+	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationRead:
 		return []string{cluster.OpConsume}, nil
+	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationDelete:
+		return []string{cluster.OpDelete}, nil
+	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationAll:
+		return []string{cluster.OpConsume, cluster.OpDelete}, nil
 	case resource == cluster.ResourceGroup:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ (or ALL); describing and deleting groups follow from it and from admin rights", op)
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ, DELETE (or ALL, both); describing a group follows from READ", op)
 	case resource == cluster.ResourceTransactionalID && (op == kmsg.ACLOperationWrite || op == kmsg.ACLOperationAll):
 		return []string{cluster.OpProduce}, nil
 	case resource == cluster.ResourceTransactionalID:

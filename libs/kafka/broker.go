@@ -232,6 +232,12 @@ func (b *Broker) Admin(c *Conn, api string) bool {
 	return b.permits(c, api, "the cluster (an admin principal is needed)", who.admin)
 }
 
+// DeletesGroup reports whether the connection's principal may delete the
+// group (an admin, or a delete ACL on it), logging a refusal.
+func (b *Broker) DeletesGroup(c *Conn, group string) bool {
+	return b.permits(c, "DeleteGroups", "group "+group, func(w who) bool { return !w.check || w.p != nil && w.snap.DeletesGroup(w.p, group) })
+}
+
 // OnCluster reports whether the connection's principal may do op on the
 // cluster (an admin, or a cluster ACL allowing it; always with
 // authorization off), logging a refusal.

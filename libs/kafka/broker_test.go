@@ -380,6 +380,21 @@ func TestACLMapping(t *testing.T) {
 	} else if res, acl := aclOf(acls[0]); res.ResourceType != kmsg.ACLResourceTypeCluster || res.ResourceName != cluster.ClusterName || acl.Operation != kmsg.ACLOperationAlter {
 		t.Fatalf("CLUSTER ALTER described as %+v %+v", res, acl)
 	}
+	onGroup := func(op kmsg.ACLOperation) func(*kmsg.CreateACLsRequestCreation) {
+		return func(c *kmsg.CreateACLsRequestCreation) {
+			c.ResourceType, c.ResourceName, c.Operation = kmsg.ACLResourceTypeGroup, "g", op
+		}
+	}
+	if acls, err := toACLs(binding(onGroup(kmsg.ACLOperationDelete))); err != nil || len(acls) != 1 || acls[0].Operation != cluster.OpDelete ||
+		acls[0].Resource != cluster.ResourceGroup {
+		t.Fatalf("GROUP DELETE: %+v %v", acls, err)
+	}
+	if acls, err := toACLs(binding(onGroup(kmsg.ACLOperationAll))); err != nil || len(acls) != 2 {
+		t.Fatalf("GROUP ALL: %+v %v", acls, err)
+	}
+	if _, err := toACLs(binding(onGroup(kmsg.ACLOperationDescribe))); err == nil {
+		t.Fatal("GROUP DESCRIBE accepted")
+	}
 	if acls, err := toACLs(binding(onCluster(kmsg.ACLOperationAll))); err != nil || len(acls) != 6 {
 		t.Fatalf("CLUSTER ALL: %+v %v", acls, err)
 	}

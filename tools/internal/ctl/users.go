@@ -95,7 +95,7 @@ func aclChange(ctx context.Context, env Env, del bool, args []string) error {
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
 	user := fs.String("user", "", "the principal")
 	topic := fs.String("topic", "", "a topic name, * for every topic, or with --prefixed the start of topic names")
-	group := fs.String("group", "", "instead of --topic, a consumer or share group (a consume ACL: Kafka's READ on the group)")
+	group := fs.String("group", "", "instead of --topic, a consumer or share group (a consume ACL, Kafka's READ on the group, or with --operation delete its DELETE)")
 	txnID := fs.String("transactional-id", "", "instead of --topic, a transactional id (a produce ACL: Kafka's WRITE on the id)")
 	onCluster := fs.Bool("cluster", false, "instead of --topic, the cluster (Kafka's CLUSTER): --operation create, alter, describe, alter_configs, describe_configs or idempotent_write")
 	op := fs.String("operation", "", "produce, consume or (of a topic) describe, create, delete, alter, alter_configs or describe_configs (for --group and --transactional-id, the one they take)")

@@ -57,7 +57,7 @@ func TestAuthAndACLs(t *testing.T) {
 		{"groups denied", "nobody-token", http.MethodGet, "/v1/groups", nil, 403, protocol.GroupAuthorizationFailed},
 		{"commit on another topic denied", "alice-token", http.MethodPost, "/v1/groups/g/offsets",
 			[]byte(`{"offsets":[{"topic":"audit","partition":0,"offset":1}]}`), 403, protocol.TopicAuthorizationFailed},
-		{"group delete denied", "alice-token", http.MethodDelete, "/v1/groups/g", nil, 403, protocol.ClusterAuthorizationFailed},
+		{"group delete denied", "alice-token", http.MethodDelete, "/v1/groups/g", nil, 403, protocol.GroupAuthorizationFailed},
 		{"producer id denied", "nobody-token", http.MethodPost, "/v1/producers", []byte(`{}`), 403, protocol.TopicAuthorizationFailed},
 		{"a topic she may not delete", "alice-token", http.MethodDelete, "/v1/topics/orders", nil, 403, protocol.TopicAuthorizationFailed},
 		{"admin route denied", "alice-token", http.MethodPut, "/v1/quotas", []byte(`{"client_id":"x"}`), 403, protocol.ClusterAuthorizationFailed},

@@ -31,7 +31,7 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodPut, "/v1/quotas", cluster.Need{Cluster: cluster.OpAlterConfigs}},
 		{http.MethodDelete, "/v1/nodes/3/decommission", cluster.Need{Cluster: cluster.OpAlter}},
 		{http.MethodGet, "/v1/groups", cluster.Need{Op: cluster.OpConsume, Group: true}},
-		{http.MethodDelete, "/v1/groups/g", cluster.Need{Admin: true}},
+		{http.MethodDelete, "/v1/groups/g", cluster.Need{DeleteGroup: true, GroupName: "g"}},
 		{http.MethodGet, "/console/topics", cluster.Need{Admin: true}},
 	} {
 		var ctx fasthttp.RequestCtx

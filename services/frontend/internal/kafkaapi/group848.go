@@ -271,17 +271,17 @@ func (s *Service) consumerGroupDescribe(ctx context.Context, c *kafka.Conn, req 
 }
 
 // deleteGroups answers DeleteGroups: groups without members go with their
-// offsets; deleting needs an admin, as over HTTP.
+// offsets; deleting needs an admin or a delete ACL on the group, as over
+// HTTP.
 func (s *Service) deleteGroups(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DeleteGroupsRequest)
 	resp := kmsg.NewPtrDeleteGroupsResponse()
-	admin := s.broker.Admin(c, "DeleteGroups")
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		for _, name := range r.Groups {
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group = name
-			if !admin {
+			if !s.broker.DeletesGroup(c, name) {
 				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			} else if err := client.Delete(c.Context(), name); err != nil {
 				g.ErrorCode, g.ErrorMessage = groupCode(err), message(err)
