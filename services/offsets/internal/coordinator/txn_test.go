@@ -283,53 +283,17 @@ func TestTxnVersion2BumpsEpoch(t *testing.T) {
 // written waits for them, and then one Raft entry completes the previous
 // transaction (committing its offsets) and begins the next.
 func TestTxnNextTransactionCompletesPrevious(t *testing.T) {
-	markers := &markerLog{}
-	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
-	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, f, markers, p := openTxn(t)
 	tp, tp2 := groups.TP{Topic: "out", Partition: 0}, groups.TP{Topic: "out", Partition: 1}
-	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
-		t.Fatal(err)
-	}
 	if err := x.AddGroup(bg, "tx", txns.AddGroupRequest{Producer: p, Group: "g", V2: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.CommitOffsets(bg, "tx", txns.CommitOffsetsRequest{Producer: p, Group: "g", Offsets: []groups.Offset{{Topic: "in", Partition: 0, Offset: 5}}}); err != nil {
 		t.Fatal(err)
 	}
-	hold := make(chan struct{})
-	markers.mu.Lock()
-	markers.hold = hold
-	markers.mu.Unlock()
-	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next, added, release := endWithNextWaiting(t, x, markers, p)
 	prepared := f.AppliedIndex()
-	added := make(chan error, 1)
-	go func() {
-		added <- x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: next, Partitions: []groups.TP{tp2}, V2: true})
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		x.mu.Lock()
-		c := x.completing["tx"]
-		waiting := c != nil && c.waiters > 0
-		x.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the next transaction's request does not wait for the markers")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	markers.mu.Lock()
-	markers.hold = nil
-	markers.mu.Unlock()
-	close(hold)
+	release()
 	if err := <-added; err != nil {
 		t.Fatal(err)
 	}
@@ -497,43 +461,14 @@ func TestTxnPreparedCommitSurvivesRestart(t *testing.T) {
 // after the next transaction's records would end them with the previous
 // transaction.
 func TestTxnHandedMarkersAreNotWrittenAgain(t *testing.T) {
-	markers := &markerLog{}
-	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
-	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, tp2 := groups.TP{Topic: "out", Partition: 0}, groups.TP{Topic: "out", Partition: 1}
-	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{tp}, V2: true}); err != nil {
-		t.Fatal(err)
-	}
-	hold := make(chan struct{})
-	markers.mu.Lock()
-	markers.hold = hold
-	markers.mu.Unlock()
-	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, f, markers, p := openTxn(t)
+	_, added, release := endWithNextWaiting(t, x, markers, p)
 	prepared, _, err := f.Txn("tx")
 	if err != nil {
 		t.Fatal(err)
 	}
-	added := make(chan error, 1)
-	go func() {
-		added <- x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: next, Partitions: []groups.TP{tp2}, V2: true})
-	}()
-	testkit.WaitFor(t, 10*time.Second, "the next transaction's request to wait for the markers", func() bool {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		c := x.completing["tx"]
-		return c != nil && c.waiters > 0
-	})
 	unlock := x.lock("tx") // the request, woken by the hand-over, waits for the id
-	markers.mu.Lock()
-	markers.hold = nil
-	markers.mu.Unlock()
-	close(hold)
+	release()
 	testkit.WaitFor(t, 10*time.Second, "the markers to be handed over", func() bool { return x.isHanded("tx", prepared.Version) })
 	x.check()
 	x.mu.Lock()
@@ -551,5 +486,52 @@ func TestTxnHandedMarkersAreNotWrittenAgain(t *testing.T) {
 	}
 	if x.isHanded("tx", prepared.Version) {
 		t.Fatal("the hand-over is still recorded after the request completed the transaction")
+	}
+}
+
+// openTxn starts a transaction coordinator and a transaction of "tx" on
+// out-0, of transaction version 2.
+func openTxn(t *testing.T) (*Txns, *fsm.FSM, *markerLog, txns.Producer) {
+	t.Helper()
+	markers := &markerLog{}
+	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
+	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: p, Partitions: []groups.TP{{Topic: "out", Partition: 0}}, V2: true}); err != nil {
+		t.Fatal(err)
+	}
+	return x, f, markers, p
+}
+
+// endWithNextWaiting commits p's transaction with its markers held, and
+// returns once the next transaction's AddPartitions (of out-1), whose
+// answer comes on added, waits for them; release lets the markers through.
+func endWithNextWaiting(t *testing.T, x *Txns, markers *markerLog, p txns.Producer) (next txns.Producer, added chan error, release func()) {
+	t.Helper()
+	hold := make(chan struct{})
+	markers.mu.Lock()
+	markers.hold = hold
+	markers.mu.Unlock()
+	next, err := x.End(bg, "tx", txns.EndRequest{Producer: p, Commit: true, V2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	added = make(chan error, 1)
+	go func() {
+		added <- x.AddPartitions(bg, "tx", txns.AddPartitionsRequest{Producer: next, Partitions: []groups.TP{{Topic: "out", Partition: 1}}, V2: true})
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the next transaction's request to wait for the markers", func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		c := x.completing["tx"]
+		return c != nil && c.waiters > 0
+	})
+	return next, added, func() {
+		markers.mu.Lock()
+		markers.hold = nil
+		markers.mu.Unlock()
+		close(hold)
 	}
 }
