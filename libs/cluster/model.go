@@ -405,6 +405,13 @@ func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, nam
 	return allowed, named
 }
 
+// TopicOperations lists every operation a topic ACL may name (what
+// Kafka's ALL on a topic stands for).
+func TopicOperations() []string { return append([]string{OpProduce, OpConsume}, topicOps...) }
+
+// ClusterOperations lists every operation a cluster ACL may name.
+func ClusterOperations() []string { return slices.Clone(clusterOps) }
+
 // topicOnlyOp reports whether op is one only topic ACLs name.
 func topicOnlyOp(op string) bool { return slices.Contains(topicOps, op) }
 

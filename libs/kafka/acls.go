@@ -11,18 +11,17 @@ import (
 )
 
 // ACLs over the Kafka protocol, on Sluice's ACL model. A Sluice ACL allows
-// or denies a principal producing to or consuming from topics (a topic,
-// "*" for every topic, or the topics whose names start with a prefix),
-// using groups, or using transactional ids; in Kafka's terms it is an
-// ALLOW or DENY binding of User:NAME, with a LITERAL or PREFIXED
-// pattern, on a TOPIC for WRITE (produce) or READ (consume), on a GROUP for
-// READ, or on a TRANSACTIONAL_ID for WRITE, from every host ("*") or one
-// IP address; a TOPIC binding may also be for DESCRIBE, CREATE, DELETE,
-// ALTER, ALTER_CONFIGS or DESCRIBE_CONFIGS. CreateAcls takes exactly those
-// (ALL stands for READ and WRITE on a topic, for what a group or
-// transactional id takes) and refuses what the model cannot express, with
-// the reason: other operations and CLUSTER resources (cluster changes need
-// an admin principal, made with sluicectl user create --admin).
+// or denies a principal an operation on topics (a topic, "*" for every
+// topic, or the topics whose names start with a prefix), groups,
+// transactional ids or the cluster; in Kafka's terms it is an ALLOW or DENY
+// binding of User:NAME, with a LITERAL or PREFIXED pattern, from every host
+// ("*") or one IP address: on a TOPIC for WRITE (produce), READ (consume),
+// DESCRIBE, CREATE, DELETE, ALTER, ALTER_CONFIGS or DESCRIBE_CONFIGS, on a
+// GROUP for READ or DELETE, on a TRANSACTIONAL_ID for WRITE, on the CLUSTER
+// for CREATE, ALTER, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS or
+// IDEMPOTENT_WRITE. CreateAcls takes exactly those (ALL stands for every
+// operation the resource takes) and refuses what the model cannot express,
+// with the reason.
 
 // Kafka's names of the ACL resources and operations Sluice keeps.
 var (
@@ -195,18 +194,18 @@ func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 	case resource == cluster.ResourceTransactionalID:
 		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", op)
 	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationAll:
-		return []string{cluster.OpCreate, cluster.OpAlter, cluster.OpDescribe, cluster.OpAlterConfigs, cluster.OpDescribeConfigs, cluster.OpIdempotentWrite}, nil
+		return cluster.ClusterOperations(), nil
 	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationClusterAction:
 		return nil, protocol.InvalidRequest.Err("CLUSTER_ACTION is not kept: the cluster's own requests are its services', by their certificates")
 	case op == kmsg.ACLOperationAll:
-		return []string{cluster.OpConsume, cluster.OpProduce}, nil
+		return cluster.TopicOperations(), nil
 	}
 	for name, k := range kafkaOps {
 		if k == op {
 			return []string{name}, nil
 		}
 	}
-	return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE, CREATE, DELETE, ALTER, ALTER_CONFIGS, DESCRIBE_CONFIGS, or ALL (READ and WRITE)", op)
+	return nil, protocol.InvalidRequest.Err("operation %v is not kept: topic ACLs are READ (consume), WRITE (produce), DESCRIBE, CREATE, DELETE, ALTER, ALTER_CONFIGS, DESCRIBE_CONFIGS, or ALL (all of them)", op)
 }
 
 // createACLs answers CreateAcls.

@@ -353,7 +353,7 @@ func TestACLMapping(t *testing.T) {
 	if acls, err := toACLs(binding(nil)); err != nil || len(acls) != 1 || acls[0] != (cluster.ACL{Principal: "alice", Topic: "orders", Operation: cluster.OpProduce}) {
 		t.Fatalf("WRITE: %+v %v", acls, err)
 	}
-	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 2 {
+	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAll })); err != nil || len(acls) != 8 {
 		t.Fatalf("ALL: %+v %v", acls, err)
 	}
 	if acls, err := toACLs(binding(func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationDescribe })); err != nil || len(acls) != 1 || acls[0].Operation != cluster.OpDescribe {
