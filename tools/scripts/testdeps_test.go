@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,26 @@ func pathWithout(t *testing.T, drop ...string) string {
 	return dir
 }
 
+// driven are the commands test-deps.sh looks for in PATH.
+var driven = []string{"kcat", "chromium", "strace", "ip", "curl"}
+
+// tools returns the PATH of a machine that has every command the script
+// looks for but missing, and whose Python clients are installed (a fake
+// interpreter, SLUICE_PYTHON, that imports anything): the tests do not
+// depend on what this machine has installed.
+func tools(t *testing.T, missing ...string) []string {
+	t.Helper()
+	fakes := map[string]string{}
+	for _, name := range driven {
+		if !slices.Contains(missing, name) {
+			fakes[name] = "exit 0"
+		}
+	}
+	dir := fakeBin(t, fakes)
+	t.Setenv("SLUICE_PYTHON", filepath.Join(fakeBin(t, map[string]string{"python3": "exit 0"}), "python3"))
+	return []string{dir, pathWithout(t, driven...)}
+}
+
 // runDeps runs test-deps.sh with PATH set to the given directories and
 // returns its exit status, standard output and standard error.
 func runDeps(t *testing.T, path []string, args ...string) (int, string, string) {
@@ -93,7 +114,7 @@ func calls(t *testing.T, log string) string {
 func TestTestDepsDoesNothingWhenAllIsThere(t *testing.T) {
 	for _, uid := range []string{"0", "1000"} {
 		fake, log := recorder(t, uid)
-		code, out, errOut := runDeps(t, append([]string{fake}, filepath.SplitList(os.Getenv("PATH"))...))
+		code, out, errOut := runDeps(t, append([]string{fake}, tools(t)...))
 		if code != 0 || out != "" || errOut != "" {
 			t.Fatalf("uid %s: exit %d, stdout %q, stderr %q; want a silent success (run make test-deps to install what is missing)", uid, code, out, errOut)
 		}
@@ -108,7 +129,7 @@ func TestTestDepsDoesNothingWhenAllIsThere(t *testing.T) {
 // nothing is installed.
 func TestTestDepsFailsFastWithTheInstallLine(t *testing.T) {
 	fake, log := recorder(t, "1000")
-	code, out, errOut := runDeps(t, []string{fake, pathWithout(t, "kcat")})
+	code, out, errOut := runDeps(t, append([]string{fake}, tools(t, "kcat")...))
 	if code != 1 || out != "" {
 		t.Fatalf("exit %d, stdout %q; want 1 and nothing on stdout (stderr %q)", code, out, errOut)
 	}
@@ -122,7 +143,7 @@ func TestTestDepsFailsFastWithTheInstallLine(t *testing.T) {
 	}
 	// --check does the same for root.
 	fake, log = recorder(t, "0")
-	if code, _, errOut := runDeps(t, []string{fake, pathWithout(t, "kcat")}, "--check"); code != 1 || !strings.Contains(errOut, "apt-get install -y kcat'") {
+	if code, _, errOut := runDeps(t, append([]string{fake}, tools(t, "kcat")...), "--check"); code != 1 || !strings.Contains(errOut, "apt-get install -y kcat'") {
 		t.Fatalf("--check as root: exit %d, stderr %q", code, errOut)
 	}
 	if c := calls(t, log); c != "" {
@@ -135,7 +156,7 @@ func TestTestDepsFailsFastWithTheInstallLine(t *testing.T) {
 // install did not bring it (this fake apt-get installs nothing).
 func TestTestDepsInstallsAsRoot(t *testing.T) {
 	fake, log := recorder(t, "0")
-	code, _, errOut := runDeps(t, []string{fake, pathWithout(t, "kcat", "strace")})
+	code, _, errOut := runDeps(t, append([]string{fake}, tools(t, "kcat", "strace")...))
 	if want := "apt-get update -qq\napt-get install -y -qq kcat strace\n"; calls(t, log) != want {
 		t.Fatalf("apt-get calls %q, want %q", calls(t, log), want)
 	}
