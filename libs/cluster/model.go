@@ -241,8 +241,9 @@ const ClusterName = "kafka-cluster"
 
 // Operations on the cluster (ResourceCluster ACLs, Kafka's CLUSTER
 // resource), besides OpCreate (create any topic), OpAlter (reassignments,
-// leader elections, ACLs, users and their SCRAM credentials), OpDescribe
-// (list reassignments, ACLs, users and log directories; alter implies it),
+// leader elections, decommissions, ACLs; not principals, which stay an
+// admin's), OpDescribe (list reassignments, ACLs, users and log
+// directories; alter implies it),
 // OpAlterConfigs (cluster settings and quotas) and OpDescribeConfigs (read
 // them; alter_configs implies it).
 const (
@@ -388,7 +389,7 @@ func (s *Snapshot) denies(p *Principal, resource, op, name string) bool {
 // decide is the ACL decision for a principal that is not an admin: op on
 // the named resource is allowed when an ACL of the principal covers it and
 // none that covers it denies. named reports whether the principal has any
-// ACL of that resource type.
+// ACL of that resource type and operation.
 func (s *Snapshot) decide(p *Principal, resource, op, name string) (allowed, named bool) {
 	for _, a := range s.ACLs {
 		if a.Principal != p.Name || a.Resource != resource || a.Operation != op {
