@@ -87,7 +87,8 @@ usage: sluicectl [--frontend URL] [--metadata URL] [--offsets URL] [--token TOKE
   user create NAME [--admin]   prints the new principal's bearer token (kept hashed): HTTP bearer token and Kafka SASL password
   user delete NAME
   user list [-o json]
-  acl add|delete --user NAME --topic T|'*' --operation produce|consume
+  acl add|delete --user NAME (--topic T|'*' [--prefixed] | --group G | --transactional-id ID | --cluster)
+                 --operation OP [--deny] [--host IP]   OP: security.md's ACL tables
   acl list [-o json]
   quota set (--client-id ID | --default) [--produce-bytes-per-sec N] [--fetch-bytes-per-sec N]
                 byte rates per client id, enforced by each frontend and storage node
