@@ -249,7 +249,7 @@ func TestCertificateAuthorization(t *testing.T) {
 	}{
 		"alice committing on theirs": {coord.Commit(ctx, "alice-readers", groups.CommitRequest{Offsets: []groups.Offset{{Topic: "theirs", Partition: 0, Offset: 1}}}),
 			protocol.TopicAuthorizationFailed},
-		"alice deleting a group": {coord.Delete(ctx, "alice-readers"), protocol.ClusterAuthorizationFailed},
+		"alice deleting a group": {coord.Delete(ctx, "alice-readers"), protocol.GroupAuthorizationFailed},
 		"alice describing a group that reads theirs": {func() error {
 			_, err := coord.Describe(ctx, "their-readers")
 			return err
