@@ -180,47 +180,51 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 	waitLeaders(t, ctx, c, "adm", 5)
 
 	// DescribeTopicPartitions pages the partitions: 3, then from the
-	// cursor the other 2, with Metadata's leaders.
+	// cursor the other 2, with Metadata's leaders. Each request may reach
+	// another broker, whose model may lag the growth for a moment.
 	raw := franzClient(t, c)
-	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaders := map[int32]int32{}
-	for _, mt := range md.Topics {
-		if mt.Topic != nil && *mt.Topic == "adm" {
-			for _, mp := range mt.Partitions {
-				leaders[mp.Partition] = mp.Leader
+	testkit.Eventually(t, 30*time.Second, func() error {
+		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, raw)
+		if err != nil {
+			return err
+		}
+		leaders := map[int32]int32{}
+		for _, mt := range md.Topics {
+			if mt.Topic != nil && *mt.Topic == "adm" {
+				for _, mp := range mt.Partitions {
+					leaders[mp.Partition] = mp.Leader
+				}
 			}
 		}
-	}
-	var paged []int32
-	var cursor *kmsg.DescribeTopicPartitionsRequestCursor
-	for page := 0; page < 2; page++ {
-		req := kmsg.NewPtrDescribeTopicPartitionsRequest()
-		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
-		rt.Topic = "adm"
-		req.Topics, req.ResponsePartitionLimit, req.Cursor = []kmsg.DescribeTopicPartitionsRequestTopic{rt}, 3, cursor
-		resp, err := req.RequestWith(ctx, raw)
-		if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-			t.Fatalf("DescribeTopicPartitions page %d: %v %+v", page, err, resp)
-		}
-		for _, p := range resp.Topics[0].Partitions {
-			if p.LeaderID != leaders[p.Partition] || len(p.Replicas) != 3 {
-				t.Fatalf("DescribeTopicPartitions: partition %d led by %d with replicas %v; Metadata says %d", p.Partition, p.LeaderID, p.Replicas, leaders[p.Partition])
+		var paged []int32
+		var cursor *kmsg.DescribeTopicPartitionsRequestCursor
+		for page := 0; page < 2; page++ {
+			req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+			rt.Topic = "adm"
+			req.Topics, req.ResponsePartitionLimit, req.Cursor = []kmsg.DescribeTopicPartitionsRequestTopic{rt}, 3, cursor
+			resp, err := req.RequestWith(ctx, raw)
+			if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+				return fmt.Errorf("DescribeTopicPartitions page %d: %v %+v", page, err, resp)
 			}
-			paged = append(paged, p.Partition)
+			for _, p := range resp.Topics[0].Partitions {
+				if p.LeaderID != leaders[p.Partition] || len(p.Replicas) != 3 {
+					return fmt.Errorf("DescribeTopicPartitions: partition %d led by %d with replicas %v; Metadata says %d", p.Partition, p.LeaderID, p.Replicas, leaders[p.Partition])
+				}
+				paged = append(paged, p.Partition)
+			}
+			if page == 0 && (resp.NextCursor == nil || resp.NextCursor.Topic != "adm" || resp.NextCursor.Partition != 3) || page == 1 && resp.NextCursor != nil {
+				return fmt.Errorf("DescribeTopicPartitions page %d: cursor %+v", page, resp.NextCursor)
+			}
+			if resp.NextCursor != nil {
+				cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+			}
 		}
-		if page == 0 && (resp.NextCursor == nil || resp.NextCursor.Topic != "adm" || resp.NextCursor.Partition != 3) || page == 1 && resp.NextCursor != nil {
-			t.Fatalf("DescribeTopicPartitions page %d: cursor %+v", page, resp.NextCursor)
+		if !slices.Equal(paged, []int32{0, 1, 2, 3, 4}) {
+			return fmt.Errorf("DescribeTopicPartitions in two pages: partitions %v", paged)
 		}
-		if resp.NextCursor != nil {
-			cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
-		}
-	}
-	if !slices.Equal(paged, []int32{0, 1, 2, 3, 4}) {
-		t.Fatalf("DescribeTopicPartitions in two pages: partitions %v", paged)
-	}
+		return nil
+	})
 
 	// ElectLeaders through the metadata controller: every partition of the
 	// new topic is led by its preferred replica already; partition 9 is
