@@ -369,9 +369,29 @@ func (s *Snapshot) Allowed(p *Principal, op, topic string) bool {
 	if op == OpCreate && s.AllowedCluster(p, OpCreate) {
 		return true // Kafka's CREATE on the cluster: any topic
 	}
-	allowed, _ := s.decide(p, "", op, topic)
-	if !allowed && op == OpDescribeConfigs && !s.denies(p, "", op, topic) {
-		allowed, _ = s.decide(p, "", OpAlterConfigs, topic)
+	return s.allows(p, "", op, topic)
+}
+
+// impliedBy is the operation whose allow also allows op on the resource,
+// as in Kafka ("" for none): alter_configs allows describe_configs, and
+// on the cluster alter allows describe. (A topic's describe, which every
+// right but create and the config ones implies, is Describes'.)
+func impliedBy(resource, op string) string {
+	switch {
+	case op == OpDescribeConfigs:
+		return OpAlterConfigs
+	case op == OpDescribe && resource == ResourceCluster:
+		return OpAlter
+	}
+	return ""
+}
+
+// allows is decide with Kafka's implications: an allow of impliedBy(op)
+// allows op too, unless an ACL denies op itself.
+func (s *Snapshot) allows(p *Principal, resource, op, name string) bool {
+	allowed, _ := s.decide(p, resource, op, name)
+	if by := impliedBy(resource, op); !allowed && by != "" && !s.denies(p, resource, op, name) {
+		allowed, _ = s.decide(p, resource, by, name)
 	}
 	return allowed
 }
@@ -450,27 +470,7 @@ func (s *Snapshot) Describes(p *Principal, topic string) bool {
 // Kafka, an allow of alter allows describe and one of alter_configs
 // allows describe_configs (a deny of the operation itself still wins).
 func (s *Snapshot) AllowedCluster(p *Principal, op string) bool {
-	if p.Admin {
-		return true
-	}
-	allowed, _ := s.decide(p, ResourceCluster, op, ClusterName)
-	if allowed {
-		return true
-	}
-	var by string
-	switch op {
-	case OpDescribe:
-		by = OpAlter
-	case OpDescribeConfigs:
-		by = OpAlterConfigs
-	default:
-		return false
-	}
-	if s.denies(p, ResourceCluster, op, ClusterName) {
-		return false
-	}
-	allowed, _ = s.decide(p, ResourceCluster, by, ClusterName)
-	return allowed
+	return p.Admin || s.allows(p, ResourceCluster, op, ClusterName)
 }
 
 // resourceOp is the one operation ACLs of a group or transactional id name.
@@ -519,11 +519,7 @@ func (s *Snapshot) namesResource(p *Principal, resource string) bool {
 // others when a group ACL allows delete (Kafka's DELETE on the group) and
 // none denies it.
 func (s *Snapshot) DeletesGroup(p *Principal, group string) bool {
-	if p.Admin {
-		return true
-	}
-	allowed, _ := s.decide(p, ResourceGroup, OpDelete, group)
-	return allowed
+	return p.Admin || s.allows(p, ResourceGroup, OpDelete, group)
 }
 
 // Principal returns the principal with the given name.

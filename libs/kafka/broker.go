@@ -182,6 +182,12 @@ func (w who) cluster(op string) bool {
 	return !w.check || w.p != nil && w.snap.AllowedCluster(w.p, op)
 }
 
+// deletesGroup reports whether the principal may delete the group
+// (cluster.Snapshot.DeletesGroup: an admin may).
+func (w who) deletesGroup(group string) bool {
+	return !w.check || w.p != nil && w.snap.DeletesGroup(w.p, group)
+}
+
 // producerID reports whether the principal may get an idempotent producer
 // id: produce on some topic, or idempotent_write on the cluster.
 func (w who) producerID() bool {
@@ -235,7 +241,7 @@ func (b *Broker) Admin(c *Conn, api string) bool {
 // DeletesGroup reports whether the connection's principal may delete the
 // group (an admin, or a delete ACL on it), logging a refusal.
 func (b *Broker) DeletesGroup(c *Conn, group string) bool {
-	return b.permits(c, "DeleteGroups", "group "+group, func(w who) bool { return !w.check || w.p != nil && w.snap.DeletesGroup(w.p, group) })
+	return b.permits(c, "DeleteGroups", "group "+group, func(w who) bool { return w.deletesGroup(group) })
 }
 
 // OnCluster reports whether the connection's principal may do op on the

@@ -244,11 +244,12 @@ func kafkaAcks(tp groups.TP, batches []kmsg.ShareFetchRequestTopicPartitionAckno
 			if len(b.AcknowledgeTypes) == 1 {
 				first, last = b.FirstOffset, b.LastOffset
 			}
-			if k := len(out); k > 0 && out[k-1].LastOffset+1 == first && out[k-1].Type == shares.AckType(t) {
+			a := shares.Ack{Topic: tp.Topic, Partition: tp.Partition, FirstOffset: first, LastOffset: last, Type: shares.AckType(t)}
+			if k := len(out); k > 0 && out[k-1].Extends(a) {
 				out[k-1].LastOffset = last
 				continue
 			}
-			out = append(out, shares.Ack{Topic: tp.Topic, Partition: tp.Partition, FirstOffset: first, LastOffset: last, Type: shares.AckType(t)})
+			out = append(out, a)
 		}
 	}
 	return out, nil

@@ -182,7 +182,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	}
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
-	first := s.homes.visitFirst(group, req.MemberID, n, time.Now())
+	first := s.homes.visitFirst(group, req.MemberID, n, s.co.now())
 	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
 		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
 	}
