@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/libs/testkit"
@@ -209,7 +210,10 @@ func TestACLMatrix(t *testing.T) {
 		allowed bool
 	}{{"ana-readers", true}, {"ana-private", false}, {"bob-readers", false}} {
 		testkit.Eventually(t, 30*time.Second, func() error {
-			_, kafkaErr := kadm.NewClient(kafkaAs("ana", ana)).FetchOffsets(ctx, tc.group)
+			committed, kafkaErr := kadm.NewClient(kafkaAs("ana", ana)).CommitOffsets(ctx, tc.group, kadm.OffsetsFromRecords(kgo.Record{Topic: "team-a"}))
+			if kafkaErr == nil {
+				kafkaErr = committed.Error()
+			}
 			status := httpCall(http.MethodPost, "/v1/groups/"+tc.group+"/offsets", `{"offsets":[{"topic":"team-a","partition":0,"offset":1}]}`)
 			_, sdkErr, sdkCode := as(ana, "", "consume", "team-a", "--group", tc.group, "--from-beginning", "--exit-at-end")
 			if tc.allowed {
@@ -223,6 +227,11 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// Her DELETE on ana- lets her describe ana-private, whose READ is
+	// denied her, as Kafka's DELETE implies DESCRIBE.
+	if _, err := kadm.NewClient(kafkaAs("ana", ana)).FetchOffsets(ctx, "ana-private"); err != nil {
+		t.Fatalf("ana fetching the offsets of ana-private: %v", err)
 	}
 	// mon, with DESCRIBE on other alone, sees it (Metadata, ListOffsets)
 	// but may not read it, and sees no other topic.
@@ -299,6 +308,112 @@ func TestACLMatrix(t *testing.T) {
 			}
 			return nil
 		})
+	}
+
+	// DESCRIBE alone on groups and transactional ids, as monitoring tools
+	// are granted: mon reads ana's groups (and, with DESCRIBE on team-a,
+	// their offsets) and ana-tx's state over Kafka and HTTP, lists only
+	// those, and may neither commit for the groups nor read bob's.
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Topics("team-a").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:mon").Operations(kadm.OpDescribe),
+		kadm.NewACLs().Groups("ana-").ResourcePatternType(kadm.ACLPatternPrefixed).Allow("User:mon").Operations(kadm.OpDescribe),
+		kadm.NewACLs().TransactionalIDs("ana-tx").ResourcePatternType(kadm.ACLPatternLiteral).Allow("User:mon").Operations(kadm.OpDescribe),
+	} {
+		if rs, err := adm.CreateACLs(ctx, b); err != nil || rs[0].Err != nil {
+			t.Fatalf("granting mon DESCRIBE: %v %+v", err, rs)
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		gs, err := monAdm.DescribeGroups(ctx, "ana-readers")
+		if err != nil {
+			return err
+		}
+		if g := gs["ana-readers"]; g.Err != nil || !slices.Equal(g.AuthorizedOperations, []kadm.ACLOperation{kadm.OpDescribe}) {
+			return fmt.Errorf("mon describing ana-readers: %v, operations %v (want DESCRIBE alone)", g.Err, g.AuthorizedOperations)
+		}
+		// Refused at FindCoordinator already, as Kafka refuses it.
+		if gs, err := monAdm.DescribeGroups(ctx, "bob-readers"); !errors.Is(err, kerr.GroupAuthorizationFailed) && !errors.Is(gs["bob-readers"].Err, kerr.GroupAuthorizationFailed) {
+			return fmt.Errorf("mon describing bob-readers: %v %v, want GROUP_AUTHORIZATION_FAILED", err, gs["bob-readers"].Err)
+		}
+		offs, err := monAdm.FetchOffsets(ctx, "ana-readers")
+		if err != nil {
+			return fmt.Errorf("mon fetching the offsets of ana-readers: %w", err)
+		}
+		if o, ok := offs.Lookup("team-a", 0); !ok || o.Err != nil || o.At < 1 {
+			return fmt.Errorf("mon's offset of ana-readers on team-a: %+v", o)
+		}
+		if _, err := monAdm.FetchOffsets(ctx, "bob-readers"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+			return fmt.Errorf("mon fetching the offsets of bob-readers: %v", err)
+		}
+		listed, err := monAdm.ListGroups(ctx)
+		if err != nil {
+			return err
+		}
+		for _, g := range listed.Groups() {
+			if !strings.HasPrefix(g, "ana-") {
+				return fmt.Errorf("mon's ListGroups shows %s", g)
+			}
+		}
+		if _, ok := listed["ana-readers"]; !ok {
+			return fmt.Errorf("mon's ListGroups: %v, want ana-readers among them", listed.Groups())
+		}
+		txs, err := monAdm.DescribeTransactions(ctx, "ana-tx")
+		if err != nil {
+			return err
+		}
+		if d := txs["ana-tx"]; d.Err != nil || d.State == "" {
+			return fmt.Errorf("mon describing ana-tx: %+v", d)
+		}
+		if txs, err := monAdm.DescribeTransactions(ctx, "bob-tx"); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) && !errors.Is(txs["bob-tx"].Err, kerr.TransactionalIDAuthorizationFailed) {
+			return fmt.Errorf("mon describing bob-tx: %v %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err, txs["bob-tx"].Err)
+		}
+		ltx, err := monAdm.ListTransactions(ctx, nil, nil)
+		if err != nil {
+			return err
+		}
+		if ids := ltx.TransactionalIDs(); !slices.Equal(ids, []string{"ana-tx"}) {
+			return fmt.Errorf("mon's ListTransactions: %v, want ana-tx alone", ids)
+		}
+		return nil
+	})
+	// Asked of the coordinator directly (past FindCoordinator), the
+	// describes refuse what mon may not describe.
+	meta, err := monAdm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := kafkaAs("mon", mon).Broker(int(meta.Controller))
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"bob-readers", "ana-readers"}
+	if resp, err := dg.RequestWith(ctx, coord); err != nil || len(resp.Groups) != 2 ||
+		resp.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code || resp.Groups[1].ErrorCode != 0 {
+		t.Fatalf("mon's DescribeGroups of bob-readers and ana-readers at the coordinator: %v %+v", err, resp)
+	}
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"bob-tx", "ana-tx"}
+	if resp, err := dt.RequestWith(ctx, coord); err != nil || len(resp.TransactionStates) != 2 ||
+		resp.TransactionStates[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || resp.TransactionStates[1].ErrorCode != 0 {
+		t.Fatalf("mon's DescribeTransactions of bob-tx and ana-tx at the coordinator: %v %+v", err, resp)
+	}
+	monCommit, err := monAdm.CommitOffsets(ctx, "ana-readers", kadm.OffsetsFromRecords(kgo.Record{Topic: "team-a", Partition: 0, Offset: 0}))
+	if o, _ := monCommit.Lookup("team-a", 0); !errors.Is(err, kerr.GroupAuthorizationFailed) && !errors.Is(o.Err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("mon committing for ana-readers: %v %+v, want GROUP_AUTHORIZATION_FAILED", err, o)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{http.MethodGet, "/v1/groups/ana-readers", "", http.StatusOK},
+		{http.MethodGet, "/v1/groups/ana-readers/offsets?topic=team-a", "", http.StatusOK},
+		{http.MethodGet, "/v1/groups/bob-readers", "", http.StatusForbidden},
+		{http.MethodPost, "/v1/groups/ana-readers/offsets", `{"offsets":[{"topic":"team-a","partition":0,"offset":1}]}`, http.StatusForbidden},
+	} {
+		if status, body := httpAs(mon, tc.method, tc.path, tc.body); status != tc.status {
+			t.Fatalf("mon: %s %s: %d %s, want %d", tc.method, tc.path, status, body, tc.status)
+		}
+	}
+	if status, body := httpAs(mon, http.MethodGet, "/v1/groups", ""); status != http.StatusOK || !strings.Contains(body, `"ana-readers"`) || strings.Contains(body, "bob-readers") {
+		t.Fatalf("mon listing groups over HTTP: %d %s", status, body)
 	}
 
 	// A KIP-848 regex subscription is resolved with ana's rights: team-.*

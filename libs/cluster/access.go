@@ -36,6 +36,10 @@ type Need struct {
 	// DeleteGroup: an admin, or a delete ACL on the group GroupName
 	// (DeletesGroup).
 	DeleteGroup bool
+	// Describe: a read of GroupName or TransactionalID (DescribesResource)
+	// and of Topics (Describes); with none named, any known principal (a
+	// listing, which shows what it may describe).
+	Describe bool
 }
 
 // Authorize decides whether p may do what n names; p nil is a name no
@@ -71,6 +75,8 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 		return nil
 	case n.DeleteGroup:
 		return protocol.GroupAuthorizationFailed.Err("%s may not delete group %s: this needs an admin principal or a delete ACL on it", who(), n.GroupName)
+	case n.Describe:
+		return s.authorizeDescribe(p, known, who(), n)
 	case n.Admin || n.Op == "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}
@@ -101,6 +107,30 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 	}
 	if len(denied) > 0 {
 		return protocol.TopicAuthorizationFailed.Err("%s may not: %s on topic %s", who(), n.Op, strings.Join(denied, ", "))
+	}
+	return nil
+}
+
+// authorizeDescribe decides a Need.Describe for p, who is not an admin.
+func (s *Snapshot) authorizeDescribe(p *Principal, known bool, who string, n Need) error {
+	switch {
+	case !known && n.TransactionalID != "":
+		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who, n.TransactionalID)
+	case !known:
+		return protocol.GroupAuthorizationFailed.Err("%s may not describe groups", who)
+	case n.GroupName != "" && !s.DescribesResource(p, ResourceGroup, n.GroupName):
+		return protocol.GroupAuthorizationFailed.Err("%s may not describe group %s", who, n.GroupName)
+	case n.TransactionalID != "" && !s.DescribesResource(p, ResourceTransactionalID, n.TransactionalID):
+		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who, n.TransactionalID)
+	}
+	var hidden []string
+	for _, t := range n.Topics {
+		if !s.Describes(p, t) && !slices.Contains(hidden, t) {
+			hidden = append(hidden, t)
+		}
+	}
+	if len(hidden) > 0 {
+		return protocol.TopicAuthorizationFailed.Err("%s may not: describe on topic %s", who, strings.Join(hidden, ", "))
 	}
 	return nil
 }

@@ -102,7 +102,8 @@ func TestACLDenyAndPrefix(t *testing.T) {
 		{Principal: "a", Topic: "no spaces", Pattern: PatternPrefixed, Operation: OpConsume},
 		{Principal: "a", Topic: "x", Operation: "cluster_action"},
 		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpAlter},
-		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpDescribe},
+		{Principal: "a", Resource: ResourceGroup, Topic: "g", Operation: OpProduce},
+		{Principal: "a", Resource: ResourceTransactionalID, Topic: "t", Operation: OpDelete},
 	} {
 		if ValidateACL(bad) == nil {
 			t.Errorf("%+v accepted", bad)
@@ -400,5 +401,83 @@ func TestGroupDeleteACLs(t *testing.T) {
 	if ValidateACL(ACL{Principal: "ops", Resource: ResourceGroup, Topic: "g", Operation: OpDelete}) != nil ||
 		ValidateACL(ACL{Principal: "ops", Resource: ResourceTransactionalID, Topic: "x", Operation: OpDelete}) == nil {
 		t.Error("delete is for groups among the other resources")
+	}
+}
+
+// TestGroupAndTransactionalIDDescribeACLs: a describe ACL on groups or transactional ids lets a
+// principal read them and nothing more; using (consume, produce) and, for
+// groups, deleting imply it; a deny of describe wins over all of them; a
+// listing shows a principal with describe on the cluster every group; a
+// read's topics need describe on them; the refusals carry the resource's
+// code.
+func TestGroupAndTransactionalIDDescribeACLs(t *testing.T) {
+	mon := &Principal{Name: "mon"}
+	app := &Principal{Name: "app"}
+	ops := &Principal{Name: "ops"}
+	s := &Snapshot{ACLs: []ACL{
+		{Principal: "mon", Topic: "orders", Operation: OpDescribe},
+		{Principal: "mon", Resource: ResourceGroup, Topic: "team-", Pattern: PatternPrefixed, Operation: OpDescribe},
+		{Principal: "mon", Resource: ResourceGroup, Topic: "team-secret", Operation: OpDescribe, Deny: true},
+		{Principal: "mon", Resource: ResourceTransactionalID, Topic: "tx-", Pattern: PatternPrefixed, Operation: OpDescribe},
+		{Principal: "app", Topic: "orders", Operation: OpConsume},
+		{Principal: "app", Resource: ResourceGroup, Topic: "app-g", Operation: OpConsume},
+		{Principal: "app", Resource: ResourceGroup, Topic: "app-hidden", Operation: OpConsume},
+		{Principal: "app", Resource: ResourceGroup, Topic: "app-hidden", Operation: OpDescribe, Deny: true},
+		{Principal: "app", Resource: ResourceTransactionalID, Topic: "app-tx", Operation: OpProduce},
+		{Principal: "ops", Resource: ResourceGroup, Topic: "old", Operation: OpDelete},
+		{Principal: "ops", Resource: ResourceCluster, Topic: ClusterName, Operation: OpDescribe},
+	}}
+	for _, tc := range []struct {
+		p              *Principal
+		resource, name string
+		want           bool
+	}{
+		{mon, ResourceGroup, "team-a", true},
+		{mon, ResourceGroup, "team-secret", false}, // the deny wins
+		{mon, ResourceGroup, "app-g", false},
+		{mon, ResourceTransactionalID, "tx-1", true},
+		{mon, ResourceTransactionalID, "app-tx", false},
+		{app, ResourceGroup, "app-g", true},       // consume implies describe
+		{app, ResourceGroup, "app-hidden", false}, // unless describe is denied
+		{app, ResourceGroup, "team-a", false},
+		{app, ResourceTransactionalID, "app-tx", true}, // produce implies describe
+		{app, ResourceTransactionalID, "tx-1", false},
+		{ops, ResourceGroup, "old", true}, // delete implies describe
+		{ops, ResourceGroup, "team-a", false},
+		{&Principal{Name: "root", Admin: true}, ResourceGroup, "anything", true},
+	} {
+		if got := s.DescribesResource(tc.p, tc.resource, tc.name); got != tc.want {
+			t.Errorf("%s describing %s %s: %v, want %v", tc.p.Name, tc.resource, tc.name, got, tc.want)
+		}
+	}
+	// Describing grants no use: mon may not join, commit or produce.
+	if s.AllowedResource(mon, ResourceGroup, "team-a") || s.AllowedResource(mon, ResourceTransactionalID, "tx-1") {
+		t.Error("a describe ACL let its principal use a group or a transactional id")
+	}
+	if !s.ListsGroup(ops, "team-a") || !s.ListsGroup(mon, "team-a") || s.ListsGroup(mon, "app-g") {
+		t.Error("a listing shows the wrong groups: describe on the cluster shows every one, otherwise those described")
+	}
+	for _, tc := range []struct {
+		p    *Principal
+		need Need
+		code protocol.Code
+	}{
+		{mon, Need{Describe: true, Group: true, GroupName: "team-a", Topics: []string{"orders"}}, protocol.None},
+		{mon, Need{Describe: true, Group: true, GroupName: "team-a", Topics: []string{"orders", "payments"}}, protocol.TopicAuthorizationFailed},
+		{mon, Need{Describe: true, Group: true, GroupName: "team-secret"}, protocol.GroupAuthorizationFailed},
+		{mon, Need{Describe: true, TransactionalID: "tx-1"}, protocol.None},
+		{mon, Need{Describe: true, TransactionalID: "app-tx"}, protocol.TransactionalIDAuthorizationFailed},
+		{mon, Need{Describe: true, Group: true}, protocol.None}, // a listing
+		{nil, Need{Describe: true, Group: true}, protocol.GroupAuthorizationFailed},
+		{nil, Need{Describe: true, TransactionalID: "tx-1"}, protocol.TransactionalIDAuthorizationFailed},
+		{mon, Need{Op: OpConsume, Group: true, GroupName: "team-a"}, protocol.GroupAuthorizationFailed},
+	} {
+		name := "nobody"
+		if tc.p != nil {
+			name = tc.p.Name
+		}
+		if got := protocol.CodeOf(s.Authorize(tc.p, name, tc.need)); got != tc.code {
+			t.Errorf("%s %+v: %v, want %v", name, tc.need, got, tc.code)
+		}
 	}
 }

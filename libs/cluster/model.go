@@ -226,8 +226,8 @@ const (
 )
 
 // ACL resources besides topics: a group's ACLs are consume ACLs (Kafka's
-// READ on the group) or delete ACLs (DELETE), a transactional id's produce
-// ACLs (WRITE).
+// READ on the group), delete ACLs (DELETE) or describe ACLs (DESCRIBE), a
+// transactional id's produce ACLs (WRITE) or describe ACLs (DESCRIBE).
 const (
 	ResourceGroup           = "group"
 	ResourceTransactionalID = "transactional_id"
@@ -295,15 +295,14 @@ func ValidateACL(a ACL) error {
 		}
 		return nil
 	}
-	groupDelete := a.Resource == ResourceGroup && a.Operation == OpDelete
-	if a.Operation != OpProduce && a.Operation != OpConsume && (!topicOnlyOp(a.Operation) || a.Resource != "") && !groupDelete {
-		return fmt.Errorf("operation %q is not %s, %s or (of a topic) %s", a.Operation, OpProduce, OpConsume, strings.Join(topicOps, ", "))
-	}
 	switch a.Resource {
 	case "":
+		if !slices.Contains(TopicOperations(), a.Operation) {
+			return fmt.Errorf("operation %q is not one of a topic ACL's: %s", a.Operation, strings.Join(TopicOperations(), ", "))
+		}
 	case ResourceGroup, ResourceTransactionalID:
-		if want := resourceOp(a.Resource); a.Operation != want && !groupDelete {
-			return fmt.Errorf("a %s ACL is a %s ACL (a group's may also be %s), not %s", a.Resource, want, OpDelete, a.Operation)
+		if ops := ResourceOperations(a.Resource); !slices.Contains(ops, a.Operation) {
+			return fmt.Errorf("operation %q is not one of a %s ACL's: %s", a.Operation, a.Resource, strings.Join(ops, ", "))
 		}
 		switch {
 		case a.Topic == "*" && a.Pattern == PatternPrefixed:
@@ -433,8 +432,14 @@ func TopicOperations() []string { return append([]string{OpProduce, OpConsume}, 
 // ClusterOperations lists every operation a cluster ACL may name.
 func ClusterOperations() []string { return slices.Clone(clusterOps) }
 
-// topicOnlyOp reports whether op is one only topic ACLs name.
-func topicOnlyOp(op string) bool { return slices.Contains(topicOps, op) }
+// ResourceOperations lists every operation an ACL of a group or a
+// transactional id may name (what Kafka's ALL on one stands for).
+func ResourceOperations(resource string) []string {
+	if resource == ResourceGroup {
+		return []string{OpConsume, OpDelete, OpDescribe}
+	}
+	return []string{OpProduce, OpDescribe}
+}
 
 // describing reports whether an allow of op lets its principal see the
 // topic: Kafka's DESCRIBE is implied by READ, WRITE, DELETE and ALTER, not
@@ -513,6 +518,32 @@ func (s *Snapshot) AllowedResource(p *Principal, resource, name string) bool {
 func (s *Snapshot) namesResource(p *Principal, resource string) bool {
 	_, named := s.decide(p, resource, resourceOp(resource), "")
 	return named
+}
+
+// DescribesResource reports whether p may describe a group (Kafka's
+// DESCRIBE on a GROUP: DescribeGroups, OffsetFetch, listing it) or a
+// transactional id (DESCRIBE on a TRANSACTIONAL_ID: DescribeTransactions,
+// listing it). An admin may; others when a describe ACL allows it or they
+// may use it (AllowedResource) or, for a group, delete it, as Kafka's READ,
+// WRITE and DELETE imply DESCRIBE, and no ACL denies describing it.
+func (s *Snapshot) DescribesResource(p *Principal, resource, name string) bool {
+	switch {
+	case p.Admin:
+		return true
+	case s.denies(p, resource, OpDescribe, name):
+		return false
+	}
+	if allowed, _ := s.decide(p, resource, OpDescribe, name); allowed {
+		return true
+	}
+	return s.AllowedResource(p, resource, name) || resource == ResourceGroup && s.DeletesGroup(p, name)
+}
+
+// ListsGroup reports whether a listing of groups shows p the group: as
+// Kafka's ListGroups, every group to a principal allowed describe on the
+// cluster, otherwise those it may describe.
+func (s *Snapshot) ListsGroup(p *Principal, group string) bool {
+	return s.AllowedCluster(p, OpDescribe) || s.DescribesResource(p, ResourceGroup, group)
 }
 
 // DeletesGroup reports whether p may delete the group: an admin may;

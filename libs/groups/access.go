@@ -16,18 +16,22 @@ import (
 //     to (a classic join's topics are those its consumer protocols name);
 //   - other classic requests: consume on some topic;
 //   - a commit: consume on every topic it commits;
-//   - committed offsets of a topic, a reset or a deletion of them: consume
-//     on it;
-//   - listing groups, describing one, and offsets without a topic:
-//     consume on some topic;
+//   - a reset or a deletion of a topic's committed offsets: consume on it;
+//   - describing a group and reading its committed offsets (of one topic:
+//     describe on that topic too): describe on the group, as Kafka's
+//     DescribeGroups and OffsetFetch ask (cluster.Snapshot.DescribesResource:
+//     using it or deleting it implies it);
+//   - listing groups: a known principal (the listing shows the groups it
+//     may describe);
 //   - deleting a group: an admin, or a delete ACL on it (Kafka's DELETE on
 //     the group);
-//   - and for a request about one group, that the principal may use it
-//     (cluster.Snapshot.AllowedResource: its group ACLs, once it has one).
+//   - and for other requests about one group, that the principal may use
+//     it (cluster.Snapshot.AllowedResource: its group ACLs, once it has one).
 //
 // topic is the request's topic query parameter as the handler reads it. A
 // body that does not parse needs consume on some topic; the handler rejects
-// it afterwards. What a group's own topics require is GroupTopics' part.
+// it afterwards. What a group's own topics require is the offsets
+// service's part: consume on each to use the group, describe to read it.
 func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	n := cluster.Need{Op: cluster.OpConsume, Group: true}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
@@ -37,6 +41,13 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
 		return cluster.Need{DeleteGroup: true, GroupName: n.GroupName}
+	case len(parts) <= 3 && method == http.MethodGet:
+		return cluster.Need{Describe: true, Group: true, GroupName: n.GroupName}
+	case len(parts) == 4 && parts[3] == "offsets" && method == http.MethodGet:
+		n = cluster.Need{Describe: true, Group: true, GroupName: n.GroupName}
+		if topic != "" {
+			n.Topics = []string{topic}
+		}
 	case len(parts) == 5 && parts[3] == "classic" && parts[4] == "join":
 		var req JoinRequest
 		if json.Unmarshal(body, &req) == nil {
@@ -56,10 +67,6 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 			for _, o := range req.Offsets {
 				n.Topics = append(n.Topics, o.Topic)
 			}
-		}
-	case parts[3] == "offsets":
-		if topic != "" {
-			n.Topics = []string{topic}
 		}
 	case parts[3] == "delete-offsets":
 		var req DeleteOffsetsRequest

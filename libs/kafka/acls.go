@@ -17,9 +17,9 @@ import (
 // binding of User:NAME, with a LITERAL or PREFIXED pattern, from every host
 // ("*") or one IP address: on a TOPIC for WRITE (produce), READ (consume),
 // DESCRIBE, CREATE, DELETE, ALTER, ALTER_CONFIGS or DESCRIBE_CONFIGS, on a
-// GROUP for READ or DELETE, on a TRANSACTIONAL_ID for WRITE, on the CLUSTER
-// for CREATE, ALTER, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS or
-// IDEMPOTENT_WRITE. CreateAcls takes exactly those (ALL stands for every
+// GROUP for READ, DELETE or DESCRIBE, on a TRANSACTIONAL_ID for WRITE or
+// DESCRIBE, on the CLUSTER for CREATE, ALTER, DESCRIBE, ALTER_CONFIGS,
+// DESCRIBE_CONFIGS or IDEMPOTENT_WRITE. CreateAcls takes exactly those (ALL stands for every
 // operation the resource takes) and refuses what the model cannot express,
 // with the reason.
 
@@ -181,18 +181,12 @@ func resourceOf(t kmsg.ACLResourceType) string {
 // for (ALL: what the resource takes), or why none does.
 func aclOps(resource string, op kmsg.ACLOperation) ([]string, error) {
 	switch {
-	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationRead:
-		return []string{cluster.OpConsume}, nil
-	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationDelete:
-		return []string{cluster.OpDelete}, nil
-	case resource == cluster.ResourceGroup && op == kmsg.ACLOperationAll:
-		return []string{cluster.OpConsume, cluster.OpDelete}, nil
-	case resource == cluster.ResourceGroup:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ, DELETE (or ALL, both); describing a group follows from READ", op)
-	case resource == cluster.ResourceTransactionalID && (op == kmsg.ACLOperationWrite || op == kmsg.ACLOperationAll):
-		return []string{cluster.OpProduce}, nil
-	case resource == cluster.ResourceTransactionalID:
-		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE (or ALL)", op)
+	case (resource == cluster.ResourceGroup || resource == cluster.ResourceTransactionalID) && op == kmsg.ACLOperationAll:
+		return cluster.ResourceOperations(resource), nil
+	case resource == cluster.ResourceGroup && op != kmsg.ACLOperationRead && op != kmsg.ACLOperationDelete && op != kmsg.ACLOperationDescribe:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: group ACLs are READ, DELETE, DESCRIBE (or ALL, every one)", op)
+	case resource == cluster.ResourceTransactionalID && op != kmsg.ACLOperationWrite && op != kmsg.ACLOperationDescribe:
+		return nil, protocol.InvalidRequest.Err("operation %v is not kept: transactional id ACLs are WRITE, DESCRIBE (or ALL, both)", op)
 	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationAll:
 		return cluster.ClusterOperations(), nil
 	case resource == cluster.ResourceCluster && op == kmsg.ACLOperationClusterAction:

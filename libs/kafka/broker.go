@@ -173,6 +173,12 @@ func (w who) uses(resource, name string) bool {
 	return !w.check || w.p != nil && w.snap.AllowedResource(w.p, resource, name)
 }
 
+// describes reports whether the principal may describe the group or
+// transactional id (cluster.Snapshot.DescribesResource).
+func (w who) describes(resource, name string) bool {
+	return !w.check || w.p != nil && w.snap.DescribesResource(w.p, resource, name)
+}
+
 // admin reports whether the principal may change the cluster.
 func (w who) admin() bool { return !w.check || w.p != nil && w.p.Admin }
 
@@ -226,10 +232,49 @@ func (b *Broker) Transacts(c *Conn, api, id string) bool {
 	return b.permits(c, api, "transactional id "+id, func(w who) bool { return w.uses(cluster.ResourceTransactionalID, id) })
 }
 
-// SeesGroup reports whether the connection's principal may use the group,
-// without logging: ListGroups leaves out the groups it may not.
-func (b *Broker) SeesGroup(c *Conn, group string) bool {
-	return b.permits(c, "", "", func(w who) bool { return w.uses(cluster.ResourceGroup, group) })
+// DescribesGroup reports whether the connection's principal may describe
+// the group (cluster.Snapshot.DescribesResource), logging a refusal of api
+// (none when api is ""): DescribeGroups, OffsetFetch and the group
+// describes ask it, as Kafka asks DESCRIBE on the group.
+func (b *Broker) DescribesGroup(c *Conn, api, group string) bool {
+	return b.permits(c, api, "group "+group, func(w who) bool { return w.describes(cluster.ResourceGroup, group) })
+}
+
+// DescribesTransaction reports whether the connection's principal may
+// describe the transactional id, logging a refusal of api (none when api
+// is ""): DescribeTransactions asks it, ListTransactions lists only those.
+func (b *Broker) DescribesTransaction(c *Conn, api, id string) bool {
+	return b.permits(c, api, "transactional id "+id, func(w who) bool { return w.describes(cluster.ResourceTransactionalID, id) })
+}
+
+// ListsGroup reports whether ListGroups shows the connection's principal
+// the group (cluster.Snapshot.ListsGroup), without logging.
+func (b *Broker) ListsGroup(c *Conn, group string) bool {
+	return b.permits(c, "", "", func(w who) bool { return !w.check || w.p != nil && w.snap.ListsGroup(w.p, group) })
+}
+
+// GroupOperations is the authorized-operations field of a group for the
+// connection's principal: READ when it may use the group, DESCRIBE when it
+// may describe it, DELETE when it may delete it.
+func (b *Broker) GroupOperations(c *Conn, group string) int32 {
+	if !b.cfg.Authorize {
+		return opBits(opRead, opDescribe, opDelete)
+	}
+	snap := b.model.Snapshot()
+	if snap == nil {
+		return 0
+	}
+	w, v := b.who(c, snap), int32(0)
+	if w.uses(cluster.ResourceGroup, group) {
+		v |= opBits(opRead)
+	}
+	if w.describes(cluster.ResourceGroup, group) {
+		v |= opBits(opDescribe)
+	}
+	if w.deletesGroup(group) {
+		v |= opBits(opDelete)
+	}
+	return v
 }
 
 // Admin reports whether the connection's principal is an admin (or

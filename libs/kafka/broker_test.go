@@ -389,11 +389,31 @@ func TestACLMapping(t *testing.T) {
 		acls[0].Resource != cluster.ResourceGroup {
 		t.Fatalf("GROUP DELETE: %+v %v", acls, err)
 	}
-	if acls, err := toACLs(binding(onGroup(kmsg.ACLOperationAll))); err != nil || len(acls) != 2 {
+	if acls, err := toACLs(binding(onGroup(kmsg.ACLOperationAll))); err != nil || len(acls) != 3 {
 		t.Fatalf("GROUP ALL: %+v %v", acls, err)
 	}
-	if _, err := toACLs(binding(onGroup(kmsg.ACLOperationDescribe))); err == nil {
-		t.Fatal("GROUP DESCRIBE accepted")
+	if acls, err := toACLs(binding(onGroup(kmsg.ACLOperationDescribe))); err != nil || len(acls) != 1 || acls[0].Operation != cluster.OpDescribe {
+		t.Fatalf("GROUP DESCRIBE: %+v %v", acls, err)
+	} else if res, acl := aclOf(acls[0]); res.ResourceType != kmsg.ACLResourceTypeGroup || acl.Operation != kmsg.ACLOperationDescribe {
+		t.Fatalf("GROUP DESCRIBE described as %+v %+v", res, acl)
+	}
+	if _, err := toACLs(binding(onGroup(kmsg.ACLOperationAlter))); err == nil {
+		t.Fatal("GROUP ALTER accepted")
+	}
+	onTxn := func(op kmsg.ACLOperation) func(*kmsg.CreateACLsRequestCreation) {
+		return func(c *kmsg.CreateACLsRequestCreation) {
+			c.ResourceType, c.ResourceName, c.Operation = kmsg.ACLResourceTypeTransactionalId, "tx", op
+		}
+	}
+	if acls, err := toACLs(binding(onTxn(kmsg.ACLOperationDescribe))); err != nil || len(acls) != 1 ||
+		acls[0] != (cluster.ACL{Principal: "alice", Resource: cluster.ResourceTransactionalID, Topic: "tx", Operation: cluster.OpDescribe}) {
+		t.Fatalf("TRANSACTIONAL_ID DESCRIBE: %+v %v", acls, err)
+	}
+	if acls, err := toACLs(binding(onTxn(kmsg.ACLOperationAll))); err != nil || len(acls) != 2 {
+		t.Fatalf("TRANSACTIONAL_ID ALL: %+v %v", acls, err)
+	}
+	if _, err := toACLs(binding(onTxn(kmsg.ACLOperationRead))); err == nil {
+		t.Fatal("TRANSACTIONAL_ID READ accepted")
 	}
 	if acls, err := toACLs(binding(onCluster(kmsg.ACLOperationAll))); err != nil || len(acls) != 6 {
 		t.Fatalf("CLUSTER ALL: %+v %v", acls, err)

@@ -36,7 +36,8 @@ func GroupCoordinator(snap *cluster.Snapshot, group string) (cluster.Frontend, b
 
 // findCoordinator answers FindCoordinator (one key before v4, several
 // after) on every broker: storage nodes are brokers too, and clients ask
-// whichever broker they like.
+// whichever broker they like. A key the principal may not describe is
+// refused, as Kafka asks DESCRIBE on the group or transactional id.
 func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request) Reply {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
@@ -62,11 +63,11 @@ func (b *Broker) findCoordinator(ctx context.Context, c *Conn, req kmsg.Request)
 		case txn && txns.ValidateID(key) != nil:
 			co.ErrorCode = int16(protocol.InvalidRequest)
 			co.ErrorMessage = kmsg.StringPtr(txns.ValidateID(key).Error())
-		case txn && !b.Transacts(c, "FindCoordinator", key):
+		case txn && !b.DescribesTransaction(c, "FindCoordinator", key):
 			co.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
 		case !txn && groups.ValidateGroupID(key) != nil:
 			co.ErrorCode = int16(protocol.InvalidGroupID)
-		case !txn && !b.UsesGroups(c, "FindCoordinator", key):
+		case !txn && !b.DescribesGroup(c, "FindCoordinator", key):
 			co.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 		case !found || err != nil:
 			co.ErrorCode = int16(protocol.CoordinatorNotAvailable)

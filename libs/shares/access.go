@@ -12,9 +12,12 @@ import (
 // (the offsets service checks it; a frontend relaying a client checks the
 // same), after Kafka's group and topic READ: acquiring needs consume on
 // the topic; acknowledging, consume on every topic acknowledged; a reset,
-// consume on its topic; leaving, listing and describing, consume on some
-// topic; configuring and deleting a group, an admin. A body that does not
-// parse needs consume on some topic; the handler rejects it afterwards.
+// consume on its topic; leaving, consume on some topic; describing a
+// group (its members and offsets), describe on it (Kafka's
+// ShareGroupDescribe and DescribeShareGroupOffsets); listing, a known
+// principal, shown the groups it may describe; configuring and deleting a
+// group, an admin. A body that does not parse needs consume on some topic;
+// the handler rejects it afterwards.
 func NeedOf(method, path string, body []byte) cluster.Need {
 	n := cluster.Need{Op: cluster.OpConsume, Group: true}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
@@ -24,6 +27,8 @@ func NeedOf(method, path string, body []byte) cluster.Need {
 	switch {
 	case len(parts) == 3 && method == http.MethodDelete:
 		return cluster.Need{Admin: true}
+	case len(parts) <= 3 && method == http.MethodGet:
+		return cluster.Need{Describe: true, Group: true, GroupName: n.GroupName}
 	case len(parts) != 4:
 	case parts[3] == "config":
 		return cluster.Need{Admin: true}

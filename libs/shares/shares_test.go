@@ -99,11 +99,13 @@ func TestNeedOf(t *testing.T) {
 		{http.MethodPost, "/v1/share-groups/g/delete-offsets", `{"topic":"t"}`, cluster.Need{Op: cluster.OpConsume, Group: true, Topics: []string{"t"}}},
 		{http.MethodPost, "/v1/share-groups/g/config", `{}`, cluster.Need{Admin: true}},
 		{http.MethodDelete, "/v1/share-groups/g", ``, cluster.Need{Admin: true}},
-		{http.MethodGet, "/v1/share-groups/g", ``, cluster.Need{Op: cluster.OpConsume, Group: true}},
+		{http.MethodGet, "/v1/share-groups/g", ``, cluster.Need{Describe: true, Group: true, GroupName: "g"}},
+		{http.MethodGet, "/v1/share-groups", ``, cluster.Need{Describe: true, Group: true}},
 		{http.MethodPost, "/v1/share-groups/g/acquire", `{not json`, cluster.Need{Op: cluster.OpConsume, Group: true}},
 	} {
 		got := NeedOf(c.method, c.path, []byte(c.body))
-		if got.Op != c.want.Op || got.Admin != c.want.Admin || got.Group != c.want.Group || !slices.Equal(got.Topics, c.want.Topics) {
+		if got.Op != c.want.Op || got.Admin != c.want.Admin || got.Group != c.want.Group || !slices.Equal(got.Topics, c.want.Topics) ||
+			got.Describe != c.want.Describe || c.want.Describe && got.GroupName != c.want.GroupName {
 			t.Errorf("%s %s: %+v, want %+v", c.method, c.path, got, c.want)
 		}
 	}

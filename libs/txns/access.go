@@ -14,12 +14,18 @@ import (
 // produce (on the partitions' topics when named, on some topic otherwise);
 // a group's offsets in a transaction need consume on their topics, as the
 // group's own commits do, and the group itself; every change needs the
-// transactional id (cluster.Snapshot.AllowedResource); reading the
-// transactions' states needs a known principal.
+// transactional id (cluster.Snapshot.AllowedResource); reading a
+// transactional id's state needs describe on it (Kafka's
+// DescribeTransactions; producing with it implies it), and a listing a
+// known principal, shown the ids it may describe.
 func NeedOf(method, path string, body []byte) cluster.Need {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if method == http.MethodGet {
-		return cluster.Need{Read: true}
+		n := cluster.Need{Describe: true}
+		if len(parts) == 3 {
+			n.TransactionalID = cluster.PathName(parts[2])
+		}
+		return n
 	}
 	n := cluster.Need{Op: cluster.OpProduce}
 	if len(parts) != 4 {

@@ -32,7 +32,10 @@ func TestNeedOf(t *testing.T) {
 	if n := NeedOf(http.MethodPost, "/v1/txns/tx/init", nil); n.Op != cluster.OpProduce || len(n.Topics) != 0 {
 		t.Errorf("init: %+v", n)
 	}
-	if n := NeedOf(http.MethodGet, "/v1/txns", nil); !n.Read {
+	if n := NeedOf(http.MethodGet, "/v1/txns", nil); !n.Describe || n.TransactionalID != "" || n.Read {
 		t.Errorf("list: %+v", n)
+	}
+	if n := NeedOf(http.MethodGet, "/v1/txns/tx", nil); !n.Describe || n.TransactionalID != "tx" || n.Op != "" {
+		t.Errorf("describe: %+v", n)
 	}
 }

@@ -30,7 +30,9 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodPost, "/v1/producers", cluster.Need{Op: cluster.OpProduce}},
 		{http.MethodPut, "/v1/quotas", cluster.Need{Cluster: cluster.OpAlterConfigs}},
 		{http.MethodDelete, "/v1/nodes/3/decommission", cluster.Need{Cluster: cluster.OpAlter}},
-		{http.MethodGet, "/v1/groups", cluster.Need{Op: cluster.OpConsume, Group: true}},
+		{http.MethodGet, "/v1/groups", cluster.Need{Describe: true, Group: true}},
+		{http.MethodGet, "/v1/groups/g", cluster.Need{Describe: true, Group: true, GroupName: "g"}},
+		{http.MethodPost, "/v1/groups/g/heartbeat", cluster.Need{Op: cluster.OpConsume, Group: true, GroupName: "g"}},
 		{http.MethodDelete, "/v1/groups/g", cluster.Need{DeleteGroup: true, GroupName: "g"}},
 		{http.MethodGet, "/console/topics", cluster.Need{Admin: true}},
 	} {

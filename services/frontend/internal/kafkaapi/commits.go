@@ -114,7 +114,7 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 		for i, g := range reqs {
 			out[i] = kmsg.NewOffsetFetchResponseGroup()
 			out[i].Group = g.Group
-			if !s.broker.UsesGroups(c, "OffsetFetch", g.Group) {
+			if !s.broker.DescribesGroup(c, "OffsetFetch", g.Group) {
 				out[i].ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				continue
 			}
@@ -190,12 +190,12 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		return rp
 	}
 	if g.Topics == nil {
-		// Every topic the group committed that the principal may read.
+		// Every topic the group committed that the principal may describe.
 		byTopic := map[string][]int32{}
 		var order []string
 		for _, o := range committed {
 			tp := groups.TP{Topic: o.Topic, Partition: o.Partition}
-			if _, ok := byTP[tp]; !ok || !s.broker.Allowed(c, cluster.OpConsume, o.Topic) {
+			if _, ok := byTP[tp]; !ok || !s.broker.Describes(c, "", o.Topic) {
 				continue
 			}
 			if _, seen := byTopic[o.Topic]; !seen {
@@ -217,7 +217,7 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		t := kmsg.NewOffsetFetchResponseGroupTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		name := s.topicName(ctx, rt.Topic, rt.TopicID, version >= 10)
-		allowed := name != "" && s.broker.Allowed(c, cluster.OpConsume, name)
+		allowed := name != "" && s.broker.Describes(c, "OffsetFetch", name)
 		for _, p := range rt.Partitions {
 			rp := partition(name, p)
 			switch {

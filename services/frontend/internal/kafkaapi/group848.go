@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -114,10 +115,6 @@ func kafkaState(state string) string {
 func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListGroupsRequest)
 	resp := kmsg.NewPtrListGroupsResponse()
-	if !s.broker.UsesGroups(c, "ListGroups", "") {
-		resp.ErrorCode = int16(protocol.GroupAuthorizationFailed)
-		return kafka.Reply{Msg: resp}
-	}
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		list, err := client.List(c.Context())
@@ -131,7 +128,7 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			if f, ok := kafka.GroupCoordinator(snap, l.Group); ok && f.ID != self {
 				continue // another frontend coordinates it and lists it
 			}
-			if !s.broker.SeesGroup(c, l.Group) {
+			if !s.broker.ListsGroup(c, l.Group) {
 				continue // as Kafka lists only the groups the principal may describe
 			}
 			g := kmsg.NewListGroupsResponseGroup()
@@ -156,21 +153,30 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 }
 
 // describeEach describes each named group concurrently for the
-// connection's principal; a group it may not use is answered
+// connection's principal; a group it may not describe is answered
 // GROUP_AUTHORIZATION_FAILED.
 func (s *Service) describeEach(c *kafka.Conn, api string, names []string) ([]*groups.Description, []error) {
 	ds, errs := make([]*groups.Description, len(names)), make([]error, len(names))
 	client := s.groupsFor(c)
 	var wg sync.WaitGroup
 	for i, name := range names {
-		if !s.broker.UsesGroups(c, api, name) {
-			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not use group %s", name)
+		if !s.broker.DescribesGroup(c, api, name) {
+			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not describe group %s", name)
 			continue
 		}
 		wg.Go(func() { ds[i], errs[i] = client.Describe(c.Context(), name) })
 	}
 	wg.Wait()
 	return ds, errs
+}
+
+// groupOps is a described group's authorized-operations field: Kafka's
+// "not requested" unless the request asked for it.
+func (s *Service) groupOps(c *kafka.Conn, group string, asked bool) int32 {
+	if !asked {
+		return math.MinInt32
+	}
+	return s.broker.GroupOperations(c, group)
 }
 
 // describeGroups answers DescribeGroups. A classic group's members carry
@@ -184,7 +190,7 @@ func (s *Service) describeGroups(ctx context.Context, c *kafka.Conn, req kmsg.Re
 		ds, errs := s.describeEach(c, "DescribeGroups", r.Groups)
 		for i, name := range r.Groups {
 			g := kmsg.NewDescribeGroupsResponseGroup()
-			g.Group, g.AuthorizedOperations = name, -2147483648
+			g.Group, g.AuthorizedOperations = name, s.groupOps(c, name, r.IncludeAuthorizedOperations)
 			switch {
 			case protocol.CodeOf(errs[i]) == protocol.GroupIDNotFound:
 				g.State = "Dead"
@@ -245,7 +251,7 @@ func (s *Service) consumerGroupDescribe(ctx context.Context, c *kafka.Conn, req 
 		}
 		for i, name := range r.Groups {
 			g := kmsg.NewConsumerGroupDescribeResponseGroup()
-			g.Group, g.AuthorizedOperations = name, -2147483648
+			g.Group, g.AuthorizedOperations = name, s.groupOps(c, name, r.IncludeAuthorizedOperations)
 			switch {
 			case errs[i] != nil:
 				g.ErrorCode, g.ErrorMessage = groupCode(errs[i]), message(errs[i])

@@ -178,8 +178,8 @@ func (s *Service) shareGroupDescribe(ctx context.Context, c *kafka.Conn, req kms
 	return kafka.Reply{Async: func() kafka.Reply {
 		for _, id := range r.GroupIDs {
 			g := kmsg.NewShareGroupDescribeResponseGroup()
-			g.GroupID, g.Assignor, g.AuthorizedOperations = id, "simple", -2147483648
-			if !s.broker.UsesGroups(c, "ShareGroupDescribe", id) {
+			g.GroupID, g.Assignor, g.AuthorizedOperations = id, "simple", s.groupOps(c, id, r.IncludeAuthorizedOperations)
+			if !s.broker.DescribesGroup(c, "ShareGroupDescribe", id) {
 				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				resp.Groups = append(resp.Groups, g)
 				continue

@@ -19,8 +19,10 @@ import (
 // deleting needs the group without members: none here (Kafka share
 // consumers the frontend coordinates) and no record of the topic under lock
 // at the offsets service (NON_EMPTY_GROUP otherwise), as Kafka needs the
-// group empty. The principal needs the group (UsesGroups) and consume on the
-// topics, which the offsets service checks too.
+// group empty. Describing needs describe on the group and its topics;
+// altering and deleting need the group (UsesGroups) and consume on the
+// topics, as Kafka asks DESCRIBE and READ; the offsets service checks the
+// same.
 
 // describeShareGroupOffsets answers DescribeShareGroupOffsets: each
 // partition's start offset and (v1) lag; a partition the group has not
@@ -33,7 +35,7 @@ func (s *Service) describeShareGroupOffsets(_ context.Context, c *kafka.Conn, re
 		for _, rg := range r.Groups {
 			out := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 			out.GroupID = rg.GroupID
-			if !s.broker.UsesGroups(c, "DescribeShareGroupOffsets", rg.GroupID) {
+			if !s.broker.DescribesGroup(c, "DescribeShareGroupOffsets", rg.GroupID) {
 				out.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			} else if d, err := client.Describe(c.Context(), rg.GroupID); err != nil {
 				out.ErrorCode, out.ErrorMessage = groupCode(err), message(err)
@@ -79,7 +81,7 @@ func (s *Service) shareGroupOffsets(c *kafka.Conn, d *shares.Description, asked 
 		if parts == nil {
 			parts = byTopic[rt.Topic]
 		}
-		topicAllowed := s.broker.Allowed(c, cluster.OpConsume, rt.Topic)
+		topicAllowed := s.broker.Describes(c, "DescribeShareGroupOffsets", rt.Topic)
 		for _, pid := range parts {
 			op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 			op.Partition, op.StartOffset, op.LeaderEpoch, op.Lag = pid, -1, -1, -1

@@ -247,7 +247,8 @@ func (s *Service) endTxn(_ context.Context, c *kafka.Conn, req kmsg.Request) kaf
 	}}
 }
 
-// describeTransactions answers DescribeTransactions.
+// describeTransactions answers DescribeTransactions: an id the principal
+// may not describe is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 func (s *Service) describeTransactions(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.DescribeTransactionsRequest)
 	resp := kmsg.NewPtrDescribeTransactionsResponse()
@@ -256,6 +257,11 @@ func (s *Service) describeTransactions(_ context.Context, c *kafka.Conn, req kms
 		for _, id := range r.TransactionalIDs {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
+			if !s.broker.DescribesTransaction(c, "DescribeTransactions", id) {
+				st.ErrorCode = int16(protocol.TransactionalIDAuthorizationFailed)
+				resp.TransactionStates = append(resp.TransactionStates, st)
+				continue
+			}
 			d, err := client.Describe(c.Context(), id)
 			if st.ErrorCode = txnCode(err, r.Version); st.ErrorCode == 0 {
 				st.State, st.TimeoutMillis, st.StartTimestamp, st.ProducerID, st.ProducerEpoch = d.State, d.TimeoutMs, d.StartMs, d.ProducerID, d.Epoch
@@ -275,7 +281,7 @@ func (s *Service) describeTransactions(_ context.Context, c *kafka.Conn, req kms
 }
 
 // listTransactions answers ListTransactions, with its state and producer
-// id filters.
+// id filters: the ids the principal may describe, as in Kafka.
 func (s *Service) listTransactions(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListTransactionsRequest)
 	resp := kmsg.NewPtrListTransactionsResponse()
@@ -291,7 +297,7 @@ func (s *Service) listTransactions(_ context.Context, c *kafka.Conn, req kmsg.Re
 			}
 		}
 		for _, d := range list {
-			if len(r.ProducerIDFilters) > 0 && !slices.Contains(r.ProducerIDFilters, d.ProducerID) {
+			if len(r.ProducerIDFilters) > 0 && !slices.Contains(r.ProducerIDFilters, d.ProducerID) || !s.broker.DescribesTransaction(c, "", d.ID) {
 				continue
 			}
 			st := kmsg.NewListTransactionsResponseTransactionState()

@@ -103,15 +103,8 @@ func (s *Server) list(c context.Context, ctx *fasthttp.RequestCtx) error {
 	if err := s.node.Linearize(c); err != nil {
 		return protocol.NotCoordinator.Err("%v", err)
 	}
-	// A principal sees the groups it may use, as Kafka's ListGroups lists
-	// those it may describe.
-	sees := func(string) bool { return true }
-	if name, check := s.cfg.Authz.Principal(ctx); check {
-		access := s.ends.Access()
-		p, _ := access.Principal(name)
-		p = p.At(s.cfg.Authz.ClientHost(ctx))
-		sees = func(group string) bool { return p != nil && access.AllowedResource(p, cluster.ResourceGroup, group) }
-	}
+	// As Kafka's ListGroups, a principal sees the groups it may describe.
+	sees := s.shows(ctx, (*cluster.Snapshot).ListsGroup)
 	out := groups.ListResponse{Groups: []groups.Listing{}}
 	for _, name := range s.fsm.GroupNames() {
 		if !sees(name) {

@@ -275,7 +275,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group st
 	p = p.At(host)
 	err := access.Authorize(p, name, need)
 	if err == nil && group != "" {
-		err = s.groupAccess(access, p, name, group)
+		err = s.groupAccess(access, p, name, group, need.Describe)
 	}
 	if err == nil {
 		// A relay to the leader names the principal: the leader checks the
@@ -289,11 +289,12 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group st
 }
 
 // groupAccess refuses a group to a principal that may not consume every
-// topic the group reads: those its members subscribe to and those it has
-// offsets committed for. Groups are not ACL resources of their own; this
-// keeps one principal out of the groups of topics it cannot read (their
-// members, lag and offsets). A group that does not exist yet is open.
-func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, name, group string) error {
+// topic the group reads (describe, for a read of the group): those its
+// members subscribe to and those it has offsets committed for. This keeps
+// one principal out of the groups of topics it cannot read or see (their
+// members, lag and offsets), whatever its group ACLs. A group that does
+// not exist yet is open.
+func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, name, group string, describe bool) error {
 	if p != nil && p.Admin {
 		return nil
 	}
@@ -313,6 +314,9 @@ func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, nam
 		topics[o.Topic] = true
 	}
 	need := cluster.Need{Op: cluster.OpConsume, Group: true}
+	if describe {
+		need = cluster.Need{Describe: true, Group: true}
+	}
 	for t := range topics {
 		need.Topics = append(need.Topics, t)
 	}
@@ -324,6 +328,20 @@ func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, nam
 		return protocol.GroupAuthorizationFailed.Err("%s (group %s reads it)", protocol.MessageOf(err), group)
 	}
 	return nil
+}
+
+// shows is what a listing shows the request's principal: the names ok
+// allows it in the newest access model (every name when no principal is
+// checked).
+func (s *Server) shows(ctx *fasthttp.RequestCtx, ok func(access *cluster.Snapshot, p *cluster.Principal, name string) bool) func(string) bool {
+	name, check := s.cfg.Authz.Principal(ctx)
+	if !check {
+		return func(string) bool { return true }
+	}
+	access := s.ends.Access()
+	p, _ := access.Principal(name)
+	p = p.At(s.cfg.Authz.ClientHost(ctx))
+	return func(n string) bool { return p != nil && ok(access, p, n) }
 }
 
 // fail answers err with its status and wire code.

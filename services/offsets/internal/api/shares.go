@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
@@ -84,7 +85,14 @@ func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) 
 			if err := s.node.Linearize(c); err != nil {
 				return protocol.NotCoordinator.Err("%v", err)
 			}
-			service.WriteJSON(ctx, http.StatusOK, shares.ListResponse{Groups: sh.List()})
+			sees := s.shows(ctx, (*cluster.Snapshot).ListsGroup)
+			out := shares.ListResponse{Groups: []shares.Listing{}}
+			for _, l := range sh.List() {
+				if sees(l.Group) {
+					out.Groups = append(out.Groups, l)
+				}
+			}
+			service.WriteJSON(ctx, http.StatusOK, out)
 			return nil
 		}),
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/txns"
@@ -84,7 +85,16 @@ func (s *Server) txnRoutes(route func(method, pattern string, h routeHandler) se
 			if err != nil {
 				return err
 			}
-			service.WriteJSON(ctx, http.StatusOK, txns.ListResponse{Transactions: list})
+			sees := s.shows(ctx, func(access *cluster.Snapshot, p *cluster.Principal, id string) bool {
+				return access.DescribesResource(p, cluster.ResourceTransactionalID, id)
+			})
+			out := txns.ListResponse{Transactions: []txns.Description{}}
+			for _, d := range list {
+				if sees(d.ID) {
+					out.Transactions = append(out.Transactions, d)
+				}
+			}
+			service.WriteJSON(ctx, http.StatusOK, out)
 			return nil
 		}),
 	}
