@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestKafkaSarama runs IBM/sarama, the most used Go Kafka client, against a
@@ -67,6 +68,8 @@ func TestKafkaSarama(t *testing.T) {
 	if _, ok := topics["sarama-gone"]; ok {
 		t.Fatal("ListTopics still lists the deleted topic")
 	}
+
+	saramaAdminACLsQuotasSCRAM(t, admin)
 
 	// An idempotent producer, acks=all.
 	pcfg := *cfg
@@ -192,4 +195,134 @@ func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sar
 		sess.MarkMessage(m, "")
 	}
 	return nil
+}
+
+// saramaAdminACLsQuotasSCRAM runs sarama's cluster admin over what Kafka's
+// admin tools use beside topics: a SCRAM user upserted (which makes the
+// principal), described and deleted; ACLs created on a topic, a group
+// prefix and a transactional id (ALLOW and DENY), listed by a filter and
+// deleted by one; a client quota set, described and removed; a topic's
+// config changed incrementally.
+func saramaAdminACLsQuotasSCRAM(t *testing.T, admin sarama.ClusterAdmin) {
+	t.Helper()
+	user := "sarama-user"
+	upserted, err := admin.UpsertUserScramCredentials([]sarama.AlterUserScramCredentialsUpsert{{Name: user,
+		Mechanism: sarama.SCRAM_MECHANISM_SHA_256, Iterations: 8192, Salt: []byte("sarama-salt"), Password: []byte("sarama-secret")}})
+	if err != nil || len(upserted) != 1 || upserted[0].ErrorCode != sarama.ErrNoError {
+		t.Fatalf("UpsertUserScramCredentials: %v %+v", err, upserted)
+	}
+	creds, err := admin.DescribeUserScramCredentials([]string{user})
+	if err != nil || len(creds) != 1 || creds[0].ErrorCode != sarama.ErrNoError || len(creds[0].CredentialInfos) != 1 ||
+		creds[0].CredentialInfos[0].Mechanism != sarama.SCRAM_MECHANISM_SHA_256 || creds[0].CredentialInfos[0].Iterations != 8192 {
+		t.Fatalf("DescribeUserScramCredentials: %v %+v", err, creds)
+	}
+
+	principal := "User:" + user
+	allow := func(op sarama.AclOperation) *sarama.Acl {
+		return &sarama.Acl{Principal: principal, Host: "*", Operation: op, PermissionType: sarama.AclPermissionAllow}
+	}
+	bindings := []*sarama.ResourceAcls{
+		{Resource: sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: "sarama", ResourcePatternType: sarama.AclPatternLiteral},
+			Acls: []*sarama.Acl{allow(sarama.AclOperationRead)}},
+		{Resource: sarama.Resource{ResourceType: sarama.AclResourceGroup, ResourceName: "sarama-", ResourcePatternType: sarama.AclPatternPrefixed},
+			Acls: []*sarama.Acl{allow(sarama.AclOperationRead), allow(sarama.AclOperationDescribe)}},
+		{Resource: sarama.Resource{ResourceType: sarama.AclResourceGroup, ResourceName: "sarama-private", ResourcePatternType: sarama.AclPatternLiteral},
+			Acls: []*sarama.Acl{{Principal: principal, Host: "*", Operation: sarama.AclOperationRead, PermissionType: sarama.AclPermissionDeny}}},
+		{Resource: sarama.Resource{ResourceType: sarama.AclResourceTransactionalID, ResourceName: "sarama-tx", ResourcePatternType: sarama.AclPatternLiteral},
+			Acls: []*sarama.Acl{allow(sarama.AclOperationWrite)}},
+	}
+	if err := admin.CreateACLs(bindings); err != nil {
+		t.Fatalf("CreateACLs: %v", err)
+	}
+	filter := sarama.AclFilter{ResourceType: sarama.AclResourceAny, ResourcePatternTypeFilter: sarama.AclPatternAny, Principal: &principal,
+		Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny}
+	var listed []string
+	testkit.Eventually(t, 30*time.Second, func() error { // the broker answers from its model, which follows metadata
+		acls, err := admin.ListAcls(filter)
+		if err != nil {
+			return err
+		}
+		listed = listed[:0]
+		for _, r := range acls {
+			for _, a := range r.Acls {
+				listed = append(listed, fmt.Sprintf("%s:%s:%s %s %s", &r.ResourceType, &r.ResourcePatternType, r.ResourceName, &a.Operation, &a.PermissionType))
+			}
+		}
+		slices.Sort(listed)
+		if len(listed) != 5 {
+			return fmt.Errorf("ListAcls of %s: %v, want the 5 bindings created", principal, listed)
+		}
+		return nil
+	})
+	want := []string{"Group:Literal:sarama-private Read Deny", "Group:Prefixed:sarama- Describe Allow", "Group:Prefixed:sarama- Read Allow",
+		"Topic:Literal:sarama Read Allow", "TransactionalID:Literal:sarama-tx Write Allow"}
+	if !slices.Equal(listed, want) {
+		t.Fatalf("ListAcls of %s:\n%v\nwant\n%v", principal, listed, want)
+	}
+	groupsOnly := filter
+	groupsOnly.ResourceType = sarama.AclResourceGroup
+	deleted, err := admin.DeleteACL(groupsOnly, false)
+	if err != nil || len(deleted) != 3 {
+		t.Fatalf("DeleteACL of %s's group bindings: %v, %d deleted, want 3", principal, err, len(deleted))
+	}
+	if acls, err := admin.ListAcls(groupsOnly); err != nil || len(acls) != 0 {
+		t.Fatalf("ListAcls of the group bindings after DeleteACL: %v %+v", err, acls)
+	}
+	if err := admin.CreateACLs([]*sarama.ResourceAcls{{Resource: sarama.Resource{ResourceType: sarama.AclResourceGroup,
+		ResourceName: "g", ResourcePatternType: sarama.AclPatternLiteral}, Acls: []*sarama.Acl{allow(sarama.AclOperationAlter)}}}); err == nil {
+		t.Fatal("CreateACLs of ALTER on a group (which Sluice does not keep) succeeded")
+	}
+
+	client := []sarama.QuotaEntityComponent{{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchExact, Name: "sarama-app"}}
+	if err := admin.AlterClientQuotas(client, sarama.ClientQuotasOp{Key: "producer_byte_rate", Value: 1048576}, false); err != nil {
+		t.Fatalf("AlterClientQuotas: %v", err)
+	}
+	match := []sarama.QuotaFilterComponent{{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchExact, Match: "sarama-app"}}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		quotas, err := admin.DescribeClientQuotas(match, true)
+		if err != nil {
+			return err
+		}
+		if len(quotas) != 1 || quotas[0].Values["producer_byte_rate"] != 1048576 {
+			return fmt.Errorf("DescribeClientQuotas of sarama-app: %+v", quotas)
+		}
+		return nil
+	})
+	if err := admin.AlterClientQuotas(client, sarama.ClientQuotasOp{Key: "producer_byte_rate", Remove: true}, false); err != nil {
+		t.Fatalf("AlterClientQuotas removing the quota: %v", err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if quotas, err := admin.DescribeClientQuotas(match, true); err != nil || len(quotas) != 0 {
+			return fmt.Errorf("DescribeClientQuotas after the removal: %v %+v", err, quotas)
+		}
+		return nil
+	})
+
+	retention := "7200000"
+	if err := admin.IncrementalAlterConfig(sarama.TopicResource, "sarama", map[string]sarama.IncrementalAlterConfigsEntry{
+		"retention.ms": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &retention}}, false); err != nil {
+		t.Fatalf("IncrementalAlterConfig: %v", err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama"})
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(entries, func(e sarama.ConfigEntry) bool { return e.Name == "retention.ms" }); i < 0 || entries[i].Value != retention {
+			return fmt.Errorf("retention.ms after IncrementalAlterConfig: %+v", entries)
+		}
+		return nil
+	})
+
+	if res, err := admin.DeleteUserScramCredentials([]sarama.AlterUserScramCredentialsDelete{{Name: user, Mechanism: sarama.SCRAM_MECHANISM_SHA_256}}); err != nil ||
+		len(res) != 1 || res[0].ErrorCode != sarama.ErrNoError {
+		t.Fatalf("DeleteUserScramCredentials: %v %+v", err, res)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		creds, err := admin.DescribeUserScramCredentials([]string{user})
+		if err != nil || len(creds) != 1 || len(creds[0].CredentialInfos) != 0 {
+			return fmt.Errorf("DescribeUserScramCredentials after the deletion: %v %+v", err, creds)
+		}
+		return nil
+	})
 }
