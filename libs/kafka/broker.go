@@ -629,7 +629,7 @@ func (b *Broker) autoCreate(ctx context.Context, c *Conn, snap *cluster.Snapshot
 	switch {
 	case err != nil && protocol.CodeOf(err) != protocol.TopicAlreadyExists:
 		c.Log().Warn("kafka topic auto-creation failed", "topic", name, "err", err)
-		return int16(protocol.CodeOf(err))
+		return protocol.KafkaOf(err, protocol.AdminAnswer)
 	case err == nil:
 		c.Log().Info("kafka topic auto-created", "topic", name, "partitions", set.NumPartitions, "replication_factor", t.ReplicationFactor)
 	}

@@ -482,20 +482,5 @@ func errorFields(err error) (int16, *string) {
 		return 0, nil
 	}
 	msg := protocol.MessageOf(err)
-	return Code(protocol.CodeOf(err)), &msg
-}
-
-// Code is the code a Kafka client is given for a Sluice wire code: the code
-// itself when Kafka has it, UNKNOWN_SERVER_ERROR for Sluice's own codes
-// (1000 and up) that have no Kafka equivalent.
-func Code(c protocol.Code) int16 {
-	switch {
-	case c == protocol.TooManyConnections:
-		return int16(protocol.ThrottlingQuotaExceeded)
-	case c == protocol.UnknownNode:
-		return int16(protocol.BrokerNotAvailable)
-	case c >= 1000:
-		return int16(protocol.UnknownServerError)
-	}
-	return int16(c)
+	return protocol.KafkaOf(err, protocol.AdminAnswer), &msg
 }

@@ -44,7 +44,7 @@ func (b *Broker) electLeaders(ctx context.Context, c *Conn, req kmsg.Request) Re
 			out.Topic = rt.Topic
 			answer := func(p int32, code protocol.Code, msg string) {
 				rp := kmsg.NewElectLeadersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, Code(code)
+				rp.Partition, rp.ErrorCode = p, code.Kafka(protocol.AdminAnswer)
 				if msg != "" {
 					rp.ErrorMessage = &msg
 				}

@@ -79,7 +79,7 @@ func (s *Service) offsetCommit(ctx context.Context, c *kafka.Conn, req kmsg.Requ
 	}
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		code := groupCode(client.Commit(c.Context(), r.Group, cr))
+		code := protocol.KafkaOf(client.Commit(c.Context(), r.Group, cr), protocol.CoordinatorAnswer)
 		for _, sl := range pending {
 			resp.Topics[sl.t].Partitions[sl.p].ErrorCode = code
 		}
@@ -158,7 +158,7 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 	}
 	res, err := client.MemberOffsets(ctx, g.Group, id, g.MemberEpoch)
 	if err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
-		out.ErrorCode = groupCode(err)
+		out.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 		return
 	}
 	committed := res.Offsets
@@ -253,7 +253,7 @@ func (s *Service) offsetDelete(ctx context.Context, c *kafka.Conn, req kmsg.Requ
 			code := int16(protocol.TopicAuthorizationFailed)
 			if s.broker.Allowed(c, cluster.OpConsume, rt.Topic) {
 				err := client.DeleteOffsets(c.Context(), r.Group, groups.DeleteOffsetsRequest{Topic: rt.Topic, Partitions: parts})
-				if code = groupCode(err); code == int16(protocol.GroupIDNotFound) {
+				if code = protocol.KafkaOf(err, protocol.CoordinatorAnswer); code == int16(protocol.GroupIDNotFound) {
 					resp.ErrorCode = code
 				}
 			}

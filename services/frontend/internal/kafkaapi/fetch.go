@@ -194,7 +194,7 @@ func (s *Service) proxyPass(ctx context.Context, parts []*fetchPart, wait time.D
 // fill sets a partition's answer from the leader's.
 func (fp *fetchPart) fill(resp *protocol.FetchResponse, err error) {
 	if err != nil {
-		fp.out.ErrorCode = codeOf(err)
+		fp.out.ErrorCode = protocol.KafkaOf(err, protocol.DataAnswer)
 		return
 	}
 	fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = resp.HighWatermark, resp.LastStableOffset, resp.LogStartOffset

@@ -66,7 +66,7 @@ func (s *Service) consumerGroupHeartbeat(ctx context.Context, c *kafka.Conn, req
 	return kafka.Reply{Async: func() kafka.Reply {
 		out, err := client.Heartbeat(c.Context(), r.Group, hr)
 		if err != nil {
-			return fail(protocol.Code(groupCode(err)), err)
+			return fail(protocol.Code(protocol.KafkaOf(err, protocol.CoordinatorAnswer)), err)
 		}
 		resp.MemberID, resp.MemberEpoch, resp.HeartbeatIntervalMillis = kmsg.StringPtr(out.MemberID), out.MemberEpoch, out.HeartbeatIntervalMs
 		if r.MemberEpoch < 0 {
@@ -119,7 +119,7 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	return kafka.Reply{Async: func() kafka.Reply {
 		list, err := client.List(c.Context())
 		if err != nil {
-			resp.ErrorCode = groupCode(err)
+			resp.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 			return kafka.Reply{Msg: resp}
 		}
 		snap := s.broker.Snapshot(c.Context())
@@ -195,7 +195,7 @@ func (s *Service) describeGroups(ctx context.Context, c *kafka.Conn, req kmsg.Re
 			case protocol.CodeOf(errs[i]) == protocol.GroupIDNotFound:
 				g.State = "Dead"
 			case errs[i] != nil:
-				g.ErrorCode, g.ErrorMessage = groupCode(errs[i]), message(errs[i])
+				g.ErrorCode, g.ErrorMessage = protocol.KafkaOf(errs[i], protocol.CoordinatorAnswer), message(errs[i])
 			default:
 				d := ds[i]
 				g.State, g.ProtocolType, g.Protocol = kafkaState(d.State), d.ProtocolType, d.ProtocolName
@@ -254,7 +254,7 @@ func (s *Service) consumerGroupDescribe(ctx context.Context, c *kafka.Conn, req 
 			g.Group, g.AuthorizedOperations = name, s.groupOps(c, name, r.IncludeAuthorizedOperations)
 			switch {
 			case errs[i] != nil:
-				g.ErrorCode, g.ErrorMessage = groupCode(errs[i]), message(errs[i])
+				g.ErrorCode, g.ErrorMessage = protocol.KafkaOf(errs[i], protocol.CoordinatorAnswer), message(errs[i])
 			case ds[i].Protocol == groups.ProtocolClassic:
 				g.ErrorCode = int16(protocol.GroupIDNotFound)
 				g.ErrorMessage = kmsg.StringPtr("group " + name + " is a classic group: use DescribeGroups")
@@ -290,7 +290,7 @@ func (s *Service) deleteGroups(ctx context.Context, c *kafka.Conn, req kmsg.Requ
 			if !s.broker.DeletesGroup(c, name) {
 				g.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			} else if err := client.Delete(c.Context(), name); err != nil {
-				g.ErrorCode, g.ErrorMessage = groupCode(err), message(err)
+				g.ErrorCode, g.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 			}
 			resp.Groups = append(resp.Groups, g)
 		}

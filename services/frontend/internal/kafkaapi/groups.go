@@ -25,22 +25,6 @@ func (s *Service) groupsFor(c *kafka.Conn) *groups.Client {
 	return s.groups.For(name, c.Host())
 }
 
-// groupCode is the Kafka error code of an offsets service answer: its own
-// codes are Kafka's; an offsets service that cannot be reached, or that
-// lost its leader, is a coordinator not available (clients look for it
-// again and retry).
-func groupCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	switch c := protocol.CodeOf(err); c {
-	case protocol.UnknownServerError, protocol.NetworkException, protocol.RequestTimedOut, protocol.BrokerNotAvailable:
-		return int16(protocol.CoordinatorNotAvailable)
-	default:
-		return kafka.Code(c)
-	}
-}
-
 // message is a Kafka nullable error message for err.
 func message(err error) *string {
 	if err == nil {
@@ -92,7 +76,7 @@ func (s *Service) joinGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request
 	return kafka.Reply{Async: func() kafka.Reply {
 		out, err := client.Join(c.Context(), r.Group, jr)
 		if err != nil {
-			return fail(groupCode(err))
+			return fail(protocol.KafkaOf(err, protocol.CoordinatorAnswer))
 		}
 		resp.ErrorCode, resp.Generation, resp.LeaderID, resp.MemberID, resp.SkipAssignment = out.ErrorCode, out.Generation, out.Leader, out.MemberID, out.SkipAssignment
 		if out.ErrorCode == 0 {
@@ -137,7 +121,7 @@ func (s *Service) syncGroup(ctx context.Context, c *kafka.Conn, req kmsg.Request
 	return kafka.Reply{Async: func() kafka.Reply {
 		out, err := client.Sync(c.Context(), r.Group, sr)
 		if err != nil {
-			resp.ErrorCode = groupCode(err)
+			resp.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 			return kafka.Reply{Msg: resp}
 		}
 		resp.ProtocolType, resp.Protocol, resp.MemberAssignment = kmsg.StringPtr(out.ProtocolType), kmsg.StringPtr(out.ProtocolName), out.Assignment
@@ -155,8 +139,8 @@ func (s *Service) heartbeat(ctx context.Context, c *kafka.Conn, req kmsg.Request
 	}
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
-		resp.ErrorCode = groupCode(client.ClassicHeartbeat(c.Context(), r.Group,
-			groups.ClassicHeartbeatRequest{MemberID: r.MemberID, InstanceID: deref(r.InstanceID), Generation: r.Generation}))
+		resp.ErrorCode = protocol.KafkaOf(client.ClassicHeartbeat(c.Context(), r.Group,
+			groups.ClassicHeartbeatRequest{MemberID: r.MemberID, InstanceID: deref(r.InstanceID), Generation: r.Generation}), protocol.CoordinatorAnswer)
 		return kafka.Reply{Msg: resp}
 	}}
 }
@@ -180,7 +164,7 @@ func (s *Service) leaveGroup(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	return kafka.Reply{Async: func() kafka.Reply {
 		out, err := client.Leave(c.Context(), r.Group, lr)
 		if err != nil {
-			resp.ErrorCode = groupCode(err)
+			resp.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 			return kafka.Reply{Msg: resp}
 		}
 		for _, m := range out.Members {

@@ -41,7 +41,6 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
-	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/quota"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/txns"
@@ -155,19 +154,4 @@ func (s *Service) Addr() string { return s.server.Addr() }
 // describeLogDirs answers DescribeLogDirs: a frontend holds no logs.
 func (s *Service) describeLogDirs(_ context.Context, _ *kafka.Conn, _ kmsg.Request) kafka.Reply {
 	return kafka.Reply{Msg: kmsg.NewPtrDescribeLogDirsResponse()}
-}
-
-// codeOf is the Kafka error code of a storage or producer error (0 for
-// nil).
-func codeOf(err error) int16 {
-	switch c := protocol.CodeOf(err); c {
-	case protocol.BrokerNotAvailable, protocol.NetworkException, protocol.UnknownNode:
-		// The leader could not be reached: a Kafka client refreshes its
-		// metadata and retries on NOT_LEADER_OR_FOLLOWER.
-		return int16(protocol.NotLeaderOrFollower)
-	case protocol.TooManyConnections:
-		return int16(protocol.UnknownServerError)
-	default:
-		return kafka.Code(c)
-	}
 }

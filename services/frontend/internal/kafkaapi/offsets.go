@@ -152,5 +152,5 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 func (s *Service) atLeader(ctx context.Context, topic string, partition int32, api protocol.APIKey, req, resp protocol.Body) int16 {
 	res, err := s.fetcher.AtLeader(ctx, topic, partition, api, req, resp)
 	res.Release()
-	return codeOf(err)
+	return protocol.KafkaOf(err, protocol.DataAnswer)
 }

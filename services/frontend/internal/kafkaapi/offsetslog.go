@@ -75,7 +75,7 @@ func (s *Service) readOffsetsLogPart(ctx context.Context, c *kafka.Conn, p *offs
 	limit := min(max(int(p.maxBytes)/offsetsLogRecordSize, 1), groups.MaxOffsetsLogRecords)
 	page, err := s.groupsFor(c).OffsetsLog(ctx, p.partition, p.offset, limit)
 	if err != nil {
-		p.out.ErrorCode = groupCode(err)
+		p.out.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 		return
 	}
 	p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = page.End, page.End, 0
@@ -104,7 +104,7 @@ func (s *Service) offsetsLogOffset(ctx context.Context, c *kafka.Conn, partition
 	for from := int64(0); ; {
 		page, err := client.OffsetsLog(ctx, partition, from, 0)
 		if err != nil {
-			return -1, -1, groupCode(err)
+			return -1, -1, protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 		}
 		for _, r := range page.Records {
 			switch {
@@ -133,7 +133,7 @@ func (s *Service) offsetsLogEpochEnd(ctx context.Context, c *kafka.Conn, partiti
 	}
 	page, err := s.groupsFor(c).OffsetsLog(ctx, partition, 1<<62, 1)
 	if err != nil {
-		return -1, -1, groupCode(err)
+		return -1, -1, protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 	}
 	return 0, page.End, 0
 }

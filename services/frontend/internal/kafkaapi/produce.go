@@ -144,7 +144,7 @@ func (s *Service) fill(topic string, p *kmsg.ProduceResponseTopicPartition, res 
 	if errors.Is(res.Err, produce.ErrMetadataUnavailable) {
 		p.ErrorCode = int16(protocol.LeaderNotAvailable)
 	} else {
-		p.ErrorCode = codeOf(res.Err)
+		p.ErrorCode = protocol.KafkaOf(res.Err, protocol.DataAnswer)
 	}
 	msg := protocol.MessageOf(res.Err)
 	p.ErrorMessage = &msg

@@ -215,7 +215,7 @@ func (s *Service) shareGroupDescribe(ctx context.Context, c *kafka.Conn, req kms
 				g.GroupState = "Stable"
 			default:
 				if _, err := client.Describe(c.Context(), id); err != nil {
-					g.ErrorCode, g.ErrorMessage = groupCode(err), message(err)
+					g.ErrorCode, g.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 				}
 				g.GroupState = "Empty"
 			}

@@ -85,7 +85,7 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 	}
 	sess, err := s.shareSessionStep(shareMemberKey{group, member}, r.ShareSessionEpoch, add, forget)
 	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = int16(protocol.CodeOf(err)), message(err)
+		resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 		return kafka.Reply{Msg: resp}
 	}
 	client := s.sharesFor(c)
@@ -129,10 +129,10 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			rp := kmsg.NewShareFetchResponseTopicPartition()
 			rp.Partition, rp.Records, rp.AcquiredRecords = tp.Partition, p.records, p.acquired
 			if p.err != nil {
-				rp.ErrorCode, rp.ErrorMessage = int16(protocol.CodeOf(p.err)), message(p.err)
+				rp.ErrorCode, rp.ErrorMessage = protocol.KafkaOf(p.err, protocol.CoordinatorAnswer), message(p.err)
 			}
 			if p.ackErr != nil {
-				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = int16(protocol.CodeOf(p.ackErr)), message(p.ackErr)
+				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = protocol.KafkaOf(p.ackErr, protocol.CoordinatorAnswer), message(p.ackErr)
 			}
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.member.ID(), leaderEpoch(snap, tp.Topic, tp.Partition)
 			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
@@ -216,7 +216,7 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 					if parts[tp] == nil {
 						parts[tp] = &shareFetchPart{}
 					}
-					parts[tp].err = protocol.Code(groupCode(err)).Err("%s", protocol.MessageOf(err))
+					parts[tp].err = err
 				}
 				continue
 			}

@@ -38,7 +38,7 @@ func (s *Service) describeShareGroupOffsets(_ context.Context, c *kafka.Conn, re
 			if !s.broker.DescribesGroup(c, "DescribeShareGroupOffsets", rg.GroupID) {
 				out.ErrorCode = int16(protocol.GroupAuthorizationFailed)
 			} else if d, err := client.Describe(c.Context(), rg.GroupID); err != nil {
-				out.ErrorCode, out.ErrorMessage = groupCode(err), message(err)
+				out.ErrorCode, out.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 			} else {
 				out.Topics = s.shareGroupOffsets(c, d, rg.Topics)
 			}
@@ -133,7 +133,7 @@ func (s *Service) alterShareGroupOffsets(_ context.Context, c *kafka.Conn, req k
 	r := req.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := kmsg.NewPtrAlterShareGroupOffsetsResponse()
 	if err := s.shareGroupAlterable(c, "AlterShareGroupOffsets", r.GroupID); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+		resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 		return kafka.Reply{Msg: resp}
 	}
 	client := s.sharesFor(c)
@@ -181,7 +181,7 @@ func (s *Service) alterShareGroupOffsets(_ context.Context, c *kafka.Conn, req k
 			}
 			for i := range ot.Partitions {
 				if err := failed[ot.Partitions[i].Partition]; err != nil {
-					ot.Partitions[i].ErrorCode, ot.Partitions[i].ErrorMessage = groupCode(err), message(err)
+					ot.Partitions[i].ErrorCode, ot.Partitions[i].ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 				}
 			}
 			resp.Topics = append(resp.Topics, ot)
@@ -197,7 +197,7 @@ func (s *Service) deleteShareGroupOffsets(_ context.Context, c *kafka.Conn, req 
 	r := req.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := kmsg.NewPtrDeleteShareGroupOffsetsResponse()
 	if err := s.shareGroupAlterable(c, "DeleteShareGroupOffsets", r.GroupID); err != nil {
-		resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+		resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 		return kafka.Reply{Msg: resp}
 	}
 	client := s.sharesFor(c)
@@ -215,10 +215,10 @@ func (s *Service) deleteShareGroupOffsets(_ context.Context, c *kafka.Conn, req 
 				ot.TopicID = kafka.TopicID(t)
 				if err := client.DeleteOffsets(c.Context(), r.GroupID, rt.Topic); err != nil {
 					if protocol.CodeOf(err) == protocol.GroupIDNotFound {
-						resp.ErrorCode, resp.ErrorMessage = groupCode(err), message(err)
+						resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 						return kafka.Reply{Msg: resp}
 					}
-					ot.ErrorCode, ot.ErrorMessage = groupCode(err), message(err)
+					ot.ErrorCode, ot.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 				} else {
 					c.Log().Info("kafka share group offsets deleted", "group", r.GroupID, "topic", rt.Topic)
 				}

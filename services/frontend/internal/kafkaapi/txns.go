@@ -70,7 +70,7 @@ func (s *Service) initProducerID(ctx context.Context, c *kafka.Conn, req kmsg.Re
 // came with Kafka 2.7 (InitProducerId v4, EndTxn v3 and the like); older
 // requests are answered INVALID_PRODUCER_EPOCH, which their clients know.
 func txnCode(err error, version int16) int16 {
-	code := groupCode(err)
+	code := protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 	if code == int16(protocol.ProducerFenced) && version < 3 {
 		return int16(protocol.InvalidProducerEpoch)
 	}

@@ -143,8 +143,9 @@ func (s *Service) produce(_ context.Context, _ *kafka.Conn, req kmsg.Request) ka
 	return kafka.Reply{Msg: resp}
 }
 
-// codeOf is the Kafka code of a storage error.
-func codeOf(err error) int16 { return kafka.Code(server.CodeFor(err)) }
+// codeOf is the Kafka code of a storage error: its wire code
+// (server.CodeFor) as a data answer gives it.
+func codeOf(err error) int16 { return server.CodeFor(err).Kafka(protocol.DataAnswer) }
 
 // fetchPart is one partition of a fetch being served.
 type fetchPart struct {

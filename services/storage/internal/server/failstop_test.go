@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
@@ -70,8 +69,8 @@ func TestFailedLeaderLogFailsStop(t *testing.T) {
 
 	ffs.Add(faultfs.Rule{Op: faultfs.Sync, Name: "*.log"})
 	_, err = produce(t, c1, "t", 0, protocol.AcksAll, batch(t, 2, "lost", 10, 10))
-	if c := code(err); c != protocol.StorageError || kafka.Code(c) != int16(protocol.StorageError) {
-		t.Fatalf("produce meeting the failed fsync: %v (Kafka code %d), want KAFKA_STORAGE_ERROR", err, kafka.Code(c))
+	if c := code(err); c != protocol.StorageError || c.Kafka(protocol.DataAnswer) != int16(protocol.StorageError) {
+		t.Fatalf("produce meeting the failed fsync: %v (Kafka code %d), want KAFKA_STORAGE_ERROR", err, c.Kafka(protocol.DataAnswer))
 	}
 	if _, err := produce(t, c1, "t", 0, protocol.AcksLeader, batch(t, 2, "after", 10, 11)); code(err) != protocol.StorageError {
 		t.Fatalf("produce after the failure: %v, want KAFKA_STORAGE_ERROR", err)
