@@ -16,7 +16,7 @@ SERVICES := metadata storage frontend offsets
 # standalone docker-compose (v1, Debian's package); either reads the files.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: help build test test-deps vet fmt tidy tidy-check run clean bench fuzz certs figures images up up-tls down
+.PHONY: help build test test-deps vet fmt tidy tidy-check shape run clean bench fuzz certs figures images up up-tls down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test-deps: ## install (as root) or name the Debian packages the tests drive: kca
 
 vet: ## go vet every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+shape: ## the code's size and complexity counters, checked against tools/internal/shape/allow.txt (also a test of tools)
+	@cd tools && $(GO) run ./cmd/sluice-shape -root ..
 
 fmt: ## fail when any file is not gofmt-formatted
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
