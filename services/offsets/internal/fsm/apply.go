@@ -16,115 +16,141 @@ import (
 // returned in the Result; an error means the transaction failed.
 func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Result, error) {
 	res := &Result{Index: index}
-	staged := st.groups
+	var err error
 	switch cmd.Type {
 	case TypePutGroup:
-		c := cmd.PutGroup
-		cur := f.groupLocked(staged, c.Group.Name)
-		if res.Err = CheckPut(cur, c); res.Err != nil {
-			return res, nil
+		res.Err, err = f.applyPutGroup(tx, st, index, cmd.PutGroup)
+	case TypeCommit:
+		c := cmd.Commit
+		res.Err, err = f.applyOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs, CheckCommit(f.groupLocked(st.groups, c.Group), c))
+	case TypeReset:
+		c := cmd.Reset
+		refusal := checkEmpty(f.groupLocked(st.groups, c.Group), c.Group)
+		if refusal == nil {
+			refusal = ValidateOffsets(c.Group, c.Offsets)
 		}
-		g := c.Group.Clone()
-		g.Version, g.Position = index, st.position(index)
-		v, err := json.Marshal(g)
+		res.Err, err = f.applyOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs, refusal)
+	case TypeDeleteGroup:
+		res.Err, err = f.applyDeleteGroup(tx, st, cmd.DeleteGroup)
+	case TypeDeleteOffsets:
+		res.Err, err = f.applyDeleteOffsets(tx, st, cmd.DeleteOffsets)
+	case TypePutTxn:
+		res.Err, err = f.applyPutTxn(tx, st, index, cmd.PutTxn)
+	case TypeShare:
+		err = f.applyShare(tx, st, cmd.Share, res)
+	case TypeBatch:
+		res.Batch, err = f.applyBatch(tx, st, index, cmd.Batch)
+	default:
+		res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// The functions below apply one command each inside the batch's bbolt
+// transaction: a refusal (the command's answer) changes nothing; an error
+// fails the transaction.
+
+// applyPutGroup replaces a group's membership state (CheckPut's rules).
+func (f *FSM) applyPutGroup(tx *bolt.Tx, st *stage, index uint64, c *PutGroup) (refusal, err error) {
+	if refusal = CheckPut(f.groupLocked(st.groups, c.Group.Name), c); refusal != nil {
+		return refusal, nil
+	}
+	g := c.Group.Clone()
+	g.Version, g.Position = index, st.position(index)
+	v, err := json.Marshal(g)
+	if err != nil {
+		return nil, err
+	}
+	st.groups[g.Name] = g
+	return nil, tx.Bucket(bucketGroups).Put([]byte(g.Name), v)
+}
+
+// applyOffsets stores a commit's or a reset's offsets unless refused.
+func (f *FSM) applyOffsets(tx *bolt.Tx, st *stage, index uint64, group string, offs []groups.Offset, timeMs int64, refusal error) (error, error) {
+	if refusal != nil {
+		return refusal, nil
+	}
+	return nil, putOffsets(tx, st, index, group, offs, timeMs)
+}
+
+// applyDeleteGroup removes an empty group and its offsets; with
+// IdleBeforeMs, only one idle since before then (an expiry).
+func (f *FSM) applyDeleteGroup(tx *bolt.Tx, st *stage, c *DeleteGroup) (refusal, err error) {
+	name := c.Group
+	g := f.groupLocked(st.groups, name)
+	if refusal = checkEmpty(g, name); refusal != nil {
+		return refusal, nil
+	}
+	offs := tx.Bucket(bucketOffsets)
+	if g == nil && offs.Bucket([]byte(name)) == nil {
+		return protocol.GroupIDNotFound.Err("no group %q", name), nil
+	}
+	if before := c.IdleBeforeMs; before > 0 {
+		idle, err := idleSinceTx(tx, g, name)
 		if err != nil {
 			return nil, err
 		}
-		staged[g.Name] = g
-		return res, tx.Bucket(bucketGroups).Put([]byte(g.Name), v)
-	case TypeCommit:
-		c := cmd.Commit
-		if res.Err = CheckCommit(f.groupLocked(staged, c.Group), c); res.Err != nil {
-			return res, nil
+		if idle == 0 || idle >= before {
+			return protocol.NonEmptyGroup.Err("group %s was active at %d ms, not before %d ms: it does not expire", name, idle, before), nil
 		}
-		return res, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
-	case TypeReset:
-		c := cmd.Reset
-		if res.Err = checkEmpty(f.groupLocked(staged, c.Group), c.Group); res.Err == nil {
-			res.Err = ValidateOffsets(c.Group, c.Offsets)
-		}
-		if res.Err != nil {
-			return res, nil
-		}
-		return res, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
-	case TypeDeleteGroup:
-		name := cmd.DeleteGroup.Group
-		g := f.groupLocked(staged, name)
-		if res.Err = checkEmpty(g, name); res.Err != nil {
-			return res, nil
-		}
-		offs := tx.Bucket(bucketOffsets)
-		if g == nil && offs.Bucket([]byte(name)) == nil {
-			res.Err = protocol.GroupIDNotFound.Err("no group %q", name)
-			return res, nil
-		}
-		if before := cmd.DeleteGroup.IdleBeforeMs; before > 0 {
-			idle, err := idleSinceTx(tx, g, name)
-			if err != nil {
-				return nil, err
-			}
-			if idle == 0 || idle >= before {
-				res.Err = protocol.NonEmptyGroup.Err("group %s was active at %d ms, not before %d ms: it does not expire", name, idle, before)
-				return res, nil
-			}
-		}
-		staged[name] = nil
-		if err := tx.Bucket(bucketGroups).Delete([]byte(name)); err != nil {
-			return nil, err
-		}
-		if err := offs.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
-			return nil, err
-		}
-		return res, nil
-	case TypeDeleteOffsets:
-		c := cmd.DeleteOffsets
-		if res.Err = checkUnread(f.groupLocked(staged, c.Group), c.Group, c.Topic); res.Err != nil {
-			return res, nil
-		}
-		b := tx.Bucket(bucketOffsets).Bucket([]byte(c.Group))
-		if b == nil {
-			res.Err = protocol.GroupIDNotFound.Err("group %s has no committed offsets", c.Group)
-			return res, nil
-		}
-		var keys [][]byte
-		err := b.ForEach(func(k, _ []byte) error {
-			topic, p, ok := parseKey(k)
-			if ok && topic == c.Topic && (len(c.Partitions) == 0 || slices.Contains(c.Partitions, p)) {
-				keys = append(keys, slices.Clone(k))
-			}
-			return nil
-		})
-		for _, k := range keys {
-			if err == nil {
-				err = b.Delete(k)
-			}
-		}
-		return res, err
-	case TypePutTxn:
-		var err error
-		res.Err, err = f.applyPutTxn(tx, st, index, cmd.PutTxn)
-		return res, err
-	case TypeShare:
-		return res, f.applyShare(tx, st, cmd.Share, res)
-	case TypeBatch:
-		res.Batch = make([]*Result, len(cmd.Batch))
-		for i, b := range cmd.Batch {
-			sub, err := DecodeCommand(b)
-			if err == nil && sub.Type == TypeBatch {
-				err = errors.New("offsets command: a batch inside a batch")
-			}
-			if err != nil {
-				res.Batch[i] = &Result{Index: index, Err: protocol.InvalidRequest.Err("%v", err)}
-				continue
-			}
-			if res.Batch[i], err = f.applyTx(tx, st, index, sub); err != nil {
-				return nil, err
-			}
-		}
-		return res, nil
 	}
-	res.Err = protocol.InvalidRequest.Err("unknown command %q", cmd.Type)
-	return res, nil
+	st.groups[name] = nil
+	if err := tx.Bucket(bucketGroups).Delete([]byte(name)); err != nil {
+		return nil, err
+	}
+	if err := offs.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// applyDeleteOffsets removes a group's offsets of a topic no member reads.
+func (f *FSM) applyDeleteOffsets(tx *bolt.Tx, st *stage, c *DeleteOffsets) (refusal, err error) {
+	if refusal = checkUnread(f.groupLocked(st.groups, c.Group), c.Group, c.Topic); refusal != nil {
+		return refusal, nil
+	}
+	b := tx.Bucket(bucketOffsets).Bucket([]byte(c.Group))
+	if b == nil {
+		return protocol.GroupIDNotFound.Err("group %s has no committed offsets", c.Group), nil
+	}
+	var keys [][]byte
+	err = b.ForEach(func(k, _ []byte) error {
+		topic, p, ok := parseKey(k)
+		if ok && topic == c.Topic && (len(c.Partitions) == 0 || slices.Contains(c.Partitions, p)) {
+			keys = append(keys, slices.Clone(k))
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if err == nil {
+			err = b.Delete(k)
+		}
+	}
+	return nil, err
+}
+
+// applyBatch applies a batch entry's commands in order, each with its own
+// result; a command that does not decode, or a batch inside the batch, is
+// refused alone.
+func (f *FSM) applyBatch(tx *bolt.Tx, st *stage, index uint64, batch []json.RawMessage) ([]*Result, error) {
+	out := make([]*Result, len(batch))
+	for i, b := range batch {
+		sub, err := DecodeCommand(b)
+		if err == nil && sub.Type == TypeBatch {
+			err = errors.New("offsets command: a batch inside a batch")
+		}
+		if err != nil {
+			out[i] = &Result{Index: index, Err: protocol.InvalidRequest.Err("%v", err)}
+			continue
+		}
+		if out[i], err = f.applyTx(tx, st, index, sub); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func putOffsets(tx *bolt.Tx, st *stage, index uint64, group string, offs []groups.Offset, timeMs int64) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/shares"
 )
 
 // FuzzApplyBatch feeds the offsets FSM a batch of arbitrary entries, one per
@@ -41,6 +42,25 @@ func FuzzApplyBatch(f *testing.F) {
 		Command{Type: TypePutTxn, PutTxn: &PutTxn{ExpectVersion: 1, Txn: &Txn{ID: "tx", ProducerID: 7, State: TxnEmpty}}}))
 	f.Add(seed(Command{Type: TypeBatch, Batch: []json.RawMessage{[]byte(`{"type":"commit","commit":{"group":"g","offsets":[{"topic":"t","partition":0,"offset":3}],"time_ms":1}}`),
 		[]byte(`{"type":"batch","batch":[{}]}`), []byte(`"x"`)}}))
+	// Every share operation, a dead-letter round included, then a
+	// deletion refused while records are held and one after they are not.
+	share := func(op Share) Command { op.Group, op.NowMs = "q", 1000; return Command{Type: TypeShare, Share: &op} }
+	cfg := shares.DefaultConfig()
+	cfg.DeadLetterTopic, cfg.DeliveryLimit = "dlt", 1
+	f.Add(seed(share(Share{Config: &cfg}),
+		share(Share{Acquire: &ShareAcquire{MemberID: "m1", Topic: "t", Max: 10, Partitions: []ShareBounds{{Partition: 0, HighWatermark: 20}, {Partition: 1, HighWatermark: 5}}}}),
+		share(Share{Ack: &shares.AckRequest{MemberID: "m1", Acks: []shares.Ack{{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 3, Type: shares.AckAccept},
+			{Topic: "t", Partition: 0, FirstOffset: 4, LastOffset: 5, Type: shares.AckReject, Reason: "bad"}}}}),
+		share(Share{DeadLetterBegin: &DeadLetterBegin{Topic: "t", Partition: 0, ProducerID: 9, Max: 10}}),
+		share(Share{DeadLetterDone: &DeadLetterDone{Topic: "t", Partition: 0}}),
+		share(Share{Delete: true}),
+		share(Share{Leave: "m1"}),
+		share(Share{Reset: &ShareReset{Topic: "t", Partitions: []shares.PartitionReset{{Partition: 0, Offset: 2}}}}),
+		share(Share{Reset: &ShareReset{Topic: "t", Drop: true}}),
+		share(Share{Delete: true})))
+	f.Add(seed(commit("g", "", 0, "t", 0, 4), commit("g", "", 0, "u", 0, 4),
+		Command{Type: TypeDeleteOffsets, DeleteOffsets: &DeleteOffsets{Group: "g", Topic: "t"}},
+		Command{Type: TypeDeleteOffsets, DeleteOffsets: &DeleteOffsets{Group: "none", Topic: "t"}}))
 	f.Add([]byte("{\"type\":\"commit\",\"commit\":{\"group\":\"\",\"offsets\":[{\"topic\":\"\",\"partition\":-1,\"offset\":-9}]}}\n{}\n\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines := bytes.Split(data, []byte("\n"))

@@ -155,81 +155,23 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 	if res.Err = c.validate(); res.Err != nil {
 		return nil
 	}
-	cur := f.shareLocked(st, c.Group)
-	if cur == nil {
-		if c.Config == nil && c.Acquire == nil {
-			res.Err = protocol.GroupIDNotFound.Err("no share group %q", c.Group)
-			return nil
-		}
-		if g := f.groupLocked(st.groups, c.Group); g != nil {
-			res.Err = protocol.InconsistentGroupProtocol.Err("%s is a consumer group, not a share group", c.Group)
-			return nil
-		}
-		cur = &ShareGroup{Name: c.Group, Config: shares.DefaultConfig(), Partitions: map[string]*SharePartition{}}
-		if c.Acquire != nil {
-			// A group created by its first acquisition is stored with
-			// its configuration.
-			if err := putShareConfig(tx, cur); err != nil {
-				return err
-			}
-		}
+	cur, refusal, err := f.shareGroupFor(tx, st, c)
+	if refusal != nil || err != nil {
+		res.Err = refusal
+		return err
+	}
+	if c.Delete {
+		res.Err, err = deleteShareGroup(tx, st, c, cur)
+		return err
 	}
 	g := cur.clone()
 	var changed []*SharePartition
 	out := &ShareResult{}
 	switch {
-	case c.Delete:
-		for _, p := range g.Partitions {
-			if why := p.busy(c.NowMs); why != "" {
-				res.Err = protocol.NonEmptyGroup.Err("share group %s has %s (%s-%d); its consumers must stop first", c.Group, why, p.Topic, p.Partition)
-				return nil
-			}
-		}
-		st.shares[c.Group] = nil
-		err := tx.Bucket(bucketShares).DeleteBucket([]byte(c.Group))
-		if errors.Is(err, bolt.ErrBucketNotFound) {
-			err = nil
-		}
-		return err
 	case c.Config != nil:
-		g.Config = *c.Config
-		if g.Config.DeadLetterTopic == "" {
-			for k, p := range g.Partitions {
-				if q := p.Clone(); q.dropDeadLetters() {
-					g.Partitions[k] = q
-					changed = append(changed, q)
-				}
-			}
-		}
-		if err := putShareConfig(tx, g); err != nil {
-			return err
-		}
+		changed, err = configureShareGroup(tx, g, *c.Config)
 	case c.DeadLetterBegin != nil, c.DeadLetterDone != nil:
-		topic, part := "", int32(0)
-		if b := c.DeadLetterBegin; b != nil {
-			topic, part = b.Topic, b.Partition
-		} else {
-			topic, part = c.DeadLetterDone.Topic, c.DeadLetterDone.Partition
-		}
-		k := GrantKey(groups.TP{Topic: topic, Partition: part})
-		p := g.Partitions[k]
-		if p == nil {
-			res.Err = protocol.UnknownTopicOrPartition.Err("share group %s has no state of %s", c.Group, k)
-			return nil
-		}
-		p = p.Clone()
-		var err error
-		if c.DeadLetterBegin != nil {
-			out.DeadLetter, err = p.beginDeadLetters(c.DeadLetterBegin, g.Config)
-		} else {
-			err = p.endDeadLetters(c.DeadLetterDone.Seq)
-		}
-		if err != nil {
-			res.Err = err
-			return nil
-		}
-		g.Partitions[k] = p
-		changed = append(changed, p)
+		changed, refusal = stepDeadLetters(g, c, out)
 	case c.Acquire != nil || c.Ack != nil:
 		if c.Ack != nil {
 			out.Acks, changed = ackShare(g, c.Group, c.Ack, c.NowMs, st.private)
@@ -239,50 +181,13 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 			out.Acquire, changed = acquireShare(g, c.Acquire, c.NowMs, st.private, changed)
 		}
 	case c.Leave != "":
-		for k, p := range g.Partitions {
-			if p.lookupMember(c.Leave) == 0 {
-				continue // it holds nothing here
-			}
-			q := p.Clone()
-			if q.release(c.Leave, g.Config) {
-				g.Partitions[k] = q
-				changed = append(changed, q)
-			}
-		}
+		changed = leaveShareGroup(g, c.Leave)
 	case c.Reset != nil:
-		for _, p := range g.Partitions {
-			if why := p.busy(c.NowMs); p.Topic == c.Reset.Topic && why != "" {
-				res.Err = protocol.NonEmptyGroup.Err("share group %s has %s of %s (partition %d); its consumers must stop first", c.Group, why, p.Topic, p.Partition)
-				return nil
-			}
-		}
-		if c.Reset.Drop {
-			b := tx.Bucket(bucketShares).Bucket([]byte(c.Group))
-			for k, p := range g.Partitions {
-				if p.Topic != c.Reset.Topic {
-					continue
-				}
-				delete(g.Partitions, k)
-				if b != nil {
-					if err := b.Delete(key(p.Topic, p.Partition)); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		for _, r := range c.Reset.Partitions {
-			k := GrantKey(groups.TP{Topic: c.Reset.Topic, Partition: r.Partition})
-			p := &SharePartition{Topic: c.Reset.Topic, Partition: r.Partition, Start: r.Offset}
-			if old := g.Partitions[k]; old != nil {
-				p.Accepted, p.Archived, p.Deliveries = old.Accepted, old.Archived, old.Deliveries
-				if old.DeadLetters != nil {
-					d := *old.DeadLetters // the producer's sequence goes on
-					p.DeadLetters = &d
-				}
-			}
-			g.Partitions[k] = p
-			changed = append(changed, p)
-		}
+		changed, refusal, err = resetShareGroup(tx, g, c)
+	}
+	if refusal != nil || err != nil {
+		res.Err = refusal
+		return err
 	}
 	res.Share = out
 	st.shares[c.Group] = g
@@ -290,6 +195,145 @@ func (f *FSM) applyShare(tx *bolt.Tx, st *stage, c *Share, res *Result) error {
 		st.dirty[p] = c.Group
 	}
 	return nil
+}
+
+// shareGroupFor is the group a share operation acts on, as of the
+// transaction in progress: a configuration or a first acquisition creates
+// it (an acquisition stores its configuration), other operations on a group
+// that does not exist are refused, as is a share operation on a consumer
+// group's name.
+func (f *FSM) shareGroupFor(tx *bolt.Tx, st *stage, c *Share) (g *ShareGroup, refusal, err error) {
+	if g = f.shareLocked(st, c.Group); g != nil {
+		return g, nil, nil
+	}
+	if c.Config == nil && c.Acquire == nil {
+		return nil, protocol.GroupIDNotFound.Err("no share group %q", c.Group), nil
+	}
+	if f.groupLocked(st.groups, c.Group) != nil {
+		return nil, protocol.InconsistentGroupProtocol.Err("%s is a consumer group, not a share group", c.Group), nil
+	}
+	g = &ShareGroup{Name: c.Group, Config: shares.DefaultConfig(), Partitions: map[string]*SharePartition{}}
+	if c.Acquire != nil {
+		if err := putShareConfig(tx, g); err != nil {
+			return nil, nil, err
+		}
+	}
+	return g, nil, nil
+}
+
+// deleteShareGroup removes a group none of whose records is acquired or
+// waiting to be dead-lettered.
+func deleteShareGroup(tx *bolt.Tx, st *stage, c *Share, g *ShareGroup) (refusal, err error) {
+	for _, p := range g.Partitions {
+		if why := p.busy(c.NowMs); why != "" {
+			return protocol.NonEmptyGroup.Err("share group %s has %s (%s-%d); its consumers must stop first", c.Group, why, p.Topic, p.Partition), nil
+		}
+	}
+	st.shares[c.Group] = nil
+	err = tx.Bucket(bucketShares).DeleteBucket([]byte(c.Group))
+	if errors.Is(err, bolt.ErrBucketNotFound) {
+		err = nil
+	}
+	return nil, err
+}
+
+// configureShareGroup sets g's configuration; without a dead-letter topic
+// the records waiting for one are archived instead.
+func configureShareGroup(tx *bolt.Tx, g *ShareGroup, cfg shares.Config) ([]*SharePartition, error) {
+	var changed []*SharePartition
+	g.Config = cfg
+	if g.Config.DeadLetterTopic == "" {
+		for k, p := range g.Partitions {
+			if q := p.Clone(); q.dropDeadLetters() {
+				g.Partitions[k] = q
+				changed = append(changed, q)
+			}
+		}
+	}
+	return changed, putShareConfig(tx, g)
+}
+
+// stepDeadLetters begins or ends a partition's dead-letter write.
+func stepDeadLetters(g *ShareGroup, c *Share, out *ShareResult) ([]*SharePartition, error) {
+	topic, part := "", int32(0)
+	if b := c.DeadLetterBegin; b != nil {
+		topic, part = b.Topic, b.Partition
+	} else {
+		topic, part = c.DeadLetterDone.Topic, c.DeadLetterDone.Partition
+	}
+	k := GrantKey(groups.TP{Topic: topic, Partition: part})
+	p := g.Partitions[k]
+	if p == nil {
+		return nil, protocol.UnknownTopicOrPartition.Err("share group %s has no state of %s", c.Group, k)
+	}
+	p = p.Clone()
+	var err error
+	if c.DeadLetterBegin != nil {
+		out.DeadLetter, err = p.beginDeadLetters(c.DeadLetterBegin, g.Config)
+	} else {
+		err = p.endDeadLetters(c.DeadLetterDone.Seq)
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.Partitions[k] = p
+	return []*SharePartition{p}, nil
+}
+
+// leaveShareGroup releases what a leaving member holds.
+func leaveShareGroup(g *ShareGroup, member string) []*SharePartition {
+	var changed []*SharePartition
+	for k, p := range g.Partitions {
+		if p.lookupMember(member) == 0 {
+			continue // it holds nothing here
+		}
+		q := p.Clone()
+		if q.release(member, g.Config) {
+			g.Partitions[k] = q
+			changed = append(changed, q)
+		}
+	}
+	return changed
+}
+
+// resetShareGroup moves a topic's partitions to new start offsets (Drop:
+// forgets the topic's state first), refused while records of the topic
+// are acquired; the counters and the dead-letter producer's sequence go on.
+func resetShareGroup(tx *bolt.Tx, g *ShareGroup, c *Share) (changed []*SharePartition, refusal, err error) {
+	r := c.Reset
+	for _, p := range g.Partitions {
+		if why := p.busy(c.NowMs); p.Topic == r.Topic && why != "" {
+			return nil, protocol.NonEmptyGroup.Err("share group %s has %s of %s (partition %d); its consumers must stop first", c.Group, why, p.Topic, p.Partition), nil
+		}
+	}
+	if r.Drop {
+		b := tx.Bucket(bucketShares).Bucket([]byte(c.Group))
+		for k, p := range g.Partitions {
+			if p.Topic != r.Topic {
+				continue
+			}
+			delete(g.Partitions, k)
+			if b != nil {
+				if err := b.Delete(key(p.Topic, p.Partition)); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	for _, rp := range r.Partitions {
+		k := GrantKey(groups.TP{Topic: r.Topic, Partition: rp.Partition})
+		p := &SharePartition{Topic: r.Topic, Partition: rp.Partition, Start: rp.Offset}
+		if old := g.Partitions[k]; old != nil {
+			p.Accepted, p.Archived, p.Deliveries = old.Accepted, old.Archived, old.Deliveries
+			if old.DeadLetters != nil {
+				d := *old.DeadLetters // the producer's sequence goes on
+				p.DeadLetters = &d
+			}
+		}
+		g.Partitions[k] = p
+		changed = append(changed, p)
+	}
+	return changed, nil, nil
 }
 
 // shareLocked returns a share group's state as of the transaction in
