@@ -21,15 +21,9 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 	case TypePutGroup:
 		res.Err, err = f.applyPutGroup(tx, st, index, cmd.PutGroup)
 	case TypeCommit:
-		c := cmd.Commit
-		res.Err, err = f.applyOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs, CheckCommit(f.groupLocked(st.groups, c.Group), c))
+		res.Err, err = f.applyCommit(tx, st, index, cmd.Commit)
 	case TypeReset:
-		c := cmd.Reset
-		refusal := checkEmpty(f.groupLocked(st.groups, c.Group), c.Group)
-		if refusal == nil {
-			refusal = ValidateOffsets(c.Group, c.Offsets)
-		}
-		res.Err, err = f.applyOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs, refusal)
+		res.Err, err = f.applyReset(tx, st, index, cmd.Reset)
 	case TypeDeleteGroup:
 		res.Err, err = f.applyDeleteGroup(tx, st, cmd.DeleteGroup)
 	case TypeDeleteOffsets:
@@ -68,12 +62,23 @@ func (f *FSM) applyPutGroup(tx *bolt.Tx, st *stage, index uint64, c *PutGroup) (
 	return nil, tx.Bucket(bucketGroups).Put([]byte(g.Name), v)
 }
 
-// applyOffsets stores a commit's or a reset's offsets unless refused.
-func (f *FSM) applyOffsets(tx *bolt.Tx, st *stage, index uint64, group string, offs []groups.Offset, timeMs int64, refusal error) (error, error) {
+// applyCommit stores a commit's offsets (CheckCommit's rules).
+func (f *FSM) applyCommit(tx *bolt.Tx, st *stage, index uint64, c *Commit) (refusal, err error) {
+	if refusal = CheckCommit(f.groupLocked(st.groups, c.Group), c); refusal != nil {
+		return refusal, nil
+	}
+	return nil, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
+}
+
+// applyReset stores a reset's offsets: the group must be empty.
+func (f *FSM) applyReset(tx *bolt.Tx, st *stage, index uint64, c *Reset) (refusal, err error) {
+	if refusal = checkEmpty(f.groupLocked(st.groups, c.Group), c.Group); refusal == nil {
+		refusal = ValidateOffsets(c.Group, c.Offsets)
+	}
 	if refusal != nil {
 		return refusal, nil
 	}
-	return nil, putOffsets(tx, st, index, group, offs, timeMs)
+	return nil, putOffsets(tx, st, index, c.Group, c.Offsets, c.TimeMs)
 }
 
 // applyDeleteGroup removes an empty group and its offsets; with
