@@ -218,6 +218,25 @@ func (c *Coordinator) OnLeadership(isLeader bool) {
 	}()
 }
 
+// plane is what the transaction and share-group coordinators (Txns,
+// Shares) share with the group coordinator, and all they reach of it: the
+// offsets Raft group (leadership and proposals), the FSM's state, the
+// partition counts of the cluster's topics, the clock and the log.
+type plane interface {
+	Ready() bool
+	propose(ctx context.Context, cmd fsm.Command) error
+	proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+	state() *fsm.FSM
+	clock() time.Time
+	logger() *slog.Logger
+	partitionCounts() (counts map[string]int32, ok bool)
+}
+
+func (c *Coordinator) state() *fsm.FSM                           { return c.fsm }
+func (c *Coordinator) clock() time.Time                          { return c.now() }
+func (c *Coordinator) logger() *slog.Logger                      { return c.log }
+func (c *Coordinator) partitionCounts() (map[string]int32, bool) { return c.topics.Partitions() }
+
 // Ready reports whether this replica coordinates now: it leads, has caught
 // up, and its state file takes writes (a replica whose state write failed
 // stops coordinating and hands Raft leadership over, raftgroup.WithHealth;

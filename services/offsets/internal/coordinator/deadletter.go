@@ -36,8 +36,8 @@ func (s *Shares) writeDeadLetters() {
 	if s.dlt == nil || !s.co.Ready() {
 		return
 	}
-	for _, name := range s.co.fsm.ShareNames() {
-		g, ok := s.co.fsm.Share(name)
+	for _, name := range s.co.state().ShareNames() {
+		g, ok := s.co.state().Share(name)
 		if !ok || g.Config.DeadLetterTopic == "" && !pendingDeadLetters(g) {
 			continue // without a dead-letter topic, archived records are archived at once
 		}
@@ -49,7 +49,7 @@ func (s *Shares) writeDeadLetters() {
 			err := s.deadLetter(ctx, g, p)
 			cancel()
 			if err != nil && s.base.Err() == nil {
-				s.co.log.Warn("writing archived records to the dead-letter topic failed; retrying", "group", name,
+				s.co.logger().Warn("writing archived records to the dead-letter topic failed; retrying", "group", name,
 					"partition", p.Topic+"-"+strconv.Itoa(int(p.Partition)), "dead_letter_topic", g.Config.DeadLetterTopic, "err", err)
 			}
 		}
@@ -75,7 +75,7 @@ func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.Share
 		if topic == "" {
 			return nil
 		}
-		counts, _ := s.co.topics.Partitions()
+		counts, _ := s.co.partitionCounts()
 		n, ok := counts[topic]
 		if !ok || n <= 0 {
 			return protocol.UnknownTopicOrPartition.Err("dead-letter topic %q does not exist", topic)
@@ -101,7 +101,7 @@ func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.Share
 	batch := out.DeadLetter
 	// The batch's records as the state holds them (count and reason): the
 	// state a retry sees is the same until the batch is reported written.
-	cur, ok := s.co.fsm.Share(g.Name)
+	cur, ok := s.co.state().Share(g.Name)
 	if !ok {
 		return nil
 	}

@@ -28,7 +28,7 @@ type LogBounds interface {
 // the order in which an acquisition visits partitions, and the long poll
 // of an acquisition that finds nothing.
 type Shares struct {
-	co     *Coordinator
+	co     plane
 	bounds LogBounds
 	dlt    DeadLetterIO // nil: no dead-letter writer
 	ttl    time.Duration
@@ -136,7 +136,7 @@ func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, e
 	if !s.co.Ready() {
 		return nil, ErrNotLeader
 	}
-	op.NowMs = s.co.now().UnixMilli()
+	op.NowMs = s.co.clock().UnixMilli()
 	res, err := s.co.proposeResult(ctx, fsm.Command{Type: fsm.TypeShare, Share: &op})
 	if op.Ack != nil || op.Leave != "" || op.Reset != nil || op.Config != nil {
 		s.mu.Lock()
@@ -161,7 +161,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	if !s.co.Ready() {
 		return nil, ErrNotLeader
 	}
-	counts, ok := s.co.topics.Partitions()
+	counts, ok := s.co.partitionCounts()
 	if !ok {
 		return nil, protocol.CoordinatorNotAvailable.Err("the offsets service has no metadata yet")
 	}
@@ -182,7 +182,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	}
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
-	first := s.homes.visitFirst(group, req.MemberID, n, s.co.now())
+	first := s.homes.visitFirst(group, req.MemberID, n, s.co.clock())
 	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
 		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
 	}
@@ -241,8 +241,8 @@ func (s *Shares) partitionBounds(ctx context.Context, group, topic string, visit
 	n := int32(len(visit))
 	parts := make([]fsm.ShareBounds, 0, n)
 	worth := false
-	g, _ := s.co.fsm.Share(group)
-	nowMs := s.co.now().UnixMilli()
+	g, _ := s.co.state().Share(group)
+	nowMs := s.co.clock().UnixMilli()
 	for i := range n {
 		p := visit[(first+i)%n]
 		b, err := s.bound(ctx, groups.TP{Topic: topic, Partition: p})
@@ -298,7 +298,7 @@ func (s *Shares) Leave(ctx context.Context, group, member string) error {
 // default) configuration.
 func (s *Shares) Configure(ctx context.Context, group string, set map[string]string) error {
 	cfg := shares.DefaultConfig()
-	if g, ok := s.co.fsm.Share(group); ok {
+	if g, ok := s.co.state().Share(group); ok {
 		cfg = g.Config
 	}
 	for k, v := range set {
@@ -326,11 +326,11 @@ func (s *Shares) Delete(ctx context.Context, group string) error {
 // Describe describes a group, with each partition's high watermark where
 // its leader answers (-1 where not).
 func (s *Shares) Describe(ctx context.Context, group string) (*shares.Description, error) {
-	g, ok := s.co.fsm.Share(group)
+	g, ok := s.co.state().Share(group)
 	if !ok {
 		return nil, protocol.GroupIDNotFound.Err("no share group %q", group)
 	}
-	nowMs := s.co.now().UnixMilli()
+	nowMs := s.co.clock().UnixMilli()
 	d := &shares.Description{Group: group, Config: g.Config.Map(), Members: g.Members(nowMs), Partitions: []shares.PartitionState{}}
 	for _, p := range g.SortedPartitions() {
 		hw := int64(-1)
@@ -344,10 +344,10 @@ func (s *Shares) Describe(ctx context.Context, group string) (*shares.Descriptio
 
 // List lists the share groups.
 func (s *Shares) List() []shares.Listing {
-	nowMs := s.co.now().UnixMilli()
+	nowMs := s.co.clock().UnixMilli()
 	out := []shares.Listing{}
-	for _, name := range s.co.fsm.ShareNames() {
-		g, ok := s.co.fsm.Share(name)
+	for _, name := range s.co.state().ShareNames() {
+		g, ok := s.co.state().Share(name)
 		if !ok {
 			continue
 		}

@@ -98,7 +98,7 @@ func (s TxnSettings) Validate() error {
 // leader; Start runs the loop that aborts timed-out transactions and
 // completes prepared ones.
 type Txns struct {
-	co      *Coordinator // Ready, propose, clock, FSM, log
+	co      plane
 	markers MarkerWriter
 	ids     ProducerIDs
 	s       TxnSettings
@@ -175,13 +175,13 @@ func (x *Txns) begin(id string) (*fsm.Txn, error) {
 	if !x.co.Ready() {
 		return nil, ErrNotLeader
 	}
-	t, _, err := x.co.fsm.Txn(id)
+	t, _, err := x.co.state().Txn(id)
 	return t, err
 }
 
 // put proposes t as the id's next state after version expect.
 func (x *Txns) put(ctx context.Context, expect uint64, t *fsm.Txn, commit bool) error {
-	t.UpdateMs = x.co.now().UnixMilli()
+	t.UpdateMs = x.co.clock().UnixMilli()
 	return x.co.propose(ctx, fsm.Command{Type: fsm.TypePutTxn, PutTxn: &fsm.PutTxn{ExpectVersion: expect, Txn: t, Commit: commit}})
 }
 
@@ -250,7 +250,7 @@ func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.
 		if err := x.put(ctx, 0, n, false); err != nil {
 			return txns.Producer{}, err
 		}
-		x.co.log.Info("transactional id registered", "transactional_id", id, "producer_id", pid)
+		x.co.logger().Info("transactional id registered", "transactional_id", id, "producer_id", pid)
 		return txns.Producer{ProducerID: pid}, nil
 	}
 	if req.ProducerID >= 0 && (req.ProducerID != t.ProducerID || req.ProducerEpoch != t.Epoch) {
@@ -360,7 +360,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		moveOn(n)
 	}
 	if completes || t.State != fsm.TxnOngoing {
-		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.now().UnixMilli(), v2
+		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.clock().UnixMilli(), v2
 		if !completes || t.State != fsm.TxnPrepareCommit {
 			n.Offsets = nil
 		} // else the entry commits the ended transaction's offsets (and clears them)
@@ -489,7 +489,7 @@ func (x *Txns) CommitOffsets(ctx context.Context, id string, req txns.CommitOffs
 		return protocol.InvalidTxnState.Err("transactional id %s: group %s was not added to an open transaction (%s)", id, req.Group, t.State)
 	}
 	if req.MemberID != "" {
-		g, _ := x.co.fsm.Group(req.Group)
+		g, _ := x.co.state().Group(req.Group)
 		if err := fsm.CheckCommit(g, cmd); err != nil {
 			return err
 		}
@@ -556,7 +556,7 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2, true); err != nil {
 			return txns.Producer{}, err
 		}
-		t, _, err = x.co.fsm.Txn(id)
+		t, _, err = x.co.state().Txn(id)
 		if err != nil {
 			return txns.Producer{}, err
 		}
@@ -601,7 +601,7 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool
 	if err := x.put(ctx, t.Version, n, false); err != nil {
 		return err
 	}
-	x.co.log.Debug("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
+	x.co.logger().Debug("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
 		"partitions", len(n.Partitions), "groups", len(n.Groups))
 	x.complete(t.ID)
 	return nil
@@ -662,7 +662,7 @@ func (x *Txns) completeLoop(id string, c *completion) {
 		if !x.co.Ready() {
 			return
 		}
-		t, _, err := x.co.fsm.Txn(id)
+		t, _, err := x.co.state().Txn(id)
 		if err != nil || t == nil || !t.Preparing() {
 			return
 		}
@@ -683,7 +683,7 @@ func (x *Txns) completeLoop(id string, c *completion) {
 				return
 			}
 		}
-		x.co.log.Warn("completing a transaction failed; retrying", "transactional_id", id, "state", t.State, "err", err, "backoff", backoff)
+		x.co.logger().Warn("completing a transaction failed; retrying", "transactional_id", id, "state", t.State, "err", err, "backoff", backoff)
 		select {
 		case <-x.stop:
 			return
@@ -700,7 +700,7 @@ func (x *Txns) completeEntry(id string, t *fsm.Txn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 	defer cancel()
 	defer x.lock(id)()
-	if cur, _, err := x.co.fsm.Txn(id); err != nil || cur == nil || cur.Version != t.Version {
+	if cur, _, err := x.co.state().Txn(id); err != nil || cur == nil || cur.Version != t.Version {
 		return err
 	}
 	done := t.Clone()
@@ -728,7 +728,7 @@ func (x *Txns) completed(t *fsm.Txn, commit bool) {
 	} else {
 		x.counts.Aborted.Add(1)
 	}
-	x.co.log.Debug("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
+	x.co.logger().Debug("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
 }
 
 // writeMarkers writes t's marker to each of its partitions (the writer
@@ -758,12 +758,12 @@ func (x *Txns) check() {
 	if !x.co.Ready() {
 		return
 	}
-	all, err := x.co.fsm.Txns()
+	all, err := x.co.state().Txns()
 	if err != nil {
-		x.co.log.Warn("reading the transactions failed", "err", err)
+		x.co.logger().Warn("reading the transactions failed", "err", err)
 		return
 	}
-	now := x.co.now().UnixMilli()
+	now := x.co.clock().UnixMilli()
 	for _, t := range all {
 		switch {
 		case t.Preparing() && !x.isHanded(t.ID, t.Version):
@@ -777,23 +777,23 @@ func (x *Txns) check() {
 // abortExpired aborts a transaction past its timeout, fencing its producer.
 func (x *Txns) abortExpired(id string, now int64) {
 	defer x.lock(id)()
-	t, _, err := x.co.fsm.Txn(id)
+	t, _, err := x.co.state().Txn(id)
 	if err != nil || t == nil || t.State != fsm.TxnOngoing || now-t.StartMs <= int64(t.TimeoutMs) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 	defer cancel()
 	if err := x.prepare(ctx, t, false, true, false); err != nil {
-		x.co.log.Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
+		x.co.logger().Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
 		return
 	}
 	x.counts.TimedOut.Add(1)
-	x.co.log.Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
+	x.co.logger().Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
 }
 
 // Describe returns a transactional id's state.
 func (x *Txns) Describe(id string) (*txns.Description, error) {
-	t, ok, err := x.co.fsm.Txn(id)
+	t, ok, err := x.co.state().Txn(id)
 	switch {
 	case err != nil:
 		return nil, err
@@ -805,7 +805,7 @@ func (x *Txns) Describe(id string) (*txns.Description, error) {
 
 // List returns the transactional ids in the given states (all when none).
 func (x *Txns) List(states []string) ([]txns.Description, error) {
-	all, err := x.co.fsm.Txns()
+	all, err := x.co.state().Txns()
 	if err != nil {
 		return nil, err
 	}

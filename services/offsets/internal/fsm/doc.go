@@ -1,0 +1,39 @@
+// Package fsm is the offsets service's replicated state machine: what the
+// offsets Raft group agrees on, kept in one bbolt file. It holds three
+// rooms, each with its own commands and rules, and applies every command
+// of a batch of Raft entries in one bbolt transaction that also stores the
+// last applied index (fsm.go; durability comes from the Raft log, so the
+// file is not synced per batch and a restart skips what it already
+// applied).
+//
+// Consumer groups (model.go, apply.go): a group's membership state is
+// replaced whole by PutGroup, compare-and-set on its Version (the Raft index
+// that wrote it), so two leaders' coordinators can never interleave their
+// changes; committed offsets are keyed by group, topic and partition, and a
+// commit is fenced (CheckCommit): by a current member at an epoch the
+// coordinator gave it and for partitions it holds, or without a member only
+// while the group has none. Resetting, deleting a group and deleting a
+// topic's offsets need the group empty, or the topic unread.
+//
+// Transactions (txn.go): a transactional id's state (Txn) is replaced
+// whole, compare-and-set on Version, and moves Empty -> Ongoing ->
+// PrepareCommit or PrepareAbort -> CompleteCommit or CompleteAbort (and
+// Empty again for the next transaction); the Prepare entry is the durable
+// decision, and only after every partition's marker is written does the
+// Complete entry land. A transaction's offsets reach their groups in the
+// entry that completes its commit, atomically with it, and never after an
+// abort.
+//
+// Share groups (share.go, share_apply.go): each share-partition is a window
+// of in-flight records from Start; a record is Available, Acquired by one
+// member until its lock expires, Acknowledged, or Archived (Archiving while
+// it waits for the dead-letter topic), and Start moves past every record
+// that is done, so the window never begins with one. Every decision,
+// expiry included, is made by the FSM from the proposer's clock carried in
+// the command (Share.NowMs), so replicas decide alike; acknowledgements are
+// all or none per partition, every other operation all or none.
+//
+// Every apply function validates first and changes nothing when it refuses:
+// a refusal is the command's answer (Result.Err); an error fails the batch's
+// transaction and breaks the replica (ErrBroken) rather than diverge.
+package fsm
