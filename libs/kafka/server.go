@@ -143,6 +143,25 @@ type Route struct {
 	Handle   Handler
 }
 
+// DataPath is what a data-path listener (a frontend's, a storage node's)
+// serves itself: the records of partitions and their offsets.
+type DataPath struct {
+	Produce, Fetch, ListOffsets, OffsetForLeaderEpoch Handler
+}
+
+// AddTo sets the data path's routes in routes, at the versions every
+// data-path listener serves: Produce from v0 (v0-2's message sets are
+// converted to a record batch), Fetch from v4
+// (the first that carries the last stable offset), ListOffsets from v1
+// (one offset per partition), OffsetForLeaderEpoch from v2 (the leader
+// epoch it is asked at).
+func (d DataPath) AddTo(routes map[int16]Route) {
+	routes[kmsg.Produce.Int16()] = Route{Min: 0, Max: 12, Handle: d.Produce}
+	routes[kmsg.Fetch.Int16()] = Route{Min: 4, Max: 16, Handle: d.Fetch}
+	routes[kmsg.ListOffsets.Int16()] = Route{Min: 1, Max: 8, Handle: d.ListOffsets}
+	routes[kmsg.OffsetForLeaderEpoch.Int16()] = Route{Min: 2, Max: 4, Handle: d.OffsetForLeaderEpoch}
+}
+
 // Reply is a handler's answer.
 type Reply struct {
 	// Msg is the response, encoded with kmsg at the request's version.

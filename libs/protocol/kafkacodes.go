@@ -33,6 +33,8 @@ var kafkaCodes = map[Code][answers]Code{
 	NetworkException:   {NetworkException, NotLeaderOrFollower, CoordinatorNotAvailable},
 	UnknownNode:        {BrokerNotAvailable, NotLeaderOrFollower, CoordinatorNotAvailable},
 	RequestTimedOut:    {RequestTimedOut, RequestTimedOut, CoordinatorNotAvailable},
+	// An offsets Raft group without a leader: its coordinator is not there.
+	LeaderNotAvailable: {LeaderNotAvailable, LeaderNotAvailable, CoordinatorNotAvailable},
 	UnknownServerError: {UnknownServerError, UnknownServerError, CoordinatorNotAvailable},
 	// A connection refused for the per-address limit: back off and retry.
 	TooManyConnections: {ThrottlingQuotaExceeded, NotLeaderOrFollower, CoordinatorNotAvailable},

@@ -129,7 +129,8 @@ func startKafka(p kafkaParams) error {
 	// back) and unique per listener, even for frontends sharing a host.
 	name := p.Config.NodeID + "@" + kc.Listener.Advertised()
 	member := kafkaapi.NewMember(p.Client, name, kc.Listener.Advertised(), kc.Rack, kc.Heartbeat, log)
-	svc, err := kafkaapi.New(kc, p.Cache, p.Producer, p.Fetcher, p.Client, p.Offsets, p.Txns, p.Shares, p.Joiner, member, p.Quotas, kafka.NewMetrics(p.Registry), log)
+	svc, err := kafkaapi.New(kc, kafkaapi.Deps{Cache: p.Cache, Producer: p.Producer, Fetcher: p.Fetcher, Meta: p.Client, Groups: p.Offsets, Txns: p.Txns,
+		Shares: p.Shares, Joiner: p.Joiner, Member: member, Quotas: p.Quotas, Metrics: kafka.NewMetrics(p.Registry), Log: log})
 	if err != nil {
 		return err
 	}

@@ -209,15 +209,16 @@ func (p *proxied) Len() int                      { return len(p.res.Payload) }
 func (p *proxied) WriteTo(w *kafka.Writer) error { return w.Write(p.res.Payload) }
 func (p *proxied) Release()                      { p.res.Release() }
 
-// forEach runs f for every part concurrently and waits.
-func forEach(parts []*fetchPart, f func(*fetchPart)) {
+// forEach runs f for every part concurrently and waits: the handlers' one
+// fan-out over partitions (a single part runs on the caller's goroutine).
+func forEach[P any](parts []P, f func(P)) {
 	if len(parts) == 1 {
 		f(parts[0])
 		return
 	}
 	var wg sync.WaitGroup
-	for _, fp := range parts {
-		wg.Go(func() { f(fp) })
+	for _, p := range parts {
+		wg.Go(func() { f(p) })
 	}
 	wg.Wait()
 }

@@ -85,15 +85,32 @@ type Service struct {
 	senders              sync.WaitGroup // the lanes' senders (lanes.go)
 }
 
-// New builds the listener (it listens at once; Start serves); quotas are
-// the frontend's client quota buckets, shared with its HTTP API.
-func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher *fetch.Fetcher, meta *cluster.Client,
-	offsets *groups.Client, txnCoord *txns.Client, shareGroups *shares.Client, joiner *txnjoin.Joiner, member *Member, quotas *quota.Limiter, metrics *kafka.Metrics,
-	log *slog.Logger) (*Service, error) {
-	s := &Service{cfg: cfg, cache: cache, producer: producer, fetcher: fetcher, member: member, quotas: quotas, groups: offsets, txns: txnCoord,
-		shares: shareGroups, joiner: joiner, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, metrics),
+// Deps is what the listener serves from: the frontend's cluster model,
+// producer and fetcher (the data path), the metadata, offsets, transaction
+// and share-group clients, the transactional produces' joiner, the
+// listener's registration with metadata, the client quota buckets (shared
+// with the HTTP API), the Kafka metrics and the log.
+type Deps struct {
+	Cache    *metacache.Cache
+	Producer *produce.Producer
+	Fetcher  *fetch.Fetcher
+	Meta     *cluster.Client
+	Groups   *groups.Client
+	Txns     *txns.Client
+	Shares   *shares.Client
+	Joiner   *txnjoin.Joiner
+	Member   *Member
+	Quotas   *quota.Limiter
+	Metrics  *kafka.Metrics
+	Log      *slog.Logger
+}
+
+// New builds the listener (it listens at once; Start serves).
+func New(cfg Config, d Deps) (*Service, error) {
+	s := &Service{cfg: cfg, cache: d.Cache, producer: d.Producer, fetcher: d.Fetcher, member: d.Member, quotas: d.Quotas, groups: d.Groups,
+		txns: d.Txns, shares: d.Shares, joiner: d.Joiner, log: d.Log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, d.Metrics),
 		share: shareState{members: map[shareMemberKey]*shareMember{}, sessions: map[shareMemberKey]*shareSession{}}}
-	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth, Groups: kafka.ShareGroupConfigs{Client: shareGroups}}, member.ID, cache, meta, log)
+	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.RequireAuth, Groups: kafka.ShareGroupConfigs{Client: d.Shares}}, d.Member.ID, d.Cache, d.Meta, d.Log)
 	routes := s.broker.Routes()
 	s.idempotentProducerID = routes[kmsg.InitProducerID.Int16()].Handle
 	routes[kmsg.InitProducerID.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.initProducerID}
@@ -103,10 +120,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.EndTxn.Int16()] = kafka.Route{Min: 0, Max: 5, Handle: s.endTxn}
 	routes[kmsg.DescribeTransactions.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.describeTransactions}
 	routes[kmsg.ListTransactions.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.listTransactions}
-	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 12, Handle: s.produce}
-	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
-	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
-	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	kafka.DataPath{Produce: s.produce, Fetch: s.fetch, ListOffsets: s.listOffsets, OffsetForLeaderEpoch: s.offsetForLeaderEpoch}.AddTo(routes)
 	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
 	routes[kmsg.DeleteRecords.Int16()] = kafka.Route{Min: 0, Max: 2, Handle: s.deleteRecords}
 	routes[kmsg.DescribeProducers.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.describeProducers}
@@ -129,7 +143,7 @@ func New(cfg Config, cache *metacache.Cache, producer *produce.Producer, fetcher
 	routes[kmsg.DescribeShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 1, Handle: s.describeShareGroupOffsets}
 	routes[kmsg.AlterShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.alterShareGroupOffsets}
 	routes[kmsg.DeleteShareGroupOffsets.Int16()] = kafka.Route{Min: 0, Max: 0, Handle: s.deleteShareGroupOffsets}
-	srv, err := kafka.NewServer(cfg.Listener, routes, cache.Snapshot, metrics, log)
+	srv, err := kafka.NewServer(cfg.Listener, routes, d.Cache.Snapshot, d.Metrics, d.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,7 +19,7 @@ import (
 func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListOffsetsRequest)
 	resp := kmsg.NewPtrListOffsetsResponse()
-	var wg sync.WaitGroup
+	var asks []func()
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(r.Topics))
 	for i, rt := range r.Topics {
 		out := &resp.Topics[i]
@@ -40,13 +39,10 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 			if r.Version < 4 {
 				epoch = -1
 			}
-			wg.Go(func() {
+			asks = append(asks, func() {
 				if rt.Topic == groups.OffsetsLogTopic {
 					p.Offset, p.Timestamp, p.ErrorCode = s.offsetsLogOffset(ctx, c, rp.Partition, rp.Timestamp)
 					p.LeaderEpoch = 0
-					if r.Version == 0 && p.Offset >= 0 {
-						p.OldStyleOffsets = []int64{p.Offset}
-					}
 					return
 				}
 				var lr protocol.ListOffsetsResponse
@@ -56,13 +52,10 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 					return
 				}
 				p.Offset, p.Timestamp, p.LeaderEpoch = lr.Offset, lr.Timestamp, lr.LeaderEpoch
-				if r.Version == 0 && lr.Offset >= 0 {
-					p.OldStyleOffsets = []int64{lr.Offset}
-				}
 			})
 		}
 	}
-	wg.Wait()
+	forEach(asks, func(ask func()) { ask() })
 	return kafka.Reply{Msg: resp}
 }
 
@@ -71,7 +64,7 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
-	var wg sync.WaitGroup
+	var asks []func()
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(r.Topics))
 	for i, rt := range r.Topics {
 		out := &resp.Topics[i]
@@ -87,7 +80,7 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 				continue
 			}
-			wg.Go(func() {
+			asks = append(asks, func() {
 				if rt.Topic == groups.OffsetsLogTopic {
 					p.LeaderEpoch, p.EndOffset, p.ErrorCode = s.offsetsLogEpochEnd(ctx, c, rp.Partition)
 					return
@@ -101,7 +94,7 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 			})
 		}
 	}
-	wg.Wait()
+	forEach(asks, func(ask func()) { ask() })
 	return kafka.Reply{Msg: resp}
 }
 
@@ -116,7 +109,7 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMillis)*time.Millisecond)
 		defer cancel()
 	}
-	var wg sync.WaitGroup
+	var asks []func()
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(r.Topics))
 	for i, rt := range r.Topics {
 		out := &resp.Topics[i]
@@ -131,7 +124,7 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 				continue
 			}
-			wg.Go(func() {
+			asks = append(asks, func() {
 				var dr protocol.DeleteRecordsResponse
 				req := &protocol.DeleteRecordsRequest{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset}
 				if p.ErrorCode = s.atLeader(ctx, rt.Topic, rp.Partition, protocol.APIDeleteRecords, req, &dr); p.ErrorCode != 0 {
@@ -142,7 +135,7 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 			})
 		}
 	}
-	wg.Wait()
+	forEach(asks, func(ask func()) { ask() })
 	return kafka.Reply{Msg: resp}
 }
 

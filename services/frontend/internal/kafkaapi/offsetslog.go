@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
@@ -42,11 +41,7 @@ func (s *Service) readOffsetsLog(ctx context.Context, c *kafka.Conn, parts []*of
 	deadline := time.Now().Add(wait)
 	for {
 		got := false
-		var wg sync.WaitGroup
-		for _, p := range parts {
-			wg.Go(func() { s.readOffsetsLogPart(ctx, c, p) })
-		}
-		wg.Wait()
+		forEach(parts, func(p *offsetsLogPart) { s.readOffsetsLogPart(ctx, c, p) })
 		for _, p := range parts {
 			got = got || len(p.batches) > 0 || p.out.ErrorCode != 0
 		}

@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -45,23 +44,19 @@ func (s *Service) describeProducers(_ context.Context, c *kafka.Conn, req kmsg.R
 		}
 	}
 	return kafka.Reply{Async: func() kafka.Reply {
-		var wg sync.WaitGroup
-		for _, a := range asks {
-			wg.Go(func() {
-				var dr protocol.DescribeProducersResponse
-				req := &protocol.DescribeProducersRequest{Topic: a.topic, Partition: a.out.Partition}
-				if a.out.ErrorCode = s.atLeader(c.Context(), a.topic, a.out.Partition, protocol.APIDescribeProducers, req, &dr); a.out.ErrorCode != 0 {
-					return
-				}
-				for _, p := range dr.Producers {
-					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-					ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = p.ProducerID, int32(p.Epoch), p.LastSequence
-					ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, p.CurrentTxnStartOffset
-					a.out.ActiveProducers = append(a.out.ActiveProducers, ap)
-				}
-			})
-		}
-		wg.Wait()
+		forEach(asks, func(a ask) {
+			var dr protocol.DescribeProducersResponse
+			req := &protocol.DescribeProducersRequest{Topic: a.topic, Partition: a.out.Partition}
+			if a.out.ErrorCode = s.atLeader(c.Context(), a.topic, a.out.Partition, protocol.APIDescribeProducers, req, &dr); a.out.ErrorCode != 0 {
+				return
+			}
+			for _, p := range dr.Producers {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = p.ProducerID, int32(p.Epoch), p.LastSequence
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, p.CurrentTxnStartOffset
+				a.out.ActiveProducers = append(a.out.ActiveProducers, ap)
+			}
+		})
 		return kafka.Reply{Msg: resp}
 	}}
 }

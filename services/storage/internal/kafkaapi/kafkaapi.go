@@ -72,10 +72,7 @@ func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin,
 	// Produce is advertised as on every broker (librdkafka takes a broker
 	// without it for one that predates RecordBatch v2 and will not fetch
 	// from it), and answered NOT_LEADER_OR_FOLLOWER: frontends lead.
-	routes[kmsg.Produce.Int16()] = kafka.Route{Min: 0, Max: 12, Handle: s.produce}
-	routes[kmsg.Fetch.Int16()] = kafka.Route{Min: 4, Max: 16, Handle: s.fetch}
-	routes[kmsg.ListOffsets.Int16()] = kafka.Route{Min: 1, Max: 8, Handle: s.listOffsets}
-	routes[kmsg.OffsetForLeaderEpoch.Int16()] = kafka.Route{Min: 2, Max: 4, Handle: s.offsetForLeaderEpoch}
+	kafka.DataPath{Produce: s.produce, Fetch: s.fetch, ListOffsets: s.listOffsets, OffsetForLeaderEpoch: s.offsetForLeaderEpoch}.AddTo(routes)
 	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
 	srv, err := kafka.NewServer(cfg.Listener, routes, model.Snapshot, kmetrics, log)
 	if err != nil {
