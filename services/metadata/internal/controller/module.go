@@ -19,19 +19,31 @@ func Module() fx.Option {
 	return fx.Module("controller", fx.Provide(provide))
 }
 
-func provide(lc fx.Lifecycle, cfg Config, n *raftnode.Node, f *fsm.FSM, reg prometheus.Registerer, ready *service.Readiness, log *slog.Logger) (*Controller, error) {
-	c, err := New(cfg, n, f, log.With("component", "controller"))
+// params is what the controller is built from.
+type params struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	Node      *raftnode.Node
+	FSM       *fsm.FSM
+	Registry  prometheus.Registerer
+	Readiness *service.Readiness
+	Log       *slog.Logger
+}
+
+func provide(p params) (*Controller, error) {
+	c, err := New(p.Config, p.Node, p.FSM, p.Log.With("component", "controller"))
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range c.Collectors() {
-		if err := reg.Register(m); err != nil {
+		if err := p.Registry.Register(m); err != nil {
 			return nil, err
 		}
 	}
-	n.OnLeadership(c.SetLeader)
-	ready.Add("controller", c.Ready)
-	lc.Append(fx.Hook{
+	p.Node.OnLeadership(c.SetLeader)
+	p.Readiness.Add("controller", c.Ready)
+	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error { c.Start(); return nil },
 		OnStop:  func(context.Context) error { c.Stop(); return nil },
 	})

@@ -106,14 +106,28 @@ type Server struct {
 	cancel context.CancelFunc
 }
 
+// Deps is what the API serves from: the Raft node (relays to the leader,
+// linearizable reads), the group, transaction and share-group
+// coordinators, the FSM's state, the partitions' log offsets (lag) and the
+// log.
+type Deps struct {
+	Node   Node
+	Groups *coordinator.Coordinator
+	Txns   *coordinator.Txns
+	Shares *coordinator.Shares
+	FSM    *fsm.FSM
+	Ends   LogOffsets
+	Log    *slog.Logger
+}
+
 // New listens on cfg.Addr.
-func New(cfg Config, node Node, coord *coordinator.Coordinator, tx *coordinator.Txns, sh *coordinator.Shares, f *fsm.FSM, ends LogOffsets, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, node: node, coord: coord, txns: tx, shares: sh, fsm: f, ends: ends, log: log}
+func New(cfg Config, d Deps) (*Server, error) {
+	s := &Server{cfg: cfg, node: d.Node, coord: d.Groups, txns: d.Txns, shares: d.Shares, fsm: d.FSM, ends: d.Ends, log: d.Log}
 	s.routes = s.newRoutes()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.http, err = service.ListenHTTPTLS(cfg.Addr, &fasthttp.Server{Handler: s.handle, MaxRequestBodySize: cfg.MaxBodyBytes,
-		Name: "sluice-offsets", NoDefaultServerHeader: true, ErrorHandler: s.protocolError}, log, cfg.TLS)
+		Name: "sluice-offsets", NoDefaultServerHeader: true, ErrorHandler: s.protocolError}, d.Log, cfg.TLS)
 	if err != nil {
 		s.cancel()
 		return nil, err

@@ -368,9 +368,24 @@ func (l *logOffsets) ProduceBatch(ctx context.Context, topic string, partition i
 	return err
 }
 
-func newServer(lc fx.Lifecycle, c Config, n *raftgroup.Node, co *coordinator.Coordinator, x *coordinator.Txns, sh *coordinator.Shares, f *fsm.FSM,
-	ends *logOffsets, reg prometheus.Registerer, log *slog.Logger) (*api.Server, error) {
-	s, err := api.New(c.API, n, co, x, sh, f, ends, log.With("component", "api"))
+// serverParams is what the API server is built from.
+type serverParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	Node      *raftgroup.Node
+	Groups    *coordinator.Coordinator
+	Txns      *coordinator.Txns
+	Shares    *coordinator.Shares
+	FSM       *fsm.FSM
+	Ends      *logOffsets
+	Registry  prometheus.Registerer
+	Log       *slog.Logger
+}
+
+func newServer(p serverParams) (*api.Server, error) {
+	lc, n, co, ends, reg := p.Lifecycle, p.Node, p.Groups, p.Ends, p.Registry
+	s, err := api.New(p.Config.API, api.Deps{Node: n, Groups: co, Txns: p.Txns, Shares: p.Shares, FSM: p.FSM, Ends: ends, Log: p.Log.With("component", "api")})
 	if err != nil {
 		return nil, err
 	}

@@ -58,15 +58,27 @@ type Service struct {
 	sessions *kafka.FetchSessions
 }
 
-// New builds the listener (it listens at once; Start serves). model is the
-// node's view of the cluster; admin the metadata service; quotas the node's
-// client quota buckets (server.Server.Quotas).
-func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin, quotas *quota.Limiter, metrics *server.Metrics,
-	kmetrics *kafka.Metrics, log *slog.Logger) (*Service, error) {
+// Deps is what the listener serves from: the node's replicas, its cluster
+// model, the metadata service (admin requests), the node's client quota
+// buckets (server.Server.Quotas) and metrics, the Kafka metrics and the
+// log.
+type Deps struct {
+	Replicas     *replica.Manager
+	Model        kafka.Model
+	Admin        kafka.Admin
+	Quotas       *quota.Limiter
+	Metrics      *server.Metrics
+	KafkaMetrics *kafka.Metrics
+	Log          *slog.Logger
+}
+
+// New builds the listener (it listens at once; Start serves).
+func New(cfg Config, d Deps) (*Service, error) {
+	mgr, model, admin, log := d.Replicas, d.Model, d.Admin, d.Log
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
-	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: metrics, quotas: quotas, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, kmetrics)}
+	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: d.Metrics, quotas: d.Quotas, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, d.KafkaMetrics)}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services, Groups: cfg.Groups}, mgr.Self, model, admin, log)
 	routes := s.broker.Routes()
 	// Produce is advertised as on every broker (librdkafka takes a broker
@@ -74,7 +86,7 @@ func New(cfg Config, mgr *replica.Manager, model kafka.Model, admin kafka.Admin,
 	// from it), and answered NOT_LEADER_OR_FOLLOWER: frontends lead.
 	kafka.DataPath{Produce: s.produce, Fetch: s.fetch, ListOffsets: s.listOffsets, OffsetForLeaderEpoch: s.offsetForLeaderEpoch}.AddTo(routes)
 	routes[kmsg.DescribeLogDirs.Int16()] = kafka.Route{Min: 1, Max: 4, Handle: s.describeLogDirs}
-	srv, err := kafka.NewServer(cfg.Listener, routes, model.Snapshot, kmetrics, log)
+	srv, err := kafka.NewServer(cfg.Listener, routes, model.Snapshot, d.KafkaMetrics, log)
 	if err != nil {
 		return nil, err
 	}

@@ -65,8 +65,8 @@ func newStorageEnv(t *testing.T) *storageEnv {
 	srv.Start()
 	md := fakecluster.NewMetadata(snap.Nodes...)
 	t.Cleanup(md.Close)
-	svc, err := New(Config{Listener: kafka.DefaultConfig("127.0.0.1:0"), MaxFetchWait: time.Second}, mgr, model{snap},
-		cluster.NewClient([]string{md.URL()}), srv.Quotas(), server.NewMetrics(nil), kafka.NewMetrics(nil), quiet)
+	svc, err := New(Config{Listener: kafka.DefaultConfig("127.0.0.1:0"), MaxFetchWait: time.Second}, Deps{Replicas: mgr, Model: model{snap},
+		Admin: cluster.NewClient([]string{md.URL()}), Quotas: srv.Quotas(), Metrics: server.NewMetrics(nil), KafkaMetrics: kafka.NewMetrics(nil), Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

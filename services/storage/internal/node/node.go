@@ -207,20 +207,36 @@ func Module() fx.Option {
 // startKafka starts the Kafka listener unless -kafka-addr is empty. It
 // starts after the membership (it answers from the model the membership
 // follows) and stops before it.
-func startKafka(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membership.Member, cl clients, srv *server.Server, metrics *server.Metrics,
-	t service.TLSClient, reg prometheus.Registerer, log *slog.Logger) error {
+// kafkaParams is what the Kafka listener is built from.
+type kafkaParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	Replicas  *replica.Manager
+	Member    *membership.Member
+	Clients   clients
+	Server    *server.Server
+	Metrics   *server.Metrics
+	TLS       service.TLSClient
+	Registry  prometheus.Registerer
+	Log       *slog.Logger
+}
+
+func startKafka(p kafkaParams) error {
+	c, log := p.Config, p.Log
 	if c.Kafka.Listener.Addr == "" {
 		log.Info("kafka listener off (-kafka-addr is empty)")
 		return nil
 	}
 	if offsets := service.SplitList(c.Offsets); len(offsets) > 0 {
-		c.Kafka.Groups = kafka.ShareGroupConfigs{Client: shares.NewClientTLS(offsets, t.Config)}
+		c.Kafka.Groups = kafka.ShareGroupConfigs{Client: shares.NewClientTLS(offsets, p.TLS.Config)}
 	}
-	svc, err := kafkaapi.New(c.Kafka, m, mem, cl.meta, srv.Quotas(), metrics, kafka.NewMetrics(reg), log.With("component", "kafka"))
+	svc, err := kafkaapi.New(c.Kafka, kafkaapi.Deps{Replicas: p.Replicas, Model: p.Member, Admin: p.Clients.meta, Quotas: p.Server.Quotas(),
+		Metrics: p.Metrics, KafkaMetrics: kafka.NewMetrics(p.Registry), Log: log.With("component", "kafka")})
 	if err != nil {
 		return err
 	}
-	lc.Append(fx.Hook{
+	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error { svc.Start(); return nil },
 		OnStop:  svc.Stop,
 	})
@@ -307,10 +323,24 @@ func enableReplication(lc fx.Lifecycle, c Config, m *replica.Manager, mem *membe
 	})
 }
 
-func newMember(lc fx.Lifecycle, mc membership.Config, cl clients, m *replica.Manager, ready *service.Readiness, log *slog.Logger, _ *server.Server) *membership.Member {
-	mem := membership.New(mc, cl.meta, m, log)
-	ready.Add("membership", mem.Ready)
-	lc.Append(fx.Hook{
+// memberParams is what the node's membership is built from; Server is
+// there for the order of the hooks (the server starts first).
+type memberParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    membership.Config
+	Clients   clients
+	Replicas  *replica.Manager
+	Readiness *service.Readiness
+	Log       *slog.Logger
+	Server    *server.Server
+}
+
+func newMember(p memberParams) *membership.Member {
+	mc, cl, log := p.Config, p.Clients, p.Log
+	mem := membership.New(mc, cl.meta, p.Replicas, log)
+	p.Readiness.Add("membership", mem.Ready)
+	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error { mem.Start(); return nil },
 		OnStop: func(ctx context.Context) error {
 			controlledShutdown(ctx, mc, cl.meta, mem, log)

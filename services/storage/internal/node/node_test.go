@@ -1,8 +1,17 @@
 package node
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 )
 
 // TestCleanerFlags: the cleaner's flags are checked with a reason naming
@@ -21,4 +30,21 @@ func TestCleanerFlags(t *testing.T) {
 			t.Errorf("%s %s: %v, want an error naming the flag", flag, value, err)
 		}
 	}
+}
+
+// TestWiringStartsAndStops: the node's parts are wired (every dependency
+// provided, the hooks in order: server, membership, Kafka listener), start
+// against a metadata service, register, and stop.
+func TestWiringStartsAndStops(t *testing.T) {
+	md := fakecluster.NewMetadata()
+	t.Cleanup(md.Close)
+	opts, err := Parse([]string{"-addr", "127.0.0.1:0", "-kafka-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+		"-data-dir", filepath.Join(t.TempDir(), "s"), "-metadata", md.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fxtest.New(t, append(opts, service.Module(), fx.NopLogger)...)
+	app.RequireStart()
+	testkit.WaitFor(t, 10*time.Second, "the node to register with metadata", func() bool { return md.Registrations() > 0 })
+	app.RequireStop()
 }
