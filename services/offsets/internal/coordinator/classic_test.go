@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // classicSettings are testSettings with a short initial rebalance delay.
@@ -179,9 +181,7 @@ func TestClassicJoinSyncAndCommit(t *testing.T) {
 	// loads it as stable.
 	c.OnLeadership(false)
 	c.OnLeadership(true)
-	for !c.Ready() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the coordinator to be ready again", c.Ready)
 	if err := c.ClassicHeartbeat(context.Background(), "g", groups.ClassicHeartbeatRequest{MemberID: joined[1].MemberID, Generation: 1}); err != nil {
 		t.Fatalf("heartbeat after a leadership change: %v", err)
 	}
@@ -212,17 +212,12 @@ func TestClassicRebalanceAfterLeaveAndExpiry(t *testing.T) {
 	}
 	syncAll(t, c, []*groups.JoinResponse{j}, []string{""}, nil)
 	// b goes silent: its session expires and the group is written empty.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if g, ok := f.Group("g"); ok && len(g.Members) == 0 && g.Epoch >= 2 {
-			break
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if g, ok := f.Group("g"); !ok || len(g.Members) != 0 || g.Epoch < 2 {
+			return fmt.Errorf("the group was not emptied: %+v", g)
 		}
-		if time.Now().After(deadline) {
-			g, _ := f.Group("g")
-			t.Fatalf("the group was not emptied: %+v", g)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := c.ClassicHeartbeat(context.Background(), "g", groups.ClassicHeartbeatRequest{MemberID: b.MemberID, Generation: 2}); !isCode(err, protocol.UnknownMemberID) {
 		t.Fatalf("heartbeat of an expired member: %v", err)
 	}

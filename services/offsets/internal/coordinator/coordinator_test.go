@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -76,13 +77,7 @@ func startWith(t testing.TB, dir string, s Settings, opts ...func(*Coordinator))
 		})
 	}
 	t.Cleanup(stop)
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("coordinator never became ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the coordinator to be ready", c.Ready)
 	return c, f, stop
 }
 
@@ -110,16 +105,15 @@ func (m *testMember) beat(t *testing.T, c *Coordinator, release bool) error {
 // keepBeating heartbeats m until the member owns want partitions.
 func keepBeating(t *testing.T, c *Coordinator, m *testMember, want int, release bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(m.owned) != want {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if err := m.beat(t, c, release); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member %s owns %v, want %d partitions", m.id, m.owned, want)
+		if len(m.owned) != want {
+			return fmt.Errorf("member %s owns %v, want %d partitions", m.id, m.owned, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestSessionExpiryMovesPartitions(t *testing.T) {
@@ -226,17 +220,12 @@ func TestGroupLocksDoNotPileUp(t *testing.T) {
 	wg.Wait()
 	// The expiry sweep takes the groups' locks now and then: wait for a
 	// moment when nothing holds one.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := c.locks.held()
-		if n == 0 {
-			return
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if n := c.locks.held(); n != 0 {
+			return fmt.Errorf("%d group locks left after every heartbeat returned", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d group locks left after every heartbeat returned", n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestClocksOfGoneMembersAreForgotten: a member that left the state without

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -70,13 +71,7 @@ func TestGroupCommitPutsConcurrentRequestsInFewEntries(t *testing.T) {
 		})
 		wg.Go(func() { errs[n+i] = c.Delete(bg, fmt.Sprintf("none-%d", i)) })
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.queued() < 2*n-2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued, want %d", c.queued(), 2*n-2)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("%d requests queued", 2*n-2), func() bool { return c.queued() >= 2*n-2 })
 	gate.release()
 	wg.Wait()
 
@@ -130,9 +125,7 @@ func TestGroupCommitLeavesOutGivenUpRequests(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	for c.queued() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "2 requests queued", func() bool { return c.queued() >= 2 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, &protocol.Error{Code: protocol.RequestTimedOut}) {
 		t.Fatalf("the impatient commit: %v, want REQUEST_TIMED_OUT", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -193,9 +194,7 @@ func TestWaitingAcquisitionWakesWhenRecordsAreGivenBack(t *testing.T) {
 		}
 		woken <- resp
 	}()
-	for s.waiting.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the acquisition to wait", func() bool { return s.waiting.Load() > 0 })
 	if _, err := s.Ack(ctx, "q", shares.AckRequest{MemberID: "a", Acks: []shares.Ack{{Topic: "t", FirstOffset: 0, LastOffset: 4, Type: shares.AckRelease}}}); err != nil {
 		t.Fatal(err)
 	}

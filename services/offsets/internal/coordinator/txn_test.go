@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -89,17 +90,15 @@ func startTxns(t *testing.T, dir string, markers *markerLog, ids *counterIDs) (*
 // waitState waits until id's transaction is in state.
 func waitState(t *testing.T, f *fsm.FSM, id, state string) *fsm.Txn {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tx, _, err := f.Txn(id)
-		if err == nil && tx != nil && tx.State == state {
-			return tx
+	var tx *fsm.Txn
+	testkit.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if tx, _, err = f.Txn(id); err != nil || tx == nil || tx.State != state {
+			return fmt.Errorf("transaction %s: %+v, %v; want state %s", id, tx, err, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transaction %s: %+v, %v; want state %s", id, tx, err, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return tx
 }
 
 var bg = context.Background()
