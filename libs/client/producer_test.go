@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/libs/partitioner"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func testProducer(t *testing.T, frontends []string, adjust func(*ProducerConfig)) *Producer {
@@ -366,17 +367,7 @@ func TestProducerTopicMetadataAge(t *testing.T) {
 	f.mu.Lock()
 	f.partitions = 3
 	f.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := p.Send(context.Background(), rec, nil)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the producer never saw the added partitions: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() error { return p.Send(context.Background(), rec, nil) }) // the added partitions seen
 }
 
 // TestProducerStickyMovesWhenBatchIsSent: once the sticky partition's batch
@@ -390,19 +381,11 @@ func TestProducerStickyMovesWhenBatchIsSent(t *testing.T) {
 	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("first")}, o.cb("first")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for { // wait until the first batch is in flight (held by the frontend)
+	testkit.WaitFor(t, 10*time.Second, "the first batch in flight (held by the frontend)", func() bool {
 		f.mu.Lock()
-		n := f.requests
-		f.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first batch was never sent")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer f.mu.Unlock()
+		return f.requests > 0
+	})
 	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("second")}, o.cb("second")); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // heldBatcher returns a Batcher of ints answering each input negated whose
@@ -51,9 +53,7 @@ func queue(t *testing.T, b *Batcher[int, int], wg *sync.WaitGroup, ins ...int) {
 				t.Errorf("Do(%d) = %d, %v", v, out, err)
 			}
 		})
-		for b.Queued() == n {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, 10*time.Second, "the request to queue", func() bool { return b.Queued() != n })
 	}
 }
 
@@ -101,17 +101,13 @@ func TestGivenUpCallsAreLeftOut(t *testing.T) {
 		_, err := b.Do(ctx, 7)
 		gaveUp <- err
 	}()
-	for b.Queued() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "a request to queue", func() bool { return b.Queued() > 0 })
 	failed := make(chan []error, 1)
 	go func() {
 		_, errs := b.DoAll(context.Background(), []int{2, -1})
 		failed <- errs
 	}()
-	for b.Queued() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "3 requests to queue", func() bool { return b.Queued() >= 3 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that gave up: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 )
@@ -161,9 +162,7 @@ func TestFetchLongPoll(t *testing.T) {
 		}
 		got <- a
 	}()
-	for e.nodes[0].Fetches("t", 0) < 2 { // the long-poll has reached the node
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the long-poll to reach the node", func() bool { return e.nodes[0].Fetches("t", 0) >= 2 })
 	e.produce(t, 0, "t", 0, record.CodecNone, "new")
 	select {
 	case a := <-got:
@@ -179,13 +178,11 @@ func TestFetchFollowsLeaderChange(t *testing.T) {
 	e := newEnv(t, 2)
 	e.md.AddTopic("t", 2) // node 2 leads and holds the data
 	e.produce(t, 1, "t", 0, record.CodecNone, "x", "y")
-	for v := e.md.Version(); e.cache.Version() < v; {
-		time.Sleep(time.Millisecond)
-	}
+	v := e.md.Version()
+	testkit.WaitFor(t, 10*time.Second, "the cache to follow metadata", func() bool { return e.cache.Version() >= v })
 	e.md.SetLeader("t", 0, 1) // a stale view: node 1 no longer leads when asked
-	for v := e.md.Version(); e.cache.Version() < v; {
-		time.Sleep(time.Millisecond)
-	}
+	v = e.md.Version()
+	testkit.WaitFor(t, 10*time.Second, "the cache to follow metadata", func() bool { return e.cache.Version() >= v })
 	e.nodes[0].SetFetchReject(func(req *protocol.FetchRequest, attempt int) error {
 		e.md.SetLeader("t", 0, 2)
 		return protocol.NotLeaderOrFollower.Err("not the leader of %s-%d", req.Topic, req.Partition)

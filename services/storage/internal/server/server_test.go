@@ -23,6 +23,7 @@ import (
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/service"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 
@@ -284,10 +285,7 @@ func TestMetricsPerTopic(t *testing.T) {
 	m := s.metrics
 	// The fetch is counted once its records are on the socket, which is
 	// after the client may have read them: wait for the count.
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(m.Fetched.WithLabelValues("t", "consumer")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the fetch to be counted", func() bool { return testutil.ToFloat64(m.Fetched.WithLabelValues("t", "consumer")) > 0 })
 	if got := testutil.ToFloat64(m.Produced.WithLabelValues("t")); got != 2 {
 		t.Errorf("produce requests of t: %v, want 2", got)
 	}
