@@ -112,4 +112,14 @@ func TestProjectHoldsTheLine(t *testing.T) {
 	for _, v := range Check(tree, allow) {
 		t.Error(v)
 	}
+	// Unit tests wait for what they need (testkit.WaitFor, Eventually,
+	// synctest), not for time to pass: their time.Sleep calls only get
+	// fewer. Lower the bound when you take some out.
+	const unitSleeps = 41
+	switch c := Count(tree); {
+	case c.UnitSleeps > unitSleeps:
+		t.Errorf("%d time.Sleep calls in unit tests (outside integration/), more than %d: wait with the test kit instead", c.UnitSleeps, unitSleeps)
+	case c.UnitSleeps < unitSleeps:
+		t.Errorf("%d time.Sleep calls in unit tests, fewer than the bound %d: lower it", c.UnitSleeps, unitSleeps)
+	}
 }
