@@ -57,3 +57,10 @@ func TestEventuallyFailsWithTheLastError(t *testing.T) {
 		t.Fatalf("failure %q after %d checks", failed, n)
 	}
 }
+
+func TestBatchAndValuesRoundTrip(t *testing.T) {
+	b := append(Batch(t, "a", "b"), Batch(t, "c")...)
+	if got := Values(t, b); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("values of two batches: %v", got)
+	}
+}

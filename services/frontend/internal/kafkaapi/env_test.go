@@ -14,7 +14,6 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/quota"
-	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/testkit"
@@ -143,18 +142,4 @@ func (e *kafkaEnv) request(t *testing.T, req kmsg.Request) kmsg.Response {
 		t.Fatalf("%T: %v", req, err)
 	}
 	return resp
-}
-
-// batch is a RecordBatch v2 of the given values.
-func batch(t *testing.T, values ...string) []byte {
-	t.Helper()
-	b := record.NewBuilder(record.CodecNone)
-	for _, v := range values {
-		b.Append(record.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

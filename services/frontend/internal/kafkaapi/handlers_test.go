@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestListOffsetsAsksEachLeader: ListOffsets answers each partition from its
@@ -63,7 +64,7 @@ func TestProduceAndFetchThroughTheListener(t *testing.T) {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = topic
 		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch(t, values...)
+		rp.Records = testkit.Batch(t, values...)
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp := e.request(t, req).(*kmsg.ProduceResponse)
@@ -97,18 +98,7 @@ func TestProduceAndFetchThroughTheListener(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	fp := e.request(t, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
-	var values []string
-	for b := fp.RecordBatches; len(b) > 0; {
-		n, err := record.PeekSize(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := record.NewIterator(b[:n])
-		for it.Next() {
-			values = append(values, string(it.Record().Value))
-		}
-		b = b[n:]
-	}
+	values := testkit.Values(t, fp.RecordBatches)
 	if fp.ErrorCode != 0 || fp.HighWatermark != 3 || len(values) != 3 || values[0] != "a" || values[2] != "c" {
 		t.Fatalf("fetch of t-0: error %d, high watermark %d, values %v", fp.ErrorCode, fp.HighWatermark, values)
 	}

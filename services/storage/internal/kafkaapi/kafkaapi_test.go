@@ -14,8 +14,8 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
@@ -99,14 +99,7 @@ func newStorageEnv(t *testing.T) *storageEnv {
 // produce writes values to t-partition through the storage protocol.
 func (e *storageEnv) produce(t *testing.T, partition int32, values ...string) {
 	t.Helper()
-	b := record.NewBuilder(record.CodecNone)
-	for _, v := range values {
-		b.Append(record.Record{Timestamp: time.Now().UnixMilli(), Value: []byte(v)})
-	}
-	payload, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	payload := testkit.Batch(t, values...)
 	var resp protocol.ProduceResponse
 	if _, err := e.conn.Call(context.Background(), protocol.APIProduce, &protocol.ProduceRequest{Topic: "t", Partition: partition,
 		Acks: protocol.AcksAll, TimeoutMs: 5000}, payload, &resp); err != nil {
@@ -138,19 +131,7 @@ func (e *storageEnv) fetch(t *testing.T, partition int32, offset int64) (kmsg.Fe
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	fp := e.request(t, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
-	var values []string
-	for b := fp.RecordBatches; len(b) > 0; {
-		n, err := record.PeekSize(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := record.NewIterator(b[:n])
-		for it.Next() {
-			values = append(values, string(it.Record().Value))
-		}
-		b = b[n:]
-	}
-	return fp, values
+	return fp, testkit.Values(t, fp.RecordBatches)
 }
 
 // TestStorageListenerServesReads: the storage node's Kafka listener reads
@@ -211,12 +192,7 @@ func TestStorageListenerSendsProducesToTheFrontends(t *testing.T) {
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = "t"
 	rp := kmsg.NewProduceRequestTopicPartition()
-	b := record.NewBuilder(record.CodecNone)
-	b.Append(record.Record{Value: []byte("x")})
-	var err error
-	if rp.Records, err = b.Build(); err != nil {
-		t.Fatal(err)
-	}
+	rp.Records = testkit.Batch(t, "x")
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	p := e.request(t, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
