@@ -16,7 +16,7 @@ SERVICES := metadata storage frontend offsets
 # standalone docker-compose (v1, Debian's package); either reads the files.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 
-.PHONY: help build test test-deps vet fmt tidy tidy-check shape run clean bench fuzz certs figures images up up-tls down
+.PHONY: help build test test-deps vet lint fmt tidy tidy-check shape run clean bench fuzz certs figures images up up-tls down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -33,6 +33,12 @@ test: test-deps ## run every module's tests with -race (test-deps first)
 
 test-deps: ## install (as root) or name the Debian packages the tests drive: kcat, python3-kafka, python3-confluent-kafka, chromium, strace, iproute2, curl
 	@tools/scripts/test-deps.sh
+
+# STATICCHECK is the pinned staticcheck, fetched from the Go module proxy.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## staticcheck every module (CI runs it; the tree is clean)
+	@set -e; for m in $(MODULES); do echo "== staticcheck $$m"; (cd $$m && $(GO) run $(STATICCHECK) ./...); done
 
 vet: ## go vet every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done

@@ -76,7 +76,7 @@ func pingDocker(ctx context.Context) (*testcontainers.DockerClient, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		env, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+		env, err := client.New(client.FromEnv)
 		if err != nil {
 			ch <- result{nil, err}
 			return

@@ -52,7 +52,6 @@ func newKeyed(offset int64, key, value []byte) keyedRecord {
 // compactionModel is what a compacted topic must converge to: each key's
 // latest value, and the keys whose latest record is a tombstone.
 type compactionModel struct {
-	mu     sync.Mutex
 	latest map[string]keyedRecord // key -> its latest record (Offset unused)
 }
 

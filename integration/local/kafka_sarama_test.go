@@ -48,7 +48,7 @@ func TestKafkaSarama(t *testing.T) {
 		t.Fatalf("CreateTopic: %v", err)
 	}
 	waitLeaders(t, ctx, c, "sarama", 3)
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama"})
+	entries, err := describeTopicConfig(admin, "sarama")
 	if err != nil {
 		t.Fatalf("DescribeConfig: %v", err)
 	}
@@ -304,7 +304,7 @@ func saramaAdminACLsQuotasSCRAM(t *testing.T, admin sarama.ClusterAdmin) {
 		t.Fatalf("IncrementalAlterConfig: %v", err)
 	}
 	testkit.Eventually(t, 30*time.Second, func() error {
-		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama"})
+		entries, err := describeTopicConfig(admin, "sarama")
 		if err != nil {
 			return err
 		}
@@ -325,4 +325,20 @@ func saramaAdminACLsQuotasSCRAM(t *testing.T, admin sarama.ClusterAdmin) {
 		}
 		return nil
 	})
+}
+
+// describeTopicConfig reads a topic's configs with sarama's DescribeConfigs,
+// failing on the resource's own error.
+func describeTopicConfig(admin sarama.ClusterAdmin, topic string) ([]sarama.ConfigEntry, error) {
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(results) != 1 || results[0].Name != topic {
+		return nil, fmt.Errorf("DescribeConfigs of %s answered %d resources", topic, len(results))
+	}
+	if results[0].ErrorCode != sarama.ErrNoError {
+		return nil, fmt.Errorf("DescribeConfigs of %s: %w %s", topic, results[0].ErrorCode, results[0].ErrorMsg)
+	}
+	return results[0].Configs, nil
 }

@@ -320,7 +320,7 @@ func TestKafkaGroupTransactSession(t *testing.T) {
 		s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.TransactionalID("gts-"+name),
 			kgo.ConsumerGroup("gts"), kgo.ConsumeTopics("gts-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("gts-out"), kgo.ClientID(name),
-			kgo.RequireStableFetchOffsets(), kgo.TransactionTimeout(10*time.Second))
+			kgo.TransactionTimeout(10*time.Second))
 		if err != nil {
 			return err
 		}

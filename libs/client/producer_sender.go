@@ -291,7 +291,7 @@ func (p *Producer) raiseEpochLocked(failed *batchBuf) {
 	if p.ident.stale || failed.gen != p.ident.gen {
 		return
 	}
-	if p.ident.epoch >= math.MaxInt16 {
+	if p.ident.epoch == math.MaxInt16 {
 		p.ident.stale = true
 		return
 	}

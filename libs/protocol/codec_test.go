@@ -77,7 +77,6 @@ func TestResponseRoundTripWithError(t *testing.T) {
 
 func TestDecoderSkipsUnknownTrailingFields(t *testing.T) {
 	// A newer peer appends a field to the fetch response body.
-	type newer struct{ FetchResponse }
 	h := ResponseHeader{CorrelationID: 1}
 	enc := NewEncoder()
 	prefix, err := enc.Response(&h, extraField{&FetchResponse{HighWatermark: 10, LogStartOffset: 2, LogEndOffset: 12}}, 3)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Sentinel errors of the store.
@@ -165,7 +166,7 @@ func (s *Store) DeleteRange(min, max uint64) error {
 		// to get wrong, and the keys are 8 bytes each.
 		var keys [][]byte
 		c := b.Cursor()
-		for k, _ := c.Seek(uint64Key(min)); k != nil && len(k) == 8 && keyUint64(k) <= max; k, _ = c.Next() {
+		for k, _ := c.Seek(uint64Key(min)); len(k) == 8 && keyUint64(k) <= max; k, _ = c.Next() {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 		for _, k := range keys {
@@ -222,7 +223,7 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 // wrap leaves the errors raft tests by identity or text untouched and maps
 // bbolt's closed-database error to ErrClosed.
 func (s *Store) wrap(err error) error {
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err

@@ -34,7 +34,7 @@ func ensureTopic(ctx context.Context, cfg Config) (t *cluster.Topic, created boo
 	case drains(cfg.Mode):
 		return nil, false, fmt.Errorf("%w %s does not exist: %s reads an existing topic (fill it with sluice-bench produce first)", errTopic, cfg.Topic, cfg.Mode)
 	}
-	t, err = cluster.NewClient(cfg.Frontends).CreateTopic(ctx, cluster.CreateTopicRequest{Name: cfg.Topic,
+	_, err = cluster.NewClient(cfg.Frontends).CreateTopic(ctx, cluster.CreateTopicRequest{Name: cfg.Topic,
 		Partitions: cfg.Partitions, ReplicationFactor: cfg.ReplicationFactor, Config: cfg.TopicConfig})
 	if protocol.CodeOf(err) == protocol.TopicAlreadyExists { // created meanwhile by someone else
 		return ensureTopic(ctx, cfg)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
@@ -106,7 +107,7 @@ func (f *FSM) applyDeleteGroup(tx *bolt.Tx, st *stage, c *DeleteGroup) (refusal,
 	if err := tx.Bucket(bucketGroups).Delete([]byte(name)); err != nil {
 		return nil, err
 	}
-	if err := offs.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := offs.DeleteBucket([]byte(name)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return nil, err
 	}
 	return nil, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
@@ -231,7 +232,7 @@ func deleteShareGroup(tx *bolt.Tx, st *stage, c *Share, g *ShareGroup) (refusal,
 	}
 	st.shares[c.Group] = nil
 	err = tx.Bucket(bucketShares).DeleteBucket([]byte(c.Group))
-	if errors.Is(err, bolt.ErrBucketNotFound) {
+	if errors.Is(err, berrors.ErrBucketNotFound) {
 		err = nil
 	}
 	return nil, err
