@@ -13,19 +13,30 @@ import (
 // (never forwarded), waits until the FSM applied them and returns the FSM's
 // response as it is: decoding it, and telling a rejected command from an
 // applied one, is the service's business. The error return is for failures to
-// commit: ErrNotStarted, ErrNotLeader (also when leadership was lost before
-// the entry committed), ErrTimeout. It is bounded by ctx's deadline, or by
-// ApplyTimeout when ctx has none.
+// commit: ErrNotStarted, ErrNotLeader (leadership lost before
+// the entry was proposed), ErrLeadershipLost (after: it may still commit),
+// ErrTimeout. It is bounded by ctx's deadline, or by ApplyTimeout when ctx
+// has none.
 func (n *Node) ApplyLocal(ctx context.Context, data []byte) (any, error) {
 	r := n.raft.Load()
 	if r == nil {
 		return nil, ErrNotStarted
 	}
 	f := r.Apply(data, n.timeout(ctx))
-	if err := n.wait(ctx, f); err != nil {
+	if err := applyErr(n.wait(ctx, f)); err != nil {
 		return nil, err
 	}
 	return f.Response(), nil
+}
+
+// applyErr is a proposal's error: raft's ErrLeadershipLost (the entry was
+// dispatched by the leader, which then stepped down) is ErrLeadershipLost,
+// an unknown outcome, not the ErrNotLeader of a proposal never made.
+func applyErr(err error) error {
+	if errors.Is(err, raft.ErrLeadershipLost) {
+		return fmt.Errorf("%w: %w", ErrLeadershipLost, raft.ErrLeadershipLost)
+	}
+	return err
 }
 
 // Linearize makes a following read linearizable: it confirms leadership with

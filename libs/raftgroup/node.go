@@ -32,6 +32,13 @@ var (
 	ErrNotStarted = errors.New("raft node is not running")
 	// ErrTimeout: a proposal or barrier did not finish in time.
 	ErrTimeout = errors.New("raft operation timed out")
+	// ErrLeadershipLost: the member lost its leadership after it proposed
+	// the entry and before the entry committed. The entry is in the log and
+	// may still commit under the next leader: the outcome is unknown, as
+	// after ErrTimeout (which it wraps), and the command must not be
+	// proposed again elsewhere as if it had not been (ErrNotLeader is for
+	// proposals never made).
+	ErrLeadershipLost = fmt.Errorf("%w: leadership lost before the entry committed", ErrTimeout)
 )
 
 // Option adjusts New.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -229,5 +230,25 @@ sluice_offsets_raft_state 2
 	entries := testutil.ToFloat64(n.logMetrics.counters["log_entries_written"])
 	if appends != 1 || entries < 2 || testutil.ToFloat64(n.logMetrics.counters["log_appends"]) < 2 {
 		t.Fatalf("log appends: %d series, %v entries written, %v appends", appends, entries, testutil.ToFloat64(n.logMetrics.counters["log_appends"]))
+	}
+}
+
+// TestApplyErrTellsALostLeadershipFromNoLeadership: a proposal the leader
+// dispatched before it stepped down may still commit: ErrLeadershipLost, an
+// unknown outcome like ErrTimeout and never ErrNotLeader, whose proposals
+// were not made (a service relays those to the new leader, and must not
+// relay these, which would propose the command twice).
+func TestApplyErrTellsALostLeadershipFromNoLeadership(t *testing.T) {
+	n := &Node{cfg: Config{Service: "test"}}
+	lost := applyErr(n.mapRaftErr(raft.ErrLeadershipLost))
+	if !errors.Is(lost, ErrLeadershipLost) || !errors.Is(lost, ErrTimeout) || errors.Is(lost, ErrNotLeader) {
+		t.Fatalf("a lost leadership: %v", lost)
+	}
+	never := applyErr(n.mapRaftErr(raft.ErrNotLeader))
+	if !errors.Is(never, ErrNotLeader) || errors.Is(never, ErrTimeout) {
+		t.Fatalf("no leadership: %v", never)
+	}
+	if applyErr(nil) != nil {
+		t.Fatal("no error became one")
 	}
 }
