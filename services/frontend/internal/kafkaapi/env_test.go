@@ -135,11 +135,5 @@ func (e *kafkaEnv) addTopic(t *testing.T, name string, leaders ...int32) [16]byt
 // request sends req to the listener and returns its answer.
 func (e *kafkaEnv) request(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.broker.Request(ctx, req)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	return resp
+	return testkit.KafkaRequest(t, e.broker, req)
 }

@@ -107,15 +107,10 @@ func (e *storageEnv) produce(t *testing.T, partition int32, values ...string) {
 	}
 }
 
+// request sends req to the listener and returns its answer.
 func (e *storageEnv) request(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.broker.Request(ctx, req)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	return resp
+	return testkit.KafkaRequest(t, e.broker, req)
 }
 
 // fetch reads t-partition from offset over Kafka: the partition's answer

@@ -1,0 +1,23 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// KafkaRequest sends req to one Kafka broker (no routing by metadata) and
+// returns its answer; a request that fails fails the test.
+func KafkaRequest(t testing.TB, b *kgo.Broker, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%T: %v", req, err)
+	}
+	return resp
+}
