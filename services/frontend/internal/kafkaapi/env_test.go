@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/testkit/kafkatest"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
@@ -135,5 +136,5 @@ func (e *kafkaEnv) addTopic(t *testing.T, name string, leaders ...int32) [16]byt
 // request sends req to the listener and returns its answer.
 func (e *kafkaEnv) request(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	return testkit.KafkaRequest(t, e.broker, req)
+	return kafkatest.Request(t, e.broker, req)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/testkit/kafkatest"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
 )
@@ -110,7 +111,7 @@ func (e *storageEnv) produce(t *testing.T, partition int32, values ...string) {
 // request sends req to the listener and returns its answer.
 func (e *storageEnv) request(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	return testkit.KafkaRequest(t, e.broker, req)
+	return kafkatest.Request(t, e.broker, req)
 }
 
 // fetch reads t-partition from offset over Kafka: the partition's answer

@@ -1,4 +1,7 @@
-package testkit
+// Package kafkatest helps the tests of the Kafka listeners; it is apart
+// from testkit so that the modules whose tests do not speak Kafka need no
+// Kafka client.
+package kafkatest
 
 import (
 	"context"
@@ -9,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// KafkaRequest sends req to one Kafka broker (no routing by metadata) and
+// Request sends req to one Kafka broker (no routing by metadata) and
 // returns its answer; a request that fails fails the test.
-func KafkaRequest(t testing.TB, b *kgo.Broker, req kmsg.Request) kmsg.Response {
+func Request(t testing.TB, b *kgo.Broker, req kmsg.Request) kmsg.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
