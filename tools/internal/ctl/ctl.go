@@ -204,82 +204,64 @@ func dispatch(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
 	cmd, rest := args[0], args[1:]
+	if run, ok := commands[cmd]; ok {
+		return run(ctx, env, rest)
+	}
 	sub := ""
 	if len(rest) > 0 {
 		sub = rest[0]
-	}
-	switch {
-	case cmd == "topic" && sub == "create":
-		return topicCreate(ctx, env, rest[1:])
-	case cmd == "topic" && sub == "list":
-		return topicList(ctx, env, rest[1:])
-	case cmd == "topic" && sub == "describe":
-		return topicDescribe(ctx, env, rest[1:])
-	case cmd == "topic" && sub == "delete":
-		return topicDelete(ctx, env, rest[1:])
-	case cmd == "topic" && sub == "alter":
-		return topicAlter(ctx, env, rest[1:])
-	case cmd == "topic" && sub == "add-partitions":
-		return topicAddPartitions(ctx, env, rest[1:])
-	case cmd == "partition" && sub == "reassign":
-		return partitionReassign(ctx, env, rest[1:])
-	case cmd == "node" && sub == "decommission":
-		return nodeDecommission(ctx, env, rest[1:])
-	case cmd == "node" && sub == "recommission":
-		return nodeRecommission(ctx, env, rest[1:])
-	case cmd == "user" && sub == "create":
-		return userCreate(ctx, env, rest[1:])
-	case cmd == "user" && sub == "delete":
-		return userDelete(ctx, env, rest[1:])
-	case cmd == "user" && sub == "list":
-		return userList(ctx, env, rest[1:])
-	case cmd == "acl" && (sub == "add" || sub == "delete"):
-		return aclChange(ctx, env, sub == "delete", rest[1:])
-	case cmd == "acl" && sub == "list":
-		return aclList(ctx, env, rest[1:])
-	case cmd == "quota" && sub == "set":
-		return quotaSet(ctx, env, rest[1:])
-	case cmd == "quota" && sub == "delete":
-		return quotaDelete(ctx, env, rest[1:])
-	case cmd == "quota" && sub == "list":
-		return quotaList(ctx, env, rest[1:])
-	case cmd == "produce":
-		return produce(ctx, env, rest)
-	case cmd == "consume":
-		return consume(ctx, env, rest)
-	case cmd == "group" && sub == "list":
-		return groupList(ctx, env, rest[1:])
-	case cmd == "group" && sub == "describe":
-		return groupDescribe(ctx, env, rest[1:])
-	case cmd == "group" && sub == "reset-offsets":
-		return groupResetOffsets(ctx, env, rest[1:])
-	case cmd == "group" && sub == "delete":
-		return groupDelete(ctx, env, rest[1:])
-	case cmd == "share-group" && sub == "list":
-		return shareList(ctx, env, rest[1:])
-	case cmd == "share-group" && sub == "describe":
-		return shareDescribe(ctx, env, rest[1:])
-	case cmd == "share-group" && sub == "reset-offsets":
-		return shareResetOffsets(ctx, env, rest[1:])
-	case cmd == "share-group" && sub == "delete":
-		return shareDelete(ctx, env, rest[1:])
-	case cmd == "share-group" && sub == "config":
-		return shareConfig(ctx, env, rest[1:])
-	case cmd == "dead-letter" && sub == "replay":
-		return deadLetterReplay(ctx, env, rest[1:])
-	case cmd == "txn" && sub == "list":
-		return txnList(ctx, env, rest[1:])
-	case cmd == "txn" && sub == "describe":
-		return txnDescribe(ctx, env, rest[1:])
-	case cmd == "cluster" && sub == "status":
-		return clusterStatus(ctx, env, rest[1:])
-	case cmd == "cluster" && sub == "config":
-		return clusterConfig(ctx, env, rest[1:])
-	case cmd == "help":
-		io.WriteString(env.Stdout, usage)
-		return nil
+		if run, ok := commands[cmd+" "+sub]; ok {
+			return run(ctx, env, rest[1:])
+		}
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, strings.TrimSpace(cmd+" "+sub))
+}
+
+// command runs one of sluicectl's commands with the arguments after its
+// name.
+type command func(ctx context.Context, env Env, args []string) error
+
+// commands are sluicectl's commands by name: "topic create", or "produce"
+// for those without a subcommand.
+var commands = map[string]command{
+	"topic create":              topicCreate,
+	"topic list":                topicList,
+	"topic describe":            topicDescribe,
+	"topic delete":              topicDelete,
+	"topic alter":               topicAlter,
+	"topic add-partitions":      topicAddPartitions,
+	"partition reassign":        partitionReassign,
+	"node decommission":         nodeDecommission,
+	"node recommission":         nodeRecommission,
+	"user create":               userCreate,
+	"user delete":               userDelete,
+	"user list":                 userList,
+	"acl add":                   func(ctx context.Context, env Env, args []string) error { return aclChange(ctx, env, false, args) },
+	"acl delete":                func(ctx context.Context, env Env, args []string) error { return aclChange(ctx, env, true, args) },
+	"acl list":                  aclList,
+	"quota set":                 quotaSet,
+	"quota delete":              quotaDelete,
+	"quota list":                quotaList,
+	"produce":                   produce,
+	"consume":                   consume,
+	"group list":                groupList,
+	"group describe":            groupDescribe,
+	"group reset-offsets":       groupResetOffsets,
+	"group delete":              groupDelete,
+	"share-group list":          shareList,
+	"share-group describe":      shareDescribe,
+	"share-group reset-offsets": shareResetOffsets,
+	"share-group delete":        shareDelete,
+	"share-group config":        shareConfig,
+	"dead-letter replay":        deadLetterReplay,
+	"txn list":                  txnList,
+	"txn describe":              txnDescribe,
+	"cluster status":            clusterStatus,
+	"cluster config":            clusterConfig,
+	"help": func(_ context.Context, env Env, _ []string) error {
+		_, err := io.WriteString(env.Stdout, usage)
+		return err
+	},
 }
 
 // parseArgs parses flags that may come before, between or after positional

@@ -87,3 +87,40 @@ func TestParseArgsInterleaved(t *testing.T) {
 }
 
 func newTestFlagSet() *flag.FlagSet { return flag.NewFlagSet("t", flag.ContinueOnError) }
+
+// TestEveryCommandInUsageRuns: each command the usage names is one
+// dispatch runs, and each command dispatch runs is in the usage (help and
+// version aside: dispatch answers help, Run version).
+func TestEveryCommandInUsageRuns(t *testing.T) {
+	listed := map[string]bool{}
+	section := strings.SplitN(usage, "COMMAND ...\n\n", 2)
+	if len(section) != 2 {
+		t.Fatal("the usage has no list of commands after its synopsis")
+	}
+	list, _, _ := strings.Cut(section[1], "\n\n") // the list ends at a blank line
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue // not a command's first line
+		}
+		f := strings.Fields(line)
+		if _, ok := commands[f[0]]; ok || f[0] == "version" {
+			listed[f[0]] = true
+			continue
+		}
+		for _, sub := range strings.Split(f[1], "|") {
+			name := f[0] + " " + sub
+			if _, ok := commands[name]; !ok {
+				t.Errorf("the usage names %q, which no command runs", name)
+			}
+			listed[name] = true
+		}
+	}
+	if len(listed) < len(commands)-1 {
+		t.Fatalf("read %d commands from the usage, want %d", len(listed), len(commands)-1)
+	}
+	for name := range commands {
+		if !listed[name] && name != "help" {
+			t.Errorf("command %q is missing from the usage", name)
+		}
+	}
+}
