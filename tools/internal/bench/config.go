@@ -357,10 +357,25 @@ func (c *Config) apply(raw rawFlags) error {
 // Validate checks ranges and the relations between fields; errors wrap
 // errUsage and name the flag.
 func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+	if err := c.validateFlags(); err != nil {
+		return err
 	}
-	producing := producesIn(c.Mode)
+	if err := c.validateNames(); err != nil {
+		return err
+	}
+	if !producesIn(c.Mode) {
+		return nil
+	}
+	return c.validateProducer()
+}
+
+// bad is a usage error naming what is wrong.
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// validateFlags checks each flag's range and the flags' combinations.
+func (c Config) validateFlags() error {
 	consuming := c.Mode != ModeProduce
 	switch {
 	case len(c.Frontends) == 0:
@@ -385,6 +400,13 @@ func (c Config) Validate() error {
 		return bad("--producers: must be between 1 and 1024")
 	case c.Consumers < 1 || c.Consumers > 1024:
 		return bad("--consumers: must be between 1 and 1024")
+	}
+	return c.validateProducing()
+}
+
+// validateProducing checks the flags of what is produced and how.
+func (c Config) validateProducing() error {
+	switch {
 	case c.RecordSize < 0:
 		return bad("--record-size: must not be negative")
 	case c.Mode == ModeE2E && c.RecordSize < stampSize:
@@ -403,6 +425,13 @@ func (c Config) Validate() error {
 		return bad("--txn-records: a transactional producer is idempotent (--acks all, --idempotence)")
 	case c.Progress != ProgressAuto && c.Progress != ProgressOn && c.Progress != ProgressOff:
 		return bad("--progress %q is not auto, on or off", c.Progress)
+	}
+	return c.validateProtocol()
+}
+
+// validateProtocol checks --protocol and the flags it rules out.
+func (c Config) validateProtocol() error {
+	switch {
 	case c.Protocol != ProtocolSluice && c.Protocol != ProtocolKafka:
 		return bad("--protocol %q is not sluice or kafka", c.Protocol)
 	case c.Protocol == ProtocolKafka && c.Mode == ModeShare:
@@ -417,10 +446,15 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// validateNames checks the topic, the group and their configs.
+func (c Config) validateNames() error {
 	if err := cluster.ValidateTopicName(c.Topic); err != nil {
 		return bad("--topic: %v", err)
 	}
-	if consuming {
+	if c.Mode != ModeProduce {
 		if err := groups.ValidateGroupID(c.Group); err != nil {
 			return bad("--group: %v", err)
 		}
@@ -433,9 +467,12 @@ func (c Config) Validate() error {
 			return bad("--group-config: %v", err)
 		}
 	}
-	if !producing {
-		return nil
-	}
+	return nil
+}
+
+// validateProducer checks the producer's flags against its body: each
+// body's own flags only with it, and an SDK batch that holds a record.
+func (c Config) validateProducer() error {
 	others := jsonOnly
 	if c.Body == BodyJSON {
 		others = sdkOnly
