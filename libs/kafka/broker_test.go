@@ -310,8 +310,8 @@ func TestTopicConfigMapping(t *testing.T) {
 func TestAlterConfigsReplacesOrChanges(t *testing.T) {
 	b, _, a := testBroker(true)
 	s := func(v string) *string { return &v }
-	if err := b.alterResource(context.Background(), connAs("alice"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
-		map[string]*string{"segment.ms": s("10")}, nil, false, false); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
+	if err := b.alterResource(context.Background(), connAs("alice"), testModel(), configAlter{typ: kmsg.ConfigResourceTypeTopic, name: "orders",
+		set: map[string]*string{"segment.ms": s("10")}}); protocol.CodeOf(err) != protocol.TopicAuthorizationFailed {
 		t.Fatalf("alice altering: %v", err)
 	}
 	// The metadata leader has a key this frontend's model has not seen
@@ -319,22 +319,22 @@ func TestAlterConfigsReplacesOrChanges(t *testing.T) {
 	// too.
 	a.topics = map[string]*cluster.Topic{"orders": {Name: "orders", ReplicationFactor: 2,
 		Config: map[string]string{"retention.ms": "1000", "max.message.bytes": "2000"}}}
-	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
-		map[string]*string{"segment.ms": s("10")}, nil, true, false); err != nil {
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), configAlter{typ: kmsg.ConfigResourceTypeTopic, name: "orders",
+		set: map[string]*string{"segment.ms": s("10")}, replace: true}); err != nil {
 		t.Fatal(err)
 	}
 	if req := a.altered["orders"]; req.Set["segment.ms"] != "10" || !slices.Equal(slices.Sorted(slices.Values(req.Delete)), []string{"max.message.bytes", "retention.ms"}) {
 		t.Fatalf("AlterConfigs sent %+v, want segment.ms set and retention.ms and max.message.bytes back to default", req)
 	}
-	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeTopic, "orders",
-		nil, []string{"retention.ms", "cleanup.policy"}, false, false); err != nil {
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), configAlter{typ: kmsg.ConfigResourceTypeTopic, name: "orders",
+		del: []string{"retention.ms", "cleanup.policy"}}); err != nil {
 		t.Fatal(err)
 	}
 	if req := a.altered["orders"]; len(req.Set) != 0 || !slices.Equal(req.Delete, []string{"retention.ms", "cleanup.policy"}) {
 		t.Fatalf("IncrementalAlterConfigs sent %+v", req)
 	}
-	if err := b.alterResource(context.Background(), connAs("root"), testModel(), kmsg.ConfigResourceTypeBroker, "1",
-		map[string]*string{"num.partitions": s("3")}, nil, false, false); protocol.CodeOf(err) != protocol.InvalidRequest {
+	if err := b.alterResource(context.Background(), connAs("root"), testModel(), configAlter{typ: kmsg.ConfigResourceTypeBroker, name: "1",
+		set: map[string]*string{"num.partitions": s("3")}}); protocol.CodeOf(err) != protocol.InvalidRequest {
 		t.Fatalf("a per-broker config: %v, want INVALID_REQUEST", err)
 	}
 }

@@ -294,7 +294,7 @@ func (b *Broker) alterConfigs(ctx context.Context, c *Conn, req kmsg.Request) Re
 		for _, cfg := range rr.Configs {
 			set[cfg.Name] = cfg.Value
 		}
-		err := b.alterResource(ctx, c, snap, rr.ResourceType, rr.ResourceName, set, nil, true, r.ValidateOnly)
+		err := b.alterResource(ctx, c, snap, configAlter{typ: rr.ResourceType, name: rr.ResourceName, set: set, replace: true, validateOnly: r.ValidateOnly})
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		res.ErrorCode, res.ErrorMessage = errorFields(err)
@@ -323,7 +323,7 @@ func (b *Broker) incrementalAlterConfigs(ctx context.Context, c *Conn, req kmsg.
 			}
 		}
 		if err == nil {
-			err = b.alterResource(ctx, c, snap, rr.ResourceType, rr.ResourceName, set, del, false, r.ValidateOnly)
+			err = b.alterResource(ctx, c, snap, configAlter{typ: rr.ResourceType, name: rr.ResourceName, set: set, del: del, validateOnly: r.ValidateOnly})
 		}
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
@@ -333,121 +333,146 @@ func (b *Broker) incrementalAlterConfigs(ctx context.Context, c *Conn, req kmsg.
 	return Reply{Msg: resp}
 }
 
+// configAlter is one resource's part of AlterConfigs (replace: the set
+// given is the whole set, every other key back to its default) or
+// IncrementalAlterConfigs (set and delete keys).
+type configAlter struct {
+	typ          kmsg.ConfigResourceType
+	name         string
+	set          map[string]*string
+	del          []string
+	replace      bool
+	validateOnly bool
+}
+
 // alterResource changes one resource's configs: set and delete names, or
 // with replace every config (those not in set return to their defaults).
 // Topic configs go to the topic (applied live by the storage nodes); the
 // cluster-wide broker defaults ("" as the broker name) to the cluster
 // settings.
-func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, typ kmsg.ConfigResourceType, name string,
-	set map[string]*string, del []string, replace, validateOnly bool) error {
+func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, a configAlter) error {
 	if snap == nil {
 		return protocol.BrokerNotAvailable.Err("no cluster model yet")
 	}
-	w := b.who(c, snap)
-	var refused error // admins pass each check
-	switch typ {
-	case kmsg.ConfigResourceTypeTopic:
-		if !w.may(cluster.OpAlterConfigs, name) {
-			refused = protocol.TopicAuthorizationFailed.Err("changing a topic's configs needs an admin principal or an alter_configs ACL on it")
-		}
-	case kmsg.ConfigResourceTypeBroker:
-		if !w.cluster(cluster.OpAlterConfigs) {
-			refused = protocol.ClusterAuthorizationFailed.Err("changing broker configs needs an admin principal or alter_configs on the cluster")
-		}
-	case kmsg.ConfigResourceTypeGroupConfig:
-		if !w.admin() {
-			refused = protocol.GroupAuthorizationFailed.Err("changing a group's configs needs an admin principal")
-		}
-	default:
-		if !w.admin() {
-			refused = protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
-		}
-	}
-	if refused != nil {
-		b.denied(c, "AlterConfigs", name)
+	if refused := alterRefusal(b.who(c, snap), a); refused != nil {
+		b.denied(c, "AlterConfigs", a.name)
 		return refused
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
 	defer cancel()
-	switch typ {
+	switch a.typ {
 	case kmsg.ConfigResourceTypeTopic:
-		t, ok := snap.Topic(name)
-		if !ok {
-			return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", name)
-		}
-		kv, err := toTopicConfig(set)
-		if err != nil {
-			return err
-		}
-		var keys []string
-		for _, n := range del {
-			tc, ok := topicConfigByName(n)
-			if !ok {
-				return protocol.InvalidConfig.Err("topic config %q is not supported", n)
-			}
-			if tc.key != "" {
-				keys = append(keys, tc.key)
-			}
-		}
-		if replace {
-			// The keys to delete are those the topic has now: read them
-			// from the metadata leader, not from this frontend's model,
-			// which may not have seen a change answered just before.
-			fresh, err := b.admin.DescribeTopic(ctx, name)
-			if err != nil {
-				return err
-			}
-			t = fresh
-		}
-		change := configChange(t.Config, kv, keys, replace)
-		if _, err := cluster.ParseTopicConfig(change.Apply(t.Config), t.ReplicationFactor); err != nil {
-			return protocol.InvalidConfig.Err("%v", err)
-		}
-		if validateOnly {
-			return nil
-		}
-		_, err = b.admin.AlterTopicConfig(ctx, name, change)
-		if err == nil {
-			c.Log().Info("kafka topic configs changed", "topic", name, "set", change.Set, "delete", change.Delete)
-			_, _ = b.model.Refresh(ctx) // the client's next DescribeConfigs sees the change
-		}
-		return err
+		return b.alterTopicConfig(ctx, c, snap, a)
 	case kmsg.ConfigResourceTypeBroker:
-		if name != "" {
-			return protocol.InvalidRequest.Err("configs are cluster-wide: alter the broker defaults (an empty broker name), not broker %q", name)
-		}
-		kv, err := values(set)
-		if err != nil {
-			return err
-		}
-		change := configChange(snap.Config, kv, del, replace)
-		if _, err := cluster.ParseClusterConfig(change.Apply(snap.Config)); err != nil {
-			return protocol.InvalidConfig.Err("%v", err)
-		}
-		if validateOnly {
-			return nil
-		}
-		_, err = b.admin.SetClusterConfig(ctx, change)
-		if err == nil {
-			c.Log().Info("kafka cluster settings changed", "set", change.Set, "delete", change.Delete)
-			_, _ = b.model.Refresh(ctx)
-		}
-		return err
+		return b.alterClusterConfig(ctx, c, snap, a)
 	case kmsg.ConfigResourceTypeGroupConfig:
 		if b.cfg.Groups == nil {
 			return protocol.InvalidRequest.Err("this broker keeps no group configs")
 		}
-		kv, err := values(set)
+		kv, err := values(a.set)
 		if err != nil {
 			return err
 		}
-		err = b.cfg.Groups.AlterGroupConfig(ctx, c, name, kv, del, replace, validateOnly)
-		if err == nil && !validateOnly {
-			c.Log().Info("kafka group configs changed", "group", name, "set", kv, "delete", del)
+		err = b.cfg.Groups.AlterGroupConfig(ctx, c, a.name, kv, a.del, a.replace, a.validateOnly)
+		if err == nil && !a.validateOnly {
+			c.Log().Info("kafka group configs changed", "group", a.name, "set", kv, "delete", a.del)
 		}
 		return err
 	}
-	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics, brokers and groups are)", typ)
+	return protocol.InvalidRequest.Err("configs of resource type %d are not kept (topics, brokers and groups are)", a.typ)
+}
+
+// alterRefusal is why the principal may not change the resource's configs
+// (nil: it may): alter_configs on a topic, alter_configs on the cluster for
+// the brokers' (the cluster's settings), an admin for the rest.
+func alterRefusal(w who, a configAlter) error {
+	switch a.typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !w.may(cluster.OpAlterConfigs, a.name) {
+			return protocol.TopicAuthorizationFailed.Err("changing a topic's configs needs an admin principal or an alter_configs ACL on it")
+		}
+	case kmsg.ConfigResourceTypeBroker:
+		if !w.cluster(cluster.OpAlterConfigs) {
+			return protocol.ClusterAuthorizationFailed.Err("changing broker configs needs an admin principal or alter_configs on the cluster")
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !w.admin() {
+			return protocol.GroupAuthorizationFailed.Err("changing a group's configs needs an admin principal")
+		}
+	default:
+		if !w.admin() {
+			return protocol.ClusterAuthorizationFailed.Err("changing configs needs an admin principal")
+		}
+	}
+	return nil
+}
+
+// alterTopicConfig changes a topic's configs at the metadata service.
+func (b *Broker) alterTopicConfig(ctx context.Context, c *Conn, snap *cluster.Snapshot, a configAlter) error {
+	t, ok := snap.Topic(a.name)
+	if !ok {
+		return protocol.UnknownTopicOrPartition.Err("topic %q does not exist", a.name)
+	}
+	kv, err := toTopicConfig(a.set)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for _, n := range a.del {
+		tc, ok := topicConfigByName(n)
+		if !ok {
+			return protocol.InvalidConfig.Err("topic config %q is not supported", n)
+		}
+		if tc.key != "" {
+			keys = append(keys, tc.key)
+		}
+	}
+	if a.replace {
+		// The keys to delete are those the topic has now: read them from
+		// the metadata leader, not from this broker's model, which may not
+		// have seen a change answered just before.
+		if t, err = b.admin.DescribeTopic(ctx, a.name); err != nil {
+			return err
+		}
+	}
+	change := configChange(t.Config, kv, keys, a.replace)
+	if _, err := cluster.ParseTopicConfig(change.Apply(t.Config), t.ReplicationFactor); err != nil {
+		return protocol.InvalidConfig.Err("%v", err)
+	}
+	if a.validateOnly {
+		return nil
+	}
+	if _, err = b.admin.AlterTopicConfig(ctx, a.name, change); err != nil {
+		return err
+	}
+	c.Log().Info("kafka topic configs changed", "topic", a.name, "set", change.Set, "delete", change.Delete)
+	_, _ = b.model.Refresh(ctx) // the client's next DescribeConfigs sees the change
+	return nil
+}
+
+// alterClusterConfig changes the cluster's settings (Kafka's broker
+// defaults: an empty broker name).
+func (b *Broker) alterClusterConfig(ctx context.Context, c *Conn, snap *cluster.Snapshot, a configAlter) error {
+	if a.name != "" {
+		return protocol.InvalidRequest.Err("configs are cluster-wide: alter the broker defaults (an empty broker name), not broker %q", a.name)
+	}
+	kv, err := values(a.set)
+	if err != nil {
+		return err
+	}
+	change := configChange(snap.Config, kv, a.del, a.replace)
+	if _, err := cluster.ParseClusterConfig(change.Apply(snap.Config)); err != nil {
+		return protocol.InvalidConfig.Err("%v", err)
+	}
+	if a.validateOnly {
+		return nil
+	}
+	if _, err = b.admin.SetClusterConfig(ctx, change); err != nil {
+		return err
+	}
+	c.Log().Info("kafka cluster settings changed", "set", change.Set, "delete", change.Delete)
+	_, _ = b.model.Refresh(ctx)
+	return nil
 }
 
 // values returns the configs set, refusing null values.
