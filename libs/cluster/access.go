@@ -76,10 +76,16 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 	case n.DeleteGroup:
 		return protocol.GroupAuthorizationFailed.Err("%s may not delete group %s: this needs an admin principal or a delete ACL on it", who(), n.GroupName)
 	case n.Describe:
-		return s.authorizeDescribe(p, known, who(), n)
+		return s.authorizeDescribe(p, known, who, n)
 	case n.Admin || n.Op == "":
 		return protocol.ClusterAuthorizationFailed.Err("%s may not: this needs an admin principal", who())
 	}
+	return s.authorizeOp(p, who, n)
+}
+
+// authorizeOp decides a Need of an operation (Need.Op) for p, who is not
+// an admin: the group and transactional id it names, then the topics.
+func (s *Snapshot) authorizeOp(p *Principal, who func() string, n Need) error {
 	if n.GroupName != "" && !s.AllowedResource(p, ResourceGroup, n.GroupName) {
 		return protocol.GroupAuthorizationFailed.Err("%s may not use group %s", who(), n.GroupName)
 	}
@@ -112,16 +118,16 @@ func (s *Snapshot) Authorize(p *Principal, name string, n Need) error {
 }
 
 // authorizeDescribe decides a Need.Describe for p, who is not an admin.
-func (s *Snapshot) authorizeDescribe(p *Principal, known bool, who string, n Need) error {
+func (s *Snapshot) authorizeDescribe(p *Principal, known bool, who func() string, n Need) error {
 	switch {
 	case !known && n.TransactionalID != "":
-		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who, n.TransactionalID)
+		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who(), n.TransactionalID)
 	case !known:
-		return protocol.GroupAuthorizationFailed.Err("%s may not describe groups", who)
+		return protocol.GroupAuthorizationFailed.Err("%s may not describe groups", who())
 	case n.GroupName != "" && !s.DescribesResource(p, ResourceGroup, n.GroupName):
-		return protocol.GroupAuthorizationFailed.Err("%s may not describe group %s", who, n.GroupName)
+		return protocol.GroupAuthorizationFailed.Err("%s may not describe group %s", who(), n.GroupName)
 	case n.TransactionalID != "" && !s.DescribesResource(p, ResourceTransactionalID, n.TransactionalID):
-		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who, n.TransactionalID)
+		return protocol.TransactionalIDAuthorizationFailed.Err("%s may not describe transactional id %s", who(), n.TransactionalID)
 	}
 	var hidden []string
 	for _, t := range n.Topics {
@@ -130,7 +136,7 @@ func (s *Snapshot) authorizeDescribe(p *Principal, known bool, who string, n Nee
 		}
 	}
 	if len(hidden) > 0 {
-		return protocol.TopicAuthorizationFailed.Err("%s may not: describe on topic %s", who, strings.Join(hidden, ", "))
+		return protocol.TopicAuthorizationFailed.Err("%s may not: describe on topic %s", who(), strings.Join(hidden, ", "))
 	}
 	return nil
 }
