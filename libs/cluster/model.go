@@ -286,7 +286,8 @@ func ValidateACL(a ACL) error {
 	if a.Host != "" && a.Host != "*" && net.ParseIP(a.Host) == nil {
 		return fmt.Errorf("host %q is not an IP address or *", a.Host)
 	}
-	if a.Resource == ResourceCluster {
+	switch a.Resource {
+	case ResourceCluster:
 		switch {
 		case !slices.Contains(clusterOps, a.Operation):
 			return fmt.Errorf("operation %q is not one of a cluster ACL's: %s", a.Operation, strings.Join(clusterOps, ", "))
@@ -294,28 +295,36 @@ func ValidateACL(a ACL) error {
 			return fmt.Errorf("a cluster ACL names the cluster, %s, literally", ClusterName)
 		}
 		return nil
-	}
-	switch a.Resource {
 	case "":
 		if !slices.Contains(TopicOperations(), a.Operation) {
 			return fmt.Errorf("operation %q is not one of a topic ACL's: %s", a.Operation, strings.Join(TopicOperations(), ", "))
 		}
+		return validateTopicPattern(a)
 	case ResourceGroup, ResourceTransactionalID:
-		if ops := ResourceOperations(a.Resource); !slices.Contains(ops, a.Operation) {
-			return fmt.Errorf("operation %q is not one of a %s ACL's: %s", a.Operation, a.Resource, strings.Join(ops, ", "))
-		}
-		switch {
-		case a.Topic == "*" && a.Pattern == PatternPrefixed:
-			return fmt.Errorf("a prefixed ACL names the start of names, not *")
-		case a.Topic == "" || len(a.Topic) > maxResourceNameLen:
-			return fmt.Errorf("a %s name is 1 to %d bytes", a.Resource, maxResourceNameLen)
-		case a.Pattern != "" && a.Pattern != PatternLiteral && a.Pattern != PatternPrefixed:
-			return fmt.Errorf("pattern %q is not %s or %s", a.Pattern, PatternLiteral, PatternPrefixed)
-		}
-		return nil
-	default:
-		return fmt.Errorf("resource %q is not a topic, %s, %s or %s", a.Resource, ResourceGroup, ResourceTransactionalID, ResourceCluster)
+		return validateResourceACL(a)
 	}
+	return fmt.Errorf("resource %q is not a topic, %s, %s or %s", a.Resource, ResourceGroup, ResourceTransactionalID, ResourceCluster)
+}
+
+// validateResourceACL checks a group's or a transactional id's ACL.
+func validateResourceACL(a ACL) error {
+	if ops := ResourceOperations(a.Resource); !slices.Contains(ops, a.Operation) {
+		return fmt.Errorf("operation %q is not one of a %s ACL's: %s", a.Operation, a.Resource, strings.Join(ops, ", "))
+	}
+	switch {
+	case a.Topic == "*" && a.Pattern == PatternPrefixed:
+		return fmt.Errorf("a prefixed ACL names the start of names, not *")
+	case a.Topic == "" || len(a.Topic) > maxResourceNameLen:
+		return fmt.Errorf("a %s name is 1 to %d bytes", a.Resource, maxResourceNameLen)
+	case a.Pattern != "" && a.Pattern != PatternLiteral && a.Pattern != PatternPrefixed:
+		return fmt.Errorf("pattern %q is not %s or %s", a.Pattern, PatternLiteral, PatternPrefixed)
+	}
+	return nil
+}
+
+// validateTopicPattern checks a topic ACL's name: a topic name, * (every
+// topic) or, prefixed, the start of topic names.
+func validateTopicPattern(a ACL) error {
 	switch a.Pattern {
 	case "", PatternLiteral:
 		if a.Topic == "*" {
