@@ -55,29 +55,40 @@ func NeedOf(method, path, topic string, body []byte) cluster.Need {
 				n.Topics = append(n.Topics, p.Topics...)
 			}
 		}
-	case len(parts) != 4:
-	case parts[3] == "heartbeat":
+	case len(parts) == 4 && method == http.MethodPost:
+		n.Topics = bodyTopics(parts[3], body)
+	}
+	return n
+}
+
+// bodyTopics are the topics the body of a POST to /v1/groups/{group}/{op}
+// names: a heartbeat's subscription, a commit's topics, the topic of a
+// reset or a deletion of offsets (none for a body that does not parse).
+func bodyTopics(op string, body []byte) []string {
+	var topics []string
+	switch op {
+	case "heartbeat":
 		var req HeartbeatRequest
 		if json.Unmarshal(body, &req) == nil {
-			n.Topics = req.Topics
+			topics = req.Topics
 		}
-	case parts[3] == "offsets" && method == http.MethodPost:
+	case "offsets":
 		var req CommitRequest
 		if json.Unmarshal(body, &req) == nil {
 			for _, o := range req.Offsets {
-				n.Topics = append(n.Topics, o.Topic)
+				topics = append(topics, o.Topic)
 			}
 		}
-	case parts[3] == "delete-offsets":
+	case "delete-offsets":
 		var req DeleteOffsetsRequest
 		if json.Unmarshal(body, &req) == nil && req.Topic != "" {
-			n.Topics = []string{req.Topic}
+			topics = []string{req.Topic}
 		}
-	case parts[3] == "reset-offsets":
+	case "reset-offsets":
 		var req ResetRequest
 		if json.Unmarshal(body, &req) == nil && req.Topic != "" {
-			n.Topics = []string{req.Topic}
+			topics = []string{req.Topic}
 		}
 	}
-	return n
+	return topics
 }
