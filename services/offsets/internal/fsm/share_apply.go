@@ -101,6 +101,25 @@ func (c *Share) validate() error {
 	if err := groups.ValidateGroupID(c.Group); err != nil {
 		return protocol.InvalidGroupID.Err("%v", err)
 	}
+	if err := c.oneOperation(); err != nil {
+		return err
+	}
+	switch {
+	case c.Config != nil:
+		if err := c.Config.Validate(); err != nil {
+			return protocol.InvalidConfig.Err("%v", err)
+		}
+	case c.Acquire != nil || c.Ack != nil:
+		return c.validateTake()
+	case c.Reset != nil:
+		return c.Reset.validate()
+	}
+	return nil
+}
+
+// oneOperation checks that exactly one part is set (or an acquisition
+// with its member's acknowledgements, which ride on it).
+func (c *Share) oneOperation() error {
 	n := 0
 	for _, set := range []bool{c.Config != nil, c.Acquire != nil, c.Ack != nil, c.Leave != "", c.Reset != nil, c.Delete,
 		c.DeadLetterBegin != nil, c.DeadLetterDone != nil} {
@@ -117,34 +136,38 @@ func (c *Share) validate() error {
 	if n != 1 {
 		return protocol.InvalidRequest.Err("a share operation has %d parts; it needs exactly one (or an acquisition and acknowledgements)", n)
 	}
-	switch {
-	case c.Config != nil:
-		if err := c.Config.Validate(); err != nil {
-			return protocol.InvalidConfig.Err("%v", err)
-		}
-	case c.Acquire != nil || c.Ack != nil:
-		if c.Acquire != nil && c.Acquire.MemberID == "" {
+	return nil
+}
+
+// validateTake checks an acquisition and acknowledgements: a member each,
+// a valid topic to acquire from.
+func (c *Share) validateTake() error {
+	if c.Acquire != nil {
+		if c.Acquire.MemberID == "" {
 			return protocol.UnknownMemberID.Err("an acquisition needs a member id")
 		}
-		if c.Acquire != nil {
-			if err := cluster.ValidateTopicName(c.Acquire.Topic); err != nil {
-				return protocol.InvalidTopic.Err("%v", err)
-			}
-		}
-		if c.Ack != nil && c.Ack.MemberID == "" {
-			return protocol.UnknownMemberID.Err("an acknowledgement needs a member id")
-		}
-	case c.Reset != nil:
-		if err := cluster.ValidateTopicName(c.Reset.Topic); err != nil {
+		if err := cluster.ValidateTopicName(c.Acquire.Topic); err != nil {
 			return protocol.InvalidTopic.Err("%v", err)
 		}
-		if c.Reset.Drop && len(c.Reset.Partitions) > 0 {
-			return protocol.InvalidRequest.Err("a reset that drops %s's state names no offsets", c.Reset.Topic)
-		}
-		for _, p := range c.Reset.Partitions {
-			if p.Partition < 0 || p.Offset < 0 {
-				return protocol.InvalidRequest.Err("%s-%d: negative partition or offset %d", c.Reset.Topic, p.Partition, p.Offset)
-			}
+	}
+	if c.Ack != nil && c.Ack.MemberID == "" {
+		return protocol.UnknownMemberID.Err("an acknowledgement needs a member id")
+	}
+	return nil
+}
+
+// validate checks a reset: a valid topic, offsets not negative, none when
+// it drops the topic's state.
+func (r *ShareReset) validate() error {
+	if err := cluster.ValidateTopicName(r.Topic); err != nil {
+		return protocol.InvalidTopic.Err("%v", err)
+	}
+	if r.Drop && len(r.Partitions) > 0 {
+		return protocol.InvalidRequest.Err("a reset that drops %s's state names no offsets", r.Topic)
+	}
+	for _, p := range r.Partitions {
+		if p.Partition < 0 || p.Offset < 0 {
+			return protocol.InvalidRequest.Err("%s-%d: negative partition or offset %d", r.Topic, p.Partition, p.Offset)
 		}
 	}
 	return nil
