@@ -19,64 +19,18 @@ import (
 // partitions are the current partition counts of the cluster's topics; newID
 // makes a member id for a join.
 func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]int32, newID func() string, s Settings) (*groups.HeartbeatResponse, error) {
-	if g.Classic() {
-		if len(g.Members) > 0 {
-			return nil, protocol.GroupIDNotFound.Err("group %s is a classic group with %d members: members of Kafka's consumer protocol cannot join it", g.Name, len(g.Members))
-		}
-		*g = fsm.Group{Name: g.Name, Version: g.Version, Epoch: g.Epoch, EmptySinceMs: g.EmptySinceMs} // an empty classic group becomes ours
-	}
-	if g.Members == nil {
-		g.Members = map[string]*fsm.Member{}
+	if err := adopt(g); err != nil {
+		return nil, err
 	}
 	if len(req.InstanceID) > groups.MaxMemberIDLen {
 		return nil, protocol.InvalidRequest.Err("instance id is longer than %d characters", groups.MaxMemberIDLen)
 	}
-	var m *fsm.Member
-	retarget := false
-	switch {
-	case req.MemberEpoch == groups.LeaveEpoch || req.MemberEpoch == groups.StaticLeaveEpoch:
+	if req.MemberEpoch == groups.LeaveEpoch || req.MemberEpoch == groups.StaticLeaveEpoch {
 		return leave(g, req, partitions)
-	case req.MemberEpoch == groups.JoinEpoch && req.MemberID != "" && g.Members[req.MemberID] != nil:
-		// A retried join whose answer was lost: answer with the member's
-		// current state rather than adding it twice.
-		m = g.Members[req.MemberID]
-	case req.MemberEpoch == groups.JoinEpoch:
-		id := req.MemberID
-		if id == "" {
-			id = newID()
-		} else if err := groups.ValidateMemberID(id); err != nil {
-			return nil, protocol.InvalidRequest.Err("%v", err)
-		}
-		if old := staticMember(g, req.InstanceID); old != nil {
-			if !old.Away {
-				return nil, protocol.UnreleasedInstanceID.Err("instance id %q of group %s belongs to member %s, which has not left", req.InstanceID, g.Name, old.ID)
-			}
-			m = takeOver(g, old, id)
-			break
-		}
-		m = &fsm.Member{ID: id, InstanceID: req.InstanceID}
-		g.Members[m.ID] = m
-		retarget = true
-	case req.MemberEpoch < 0:
-		return nil, protocol.InvalidRequest.Err("member epoch %d is not valid", req.MemberEpoch)
-	default:
-		if m = g.Members[req.MemberID]; m == nil {
-			if s := staticMember(g, req.InstanceID); s != nil {
-				return nil, protocol.FencedInstanceID.Err("instance id %q of group %s now belongs to member %s; member %s is fenced", req.InstanceID, g.Name, s.ID, req.MemberID)
-			}
-			return nil, protocol.UnknownMemberID.Err("member %q is not in group %s (it left or its session expired); join again", req.MemberID, g.Name)
-		}
-		// A heartbeat may leave the instance id out (Kafka's null: as
-		// before); one that names another is fenced.
-		if req.InstanceID != "" && m.InstanceID != req.InstanceID {
-			return nil, protocol.FencedInstanceID.Err("member %s of group %s has instance id %q, not %q", m.ID, g.Name, m.InstanceID, req.InstanceID)
-		}
-		if m.Away {
-			return nil, protocol.FencedMemberEpoch.Err("static member %s left the group; join again", m.ID)
-		}
-		if req.MemberEpoch > m.Epoch {
-			return nil, protocol.FencedMemberEpoch.Err("member %s sent epoch %d; the coordinator gave it %d; join again", m.ID, req.MemberEpoch, m.Epoch)
-		}
+	}
+	m, retarget, err := heartbeatMember(g, req, newID)
+	if err != nil {
+		return nil, err
 	}
 	if req.TopicsUnchanged && req.MemberEpoch != groups.JoinEpoch {
 		req.Topics = m.Topics
@@ -116,6 +70,70 @@ func Heartbeat(g *fsm.Group, req groups.HeartbeatRequest, partitions map[string]
 	}
 	return &groups.HeartbeatResponse{MemberID: m.ID, MemberEpoch: m.Epoch,
 		HeartbeatIntervalMs: int32(s.HeartbeatInterval.Milliseconds()), Assignment: groups.Group(slices.Clone(m.Assigned))}, nil
+}
+
+// adopt makes g a group of the consumer protocol: an empty classic group
+// becomes one; a classic group with members refuses its heartbeats.
+func adopt(g *fsm.Group) error {
+	if g.Classic() {
+		if len(g.Members) > 0 {
+			return protocol.GroupIDNotFound.Err("group %s is a classic group with %d members: members of Kafka's consumer protocol cannot join it", g.Name, len(g.Members))
+		}
+		*g = fsm.Group{Name: g.Name, Version: g.Version, Epoch: g.Epoch, EmptySinceMs: g.EmptySinceMs} // an empty classic group becomes ours
+	}
+	if g.Members == nil {
+		g.Members = map[string]*fsm.Member{}
+	}
+	return nil
+}
+
+// heartbeatMember is the member a heartbeat (not a leave) is of: a new
+// member for a join (retarget: the group's target assignment must change),
+// a static member's new incarnation, the member itself for a join retried,
+// or the current member, fenced when its epoch or instance id is not the
+// coordinator's.
+func heartbeatMember(g *fsm.Group, req groups.HeartbeatRequest, newID func() string) (m *fsm.Member, retarget bool, err error) {
+	switch {
+	case req.MemberEpoch == groups.JoinEpoch && req.MemberID != "" && g.Members[req.MemberID] != nil:
+		// A retried join whose answer was lost: answer with the member's
+		// current state rather than adding it twice.
+		return g.Members[req.MemberID], false, nil
+	case req.MemberEpoch == groups.JoinEpoch:
+		id := req.MemberID
+		if id == "" {
+			id = newID()
+		} else if err := groups.ValidateMemberID(id); err != nil {
+			return nil, false, protocol.InvalidRequest.Err("%v", err)
+		}
+		if old := staticMember(g, req.InstanceID); old != nil {
+			if !old.Away {
+				return nil, false, protocol.UnreleasedInstanceID.Err("instance id %q of group %s belongs to member %s, which has not left", req.InstanceID, g.Name, old.ID)
+			}
+			return takeOver(g, old, id), false, nil
+		}
+		m = &fsm.Member{ID: id, InstanceID: req.InstanceID}
+		g.Members[m.ID] = m
+		return m, true, nil
+	case req.MemberEpoch < 0:
+		return nil, false, protocol.InvalidRequest.Err("member epoch %d is not valid", req.MemberEpoch)
+	}
+	if m = g.Members[req.MemberID]; m == nil {
+		if s := staticMember(g, req.InstanceID); s != nil {
+			return nil, false, protocol.FencedInstanceID.Err("instance id %q of group %s now belongs to member %s; member %s is fenced", req.InstanceID, g.Name, s.ID, req.MemberID)
+		}
+		return nil, false, protocol.UnknownMemberID.Err("member %q is not in group %s (it left or its session expired); join again", req.MemberID, g.Name)
+	}
+	switch {
+	case req.InstanceID != "" && m.InstanceID != req.InstanceID:
+		// A heartbeat may leave the instance id out (Kafka's null: as
+		// before); one that names another is fenced.
+		return nil, false, protocol.FencedInstanceID.Err("member %s of group %s has instance id %q, not %q", m.ID, g.Name, m.InstanceID, req.InstanceID)
+	case m.Away:
+		return nil, false, protocol.FencedMemberEpoch.Err("static member %s left the group; join again", m.ID)
+	case req.MemberEpoch > m.Epoch:
+		return nil, false, protocol.FencedMemberEpoch.Err("member %s sent epoch %d; the coordinator gave it %d; join again", m.ID, req.MemberEpoch, m.Epoch)
+	}
+	return m, false, nil
 }
 
 // leave handles a member's leave: for good (LeaveEpoch, or a member
