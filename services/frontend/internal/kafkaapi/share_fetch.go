@@ -39,51 +39,13 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 		return kafka.Reply{Msg: resp}
 	}
 	snap := s.broker.Snapshot(ctx)
-	parts := map[groups.TP]*shareFetchPart{}
-	ids := map[string][16]byte{}
-	var add, forget []groups.TP
-	var acks []shares.Ack
-	for _, t := range r.Topics {
-		topic, ok := kafka.TopicByID(snap, t.TopicID)
-		if !ok {
-			for _, p := range t.Partitions {
-				parts[groups.TP{Partition: p.Partition}] = &shareFetchPart{err: protocol.UnknownTopicID.Err("no topic has this id")}
-			}
-			continue
-		}
-		ids[topic.Name] = t.TopicID
-		for _, p := range t.Partitions {
-			tp := groups.TP{Topic: topic.Name, Partition: p.Partition}
-			if !s.broker.Allowed(c, cluster.OpConsume, topic.Name) {
-				parts[tp] = &shareFetchPart{err: protocol.TopicAuthorizationFailed.Err("the principal may not read topic %s", topic.Name)}
-				continue
-			}
-			add = append(add, tp)
-			if len(p.AcknowledgementBatches) == 0 {
-				continue
-			}
-			part := &shareFetchPart{acked: true}
-			parts[tp] = part
-			a, err := kafkaAcks(tp, p.AcknowledgementBatches, r.IsRenewAck)
-			if err != nil {
-				part.ackErr = err
-				continue
-			}
-			acks = append(acks, a...)
-		}
-	}
-	for _, f := range r.ForgottenTopicsData {
-		if topic, ok := kafka.TopicByID(snap, f.TopicID); ok {
-			for _, p := range f.Partitions {
-				forget = append(forget, groups.TP{Topic: topic.Name, Partition: p})
-			}
-		}
-	}
+	q := s.readShareFetch(c, snap, r)
+	parts, ids, acks := q.parts, q.ids, q.acks
 	if r.ShareSessionEpoch == 0 && len(acks) > 0 {
 		resp.ErrorCode, resp.ErrorMessage = int16(protocol.InvalidRequest), kmsg.StringPtr("a share fetch opening a session (epoch 0) may not acknowledge records")
 		return kafka.Reply{Msg: resp}
 	}
-	sess, err := s.shareSessionStep(shareMemberKey{group, member}, r.ShareSessionEpoch, add, forget)
+	sess, err := s.shareSessionStep(shareMemberKey{group, member}, r.ShareSessionEpoch, q.add, q.forget)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 		return kafka.Reply{Msg: resp}
@@ -108,37 +70,97 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 			lockMs = s.shareAcquire(rctx, client, group, member, r, sess, carried, parts)
 		}
 		resp.AcquisitionLockTimeoutMillis = int32(lockMs)
-		byTopic := map[string]int{}
-		for tp, p := range parts {
-			if p.err == nil && p.ackErr == nil && !p.acked && len(p.acquired) == 0 {
-				continue
-			}
-			i, ok := byTopic[tp.Topic]
-			if !ok {
-				t := kmsg.NewShareFetchResponseTopic()
-				t.TopicID = ids[tp.Topic]
-				if snap != nil {
-					if topic, found := snap.Topic(tp.Topic); found {
-						t.TopicID = kafka.TopicID(topic) // a partition of the session the request did not name
-					}
-				}
-				resp.Topics = append(resp.Topics, t)
-				i = len(resp.Topics) - 1
-				byTopic[tp.Topic] = i
-			}
-			rp := kmsg.NewShareFetchResponseTopicPartition()
-			rp.Partition, rp.Records, rp.AcquiredRecords = tp.Partition, p.records, p.acquired
-			if p.err != nil {
-				rp.ErrorCode, rp.ErrorMessage = protocol.KafkaOf(p.err, protocol.CoordinatorAnswer), message(p.err)
-			}
-			if p.ackErr != nil {
-				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = protocol.KafkaOf(p.ackErr, protocol.CoordinatorAnswer), message(p.ackErr)
-			}
-			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.member.ID(), leaderEpoch(snap, tp.Topic, tp.Partition)
-			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
-		}
+		s.answerShareFetch(resp, snap, parts, ids)
 		return kafka.Reply{Msg: resp}
 	}}
+}
+
+// shareFetchAsk is what a ShareFetch request asks, read against the model:
+// the partitions to add to the session and to forget, the
+// acknowledgements, and each partition's part of the answer so far (a
+// refusal, or acknowledgements that do not parse).
+type shareFetchAsk struct {
+	parts       map[groups.TP]*shareFetchPart
+	ids         map[string][16]byte // the topic ids the request named
+	add, forget []groups.TP
+	acks        []shares.Ack
+}
+
+// readShareFetch reads a ShareFetch request: topics by id, each checked for
+// READ, their acknowledgement batches, the forgotten partitions.
+func (s *Service) readShareFetch(c *kafka.Conn, snap *cluster.Snapshot, r *kmsg.ShareFetchRequest) shareFetchAsk {
+	q := shareFetchAsk{parts: map[groups.TP]*shareFetchPart{}, ids: map[string][16]byte{}}
+	for _, t := range r.Topics {
+		topic, ok := kafka.TopicByID(snap, t.TopicID)
+		if !ok {
+			for _, p := range t.Partitions {
+				q.parts[groups.TP{Partition: p.Partition}] = &shareFetchPart{err: protocol.UnknownTopicID.Err("no topic has this id")}
+			}
+			continue
+		}
+		q.ids[topic.Name] = t.TopicID
+		for _, p := range t.Partitions {
+			tp := groups.TP{Topic: topic.Name, Partition: p.Partition}
+			if !s.broker.Allowed(c, cluster.OpConsume, topic.Name) {
+				q.parts[tp] = &shareFetchPart{err: protocol.TopicAuthorizationFailed.Err("the principal may not read topic %s", topic.Name)}
+				continue
+			}
+			q.add = append(q.add, tp)
+			if len(p.AcknowledgementBatches) == 0 {
+				continue
+			}
+			part := &shareFetchPart{acked: true}
+			q.parts[tp] = part
+			a, err := kafkaAcks(tp, p.AcknowledgementBatches, r.IsRenewAck)
+			if err != nil {
+				part.ackErr = err
+				continue
+			}
+			q.acks = append(q.acks, a...)
+		}
+	}
+	for _, f := range r.ForgottenTopicsData {
+		if topic, ok := kafka.TopicByID(snap, f.TopicID); ok {
+			for _, p := range f.Partitions {
+				q.forget = append(q.forget, groups.TP{Topic: topic.Name, Partition: p})
+			}
+		}
+	}
+	return q
+}
+
+// answerShareFetch fills the answer's topics with every partition that
+// has something to say: records, an error, an acknowledgement's outcome.
+func (s *Service) answerShareFetch(resp *kmsg.ShareFetchResponse, snap *cluster.Snapshot, parts map[groups.TP]*shareFetchPart, ids map[string][16]byte) {
+	byTopic := map[string]int{}
+	for tp, p := range parts {
+		if p.err == nil && p.ackErr == nil && !p.acked && len(p.acquired) == 0 {
+			continue
+		}
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			t := kmsg.NewShareFetchResponseTopic()
+			t.TopicID = ids[tp.Topic]
+			if snap != nil {
+				if topic, found := snap.Topic(tp.Topic); found {
+					t.TopicID = kafka.TopicID(topic) // a partition of the session the request did not name
+				}
+			}
+			resp.Topics = append(resp.Topics, t)
+			i = len(resp.Topics) - 1
+			byTopic[tp.Topic] = i
+		}
+		rp := kmsg.NewShareFetchResponseTopicPartition()
+		rp.Partition, rp.Records, rp.AcquiredRecords = tp.Partition, p.records, p.acquired
+		if p.err != nil {
+			rp.ErrorCode, rp.ErrorMessage = protocol.KafkaOf(p.err, protocol.CoordinatorAnswer), message(p.err)
+		}
+		if p.ackErr != nil {
+			rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = protocol.KafkaOf(p.ackErr, protocol.CoordinatorAnswer), message(p.ackErr)
+		}
+		rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.member.ID(), leaderEpoch(snap, tp.Topic, tp.Partition)
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
 }
 
 // setAckErrors records acknowledgement errors in the partitions' answers.
