@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // testServer starts a listener on 127.0.0.1 serving routes, with SASL
@@ -399,14 +400,5 @@ func TestServerConnectionsPerIP(t *testing.T) {
 		t.Fatalf("refused connections counted: %v, want 1", n)
 	}
 	_ = first.conn.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if served(dialTest(t, s)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection served after the first one closed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "a connection served after the first one closed", func() bool { return served(dialTest(t, s)) })
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
+	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // legacyDir writes a raft.db as earlier releases did: entries 1..n and the
@@ -169,13 +170,7 @@ func TestUpgradeKeepsTheGroupsState(t *testing.T) {
 	if err := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: addr}}}).Error(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("the earlier release's raft did not lead")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the earlier release's raft to lead", func() bool { return r.State() == raft.Leader })
 	for i := range 50 {
 		if err := r.Apply(fmt.Appendf(nil, "k%d=v%d", i, i), time.Second).Error(); err != nil {
 			t.Fatal(err)
@@ -212,19 +207,14 @@ func TestUpgradeKeepsTheGroupsState(t *testing.T) {
 	// The configuration names the in-memory address, so this member is
 	// told about no one else and replays what it has: the snapshot, then
 	// the entries after it.
-	deadlineState := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mem.mu.Lock()
-		got := len(mem.kv)
-		mem.mu.Unlock()
-		if got == 50 {
-			break
+		defer mem.mu.Unlock()
+		if got := len(mem.kv); got != 50 {
+			return fmt.Errorf("the restarted member holds %d keys, want 50", got)
 		}
-		if time.Now().After(deadlineState) {
-			t.Fatalf("the restarted member holds %d keys, want 50", got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	for i := range 50 {
 		if v := mem.kv[fmt.Sprintf("k%d", i)]; v != fmt.Sprintf("v%d", i) {
 			t.Fatalf("k%d = %q after the upgrade", i, v)

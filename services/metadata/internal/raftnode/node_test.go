@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -40,13 +42,7 @@ func startNode(t *testing.T, cfg Config) (*Node, *fsm.FSM) {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !n.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("single voter did not become leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "the single voter to lead", n.IsLeader)
 	return n, f
 }
 
@@ -108,13 +104,7 @@ func TestRestartFromLogAndSnapshot(t *testing.T) {
 	cfg.Bootstrap = false // existing state is enough
 	n2, f2 := startNode(t, cfg)
 	defer n2.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for f2.Version() < r2.Index {
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted FSM at version %d; want %d", f2.Version(), r2.Index)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the restarted FSM at version %d", r2.Index), func() bool { return f2.Version() >= r2.Index })
 	for id, r := range map[int32]*fsm.Result{1: r1, 2: r2} {
 		if node, ok := f2.Node(id); !ok || node.Epoch != int64(r.Index) {
 			t.Fatalf("after restart node %d = %+v, %v; want epoch %d", id, node, ok, r.Index)

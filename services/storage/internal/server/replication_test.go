@@ -2,12 +2,14 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/storageclient"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 
@@ -65,19 +67,15 @@ func divergence(t *testing.T, lead, fol []epochBatch, leaderEpoch int32) *replic
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		got, err := readLog(follower)
-		if err == nil && bytes.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
+		if err != nil || !bytes.Equal(got, want) {
 			_, vals := values(t, got, 0)
 			_, wantVals := values(t, want, 0)
-			t.Fatalf("follower never converged: values %q, the leader's %q", vals, wantVals)
+			return fmt.Errorf("the follower has not converged (%v): values %q, the leader's %q", err, vals, wantVals)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	return follower
 }
 
@@ -166,17 +164,12 @@ func TestFollowerBehindTheLeadersLogStartRestartsThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := readLog(fol)
-		if err == nil && bytes.Equal(got, want) && fol.Log.StartOffset() == lead.Log.StartOffset() {
-			break
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if got, err := readLog(fol); err != nil || !bytes.Equal(got, want) || fol.Log.StartOffset() != lead.Log.StartOffset() {
+			return fmt.Errorf("follower [%d, %d) does not match the leader [%d, %d) (%v)", fol.Log.StartOffset(), fol.Log.EndOffset(), lead.Log.StartOffset(), lead.Log.EndOffset(), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("follower [%d, %d) never matched the leader [%d, %d)", fol.Log.StartOffset(), fol.Log.EndOffset(), lead.Log.StartOffset(), lead.Log.EndOffset())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // startFollowerManager returns node 2's replica manager with replication on.
