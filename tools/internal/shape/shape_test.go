@@ -115,7 +115,7 @@ func TestProjectHoldsTheLine(t *testing.T) {
 	// Unit tests wait for what they need (testkit.WaitFor, Eventually,
 	// synctest), not for time to pass: their time.Sleep calls only get
 	// fewer. Lower the bound when you take some out.
-	const unitSleeps = 33
+	const unitSleeps = 31
 	switch c := Count(tree); {
 	case c.UnitSleeps > unitSleeps:
 		t.Errorf("%d time.Sleep calls in unit tests (outside integration/), more than %d: wait with the test kit instead", c.UnitSleeps, unitSleeps)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 
@@ -256,13 +257,7 @@ func TestLoopActivates(t *testing.T) {
 	c.Start()
 	defer c.Stop()
 	c.SetLeader(true)
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.Active() {
-		if time.Now().After(deadline) {
-			t.Fatal("controller goroutine did not activate")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the controller goroutine to activate", c.Active)
 	c.SetLeader(false)
 	if c.Active() {
 		t.Fatal("still active after losing leadership")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/testkit"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 
@@ -438,11 +439,5 @@ func TestDamagedFollowerLeavesTheISRBeforeItsCut(t *testing.T) {
 		t.Fatalf("cut to %d while still in the ISR", end)
 	}
 	follow(3, 2, 2, 3) // metadata took it out
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Log.EndOffset() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("log ends at %d after leaving the ISR, want the cut at 1", r.Log.EndOffset())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the log cut at 1 after leaving the ISR", func() bool { return r.Log.EndOffset() == 1 })
 }
