@@ -265,9 +265,12 @@ func saramaAdminACLsQuotasSCRAM(t *testing.T, admin sarama.ClusterAdmin) {
 	if err != nil || len(deleted) != 3 {
 		t.Fatalf("DeleteACL of %s's group bindings: %v, %d deleted, want 3", principal, err, len(deleted))
 	}
-	if acls, err := admin.ListAcls(groupsOnly); err != nil || len(acls) != 0 {
-		t.Fatalf("ListAcls of the group bindings after DeleteACL: %v %+v", err, acls)
-	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if acls, err := admin.ListAcls(groupsOnly); err != nil || len(acls) != 0 {
+			return fmt.Errorf("ListAcls of the group bindings after DeleteACL: %v %+v", err, acls)
+		}
+		return nil
+	})
 	if err := admin.CreateACLs([]*sarama.ResourceAcls{{Resource: sarama.Resource{ResourceType: sarama.AclResourceGroup,
 		ResourceName: "g", ResourcePatternType: sarama.AclPatternLiteral}, Acls: []*sarama.Acl{allow(sarama.AclOperationAlter)}}}); err == nil {
 		t.Fatal("CreateACLs of ALTER on a group (which Sluice does not keep) succeeded")

@@ -209,11 +209,16 @@ func (b *Broker) createACLs(ctx context.Context, c *Conn, req kmsg.Request) Repl
 	snap := b.Snapshot(ctx)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
 	defer cancel()
+	changed := false
 	for i := range r.Creations {
 		res := kmsg.NewCreateACLsResponseResult()
 		err := b.createACL(ctx, c, snap, &r.Creations[i])
 		res.ErrorCode, res.ErrorMessage = errorFields(err)
 		resp.Results = append(resp.Results, res)
+		changed = changed || err == nil
+	}
+	if changed {
+		_, _ = b.model.Refresh(ctx) // the client's next DescribeAcls here sees them
 	}
 	return Reply{Msg: resp}
 }
@@ -247,6 +252,7 @@ func (b *Broker) deleteACLs(ctx context.Context, c *Conn, req kmsg.Request) Repl
 	snap := b.Snapshot(ctx)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.AdminTimeout)
 	defer cancel()
+	deleted := false
 	for _, rf := range r.Filters {
 		res := kmsg.NewDeleteACLsResponseResult()
 		switch {
@@ -272,11 +278,15 @@ func (b *Broker) deleteACLs(ctx context.Context, c *Conn, req kmsg.Request) Repl
 				m.ErrorCode, m.ErrorMessage = errorFields(err)
 				if err == nil {
 					c.Log().Info("kafka ACL deleted", "acl_principal", a.Principal, "topic", a.Topic, "operation", a.Operation)
+					deleted = true
 				}
 				res.MatchingACLs = append(res.MatchingACLs, m)
 			}
 		}
 		resp.Results = append(resp.Results, res)
+	}
+	if deleted {
+		_, _ = b.model.Refresh(ctx) // the client's next DescribeAcls here sees the deletions
 	}
 	return Reply{Msg: resp}
 }

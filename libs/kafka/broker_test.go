@@ -15,11 +15,17 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
-// fakeModel is a Model holding one snapshot.
-type fakeModel struct{ snap *cluster.Snapshot }
+// fakeModel is a Model holding one snapshot; it counts the refreshes.
+type fakeModel struct {
+	snap      *cluster.Snapshot
+	refreshes int
+}
 
-func (m *fakeModel) Snapshot() *cluster.Snapshot                        { return m.snap }
-func (m *fakeModel) Refresh(context.Context) (*cluster.Snapshot, error) { return m.snap, nil }
+func (m *fakeModel) Snapshot() *cluster.Snapshot { return m.snap }
+func (m *fakeModel) Refresh(context.Context) (*cluster.Snapshot, error) {
+	m.refreshes++
+	return m.snap, nil
+}
 
 // fakeAdmin records what reaches the metadata service.
 type fakeAdmin struct {
@@ -598,5 +604,30 @@ func TestRoutesServeTheAdminAPIs(t *testing.T) {
 		if r, ok := routes[k.Int16()]; !ok || r.Handle == nil {
 			t.Errorf("%s (%d) is not routed", k.Name(), k)
 		}
+	}
+}
+
+// TestACLChangesRefreshTheModel: CreateAcls and DeleteAcls that change
+// something refresh the broker's model, so that the client's next
+// DescribeAcls at the same broker sees the change; a refused one does not.
+func TestACLChangesRefreshTheModel(t *testing.T) {
+	b, m, a := testBroker(true)
+	create := kmsg.NewPtrCreateACLsRequest()
+	cr := kmsg.NewCreateACLsRequestCreation()
+	cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = kmsg.ACLResourceTypeTopic, "audit", kmsg.ACLResourcePatternTypeLiteral
+	cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	create.Creations = append(create.Creations, cr)
+	if resp := b.createACLs(context.Background(), connAs("alice"), create).Msg.(*kmsg.CreateACLsResponse); resp.Results[0].ErrorCode == 0 || m.refreshes != 0 {
+		t.Fatalf("alice creating an ACL: error %d, %d refreshes", resp.Results[0].ErrorCode, m.refreshes)
+	}
+	if resp := b.createACLs(context.Background(), connAs("root"), create).Msg.(*kmsg.CreateACLsResponse); resp.Results[0].ErrorCode != 0 || len(a.acls) != 1 || m.refreshes != 1 {
+		t.Fatalf("root creating an ACL: error %d, %d ACLs sent, %d refreshes", resp.Results[0].ErrorCode, len(a.acls), m.refreshes)
+	}
+	del := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeTopic, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = append(del.Filters, f)
+	if resp := b.deleteACLs(context.Background(), connAs("root"), del).Msg.(*kmsg.DeleteACLsResponse); len(resp.Results[0].MatchingACLs) != 1 || m.refreshes != 2 {
+		t.Fatalf("root deleting the model's ACL: %+v, %d refreshes", resp.Results, m.refreshes)
 	}
 }
