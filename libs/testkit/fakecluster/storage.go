@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"testing"
 
+	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -49,6 +51,24 @@ func NewStorage() (*Storage, error) {
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
+}
+
+// StartStorages starts n fake storage nodes, closed when the test ends,
+// and returns them with their registrations as nodes 1..n.
+func StartStorages(t testing.TB, n int) ([]*Storage, []cluster.Node) {
+	t.Helper()
+	var nodes []*Storage
+	var regs []cluster.Node
+	for i := range n {
+		s, err := NewStorage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		nodes = append(nodes, s)
+		regs = append(regs, cluster.Node{ID: int32(i + 1), Addr: s.Addr(), Alive: true})
+	}
+	return nodes, regs
 }
 
 // Addr returns the node's address.

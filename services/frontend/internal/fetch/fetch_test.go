@@ -32,15 +32,7 @@ func newEnv(t *testing.T, nodes int) *env {
 	e := &env{pool: storageclient.NewPool("test-fetch")}
 	t.Cleanup(func() { _ = e.pool.Close() })
 	var ns []cluster.Node
-	for i := 0; i < nodes; i++ {
-		s, err := fakecluster.NewStorage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		e.nodes = append(e.nodes, s)
-		ns = append(ns, cluster.Node{ID: int32(i + 1), Addr: s.Addr(), Alive: true})
-	}
+	e.nodes, ns = fakecluster.StartStorages(t, nodes)
 	e.md = fakecluster.NewMetadata(ns...)
 	t.Cleanup(e.md.Close)
 	var err error

@@ -43,15 +43,7 @@ func newKafkaEnv(t *testing.T, nodes int) *kafkaEnv {
 	t.Helper()
 	e := &kafkaEnv{}
 	var ns []cluster.Node
-	for i := range nodes {
-		s, err := fakecluster.NewStorage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		e.nodes = append(e.nodes, s)
-		ns = append(ns, cluster.Node{ID: int32(i + 1), Addr: s.Addr(), Alive: true})
-	}
+	e.nodes, ns = fakecluster.StartStorages(t, nodes)
 	e.md = fakecluster.NewMetadata(ns...)
 	t.Cleanup(e.md.Close)
 	meta := cluster.NewClient([]string{e.md.URL()})

@@ -209,6 +209,9 @@ func (p *proxied) Len() int                      { return len(p.res.Payload) }
 func (p *proxied) WriteTo(w *kafka.Writer) error { return w.Write(p.res.Payload) }
 func (p *proxied) Release()                      { p.res.Release() }
 
+// runAll runs the asks concurrently and waits (forEach of closures).
+func runAll(asks []func()) { forEach(asks, func(ask func()) { ask() }) }
+
 // forEach runs f for every part concurrently and waits: the handlers' one
 // fan-out over partitions (a single part runs on the caller's goroutine).
 func forEach[P any](parts []P, f func(P)) {

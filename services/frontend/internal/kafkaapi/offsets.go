@@ -55,7 +55,7 @@ func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 			})
 		}
 	}
-	forEach(asks, func(ask func()) { ask() })
+	runAll(asks)
 	return kafka.Reply{Msg: resp}
 }
 
@@ -94,7 +94,7 @@ func (s *Service) offsetForLeaderEpoch(ctx context.Context, c *kafka.Conn, req k
 			})
 		}
 	}
-	forEach(asks, func(ask func()) { ask() })
+	runAll(asks)
 	return kafka.Reply{Msg: resp}
 }
 
@@ -135,7 +135,7 @@ func (s *Service) deleteRecords(ctx context.Context, c *kafka.Conn, req kmsg.Req
 			})
 		}
 	}
-	forEach(asks, func(ask func()) { ask() })
+	runAll(asks)
 	return kafka.Reply{Msg: resp}
 }
 

@@ -279,14 +279,10 @@ func (s *Server) protocolError(ctx *fasthttp.RequestCtx, err error) {
 // a frontend names in service.PrincipalHeader for a token principal. It
 // answers the request itself and returns false when it may not go on.
 func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group string) bool {
-	name, check := s.cfg.Authz.Principal(ctx)
+	access, p, name, check := s.caller(ctx)
 	if !check {
 		return true
 	}
-	host := s.cfg.Authz.ClientHost(ctx)
-	access := s.ends.Access()
-	p, _ := access.Principal(name)
-	p = p.At(host)
 	err := access.Authorize(p, name, need)
 	if err == nil && group != "" {
 		err = s.groupAccess(access, p, name, group, need.Describe)
@@ -294,7 +290,7 @@ func (s *Server) authorize(ctx *fasthttp.RequestCtx, need cluster.Need, group st
 	if err == nil {
 		// A relay to the leader names the principal: the leader checks the
 		// group against its own state, which a follower's may trail.
-		service.RelayFor(ctx, name, host)
+		service.RelayFor(ctx, name, s.cfg.Authz.ClientHost(ctx))
 		return true
 	}
 	s.log.Warn("request denied", "principal", name, "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err, "remote", ctx.RemoteAddr().String())
@@ -348,14 +344,23 @@ func (s *Server) groupAccess(access *cluster.Snapshot, p *cluster.Principal, nam
 // allows it in the newest access model (every name when no principal is
 // checked).
 func (s *Server) shows(ctx *fasthttp.RequestCtx, ok func(access *cluster.Snapshot, p *cluster.Principal, name string) bool) func(string) bool {
-	name, check := s.cfg.Authz.Principal(ctx)
+	access, p, _, check := s.caller(ctx)
 	if !check {
 		return func(string) bool { return true }
 	}
-	access := s.ends.Access()
-	p, _ := access.Principal(name)
-	p = p.At(s.cfg.Authz.ClientHost(ctx))
 	return func(n string) bool { return p != nil && ok(access, p, n) }
+}
+
+// caller is the request's principal, when there is one to check (check):
+// its name, and its entry in the newest access model at the client's host
+// (nil for a name no principal has).
+func (s *Server) caller(ctx *fasthttp.RequestCtx) (access *cluster.Snapshot, p *cluster.Principal, name string, check bool) {
+	if name, check = s.cfg.Authz.Principal(ctx); !check {
+		return nil, nil, name, false
+	}
+	access = s.ends.Access()
+	p, _ = access.Principal(name)
+	return access, p.At(s.cfg.Authz.ClientHost(ctx)), name, true
 }
 
 // fail answers err with its status and wire code.
