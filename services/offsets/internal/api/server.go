@@ -44,6 +44,8 @@ import (
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/sharecoord"
+	"github.com/sluicemq/sluice/services/offsets/internal/txncoord"
 )
 
 // Node is what the API needs of the Raft node.
@@ -94,8 +96,8 @@ type Server struct {
 	cfg    Config
 	node   Node
 	coord  *coordinator.Coordinator
-	txns   *coordinator.Txns // nil: no transaction coordinator
-	shares *coordinator.Shares
+	txns   *txncoord.Coordinator // nil: no transaction coordinator
+	shares *sharecoord.Coordinator
 	fsm    *fsm.FSM
 	ends   LogOffsets
 	log    *slog.Logger
@@ -113,8 +115,8 @@ type Server struct {
 type Deps struct {
 	Node   Node
 	Groups *coordinator.Coordinator
-	Txns   *coordinator.Txns
-	Shares *coordinator.Shares
+	Txns   *txncoord.Coordinator
+	Shares *sharecoord.Coordinator
 	FSM    *fsm.FSM
 	Ends   LogOffsets
 	Log    *slog.Logger

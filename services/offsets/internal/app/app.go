@@ -29,7 +29,9 @@ import (
 	"github.com/sluicemq/sluice/services/offsets/internal/api"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/sharecoord"
 	"github.com/sluicemq/sluice/services/offsets/internal/topics"
+	"github.com/sluicemq/sluice/services/offsets/internal/txncoord"
 )
 
 // Name is the binary's and the service's name.
@@ -41,7 +43,7 @@ type Config struct {
 	Raft     raftgroup.Config
 	API      api.Config
 	Groups   coordinator.Settings
-	Txns     coordinator.TxnSettings
+	Txns     txncoord.Settings
 	Metadata []string
 }
 
@@ -56,7 +58,7 @@ func DefaultConfig() Config {
 		Raft:     r,
 		API:      api.Config{Addr: "127.0.0.1:7080", RequestTimeout: 10 * time.Second, MaxBodyBytes: 4 << 20, LongPoll: coordinator.DefaultSettings().MaxRebalanceTimeout},
 		Groups:   coordinator.DefaultSettings(),
-		Txns:     coordinator.DefaultTxnSettings(),
+		Txns:     txncoord.DefaultSettings(),
 		Metadata: []string{"http://127.0.0.1:7070", "http://127.0.0.1:7073", "http://127.0.0.1:7076"},
 	}
 }
@@ -264,11 +266,11 @@ func newLogOffsets(lc fx.Lifecycle, c Config, w *topics.Watcher, t service.TLSCl
 	return lo
 }
 
-// WriteMarkers implements coordinator.MarkerWriter: the markers of the
+// WriteMarkers implements txncoord.MarkerWriter: the markers of the
 // transactions that end together go in one request per storage node
 // (client.TxnMarkerWriter). A partition that is gone, or that holds a
 // newer epoch of the producer, needs no marker.
-func (l *logOffsets) WriteMarkers(ctx context.Context, ms []coordinator.Marker) []error {
+func (l *logOffsets) WriteMarkers(ctx context.Context, ms []txncoord.Marker) []error {
 	req := make([]protocol.TxnMarker, len(ms))
 	for i, m := range ms {
 		req[i] = protocol.TxnMarker{Topic: m.TP.Topic, Partition: m.TP.Partition, ProducerID: m.ProducerID, ProducerEpoch: m.Epoch, Commit: m.Commit}
@@ -283,15 +285,15 @@ func (l *logOffsets) WriteMarkers(ctx context.Context, ms []coordinator.Marker) 
 	return errs
 }
 
-// NewProducerID implements coordinator.ProducerIDs with the metadata
+// NewProducerID implements txncoord.ProducerIDs with the metadata
 // service's allocator.
 func (l *logOffsets) NewProducerID(ctx context.Context) (int64, error) {
 	id, err := l.admin.InitProducerID(ctx)
 	return id.ProducerID, err
 }
 
-func newTxns(lc fx.Lifecycle, c Config, co *coordinator.Coordinator, lo *logOffsets) *coordinator.Txns {
-	x := coordinator.NewTxns(co, lo, lo, c.Txns)
+func newTxns(lc fx.Lifecycle, c Config, co *coordinator.Coordinator, lo *logOffsets) *txncoord.Coordinator {
+	x := txncoord.New(co, lo, lo, c.Txns)
 	lc.Append(fx.StartStopHook(x.Start, x.Stop))
 	return x
 }
@@ -320,13 +322,13 @@ func (l *logOffsets) Topic(name string) (int32, bool) {
 	return n, ok
 }
 
-func newShares(lc fx.Lifecycle, co *coordinator.Coordinator, lo *logOffsets) *coordinator.Shares {
-	sh := coordinator.NewShares(co, lo, lo)
+func newShares(lc fx.Lifecycle, co *coordinator.Coordinator, lo *logOffsets) *sharecoord.Coordinator {
+	sh := sharecoord.New(co, lo, lo)
 	lc.Append(fx.StartStopHook(sh.Start, sh.Stop))
 	return sh
 }
 
-// ReadRecords implements coordinator.DeadLetterIO: it reads the partition
+// ReadRecords implements sharecoord.DeadLetterIO: it reads the partition
 // from the first offset wanted to the last, keeping the records wanted.
 func (l *logOffsets) ReadRecords(ctx context.Context, topic string, partition int32, offsets []int64) (map[int64]record.Record, error) {
 	out := map[int64]record.Record{}
@@ -362,7 +364,7 @@ func (l *logOffsets) ReadRecords(ctx context.Context, topic string, partition in
 	return out, nil
 }
 
-// ProduceBatch implements coordinator.DeadLetterIO.
+// ProduceBatch implements sharecoord.DeadLetterIO.
 func (l *logOffsets) ProduceBatch(ctx context.Context, topic string, partition int32, batch []byte) error {
 	_, err := client.ProduceBatch(ctx, l.meta, l.pool, topic, partition, batch)
 	return err
@@ -375,8 +377,8 @@ type serverParams struct {
 	Config    Config
 	Node      *raftgroup.Node
 	Groups    *coordinator.Coordinator
-	Txns      *coordinator.Txns
-	Shares    *coordinator.Shares
+	Txns      *txncoord.Coordinator
+	Shares    *sharecoord.Coordinator
 	FSM       *fsm.FSM
 	Ends      *logOffsets
 	Registry  prometheus.Registerer

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/keylock"
 )
 
 // ErrNotLeader: this replica does not lead the offsets Raft group (or has
@@ -56,7 +57,7 @@ type Coordinator struct {
 
 	ready atomic.Bool // leader and caught up (a barrier passed since it became leader)
 
-	locks keyLocks // per group: one membership change at a time (lockGroup)
+	locks keylock.Locks // per group: one membership change at a time (lockGroup)
 
 	// Lock order: a classic group's mu (classic.go), then a group lock
 	// (lockGroup), then mu; mu is only ever held briefly and never while
@@ -68,7 +69,7 @@ type Coordinator struct {
 	term        uint64                   // leadership changes seen, so a stale barrier cannot set ready
 	stopped     bool                     // set by Stop: no goroutine may start after it
 
-	entries *groupcommit.Batcher[[]byte, *fsm.Result] // group commit of the proposals (proposeResult)
+	entries *groupcommit.Batcher[[]byte, *fsm.Result] // group commit of the proposals (ProposeResult)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -148,7 +149,7 @@ func (c *Coordinator) expireGroups() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: name, IdleBeforeMs: cutoff}})
+		err = c.Propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: name, IdleBeforeMs: cutoff}})
 		cancel()
 		if err != nil {
 			c.log.Info("expiring an idle group did not apply", "group", name, "err", err)
@@ -218,25 +219,6 @@ func (c *Coordinator) OnLeadership(isLeader bool) {
 	}()
 }
 
-// plane is what the transaction and share-group coordinators (Txns,
-// Shares) share with the group coordinator, and all they reach of it: the
-// offsets Raft group (leadership and proposals), the FSM's state, the
-// partition counts of the cluster's topics, the clock and the log.
-type plane interface {
-	Ready() bool
-	propose(ctx context.Context, cmd fsm.Command) error
-	proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
-	state() *fsm.FSM
-	clock() time.Time
-	logger() *slog.Logger
-	partitionCounts() (counts map[string]int32, ok bool)
-}
-
-func (c *Coordinator) state() *fsm.FSM                           { return c.fsm }
-func (c *Coordinator) clock() time.Time                          { return c.now() }
-func (c *Coordinator) logger() *slog.Logger                      { return c.log }
-func (c *Coordinator) partitionCounts() (map[string]int32, bool) { return c.topics.Partitions() }
-
 // Ready reports whether this replica coordinates now: it leads, has caught
 // up, and its state file takes writes (a replica whose state write failed
 // stops coordinating and hands Raft leadership over, raftgroup.WithHealth;
@@ -246,7 +228,7 @@ func (c *Coordinator) Ready() bool {
 }
 
 // lockGroup takes the group's lock and returns its release.
-func (c *Coordinator) lockGroup(group string) (unlock func()) { return c.locks.lock(group) }
+func (c *Coordinator) lockGroup(group string) (unlock func()) { return c.locks.Lock(group) }
 
 func (c *Coordinator) partitions(g *fsm.Group) map[string]int32 {
 	if p, ok := c.topics.Partitions(); ok {
@@ -350,22 +332,24 @@ func (c *Coordinator) put(ctx context.Context, expect uint64, g *fsm.Group) erro
 	case g.EmptySinceMs == 0:
 		g.EmptySinceMs = c.now().UnixMilli()
 	}
-	return c.propose(ctx, fsm.Command{Type: fsm.TypePutGroup, PutGroup: &fsm.PutGroup{ExpectVersion: expect, Group: g}})
+	return c.Propose(ctx, fsm.Command{Type: fsm.TypePutGroup, PutGroup: &fsm.PutGroup{ExpectVersion: expect, Group: g}})
 }
 
-func (c *Coordinator) propose(ctx context.Context, cmd fsm.Command) error {
-	res, err := c.proposeResult(ctx, cmd)
+// Propose proposes cmd and returns the FSM's refusal (its Result.Err) or a
+// failure to commit, as ProposeResult.
+func (c *Coordinator) Propose(ctx context.Context, cmd fsm.Command) error {
+	res, err := c.ProposeResult(ctx, cmd)
 	if err != nil {
 		return err
 	}
 	return res.Err
 }
 
-// proposeResult proposes cmd and returns the FSM's answer; the error is a
+// ProposeResult proposes cmd and returns the FSM's answer; the error is a
 // failure to commit. Commands proposed while an entry is in flight go
 // together into the next entry (group commit, c.entries), each with its own
 // answer.
-func (c *Coordinator) proposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+func (c *Coordinator) ProposeResult(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
 	b, err := cmd.Encode()
 	if err != nil {
 		return nil, err
@@ -435,7 +419,7 @@ func (c *Coordinator) Commit(ctx context.Context, group string, req groups.Commi
 		}
 		return err
 	}
-	return c.propose(ctx, fsm.Command{Type: fsm.TypeCommit, Commit: cmd})
+	return c.Propose(ctx, fsm.Command{Type: fsm.TypeCommit, Commit: cmd})
 }
 
 // busyClassic refuses an operation that needs the group empty while a
@@ -455,7 +439,7 @@ func (c *Coordinator) Reset(ctx context.Context, group string, offs []groups.Off
 	if err := c.busyClassic(group); err != nil {
 		return err
 	}
-	return c.propose(ctx, fsm.Command{Type: fsm.TypeReset, Reset: &fsm.Reset{Group: group, Offsets: offs, TimeMs: c.now().UnixMilli()}})
+	return c.Propose(ctx, fsm.Command{Type: fsm.TypeReset, Reset: &fsm.Reset{Group: group, Offsets: offs, TimeMs: c.now().UnixMilli()}})
 }
 
 // Delete deletes a group without members.
@@ -466,7 +450,7 @@ func (c *Coordinator) Delete(ctx context.Context, group string) error {
 	if err := c.busyClassic(group); err != nil {
 		return err
 	}
-	return c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: group}})
+	return c.Propose(ctx, fsm.Command{Type: fsm.TypeDeleteGroup, DeleteGroup: &fsm.DeleteGroup{Group: group}})
 }
 
 // DeleteOffsets removes a group's committed offsets of a topic, unless a
@@ -475,7 +459,7 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, req group
 	if !c.Ready() {
 		return ErrNotLeader
 	}
-	return c.propose(ctx, fsm.Command{Type: fsm.TypeDeleteOffsets, DeleteOffsets: &fsm.DeleteOffsets{Group: group, Topic: req.Topic, Partitions: req.Partitions}})
+	return c.Propose(ctx, fsm.Command{Type: fsm.TypeDeleteOffsets, DeleteOffsets: &fsm.DeleteOffsets{Group: group, Topic: req.Topic, Partitions: req.Partitions}})
 }
 
 // expire removes members whose session expired or who did not release

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,14 +14,9 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
-
-// staticTopics stands in for the metadata watch (the metadata service cannot
-// run inside this module's tests).
-type staticTopics map[string]int32
-
-func (s staticTopics) Partitions() (map[string]int32, bool) { return s, true }
 
 // testSettings are short timeouts so expiry shows within a test.
 func testSettings() Settings {
@@ -46,39 +39,13 @@ func start(t *testing.T, dir string) (*Coordinator, *fsm.FSM, func()) {
 // coordinator before it starts.
 func startWith(t testing.TB, dir string, s Settings, opts ...func(*Coordinator)) (*Coordinator, *fsm.FSM, func()) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f, err := fsm.Open(filepath.Join(dir, "state.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := raftgroup.DefaultConfig()
-	rc.Service, rc.RaftAddr, rc.HTTPAddr, rc.DataDir, rc.Bootstrap = "offsets", "127.0.0.1:0", "127.0.0.1:1", dir, true
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
-	rc.LogLevel, rc.NoSnapshotRestoreOnStart = "error", true
-	n, err := raftgroup.New(rc, f, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := New(f, n, staticTopics{"t": 4}, s, log)
-	for _, o := range opts {
-		o(c)
-	}
-	n.OnLeadership(c.OnLeadership)
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.Start()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			c.Stop()
-			n.Stop()
-			f.Close()
-		})
-	}
-	t.Cleanup(stop)
-	testkit.WaitFor(t, 10*time.Second, "the coordinator to be ready", c.Ready)
-	return c, f, stop
+	return coordtest.Start(t, dir, func(f *fsm.FSM, n *raftgroup.Node, log *slog.Logger) *Coordinator {
+		c := New(f, n, coordtest.Topics{"t": 4}, s, log)
+		for _, o := range opts {
+			o(c)
+		}
+		return c
+	})
 }
 
 type testMember struct {
@@ -221,7 +188,7 @@ func TestGroupLocksDoNotPileUp(t *testing.T) {
 	// The expiry sweep takes the groups' locks now and then: wait for a
 	// moment when nothing holds one.
 	testkit.Eventually(t, 5*time.Second, func() error {
-		if n := c.locks.held(); n != 0 {
+		if n := c.locks.Held(); n != 0 {
 			return fmt.Errorf("%d group locks left after every heartbeat returned", n)
 		}
 		return nil

@@ -45,6 +45,8 @@ func (g *gatedRaft) ApplyLocal(ctx context.Context, data []byte) (any, error) {
 
 func (g *gatedRaft) release() { g.opened.Do(func() { close(g.open) }) }
 
+var bg = context.Background()
+
 // queued reports the submissions waiting for the coordinator's next entry.
 func (c *Coordinator) queued() int {
 	return c.entries.Queued()

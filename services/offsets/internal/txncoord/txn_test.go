@@ -1,8 +1,10 @@
-package coordinator
+package txncoord
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -12,8 +14,11 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -72,14 +77,16 @@ func (c *counterIDs) NewProducerID(context.Context) (int64, error) {
 	return 1000 + c.next.Add(1) - 1, nil
 }
 
-// startTxns runs a coordinator (start) with a transaction coordinator over
-// markers.
-func startTxns(t *testing.T, dir string, markers *markerLog, ids *counterIDs) (*Txns, *fsm.FSM, func()) {
+// startTxns runs a group coordinator (coordtest.Start) with a transaction
+// coordinator over markers.
+func startTxns(t *testing.T, dir string, markers *markerLog, ids *counterIDs) (*Coordinator, *fsm.FSM, func()) {
 	t.Helper()
-	c, f, stop := start(t, dir)
-	s := DefaultTxnSettings()
+	c, f, stop := coordtest.Start(t, dir, func(f *fsm.FSM, n *raftgroup.Node, log *slog.Logger) *coordinator.Coordinator {
+		return coordinator.New(f, n, coordtest.Topics{"t": 4}, coordinator.DefaultSettings(), log)
+	})
+	s := DefaultSettings()
 	s.CheckInterval = 20 * time.Millisecond
-	x := NewTxns(c, markers, ids, s)
+	x := New(c, markers, ids, s)
 	x.Start()
 	var once sync.Once
 	stopAll := func() { once.Do(func() { x.Stop(); stop() }) }
@@ -102,6 +109,8 @@ func waitState(t *testing.T, f *fsm.FSM, id, state string) *fsm.Txn {
 }
 
 var bg = context.Background()
+
+func isCode(err error, c protocol.Code) bool { return errors.Is(err, &protocol.Error{Code: c}) }
 
 // TestTxnCommitWritesMarkersAndOffsets: a transaction's partitions get a
 // commit marker each, and its offsets become the group's committed offsets
@@ -490,7 +499,7 @@ func TestTxnHandedMarkersAreNotWrittenAgain(t *testing.T) {
 
 // openTxn starts a transaction coordinator and a transaction of "tx" on
 // out-0, of transaction version 2.
-func openTxn(t *testing.T) (*Txns, *fsm.FSM, *markerLog, txns.Producer) {
+func openTxn(t *testing.T) (*Coordinator, *fsm.FSM, *markerLog, txns.Producer) {
 	t.Helper()
 	markers := &markerLog{}
 	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
@@ -507,7 +516,7 @@ func openTxn(t *testing.T) (*Txns, *fsm.FSM, *markerLog, txns.Producer) {
 // endWithNextWaiting commits p's transaction with its markers held, and
 // returns once the next transaction's AddPartitions (of out-1), whose
 // answer comes on added, waits for them; release lets the markers through.
-func endWithNextWaiting(t *testing.T, x *Txns, markers *markerLog, p txns.Producer) (next txns.Producer, added chan error, release func()) {
+func endWithNextWaiting(t *testing.T, x *Coordinator, markers *markerLog, p txns.Producer) (next txns.Producer, added chan error, release func()) {
 	t.Helper()
 	hold := make(chan struct{})
 	markers.mu.Lock()

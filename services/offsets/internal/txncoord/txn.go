@@ -1,4 +1,4 @@
-package coordinator
+package txncoord
 
 import (
 	"context"
@@ -13,24 +13,10 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/txns"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/keylock"
 )
-
-// The transaction coordinator (Kafka's KIP-98 with KIP-890's transaction
-// version 2) lives beside the group coordinator on the offsets Raft group's
-// leader: a transaction's offsets become its groups' committed offsets in
-// the same Raft entry that completes its commit, and its state is
-// replicated as the groups' is. Every state change is one compare-and-set
-// Raft entry (fsm.PutTxn) computed here under the transactional id's lock;
-// package libs/txns states the contract.
-//
-// The decision to commit or abort is durable once the Prepare entry is
-// applied. The coordinator then writes a marker to every partition of the
-// transaction (acks=all at the partition's leader) and proposes the
-// Complete entry. A new leader completes every transaction it finds in a
-// Prepare state, so one that reached PrepareCommit is committed whatever
-// fails, and one that did not is aborted (by its timeout, or by its
-// producer's next session).
 
 // Marker is one transaction marker: the end of producer ProducerID's
 // transaction on a partition, carrying Epoch.
@@ -55,8 +41,8 @@ type ProducerIDs interface {
 	NewProducerID(ctx context.Context) (int64, error)
 }
 
-// TxnSettings are the transaction coordinator's limits and timings.
-type TxnSettings struct {
+// Settings are the transaction coordinator's limits and timings.
+type Settings struct {
 	// MaxTimeout bounds a producer's transaction timeout (Kafka's
 	// transaction.max.timeout.ms, 15 minutes).
 	MaxTimeout time.Duration
@@ -68,23 +54,23 @@ type TxnSettings struct {
 	MarkerTimeout time.Duration
 }
 
-// TxnCounts are the coordinator's counters since this process started.
-type TxnCounts struct {
+// Counts are the coordinator's counters since this process started.
+type Counts struct {
 	Committed, Aborted atomic.Int64 // transactions completed so
 	TimedOut           atomic.Int64 // aborted by the coordinator at their timeout
 	MarkerFailures     atomic.Int64 // marker writes that failed and were retried
 }
 
 // Counts returns the coordinator's counters.
-func (x *Txns) Counts() *TxnCounts { return &x.counts }
+func (x *Coordinator) Counts() *Counts { return &x.counts }
 
-// DefaultTxnSettings returns the defaults.
-func DefaultTxnSettings() TxnSettings {
-	return TxnSettings{MaxTimeout: 15 * time.Minute, CheckInterval: time.Second, MarkerTimeout: 10 * time.Second}
+// DefaultSettings returns the defaults.
+func DefaultSettings() Settings {
+	return Settings{MaxTimeout: 15 * time.Minute, CheckInterval: time.Second, MarkerTimeout: 10 * time.Second}
 }
 
 // Validate checks ranges.
-func (s TxnSettings) Validate() error {
+func (s Settings) Validate() error {
 	switch {
 	case s.MaxTimeout <= 0 || s.MaxTimeout > time.Duration(math.MaxInt32)*time.Millisecond:
 		return fmt.Errorf("flag -transaction-max-timeout: %v must be positive and fit 32-bit milliseconds", s.MaxTimeout)
@@ -94,18 +80,18 @@ func (s TxnSettings) Validate() error {
 	return nil
 }
 
-// Txns is the transaction coordinator. Its methods answer the API on the
-// leader; Start runs the loop that aborts timed-out transactions and
+// Coordinator is the transaction coordinator. Its methods answer the API on
+// the leader; Start runs the loop that aborts timed-out transactions and
 // completes prepared ones.
-type Txns struct {
-	co      plane
+type Coordinator struct {
+	co      coordinator.Plane
 	markers MarkerWriter
 	ids     ProducerIDs
-	s       TxnSettings
+	s       Settings
 
-	counts TxnCounts
+	counts Counts
 
-	locks      keyLocks // per transactional id
+	locks      keylock.Locks // per transactional id
 	mu         sync.Mutex
 	completing map[string]*completion // ids whose markers a goroutine writes
 	// handed holds, by id, the state version whose markers were written
@@ -118,24 +104,25 @@ type Txns struct {
 	wg      sync.WaitGroup
 }
 
-// NewTxns returns the transaction coordinator of co's replica.
-func NewTxns(co *Coordinator, markers MarkerWriter, ids ProducerIDs, s TxnSettings) *Txns {
-	return &Txns{co: co, markers: markers, ids: ids, s: s, completing: map[string]*completion{}, handed: map[string]uint64{},
+// New returns the transaction coordinator of co's replica (the group
+// coordinator, *coordinator.Coordinator).
+func New(co coordinator.Plane, markers MarkerWriter, ids ProducerIDs, s Settings) *Coordinator {
+	return &Coordinator{co: co, markers: markers, ids: ids, s: s, completing: map[string]*completion{}, handed: map[string]uint64{},
 		stop: make(chan struct{})}
 }
 
 // completion is a goroutine completing a prepared transaction.
 type completion struct {
 	done chan struct{} // closed when the goroutine ends
-	// Guarded by Txns.mu: the requests waiting to begin the producer's
-	// next transaction, and the state version whose markers the goroutine
-	// wrote and left for one of them to complete (0: none).
+	// Guarded by Coordinator.mu: the requests waiting to begin the
+	// producer's next transaction, and the state version whose markers the
+	// goroutine wrote and left for one of them to complete (0: none).
 	waiters int
 	marked  uint64
 }
 
 // Start runs the check loop until Stop.
-func (x *Txns) Start() {
+func (x *Coordinator) Start() {
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
@@ -153,7 +140,7 @@ func (x *Txns) Start() {
 }
 
 // Stop ends the loop and the completions in progress, and waits for them.
-func (x *Txns) Stop() {
+func (x *Coordinator) Stop() {
 	x.mu.Lock()
 	already := x.stopped
 	x.stopped = true
@@ -165,24 +152,24 @@ func (x *Txns) Stop() {
 }
 
 // lock takes a transactional id's lock.
-func (x *Txns) lock(id string) (unlock func()) { return x.locks.lock(id) }
+func (x *Coordinator) lock(id string) (unlock func()) { return x.locks.Lock(id) }
 
 // begin checks the request's preconditions and returns the id's state.
-func (x *Txns) begin(id string) (*fsm.Txn, error) {
+func (x *Coordinator) begin(id string) (*fsm.Txn, error) {
 	if err := txns.ValidateID(id); err != nil {
 		return nil, protocol.InvalidRequest.Err("%v", err)
 	}
 	if !x.co.Ready() {
-		return nil, ErrNotLeader
+		return nil, coordinator.ErrNotLeader
 	}
-	t, _, err := x.co.state().Txn(id)
+	t, _, err := x.co.FSM().Txn(id)
 	return t, err
 }
 
 // put proposes t as the id's next state after version expect.
-func (x *Txns) put(ctx context.Context, expect uint64, t *fsm.Txn, commit bool) error {
-	t.UpdateMs = x.co.clock().UnixMilli()
-	return x.co.propose(ctx, fsm.Command{Type: fsm.TypePutTxn, PutTxn: &fsm.PutTxn{ExpectVersion: expect, Txn: t, Commit: commit}})
+func (x *Coordinator) put(ctx context.Context, expect uint64, t *fsm.Txn, commit bool) error {
+	t.UpdateMs = x.co.Now().UnixMilli()
+	return x.co.Propose(ctx, fsm.Command{Type: fsm.TypePutTxn, PutTxn: &fsm.PutTxn{ExpectVersion: expect, Txn: t, Commit: commit}})
 }
 
 // checkProducer is the fencing rule of a session's requests.
@@ -210,7 +197,7 @@ func session(t *fsm.Txn) txns.Producer {
 // the result). At the largest epoch the session moves on to a new producer
 // id (NextProducerID), as KIP-890 does, so that the markers still carry an
 // epoch above every write of the transaction.
-func (x *Txns) bump(ctx context.Context, n *fsm.Txn) error {
+func (x *Coordinator) bump(ctx context.Context, n *fsm.Txn) error {
 	if n.Epoch < math.MaxInt16-1 {
 		n.Epoch++
 		return nil
@@ -232,7 +219,7 @@ func moveOn(n *fsm.Txn) {
 }
 
 // Init starts a producer session (see package txns).
-func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.Producer, error) {
+func (x *Coordinator) Init(ctx context.Context, id string, req txns.InitRequest) (txns.Producer, error) {
 	if req.TimeoutMs <= 0 || time.Duration(req.TimeoutMs)*time.Millisecond > x.s.MaxTimeout {
 		return txns.Producer{}, protocol.InvalidTransactionTimeout.Err("transaction timeout %d ms is not in (0, %d]", req.TimeoutMs, x.s.MaxTimeout.Milliseconds())
 	}
@@ -250,7 +237,7 @@ func (x *Txns) Init(ctx context.Context, id string, req txns.InitRequest) (txns.
 		if err := x.put(ctx, 0, n, false); err != nil {
 			return txns.Producer{}, err
 		}
-		x.co.logger().Info("transactional id registered", "transactional_id", id, "producer_id", pid)
+		x.co.Logger().Info("transactional id registered", "transactional_id", id, "producer_id", pid)
 		return txns.Producer{ProducerID: pid}, nil
 	}
 	if req.ProducerID >= 0 && (req.ProducerID != t.ProducerID || req.ProducerEpoch != t.Epoch) {
@@ -297,7 +284,7 @@ const completionWait = time.Second
 // When the previous transaction's markers are written by then, one Raft
 // entry completes it (its offsets committed) and begins the next: the
 // completion goroutine leaves its Complete entry to a waiting request.
-func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, add func(n *fsm.Txn) bool) error {
+func (x *Coordinator) join(ctx context.Context, id string, p txns.Producer, v2 bool, add func(n *fsm.Txn) bool) error {
 	unlock := x.lock(id)
 	defer func() { unlock() }()
 	deadline := time.NewTimer(completionWait)
@@ -325,7 +312,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		}
 		c := x.completion(id, true)
 		if c == nil {
-			return ErrNotLeader // stopping
+			return coordinator.ErrNotLeader // stopping
 		}
 		unlock()
 		var gaveUp error
@@ -360,7 +347,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 		moveOn(n)
 	}
 	if completes || t.State != fsm.TxnOngoing {
-		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.clock().UnixMilli(), v2
+		n.State, n.Partitions, n.Groups, n.StartMs, n.V2 = fsm.TxnOngoing, nil, nil, x.co.Now().UnixMilli(), v2
 		if !completes || t.State != fsm.TxnPrepareCommit {
 			n.Offsets = nil
 		} // else the entry commits the ended transaction's offsets (and clears them)
@@ -381,7 +368,7 @@ func (x *Txns) join(ctx context.Context, id string, p txns.Producer, v2 bool, ad
 
 // isHanded reports whether version's markers are written and left to a
 // waiting request.
-func (x *Txns) isHanded(id string, version uint64) bool {
+func (x *Coordinator) isHanded(id string, version uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	v, ok := x.handed[id]
@@ -390,7 +377,7 @@ func (x *Txns) isHanded(id string, version uint64) bool {
 
 // settleHanded ends a hand-over of id's markers: with restart the
 // transaction was not completed and a new goroutine completes it.
-func (x *Txns) settleHanded(id string, restart bool) {
+func (x *Coordinator) settleHanded(id string, restart bool) {
 	x.mu.Lock()
 	delete(x.handed, id)
 	x.mu.Unlock()
@@ -403,7 +390,7 @@ func (x *Txns) settleHanded(id string, restart bool) {
 // the version whose markers the goroutine left to be completed (0: none);
 // the caller completes it, or restarts the completion (x.complete). The
 // id's lock must be held.
-func (x *Txns) leaveCompletion(c *completion) uint64 {
+func (x *Coordinator) leaveCompletion(c *completion) uint64 {
 	x.mu.Lock()
 	c.waiters--
 	marked := c.marked
@@ -413,7 +400,7 @@ func (x *Txns) leaveCompletion(c *completion) uint64 {
 
 // AddPartitions adds partitions to the transaction, or with VerifyOnly
 // checks that they are in the open one.
-func (x *Txns) AddPartitions(ctx context.Context, id string, req txns.AddPartitionsRequest) error {
+func (x *Coordinator) AddPartitions(ctx context.Context, id string, req txns.AddPartitionsRequest) error {
 	for _, tp := range req.Partitions {
 		if tp.Partition < 0 || tp.Topic == "" {
 			return protocol.InvalidRequest.Err("partition %s", tp)
@@ -455,7 +442,7 @@ func (x *Txns) AddPartitions(ctx context.Context, id string, req txns.AddPartiti
 }
 
 // AddGroup adds a consumer group to the transaction.
-func (x *Txns) AddGroup(ctx context.Context, id string, req txns.AddGroupRequest) error {
+func (x *Coordinator) AddGroup(ctx context.Context, id string, req txns.AddGroupRequest) error {
 	if err := groups.ValidateGroupID(req.Group); err != nil {
 		return protocol.InvalidGroupID.Err("%v", err)
 	}
@@ -472,7 +459,7 @@ func (x *Txns) AddGroup(ctx context.Context, id string, req txns.AddGroupRequest
 // CommitOffsets records a group's offsets in the open transaction; they
 // become the group's committed offsets when it commits. A member's commit
 // is fenced as the group's own commits are.
-func (x *Txns) CommitOffsets(ctx context.Context, id string, req txns.CommitOffsetsRequest) error {
+func (x *Coordinator) CommitOffsets(ctx context.Context, id string, req txns.CommitOffsetsRequest) error {
 	cmd := &fsm.Commit{Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.GenerationID, Offsets: req.Offsets}
 	if err := fsm.ValidateOffsets(req.Group, req.Offsets); err != nil {
 		return err
@@ -489,7 +476,7 @@ func (x *Txns) CommitOffsets(ctx context.Context, id string, req txns.CommitOffs
 		return protocol.InvalidTxnState.Err("transactional id %s: group %s was not added to an open transaction (%s)", id, req.Group, t.State)
 	}
 	if req.MemberID != "" {
-		g, _ := x.co.state().Group(req.Group)
+		g, _ := x.co.FSM().Group(req.Group)
 		if err := fsm.CheckCommit(g, cmd); err != nil {
 			return err
 		}
@@ -513,7 +500,7 @@ func (x *Txns) CommitOffsets(ctx context.Context, id string, req txns.CommitOffs
 
 // End commits or aborts the open transaction. The answer comes once the
 // decision is durable; the markers follow.
-func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Producer, error) {
+func (x *Coordinator) End(ctx context.Context, id string, req txns.EndRequest) (txns.Producer, error) {
 	defer x.lock(id)()
 	t, err := x.begin(id)
 	if err != nil {
@@ -556,7 +543,7 @@ func (x *Txns) End(ctx context.Context, id string, req txns.EndRequest) (txns.Pr
 		if err := x.prepare(ctx, t, req.Commit, req.V2 || t.V2, true); err != nil {
 			return txns.Producer{}, err
 		}
-		t, _, err = x.co.state().Txn(id)
+		t, _, err = x.co.FSM().Txn(id)
 		if err != nil {
 			return txns.Producer{}, err
 		}
@@ -586,7 +573,7 @@ func prepared(complete string) string {
 // version 2, and every abort the coordinator decides: it fences the
 // session); the markers carry the epoch that results. byEnd: the
 // producer's own End decided (EndBumped). The id's lock must be held.
-func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool) error {
+func (x *Coordinator) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool) error {
 	n := t.Clone()
 	n.State = fsm.TxnPrepareAbort
 	if commit {
@@ -601,7 +588,7 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool
 	if err := x.put(ctx, t.Version, n, false); err != nil {
 		return err
 	}
-	x.co.logger().Debug("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
+	x.co.Logger().Debug("transaction ended", "transactional_id", t.ID, "producer_id", n.ProducerID, "epoch", n.Epoch, "state", n.State,
 		"partitions", len(n.Partitions), "groups", len(n.Groups))
 	x.complete(t.ID)
 	return nil
@@ -609,13 +596,13 @@ func (x *Txns) prepare(ctx context.Context, t *fsm.Txn, commit, bump, byEnd bool
 
 // complete starts writing the markers of a prepared transaction unless a
 // goroutine does already.
-func (x *Txns) complete(id string) { x.completion(id, false) }
+func (x *Coordinator) complete(id string) { x.completion(id, false) }
 
 // completion returns the goroutine completing id's prepared transaction,
 // starting one unless one runs that has not handed its completion over;
 // with wait it registers the caller as a request waiting for it
 // (leaveCompletion ends the wait). Nil once the coordinator stops.
-func (x *Txns) completion(id string, wait bool) *completion {
+func (x *Coordinator) completion(id string, wait bool) *completion {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.stopped {
@@ -651,7 +638,7 @@ func (x *Txns) completion(id string, wait bool) *completion {
 // producer's next transaction: that request's entry completes this one
 // (join). It gives up when this replica stops coordinating: the next
 // leader completes the transaction.
-func (x *Txns) completeLoop(id string, c *completion) {
+func (x *Coordinator) completeLoop(id string, c *completion) {
 	backoff := 50 * time.Millisecond
 	for {
 		select {
@@ -662,7 +649,7 @@ func (x *Txns) completeLoop(id string, c *completion) {
 		if !x.co.Ready() {
 			return
 		}
-		t, _, err := x.co.state().Txn(id)
+		t, _, err := x.co.FSM().Txn(id)
 		if err != nil || t == nil || !t.Preparing() {
 			return
 		}
@@ -683,7 +670,7 @@ func (x *Txns) completeLoop(id string, c *completion) {
 				return
 			}
 		}
-		x.co.logger().Warn("completing a transaction failed; retrying", "transactional_id", id, "state", t.State, "err", err, "backoff", backoff)
+		x.co.Logger().Warn("completing a transaction failed; retrying", "transactional_id", id, "state", t.State, "err", err, "backoff", backoff)
 		select {
 		case <-x.stop:
 			return
@@ -696,11 +683,11 @@ func (x *Txns) completeLoop(id string, c *completion) {
 // completeEntry proposes the Complete state of t, whose markers are
 // written, unless the id's state moved on meanwhile (a request completed
 // it).
-func (x *Txns) completeEntry(id string, t *fsm.Txn) error {
+func (x *Coordinator) completeEntry(id string, t *fsm.Txn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 	defer cancel()
 	defer x.lock(id)()
-	if cur, _, err := x.co.state().Txn(id); err != nil || cur == nil || cur.Version != t.Version {
+	if cur, _, err := x.co.FSM().Txn(id); err != nil || cur == nil || cur.Version != t.Version {
 		return err
 	}
 	done := t.Clone()
@@ -722,19 +709,19 @@ func (x *Txns) completeEntry(id string, t *fsm.Txn) error {
 }
 
 // completed counts and logs a transaction's completion.
-func (x *Txns) completed(t *fsm.Txn, commit bool) {
+func (x *Coordinator) completed(t *fsm.Txn, commit bool) {
 	if commit {
 		x.counts.Committed.Add(1)
 	} else {
 		x.counts.Aborted.Add(1)
 	}
-	x.co.logger().Debug("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
+	x.co.Logger().Debug("transaction completed", "transactional_id", t.ID, "committed", commit, "producer_id", t.ProducerID, "epoch", t.Epoch)
 }
 
 // writeMarkers writes t's marker to each of its partitions (the writer
 // sends the markers of the transactions that end together in one request
 // per storage node).
-func (x *Txns) writeMarkers(t *fsm.Txn) error {
+func (x *Coordinator) writeMarkers(t *fsm.Txn) error {
 	commit := t.State == fsm.TxnPrepareCommit
 	ms := make([]Marker, len(t.Partitions))
 	for i, tp := range t.Partitions {
@@ -754,16 +741,16 @@ func (x *Txns) writeMarkers(t *fsm.Txn) error {
 
 // check aborts the transactions open longer than their timeout and resumes
 // the completion of prepared ones (a new leader finds them so).
-func (x *Txns) check() {
+func (x *Coordinator) check() {
 	if !x.co.Ready() {
 		return
 	}
-	all, err := x.co.state().Txns()
+	all, err := x.co.FSM().Txns()
 	if err != nil {
-		x.co.logger().Warn("reading the transactions failed", "err", err)
+		x.co.Logger().Warn("reading the transactions failed", "err", err)
 		return
 	}
-	now := x.co.clock().UnixMilli()
+	now := x.co.Now().UnixMilli()
 	for _, t := range all {
 		switch {
 		case t.Preparing() && !x.isHanded(t.ID, t.Version):
@@ -775,25 +762,25 @@ func (x *Txns) check() {
 }
 
 // abortExpired aborts a transaction past its timeout, fencing its producer.
-func (x *Txns) abortExpired(id string, now int64) {
+func (x *Coordinator) abortExpired(id string, now int64) {
 	defer x.lock(id)()
-	t, _, err := x.co.state().Txn(id)
+	t, _, err := x.co.FSM().Txn(id)
 	if err != nil || t == nil || t.State != fsm.TxnOngoing || now-t.StartMs <= int64(t.TimeoutMs) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.s.MarkerTimeout)
 	defer cancel()
 	if err := x.prepare(ctx, t, false, true, false); err != nil {
-		x.co.logger().Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
+		x.co.Logger().Warn("aborting a timed-out transaction failed", "transactional_id", id, "err", err)
 		return
 	}
 	x.counts.TimedOut.Add(1)
-	x.co.logger().Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
+	x.co.Logger().Info("transaction timed out and aborted", "transactional_id", id, "timeout_ms", t.TimeoutMs)
 }
 
 // Describe returns a transactional id's state.
-func (x *Txns) Describe(id string) (*txns.Description, error) {
-	t, ok, err := x.co.state().Txn(id)
+func (x *Coordinator) Describe(id string) (*txns.Description, error) {
+	t, ok, err := x.co.FSM().Txn(id)
 	switch {
 	case err != nil:
 		return nil, err
@@ -804,8 +791,8 @@ func (x *Txns) Describe(id string) (*txns.Description, error) {
 }
 
 // List returns the transactional ids in the given states (all when none).
-func (x *Txns) List(states []string) ([]txns.Description, error) {
-	all, err := x.co.state().Txns()
+func (x *Coordinator) List(states []string) ([]txns.Description, error) {
+	all, err := x.co.FSM().Txns()
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package sharecoord
 
 import (
 	"context"
@@ -32,12 +32,12 @@ const deadLetterBatch = 500
 // fixed by an earlier leader is written again as it was, with the same
 // producer id and sequence numbers, so the partition leader drops it as a
 // duplicate if it was written before: each record reaches the topic once.
-func (s *Shares) writeDeadLetters() {
+func (s *Coordinator) writeDeadLetters() {
 	if s.dlt == nil || !s.co.Ready() {
 		return
 	}
-	for _, name := range s.co.state().ShareNames() {
-		g, ok := s.co.state().Share(name)
+	for _, name := range s.co.FSM().ShareNames() {
+		g, ok := s.co.FSM().Share(name)
 		if !ok || g.Config.DeadLetterTopic == "" && !pendingDeadLetters(g) {
 			continue // without a dead-letter topic, archived records are archived at once
 		}
@@ -49,7 +49,7 @@ func (s *Shares) writeDeadLetters() {
 			err := s.deadLetter(ctx, g, p)
 			cancel()
 			if err != nil && s.base.Err() == nil {
-				s.co.logger().Warn("writing archived records to the dead-letter topic failed; retrying", "group", name,
+				s.co.Logger().Warn("writing archived records to the dead-letter topic failed; retrying", "group", name,
 					"partition", p.Topic+"-"+strconv.Itoa(int(p.Partition)), "dead_letter_topic", g.Config.DeadLetterTopic, "err", err)
 			}
 		}
@@ -68,14 +68,14 @@ func pendingDeadLetters(g *fsm.ShareGroup) bool {
 }
 
 // deadLetter writes one batch of a share-partition's archived records.
-func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.SharePartition) error {
+func (s *Coordinator) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.SharePartition) error {
 	b := &fsm.DeadLetterBegin{Topic: p.Topic, Partition: p.Partition, Max: deadLetterBatch}
 	if p.DeadLetters == nil || p.DeadLetters.Pending == nil {
 		topic := g.Config.DeadLetterTopic
 		if topic == "" {
 			return nil
 		}
-		counts, _ := s.co.partitionCounts()
+		counts, _ := s.co.PartitionCounts()
 		n, ok := counts[topic]
 		if !ok || n <= 0 {
 			return protocol.UnknownTopicOrPartition.Err("dead-letter topic %q does not exist", topic)
@@ -101,7 +101,7 @@ func (s *Shares) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.Share
 	batch := out.DeadLetter
 	// The batch's records as the state holds them (count and reason): the
 	// state a retry sees is the same until the batch is reported written.
-	cur, ok := s.co.state().Share(g.Name)
+	cur, ok := s.co.FSM().Share(g.Name)
 	if !ok {
 		return nil
 	}

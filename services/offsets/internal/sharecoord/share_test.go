@@ -1,21 +1,35 @@
-package coordinator
+package sharecoord
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/raftgroup"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
+
+// startCo runs a group coordinator (coordtest.Start) that knows topics, for
+// a share-group coordinator to run on.
+func startCo(t testing.TB, topics coordtest.Topics) (*coordinator.Coordinator, *fsm.FSM) {
+	t.Helper()
+	co, f, _ := coordtest.Start(t, t.TempDir(), func(f *fsm.FSM, n *raftgroup.Node, log *slog.Logger) *coordinator.Coordinator {
+		return coordinator.New(f, n, topics, coordinator.DefaultSettings(), log)
+	})
+	return co, f
+}
 
 // fixedBounds gives every partition the log start 0 and a high watermark.
 type fixedBounds int64
@@ -64,9 +78,9 @@ func (d *deadLetterLog) NewProducerID(context.Context) (int64, error) { return 4
 // producer id and sequence numbers included, so the partition leader drops
 // it as a duplicate; the next batch continues the sequence.
 func TestDeadLetterRetryWritesTheSameBatch(t *testing.T) {
-	co, f, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 4, "dlt": 3} })
+	co, f := startCo(t, coordtest.Topics{"t": 4, "dlt": 3})
 	dl := &deadLetterLog{failAfter: true}
-	s := NewShares(co, fixedBounds(10), dl)
+	s := New(co, fixedBounds(10), dl)
 	ctx := context.Background()
 	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigDeadLetterTopic: "dlt"}); err != nil {
 		t.Fatal(err)
@@ -126,8 +140,8 @@ func fsmKey(topic string, p int32) string { return fsm.GrantKey(groups.TP{Topic:
 // changes nothing, released records are taken again at once, and an
 // acquisition that finds nothing still answers its acknowledgements.
 func TestAcquireCarriesAcknowledgements(t *testing.T) {
-	co, f, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 1} })
-	s := NewShares(co, fixedBounds(6), nil)
+	co, f := startCo(t, coordtest.Topics{"t": 1})
+	s := New(co, fixedBounds(6), nil)
 	ctx := context.Background()
 	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest"}); err != nil {
 		t.Fatal(err)
@@ -157,7 +171,7 @@ func TestAcquireCarriesAcknowledgements(t *testing.T) {
 		t.Fatalf("b's acknowledgement of a's records: %+v, %v", got, err)
 	}
 	g, _ := f.Share("q")
-	st := g.Partitions[fsm.GrantKey(groups.TP{Topic: "t"})].State(6, co.now().UnixMilli())
+	st := g.Partitions[fsm.GrantKey(groups.TP{Topic: "t"})].State(6, co.Now().UnixMilli())
 	if st.StartOffset != 2 || st.Acquired != 4 || st.Accepted != 2 {
 		t.Fatalf("state after the refusal: %+v; want 0-1 accepted and 2-5 held by a", st)
 	}
@@ -173,8 +187,8 @@ func TestAcquireCarriesAcknowledgements(t *testing.T) {
 // release wakes it, and it takes the released records at once rather than
 // at its next look (an hour away here).
 func TestWaitingAcquisitionWakesWhenRecordsAreGivenBack(t *testing.T) {
-	co, _, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 1} })
-	s := NewShares(co, fixedBounds(10), nil)
+	co, _ := startCo(t, coordtest.Topics{"t": 1})
+	s := New(co, fixedBounds(10), nil)
 	s.ttl = time.Hour
 	ctx := context.Background()
 	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest"}); err != nil {
@@ -209,8 +223,8 @@ func TestWaitingAcquisitionWakesWhenRecordsAreGivenBack(t *testing.T) {
 // under lock: a group without a topic is passed over without scanning its
 // records (before, every tick scanned every record of every group).
 func BenchmarkDeadLetterScanIdle(b *testing.B) {
-	co, _, _ := startWith(b, b.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 4} })
-	s := NewShares(co, fixedBounds(1_000_000), &deadLetterLog{})
+	co, _ := startCo(b, coordtest.Topics{"t": 4})
+	s := New(co, fixedBounds(1_000_000), &deadLetterLog{})
 	ctx := context.Background()
 	for g := range 20 {
 		name := fmt.Sprintf("g%d", g)

@@ -1,4 +1,4 @@
-package coordinator
+package sharecoord
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"
 )
 
 // TestHomesSpreadMembers: as many members as partitions each keep a
@@ -81,8 +82,8 @@ func TestHomesSpreadMembers(t *testing.T) {
 // four partitions are each given records of a partition of their own, in
 // order, acquisition after acquisition.
 func TestAcquisitionsFollowTheMembersPartitions(t *testing.T) {
-	co, _, _ := startWith(t, t.TempDir(), testSettings(), func(c *Coordinator) { c.topics = staticTopics{"t": 4} })
-	s := NewShares(co, fixedBounds(1000), nil)
+	co, _ := startCo(t, coordtest.Topics{"t": 4})
+	s := New(co, fixedBounds(1000), nil)
 	ctx := context.Background()
 	if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest"}); err != nil {
 		t.Fatal(err)

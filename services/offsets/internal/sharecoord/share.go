@@ -1,4 +1,4 @@
-package coordinator
+package sharecoord
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 
@@ -20,15 +21,15 @@ type LogBounds interface {
 	ListOffset(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
 }
 
-// Shares runs the share groups on the Raft leader. Their state is the FSM's
-// (package fsm, share.go): every acquisition and acknowledgement is a Raft
-// entry, decided by the FSM with the proposer's clock, so a new leader
-// continues exactly where the old one stopped. What Shares adds is the
-// partitions' log bounds (cached for BoundsTTL, looked up at the leaders),
-// the order in which an acquisition visits partitions, and the long poll
-// of an acquisition that finds nothing.
-type Shares struct {
-	co     plane
+// Coordinator runs the share groups on the Raft leader. Their state is the
+// FSM's (package fsm, share.go): every acquisition and acknowledgement is a
+// Raft entry, decided by the FSM with the proposer's clock, so a new leader
+// continues exactly where the old one stopped. What the Coordinator adds is
+// the partitions' log bounds (cached for BoundsTTL, looked up at the
+// leaders), the order in which an acquisition visits partitions, and the
+// long poll of an acquisition that finds nothing.
+type Coordinator struct {
+	co     coordinator.Plane
 	bounds LogBounds
 	dlt    DeadLetterIO // nil: no dead-letter writer
 	ttl    time.Duration
@@ -63,15 +64,16 @@ const BoundsTTL = 20 * time.Millisecond
 // write to dead-letter topics.
 const DeadLetterInterval = 100 * time.Millisecond
 
-// NewShares returns the share-group coordinator; with dlt set, Start runs
-// its dead-letter writer.
-func NewShares(co *Coordinator, bounds LogBounds, dlt DeadLetterIO) *Shares {
+// New returns the share-group coordinator of co's replica (the group
+// coordinator, *coordinator.Coordinator); with dlt set, Start runs its
+// dead-letter writer.
+func New(co coordinator.Plane, bounds LogBounds, dlt DeadLetterIO) *Coordinator {
 	base, cancel := context.WithCancel(context.Background())
-	return &Shares{co: co, bounds: bounds, dlt: dlt, ttl: BoundsTTL, cache: map[groups.TP]bound{}, freed: make(chan struct{}), base: base, cancel: cancel}
+	return &Coordinator{co: co, bounds: bounds, dlt: dlt, ttl: BoundsTTL, cache: map[groups.TP]bound{}, freed: make(chan struct{}), base: base, cancel: cancel}
 }
 
 // Start starts the dead-letter writer; Stop ends it.
-func (s *Shares) Start() {
+func (s *Coordinator) Start() {
 	if s.dlt == nil {
 		return
 	}
@@ -92,14 +94,14 @@ func (s *Shares) Start() {
 }
 
 // Stop stops the dead-letter writer and waits for it.
-func (s *Shares) Stop() {
+func (s *Coordinator) Stop() {
 	s.cancel()
 	s.wg.Wait()
 }
 
 // bound returns a partition's log bounds, looking them up when the cached
 // ones are older than the TTL.
-func (s *Shares) bound(ctx context.Context, tp groups.TP) (bound, error) {
+func (s *Coordinator) bound(ctx context.Context, tp groups.TP) (bound, error) {
 	now := time.Now()
 	s.mu.Lock()
 	b, ok := s.cache[tp]
@@ -124,7 +126,7 @@ func (s *Shares) bound(ctx context.Context, tp groups.TP) (bound, error) {
 
 // freedSignal returns the channel closed the next time records are given
 // back.
-func (s *Shares) freedSignal() <-chan struct{} {
+func (s *Coordinator) freedSignal() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.freed
@@ -132,12 +134,12 @@ func (s *Shares) freedSignal() <-chan struct{} {
 
 // propose runs a share operation and returns its answer; one that may have
 // given records back wakes the acquisitions waiting for room.
-func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, error) {
+func (s *Coordinator) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, error) {
 	if !s.co.Ready() {
-		return nil, ErrNotLeader
+		return nil, coordinator.ErrNotLeader
 	}
-	op.NowMs = s.co.clock().UnixMilli()
-	res, err := s.co.proposeResult(ctx, fsm.Command{Type: fsm.TypeShare, Share: &op})
+	op.NowMs = s.co.Now().UnixMilli()
+	res, err := s.co.ProposeResult(ctx, fsm.Command{Type: fsm.TypeShare, Share: &op})
 	if op.Ack != nil || op.Leave != "" || op.Reset != nil || op.Config != nil {
 		s.mu.Lock()
 		close(s.freed)
@@ -157,11 +159,11 @@ func (s *Shares) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, e
 // req.WaitMs (bounded by ctx) for some when none are available. A request
 // with acknowledgements applies them first, in the same step, and is
 // answered at once.
-func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRequest) (*shares.AcquireResponse, error) {
+func (s *Coordinator) Acquire(ctx context.Context, group string, req shares.AcquireRequest) (*shares.AcquireResponse, error) {
 	if !s.co.Ready() {
-		return nil, ErrNotLeader
+		return nil, coordinator.ErrNotLeader
 	}
-	counts, ok := s.co.partitionCounts()
+	counts, ok := s.co.PartitionCounts()
 	if !ok {
 		return nil, protocol.CoordinatorNotAvailable.Err("the offsets service has no metadata yet")
 	}
@@ -182,7 +184,7 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 	}
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
-	first := s.homes.visitFirst(group, req.MemberID, n, s.co.clock())
+	first := s.homes.visitFirst(group, req.MemberID, n, s.co.Now())
 	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
 		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
 	}
@@ -237,12 +239,12 @@ func (s *Shares) Acquire(ctx context.Context, group string, req shares.AcquireRe
 // from the first'th on, and reports whether an acquisition could take
 // something. A partition whose leader cannot be reached is left out: the
 // others may serve.
-func (s *Shares) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]fsm.ShareBounds, bool) {
+func (s *Coordinator) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]fsm.ShareBounds, bool) {
 	n := int32(len(visit))
 	parts := make([]fsm.ShareBounds, 0, n)
 	worth := false
-	g, _ := s.co.state().Share(group)
-	nowMs := s.co.clock().UnixMilli()
+	g, _ := s.co.FSM().Share(group)
+	nowMs := s.co.Now().UnixMilli()
 	for i := range n {
 		p := visit[(first+i)%n]
 		b, err := s.bound(ctx, groups.TP{Topic: topic, Partition: p})
@@ -276,7 +278,7 @@ func acquirable(g *fsm.ShareGroup, topic string, p int32, b bound, nowMs int64) 
 }
 
 // Ack acknowledges records: one result per partition.
-func (s *Shares) Ack(ctx context.Context, group string, req shares.AckRequest) (*shares.AckResponse, error) {
+func (s *Coordinator) Ack(ctx context.Context, group string, req shares.AckRequest) (*shares.AckResponse, error) {
 	out, err := s.propose(ctx, fsm.Share{Group: group, Ack: &req})
 	if err != nil {
 		return nil, err
@@ -285,7 +287,7 @@ func (s *Shares) Ack(ctx context.Context, group string, req shares.AckRequest) (
 }
 
 // Leave releases every record a consumer holds.
-func (s *Shares) Leave(ctx context.Context, group, member string) error {
+func (s *Coordinator) Leave(ctx context.Context, group, member string) error {
 	if member == "" {
 		return protocol.UnknownMemberID.Err("leaving needs a member id")
 	}
@@ -296,9 +298,9 @@ func (s *Shares) Leave(ctx context.Context, group, member string) error {
 
 // Configure sets configuration values on the group's current (or the
 // default) configuration.
-func (s *Shares) Configure(ctx context.Context, group string, set map[string]string) error {
+func (s *Coordinator) Configure(ctx context.Context, group string, set map[string]string) error {
 	cfg := shares.DefaultConfig()
-	if g, ok := s.co.state().Share(group); ok {
+	if g, ok := s.co.FSM().Share(group); ok {
 		cfg = g.Config
 	}
 	for k, v := range set {
@@ -312,25 +314,25 @@ func (s *Shares) Configure(ctx context.Context, group string, set map[string]str
 
 // Reset moves partitions of a group without records of the topic under
 // lock.
-func (s *Shares) Reset(ctx context.Context, group string, req fsm.ShareReset) error {
+func (s *Coordinator) Reset(ctx context.Context, group string, req fsm.ShareReset) error {
 	_, err := s.propose(ctx, fsm.Share{Group: group, Reset: &req})
 	return err
 }
 
 // Delete deletes a group without records under lock.
-func (s *Shares) Delete(ctx context.Context, group string) error {
+func (s *Coordinator) Delete(ctx context.Context, group string) error {
 	_, err := s.propose(ctx, fsm.Share{Group: group, Delete: true})
 	return err
 }
 
 // Describe describes a group, with each partition's high watermark where
 // its leader answers (-1 where not).
-func (s *Shares) Describe(ctx context.Context, group string) (*shares.Description, error) {
-	g, ok := s.co.state().Share(group)
+func (s *Coordinator) Describe(ctx context.Context, group string) (*shares.Description, error) {
+	g, ok := s.co.FSM().Share(group)
 	if !ok {
 		return nil, protocol.GroupIDNotFound.Err("no share group %q", group)
 	}
-	nowMs := s.co.clock().UnixMilli()
+	nowMs := s.co.Now().UnixMilli()
 	d := &shares.Description{Group: group, Config: g.Config.Map(), Members: g.Members(nowMs), Partitions: []shares.PartitionState{}}
 	for _, p := range g.SortedPartitions() {
 		hw := int64(-1)
@@ -343,11 +345,11 @@ func (s *Shares) Describe(ctx context.Context, group string) (*shares.Descriptio
 }
 
 // List lists the share groups.
-func (s *Shares) List() []shares.Listing {
-	nowMs := s.co.clock().UnixMilli()
+func (s *Coordinator) List() []shares.Listing {
+	nowMs := s.co.Now().UnixMilli()
 	out := []shares.Listing{}
-	for _, name := range s.co.state().ShareNames() {
-		g, ok := s.co.state().Share(name)
+	for _, name := range s.co.FSM().ShareNames() {
+		g, ok := s.co.FSM().Share(name)
 		if !ok {
 			continue
 		}
