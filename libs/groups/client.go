@@ -23,7 +23,7 @@ func NewClient(addrs []string) *Client { return NewClientTLS(addrs, nil) }
 
 // NewClientTLS is NewClient over HTTPS with cfg (nil: NewClient).
 func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
-	return &Client{jc: jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)}
+	return &Client{jc: OffsetsConn(addrs, cfg)}
 }
 
 // For returns a copy of c whose requests act for principal, from host (a frontend
@@ -33,7 +33,21 @@ func (c *Client) For(principal, host string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(PrincipalHeader, principal).WithHeader(ClientHostHeader, host)}
+	return &Client{jc: ActFor(c.jc, principal, host)}
+}
+
+// OffsetsConn is the connection the offsets service's clients (this
+// package's, libs/txns' and libs/shares') are built on: over HTTPS with
+// cfg (nil: HTTP), trying the next replica when one cannot be reached or
+// answers NOT_COORDINATOR.
+func OffsetsConn(addrs []string, cfg *tls.Config) *jsonhttp.Client {
+	return jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)
+}
+
+// ActFor returns a copy of jc whose requests act for principal, from host
+// (the headers the offsets service reads); it shares jc's connections.
+func ActFor(jc *jsonhttp.Client, principal, host string) *jsonhttp.Client {
+	return jc.WithHeader(PrincipalHeader, principal).WithHeader(ClientHostHeader, host)
 }
 
 // PrincipalHeader is libs/service's PrincipalHeader, named here so that

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/jsonhttp"
-	"github.com/sluicemq/sluice/libs/protocol"
 )
 
 // Client talks to the offsets service's share-group API:
@@ -34,7 +33,7 @@ func NewClient(addrs []string) *Client { return NewClientTLS(addrs, nil) }
 
 // NewClientTLS is NewClient over HTTPS with cfg (nil: NewClient).
 func NewClientTLS(addrs []string, cfg *tls.Config) *Client {
-	return &Client{jc: jsonhttp.NewTLS("offsets", addrs, func(c protocol.Code) bool { return c == protocol.NotCoordinator }, cfg)}
+	return &Client{jc: groups.OffsetsConn(addrs, cfg)}
 }
 
 // For returns a copy of c whose requests act for principal (a frontend
@@ -43,7 +42,7 @@ func (c *Client) For(principal, host string) *Client {
 	if principal == "" {
 		return c
 	}
-	return &Client{jc: c.jc.WithHeader(groups.PrincipalHeader, principal).WithHeader(groups.ClientHostHeader, host)}
+	return &Client{jc: groups.ActFor(c.jc, principal, host)}
 }
 
 // Path is a group's path in the API.

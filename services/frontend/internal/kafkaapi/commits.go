@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -110,7 +109,7 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 	client := s.groupsFor(c)
 	return kafka.Reply{Async: func() kafka.Reply {
 		out := make([]kmsg.OffsetFetchResponseGroup, len(reqs))
-		var wg sync.WaitGroup
+		var asks []func()
 		for i, g := range reqs {
 			out[i] = kmsg.NewOffsetFetchResponseGroup()
 			out[i].Group = g.Group
@@ -118,9 +117,9 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 				out[i].ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				continue
 			}
-			wg.Go(func() { s.fetchGroupOffsets(c, client, r.Version, r.RequireStable, g, &out[i]) })
+			asks = append(asks, func() { s.fetchGroupOffsets(c, client, r.Version, r.RequireStable, g, &out[i]) })
 		}
-		wg.Wait()
+		runAll(asks)
 		if r.Version >= 8 {
 			resp.Groups = out
 			return kafka.Reply{Msg: resp}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -158,15 +157,15 @@ func (s *Service) listGroups(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 func (s *Service) describeEach(c *kafka.Conn, api string, names []string) ([]*groups.Description, []error) {
 	ds, errs := make([]*groups.Description, len(names)), make([]error, len(names))
 	client := s.groupsFor(c)
-	var wg sync.WaitGroup
+	var asks []func()
 	for i, name := range names {
 		if !s.broker.DescribesGroup(c, api, name) {
 			errs[i] = protocol.GroupAuthorizationFailed.Err("the principal may not describe group %s", name)
 			continue
 		}
-		wg.Go(func() { ds[i], errs[i] = client.Describe(c.Context(), name) })
+		asks = append(asks, func() { ds[i], errs[i] = client.Describe(c.Context(), name) })
 	}
-	wg.Wait()
+	runAll(asks)
 	return ds, errs
 }
 
