@@ -9,7 +9,10 @@ GO ?= go
 # tag, or "dev"; the commit is recorded by the Go toolchain (-buildvcs).
 VERSION ?= $(shell git describe --tags 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sluicemq/sluice/libs/version.Version=$(VERSION)
-TEST_FLAGS ?= -race -count=1 -timeout 20m
+# -parallel 3: integration/local's tests each start clusters of their own and
+# mostly wait on them (a test keeps about a third of this machine's two cores
+# busy), so three at once (integration/local/doc.go).
+TEST_FLAGS ?= -race -count=1 -timeout 20m -parallel 3
 
 SERVICES := metadata storage frontend offsets
 # COMPOSE is Docker's compose plugin (v2) when the engine has it, else the

@@ -41,6 +41,7 @@ import (
 // she may read. A MATCH filter of DescribeAcls on team-secret finds the
 // bindings that apply to it.
 func TestACLMatrix(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -21,6 +21,7 @@ import (
 // group, not one reading a topic it may not consume. Refusals are logged by
 // the frontend.
 func TestAuthWithUsersAndACLs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

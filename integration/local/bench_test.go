@@ -113,6 +113,7 @@ func mustBench(t *testing.T, c *localcluster.Cluster, records int64, args ...str
 // local cluster and checks what its --json reports, then makes every record
 // fail (exit 1) and gives it a bad flag (exit 2).
 func TestSluiceBench(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

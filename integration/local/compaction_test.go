@@ -95,6 +95,7 @@ func (m *compactionModel) check(recs []keyedRecord, keysOf func(string) bool) er
 // reassigned onto a fourth node copies the cleaned log, gaps and all; again
 // after the leaders are killed. Keyless records are refused on every path.
 func TestCompactionEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -468,6 +469,7 @@ func recordDiff(got, want []keyedRecord) string {
 // there; with the pause lifted the passes finish, a new round is produced
 // and cleaned, and each key is left once.
 func TestCompactionKillDuringClean(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -72,6 +72,7 @@ type flagDef struct {
 // command) has a row in the binary's tables, the row's default is the one
 // the binary has, and every row names a flag that exists.
 func TestConfigurationReferenceListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ func produceToPartitions(t *testing.T, frontend, topic string, partitions, n int
 // leaders and a consumer group with the exact lag the test set up; the
 // overview, the topic page and the group page are saved as screenshots.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -36,6 +36,7 @@ import (
 // check-state`): no entry applied twice or lost, whatever the moment of the
 // kill.
 func TestCoordinationCrashConsistency(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

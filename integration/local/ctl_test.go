@@ -43,6 +43,7 @@ func sluicectl(t *testing.T, c serviceURLs, stdin string, args ...string) (strin
 
 // TestSluicectlTour walks the README's tour with the real sluicectl binary.
 func TestSluicectlTour(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -103,6 +104,7 @@ func TestSluicectlTour(t *testing.T) {
 // offsets, read again from the reset position, delete it — with the real
 // sluicectl binary.
 func TestSluicectlGroups(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -163,6 +165,7 @@ func TestSluicectlGroups(t *testing.T) {
 // refused with the reason and change nothing; --delete-config returns a key
 // to its default.
 func TestTopicAlterAppliesLive(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -224,6 +227,7 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 // new partitions at once: an acks=all record to a new partition is written
 // and read back. A total not above the current count is refused.
 func TestTopicAddPartitions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -258,6 +262,7 @@ func TestTopicAddPartitions(t *testing.T) {
 // node's replica is left out while the others move on; once it is back it
 // catches up to the leader's log end (lag 0).
 func TestTopicDescribeShowsReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -52,6 +52,7 @@ type dashboard struct {
 // committed Kafka transaction; a share group acquiring and accepting a
 // record; and a Kafka producer over its client id's produce quota.
 func TestDashboardMetricsExist(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

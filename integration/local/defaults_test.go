@@ -22,6 +22,7 @@ import (
 // run time, and then accepted without a restart. On `sluice-dev -storage 1`
 // such a topic gets 1 replica, and the metadata leader logs why.
 func TestDurableDefaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -157,6 +157,7 @@ func (d *devCluster) status(t *testing.T) map[string]localcluster.ProcStatus {
 // storage node killed with kill -9 from outside is reported and restarted
 // while the rest keeps serving, and SIGINT stops every process.
 func TestMakeRunFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -39,6 +39,7 @@ import (
 // log again and the read-back finds every acknowledged record exactly once,
 // in per-key order.
 func TestDiskFaultsAreRepairedFromTheLeader(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

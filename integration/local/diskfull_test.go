@@ -27,6 +27,7 @@ import (
 // time, freeing space lets produce go on without a restart, and the log
 // holds exactly the acknowledged records, in order.
 func TestFullDiskRefusesProduceAndRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

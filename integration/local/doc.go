@@ -1,4 +1,12 @@
 // Package local holds end-to-end tests that run the real Sluice binaries as
 // processes on 127.0.0.1 (no containers): the binaries are built from this
 // checkout into a temporary directory and started with libs/localcluster.
+//
+// Each test starts clusters of its own on ports no other test of the
+// process is handed (localcluster.FreePorts), so the tests run in parallel
+// (t.Parallel; `go test -parallel N` bounds how many at once, `make test`
+// runs 3). Two kinds run alone, before the parallel ones: those that
+// measure figures (SLUICE_FIGURES=1), which a neighbour's load would skew,
+// and those that cut links between network namespaces, whose names and
+// subnet are the process's (localcluster's netns layout).
 package local

@@ -39,6 +39,7 @@ type produceReply struct {
 // order intact, then every storage node restarted (one killed with SIGKILL) and
 // everything read back again.
 func TestProduceConsumeRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

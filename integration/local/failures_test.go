@@ -34,6 +34,7 @@ func produceOne(ctx context.Context, url, topic, value string) (int16, error) {
 // silently accepted), and once the follower resumes it catches up, rejoins
 // the ISR and produces succeed again with nothing lost.
 func TestSlowFollowerAndMinInsyncReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -113,6 +114,7 @@ func TestSlowFollowerAndMinInsyncReplicas(t *testing.T) {
 // produce (a new one is elected and produce continues), then stops the whole
 // cluster and starts it again: every acknowledged record is there.
 func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -167,7 +169,8 @@ func TestMetadataLeaderKillAndFullRestart(t *testing.T) {
 // (running, but unreachable). A new leader is elected; when the old one comes
 // back it acknowledges nothing of what it may still hold for its old epoch,
 // truncates to the new leader's log and catches up; every acknowledged record
-// is in the final log, and the replicas converge.
+// is in the final log, and the replicas converge. It runs alone (not
+// t.Parallel): its network namespaces are named by the process (doc.go).
 func TestIsolatedLeaderIsFencedAndRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -298,6 +301,7 @@ func readSettled(t *testing.T, ctx context.Context, c *localcluster.Cluster, top
 // and acks=all is refused with NOT_ENOUGH_REPLICAS (min.insync.replicas=2)
 // instead of being acknowledged by one copy. When the links heal the
 // followers catch up, rejoin the ISR, and every acknowledged record is there.
+// It runs alone, as TestIsolatedLeaderIsFencedAndRejoins does.
 func TestCutLinkBetweenLeaderAndFollowers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -360,6 +364,7 @@ func TestCutLinkBetweenLeaderAndFollowers(t *testing.T) {
 // replica leads, and every acknowledged record is still there once it has
 // caught up and rejoined.
 func TestNodeBackWithAnEmptyDiskWithinItsSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -39,6 +39,7 @@ func post(t *testing.T, url, ctype string, body []byte) (int, string) {
 // with a bad CRC, unknown topics, oversized bodies and too many records each
 // get their 4xx with a reason, and the frontend keeps serving.
 func TestFrontendRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -150,6 +151,7 @@ func rssBytes(t *testing.T, pid int) int64 {
 // body and send when ready drifted apart on a loaded machine and never
 // overlapped). Rounds go on until both answers were seen, within a deadline.
 func TestFrontendOverloadIsBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -259,6 +261,7 @@ func TestFrontendOverloadIsBounded(t *testing.T) {
 // TestFrontendHTTPConsumeAndGroupRelay: a client that cannot reach storage
 // nodes reads records and uses group offsets through the frontend alone.
 func TestFrontendHTTPConsumeAndGroupRelay(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

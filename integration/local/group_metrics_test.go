@@ -10,6 +10,7 @@ import (
 // committed offset per partition: after a group read and committed 30 of 100
 // records, the series say lag 70, committed 30 (from the Raft leader only).
 func TestGroupLagMetrics(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -75,6 +75,7 @@ func committedTotal(t *testing.T, ctx context.Context, gc *groups.Client, group,
 // other (the slow one stops half-way and resumes from its own commits, after
 // a storage leader was killed: its consumer follows the new leaders).
 func TestTwoGroupsReadIndependently(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -141,6 +142,7 @@ func TestTwoGroupsReadIndependently(t *testing.T) {
 // logs show no partition owned by two members at any moment and every record
 // processed at least once.
 func TestGroupOwnershipThroughJoinsLeavesAndCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -177,6 +179,7 @@ func TestGroupOwnershipThroughJoinsLeavesAndCrash(t *testing.T) {
 // never committed is killed; the next owner processes every one of them
 // again (at-least-once) and skips nothing.
 func TestUncommittedRecordsAreRedelivered(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -250,6 +253,7 @@ func offsetsLeader(t *testing.T, c *localcluster.Cluster) *localcluster.Proc {
 // TestOffsetsLeaderKill: committed offsets survive the death of the offsets
 // Raft leader and the group resumes through the new one.
 func TestOffsetsLeaderKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -321,6 +325,7 @@ func TestOffsetsLeaderKill(t *testing.T) {
 // later commit is rejected, as is a live member's commit of a partition it
 // does not own.
 func TestZombieCommitIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -391,6 +396,7 @@ func TestZombieCommitIsRejected(t *testing.T) {
 // earliest, latest, timestamp and explicit offset (and dry run), the
 // non-empty-group refusals, and delete.
 func TestGroupAdmin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -499,6 +505,7 @@ func TestGroupAdmin(t *testing.T) {
 // its own start, not from where the old one ended (which would skip the
 // first records of the new log), and describe reports no commit on it.
 func TestRecreatedTopicIsReadFromItsStart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

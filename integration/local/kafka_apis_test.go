@@ -20,6 +20,7 @@ import (
 // for version range (the SASL APIs, advertised only with
 // -kafka-sasl-mechanisms, apart).
 func TestKafkaAPIsDocumented(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -62,6 +62,7 @@ func kafkaTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, name
 // whole; a kcat consume is served by sendfile on the storage node; and
 // garbage on every Kafka listener leaves every process serving.
 func TestKafkaClients(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

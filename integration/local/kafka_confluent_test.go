@@ -24,6 +24,7 @@ import (
 // sees exactly the copies, a read_uncommitted one the aborted records too,
 // and the transactional group's committed offsets cover every record.
 func TestKafkaConfluentPython(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

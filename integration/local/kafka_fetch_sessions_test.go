@@ -20,6 +20,7 @@ import (
 // frontend and storage node per second of each run (the figures of
 // docs/performance.md).
 func TestKafkaFetchSessions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -91,6 +91,7 @@ func franzClient(t *testing.T, c *localcluster.Cluster, opts ...kgo.Opt) *kgo.Cl
 // every record exactly once in per-key order through a kill -9 of a
 // partition leader.
 func TestKafkaFranzGo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -148,6 +148,7 @@ func waitNoLag(t *testing.T, ctx context.Context, c *localcluster.Cluster, group
 // records keep coming; every record is consumed, every commit lands, and a
 // member started afterwards resumes at the group's commits.
 func TestKafkaGroupsKcat(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -211,6 +212,7 @@ func TestKafkaGroupsKcat(t *testing.T) {
 // no partition has two owners at any moment, every record is processed,
 // the commits survive, and a dead member's commit is refused.
 func TestKafkaGroupsFranzGo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -337,6 +339,7 @@ func zombieCommit(t *testing.T, ctx context.Context, c *localcluster.Cluster, gr
 // temporary leave, epoch -2, without which the instance id stays taken
 // until the session expires, as in Kafka).
 func TestKafkaGroupsStaticMember(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -393,6 +396,7 @@ func TestKafkaGroupsStaticMember(t *testing.T) {
 // TestKafkaGroupsPython: kafka-python's group consumer with auto-commit
 // reads a topic, stops, and resumes at its commit after a restart.
 func TestKafkaGroupsPython(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -439,6 +443,7 @@ func sameSet(a, b []string) bool {
 // independently and sluicectl shows both; then one group is read by Kafka
 // members and by SDK members in turn, each resuming at the other's commits.
 func TestKafkaAndSDKGroups(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -492,6 +497,7 @@ func TestKafkaAndSDKGroups(t *testing.T) {
 // exist, huge metadata and a flood of joins get clear errors, and the
 // cluster serves on.
 func TestKafkaGroupAdminAndBadInput(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

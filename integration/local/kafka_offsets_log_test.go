@@ -24,6 +24,7 @@ import (
 // up; producing to it, creating it and deleting it are refused as Kafka
 // refuses them.
 func TestKafkaConsumerOffsetsTopic(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -17,6 +17,7 @@ import (
 // its pattern also names, then reads a matching topic created after it
 // joined; the test logs how long that took from the creation.
 func TestKafkaRegexSubscription(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -22,6 +22,7 @@ import (
 // of two sarama members reads every record once, in per-key order, and
 // commits them (the admin's ListConsumerGroupOffsets sees the commits).
 func TestKafkaSarama(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

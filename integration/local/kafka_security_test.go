@@ -33,6 +33,7 @@ import (
 // user set with Kafka's AlterUserScramCredentials authenticates, is
 // described, and loses its credential.
 func TestKafkaTLSAndSASL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

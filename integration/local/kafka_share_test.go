@@ -27,6 +27,7 @@ import (
 // is configured as Kafka's admin clients do, with IncrementalAlterConfigs
 // on a GROUP resource.
 func TestKafkaShareGroup(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

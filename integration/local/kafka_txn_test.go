@@ -36,6 +36,7 @@ import (
 // ListTransactions report the id, DescribeProducers the producer and its
 // open transaction on each partition.
 func TestKafkaTransactions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -292,6 +293,7 @@ func countPrefix(values []string, prefix string) int {
 // The output read at read_committed holds every input record exactly once,
 // in per-key order; read_uncommitted shows the aborted attempts too.
 func TestKafkaGroupTransactSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

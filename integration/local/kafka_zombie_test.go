@@ -28,6 +28,7 @@ import (
 // the epoch: partition 0 learnt it from its marker, the coordinator refuses
 // the add of partition 1), and neither partition holds their records.
 func TestKafkaDelayedZombieWrite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -19,6 +19,7 @@ import (
 // once it is back in sync; ISR shrinks, expansions and leader elections are
 // counted by the controller.
 func TestMetadataHealthMetrics(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

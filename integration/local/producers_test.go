@@ -34,6 +34,7 @@ func quietProducer(t *testing.T, frontends []string) *client.Producer {
 // steady SDK load: the producer moves to the other, no acknowledged record
 // is lost, none is stored twice, and per-key order holds.
 func TestFrontendKillDuringProducerLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -61,6 +62,7 @@ func TestFrontendKillDuringProducerLoad(t *testing.T) {
 // idempotent acks=all load: after the failover every record is stored
 // exactly once, in per-key order.
 func TestLeaderKillDuringIdempotentLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

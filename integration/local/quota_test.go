@@ -36,6 +36,7 @@ import (
 // throttle time the client is told to wait, and nothing is lost. Kafka's
 // client quota APIs set, read and remove a client id's quota.
 func TestQuotasThrottleClients(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -28,6 +28,7 @@ import (
 // fails, the moved replicas are deleted from the nodes they left, and the
 // read-back finds every record exactly once in per-key order.
 func TestReassignAndDecommissionUnderLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -110,6 +110,7 @@ func readAll(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic s
 // producers write with acks=all to a 3-replica topic: every acknowledged record
 // is still there afterwards, at its offset, and offsets were never reused.
 func TestLeaderKillUnderAcksAllLoad(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -23,6 +23,7 @@ import (
 // a TxnSession moves an input topic to an output topic exactly once
 // through an aborted transaction.
 func TestSDKTransactions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -38,6 +38,7 @@ func pollShare(t *testing.T, ctx context.Context, sc *client.ShareConsumer, fn f
 // delivery.delay.ms, arrive no earlier than their time, and the records
 // behind them are not held back.
 func TestShareDeadLettersAndDelays(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -47,6 +47,7 @@ func configureShareGroup(t *testing.T, ctx context.Context, c *localcluster.Clus
 // accepted or archived exactly once, no accepted record is delivered
 // again, and delivery counts grow with each redelivery.
 func TestShareGroupUnderKills(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -303,6 +304,7 @@ func checkShareLogs(t *testing.T, records, accepted, archived int64, limit int16
 // acknowledgements of records never acquired, are refused and change
 // nothing. The configuration and reset commands are checked too.
 func TestShareGroupLocksAndAcks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -476,6 +478,7 @@ func listOffset(t *testing.T, ctx context.Context, c *localcluster.Cluster, topi
 // record, which the other then gets at delivery 2), and a bad
 // acknowledgement is refused with INVALID_RECORD_STATE.
 func TestShareGroupHTTPWithCurl(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

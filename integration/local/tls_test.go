@@ -34,6 +34,7 @@ import (
 // once in per-key order. A plaintext client and a client without a
 // certificate are refused by the storage nodes and by metadata.
 func TestClusterOverTLS(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
@@ -146,6 +147,7 @@ func TestClusterOverTLS(t *testing.T) {
 // reads her topic in full (metadata, offsets and storage), and the admin
 // certificate manages users and ACLs with sluicectl.
 func TestCertificateAuthorization(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

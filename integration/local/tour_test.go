@@ -85,6 +85,7 @@ func lineMatches(want, got string) bool {
 // TestMatchLines: "..." stands for any number of lines, anywhere; every
 // other line must be there, in order.
 func TestMatchLines(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		want, got string
 		ok        bool
@@ -122,6 +123,7 @@ func TestMatchLines(t *testing.T) {
 // listens on free ports). Each command must succeed and print what the doc
 // shows; "..." in the doc stands for lines it leaves out.
 func TestReadmeTour(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -11,6 +11,7 @@ import (
 // also `version`) with its name, the release, the commit and the Go
 // version, and exits 0 without starting anything.
 func TestEveryBinaryPrintsItsVersion(t *testing.T) {
+	t.Parallel()
 	bin := buildBinaries(t)
 	for _, args := range [][]string{
 		{"sluice-metadata", "-version"}, {"sluice-storage", "-version"}, {"sluice-frontend", "-version"},

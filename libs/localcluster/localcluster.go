@@ -71,18 +71,32 @@ func FreePorts(storage int) (Ports, error) {
 	return Ports{}, errors.New("localcluster: no free run of ports")
 }
 
-// freeRun finds a run of n free ports within [from, to), starting from a
-// place that depends on the process id, so parallel test processes pick
-// different runs.
+// handed holds the bases of the runs FreePorts has handed out in this
+// process: a test's cluster may not have bound its ports yet when another
+// test running in parallel asks for a run, so a run is handed out once.
+var handed struct {
+	sync.Mutex
+	bases map[int]bool
+}
+
+// freeRun finds a run of n free ports within [from, to) that this process
+// has not handed out, starting from a place that depends on the process
+// id, so parallel test processes pick different runs.
 func freeRun(from, to, n int) (int, bool) {
 	slots := (to - from - n) / 151
 	if slots <= 0 {
 		return 0, false
 	}
+	handed.Lock()
+	defer handed.Unlock()
 	start := os.Getpid() % slots
 	for i := range slots {
 		base := from + ((start+i)%slots)*151
-		if runFree(base, n) {
+		if !handed.bases[base] && runFree(base, n) {
+			if handed.bases == nil {
+				handed.bases = map[int]bool{}
+			}
+			handed.bases[base] = true
 			return base, true
 		}
 	}

@@ -1,6 +1,9 @@
 package localcluster
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 // TestFreePortsOutsideTheEphemeralRange: a cluster's ports are below the
 // kernel's range of local ports for outgoing connections, so a restarted
@@ -22,5 +25,35 @@ func TestFreePortsOutsideTheEphemeralRange(t *testing.T) {
 			t.Fatalf("port %d twice in %+v", port, p)
 		}
 		seen[port] = true
+	}
+}
+
+// TestFreePortsHandsARunOutOnce: two clusters of one process asking at
+// once (parallel tests, neither bound yet) get runs that do not overlap.
+func TestFreePortsHandsARunOutOnce(t *testing.T) {
+	runs := make(chan Ports, 8)
+	var wg sync.WaitGroup
+	for range cap(runs) {
+		wg.Go(func() {
+			p, err := FreePorts(3)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			runs <- p
+		})
+	}
+	wg.Wait()
+	close(runs)
+	owner := map[int]int{}
+	i := 0
+	for p := range runs {
+		i++
+		for port := p.MetadataHTTP; port <= p.StorageKafkaBase+3; port++ {
+			if j, ok := owner[port]; ok {
+				t.Fatalf("port %d handed to runs %d and %d", port, j, i)
+			}
+			owner[port] = i
+		}
 	}
 }
