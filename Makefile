@@ -8,7 +8,7 @@ GO ?= go
 # VERSION is the release the binaries report with -version: the nearest git
 # tag, or "dev"; the commit is recorded by the Go toolchain (-buildvcs).
 VERSION ?= $(shell git describe --tags 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/sluicemq/sluice/libs/version.Version=$(VERSION)
+LDFLAGS := -X github.com/sluicemq/sluice/libs/server/version.Version=$(VERSION)
 # -parallel 3: integration/local's tests each start clusters of their own and
 # mostly wait on them (a test keeps about a third of this machine's two cores
 # busy), so three at once (integration/local/doc.go).

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 )
 

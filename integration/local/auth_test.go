@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // TestAuthWithUsersAndACLs runs a frontend with -require-auth: principals

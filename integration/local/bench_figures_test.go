@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // TestBenchFigures measures the standard workloads of docs/dev/performance-log.md

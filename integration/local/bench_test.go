@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"

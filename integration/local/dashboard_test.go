@@ -17,10 +17,10 @@ import (
 
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // dashboard is the part of deploy/grafana/sluice.json the test reads.

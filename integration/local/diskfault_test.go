@@ -15,10 +15,10 @@ import (
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestDiskFaultsAreRepairedFromTheLeader damages the files of one replica

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // TestFullDiskRefusesProduceAndRecovers runs a storage node on a 16 MiB

@@ -1,6 +1,6 @@
 // Package local holds end-to-end tests that run the real Sluice binaries as
 // processes on 127.0.0.1 (no containers): the binaries are built from this
-// checkout into a temporary directory and started with libs/localcluster.
+// checkout into a temporary directory and started with libs/dev/localcluster.
 //
 // Each test starts clusters of its own on ports no other test of the
 // process is handed (localcluster.FreePorts), so the tests run in parallel

@@ -2,7 +2,7 @@ package local
 
 import (
 	"context"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"os"
 	"sort"
 	"strconv"

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
-	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/record"
 )
 

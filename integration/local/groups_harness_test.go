@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/integration/internal/memberlog"
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // memberEvent is one line of a member command's output.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 var (

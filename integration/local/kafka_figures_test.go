@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // TestKafkaFigures measures the Kafka path next to the SDK path on one

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
 // TestKafkaGroupFigures measures what docs/performance.md reports for Kafka

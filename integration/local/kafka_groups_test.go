@@ -18,10 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // kcatMember is a running `kcat -G` balanced consumer (librdkafka's classic

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
 )
 
 // TestKafkaConsumerOffsetsTopic: __consumer_offsets is listed as an

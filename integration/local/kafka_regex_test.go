@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // TestKafkaRegexSubscription: a franz-go KIP-848 consumer subscribed by

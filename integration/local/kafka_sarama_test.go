@@ -11,8 +11,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // TestKafkaSarama runs IBM/sarama, the most used Go Kafka client, against a

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/shares"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestKafkaShareGroup runs franz-go's share consumer (kgo.ShareGroup)

@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluicemq/sluice/libs/client"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/libs/txns"
 )
 

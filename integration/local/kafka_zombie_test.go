@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/txns"

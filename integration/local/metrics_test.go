@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 )
 
 // TestMetadataHealthMetrics: the metadata leader's /metrics follow a storage

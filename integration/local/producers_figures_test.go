@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/client"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 

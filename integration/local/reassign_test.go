@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluicemq/sluice/integration/internal/loadcheck"
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/localcluster"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // TestReassignAndDecommissionUnderLoad: on four storage nodes, under an

@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestSDKTransactions runs the Go SDK's transactional API against a local

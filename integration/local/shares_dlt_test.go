@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
-	"github.com/sluicemq/sluice/libs/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/shares"
 )
 

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/localcluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 )
 
 // A Consumer's goroutines run for real (on real sockets) against the shared
-// fakes of the three services it talks to (libs/testkit/fakecluster): a
+// fakes of the three services it talks to (libs/dev/testkit/fakecluster): a
 // metadata snapshot over HTTP, one storage node speaking the storage
 // protocol, and a scriptable group coordinator (the test decides each
 // member's assignment).

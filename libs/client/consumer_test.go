@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // These tests run a real Consumer (its group goroutine and fetchers, over

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/partitioner"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func testProducer(t *testing.T, frontends []string, adjust func(*ProducerConfig)) *Producer {

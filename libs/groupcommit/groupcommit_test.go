@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // heldBatcher returns a Batcher of ints answering each input negated whose

@@ -50,11 +50,11 @@ func ActFor(jc *jsonhttp.Client, principal, host string) *jsonhttp.Client {
 	return jc.WithHeader(PrincipalHeader, principal).WithHeader(ClientHostHeader, host)
 }
 
-// PrincipalHeader is libs/service's PrincipalHeader, named here so that
+// PrincipalHeader is libs/server/service's PrincipalHeader, named here so that
 // the SDK's clients do not depend on the services' framework.
 const PrincipalHeader = "X-Sluice-Principal"
 
-// ClientHostHeader is libs/service's ClientHostHeader, named here as
+// ClientHostHeader is libs/server/service's ClientHostHeader, named here as
 // PrincipalHeader is.
 const ClientHostHeader = "X-Sluice-Client-Host"
 

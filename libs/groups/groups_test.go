@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 func TestValidateGroupID(t *testing.T) {

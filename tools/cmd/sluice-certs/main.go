@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/server/version"
 	"github.com/sluicemq/sluice/libs/tlsconf"
-	"github.com/sluicemq/sluice/libs/version"
 )
 
 func main() {

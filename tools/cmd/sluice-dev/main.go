@@ -26,8 +26,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/sluicemq/sluice/libs/localcluster"
-	"github.com/sluicemq/sluice/libs/version"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/server/version"
 )
 
 const usage = `usage:

@@ -69,6 +69,12 @@ func run() error {
 		}
 		return errors.New("the code passes the limits the allowlist holds it to")
 	}
+	if v := shape.Layout(t); len(v) > 0 {
+		for _, s := range v {
+			fmt.Println(s)
+		}
+		return errors.New("the SDK in libs/ depends on libs/server or libs/dev")
+	}
 	return nil
 }
 

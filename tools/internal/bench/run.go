@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/version"
+	"github.com/sluicemq/sluice/libs/server/version"
 )
 
 // drainTimeout bounds how long records in flight when a run is interrupted

@@ -18,11 +18,11 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/libs/server/version"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/tlsconf"
 	"github.com/sluicemq/sluice/libs/txns"
-	"github.com/sluicemq/sluice/libs/version"
 )
 
 // Defaults point at the local cluster that `make run` starts.

@@ -54,6 +54,8 @@ type File struct {
 	Test  bool
 	// Sleeps counts calls of time.Sleep.
 	Sleeps int
+	// Imports are the file's import paths.
+	Imports []string
 }
 
 // Tree is what Scan finds under the project's root.
@@ -111,6 +113,9 @@ func (t *Tree) add(fset *token.FileSet, path, rel string) error {
 		return nil
 	}
 	file := File{Path: rel, Lines: fset.Position(f.End()).Line, Test: strings.HasSuffix(rel, "_test.go")}
+	for _, im := range f.Imports {
+		file.Imports = append(file.Imports, strings.Trim(im.Path.Value, `"`))
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		if isCall(n, "time", "Sleep") {
 			file.Sleeps++
@@ -274,6 +279,33 @@ func Check(t *Tree, allow map[string]Allowance) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// The rooms of libs/: the SDK a user imports (the client and everything
+// its API names: records, the partitioner, the services' wire contracts
+// and clients) at the top, what only the services use under libs/server,
+// the development harness under libs/dev.
+const (
+	ServerLibs = "libs/server/"
+	DevLibs    = "libs/dev/"
+	module     = "github.com/sluicemq/sluice/"
+)
+
+// Layout checks the rooms of libs/: no non-test file of the SDK imports a
+// package of libs/server or libs/dev, so what a user imports stands alone.
+func Layout(t *Tree) []string {
+	var out []string
+	for _, f := range t.Files {
+		if f.Test || !strings.HasPrefix(f.Path, "libs/") || strings.HasPrefix(f.Path, ServerLibs) || strings.HasPrefix(f.Path, DevLibs) {
+			continue
+		}
+		for _, im := range f.Imports {
+			if p := strings.TrimPrefix(im, module); p != im && (strings.HasPrefix(p, ServerLibs) || strings.HasPrefix(p, DevLibs)) {
+				out = append(out, fmt.Sprintf("%s imports %s: the SDK may not depend on what only the services (libs/server) or the harness (libs/dev) use", f.Path, im))
+			}
+		}
+	}
 	return out
 }
 

@@ -78,6 +78,24 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestLayout: a file of the SDK (libs/, outside libs/server and libs/dev)
+// importing a package of libs/server or libs/dev is a violation; tests,
+// and the services' own rooms, may import them.
+func TestLayout(t *testing.T) {
+	tree := &Tree{Files: []File{
+		{Path: "libs/client/a.go", Imports: []string{"context", module + "libs/record", module + "libs/server/kafka"}},
+		{Path: "libs/groups/b.go", Imports: []string{module + "libs/dev/testkit"}},
+		{Path: "libs/groups/b_test.go", Test: true, Imports: []string{module + "libs/dev/testkit"}},
+		{Path: "libs/server/kafka/c.go", Imports: []string{module + "libs/server/service"}},
+		{Path: "services/frontend/d.go", Imports: []string{module + "libs/server/kafka"}},
+	}}
+	got := Layout(tree)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "libs/client/a.go imports "+module+"libs/server/kafka") ||
+		!strings.HasPrefix(got[1], "libs/groups/b.go imports "+module+"libs/dev/testkit") {
+		t.Fatalf("violations:\n%s", strings.Join(got, "\n"))
+	}
+}
+
 // TestAllowlistRefusesBadLines: a line that is not "name complexity lines
 // params", or a name listed twice, is an error naming the line.
 func TestAllowlistRefusesBadLines(t *testing.T) {
@@ -110,6 +128,9 @@ func TestProjectHoldsTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range Check(tree, allow) {
+		t.Error(v)
+	}
+	for _, v := range Layout(tree) {
 		t.Error(v)
 	}
 	// Unit tests wait for what they need (testkit.WaitFor, Eventually,

@@ -7,7 +7,7 @@
 package main
 
 import (
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/app"
 )
 

@@ -3,7 +3,7 @@
 // fetches, so that large fetch answers never queue ahead of produce
 // acknowledgements on a connection), the producer, the fetcher, the relay to
 // the offsets service, the read-only web console and the public HTTP server,
-// next to the admin listener of libs/service.
+// next to the admin listener of libs/server/service.
 //
 // Start order follows the dependencies (cache, pools, producer, fetcher, HTTP
 // server) and fx stops in reverse: the HTTP server drains first, then the
@@ -22,10 +22,10 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/quota"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/kafka"
+	"github.com/sluicemq/sluice/libs/server/quota"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/libs/txns"

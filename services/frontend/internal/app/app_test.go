@@ -12,11 +12,11 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/service"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/config"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"
 )

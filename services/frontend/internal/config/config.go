@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/kafka"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/kafka"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/console"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/httpapi"

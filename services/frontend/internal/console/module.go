@@ -6,7 +6,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"
 )
 

@@ -27,7 +27,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // MaxResponse caps an answer's body.

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"testing"
 
-	"github.com/sluicemq/sluice/libs/testkit/apidoc"
+	"github.com/sluicemq/sluice/libs/dev/testkit/apidoc"
 )
 
 // TestRoutesDocumented: every route of the frontend's table has its entry

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Authentication and authorization (-require-auth). A request carries

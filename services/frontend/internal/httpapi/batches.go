@@ -9,7 +9,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 	"github.com/sluicemq/sluice/services/frontend/internal/txnjoin"

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // sdkBatch builds a batch as the SDK does; pid < 0 leaves it non-idempotent.

@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/frontend/internal/produce"
 )
 

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"
 	"github.com/sluicemq/sluice/services/frontend/internal/metacache"

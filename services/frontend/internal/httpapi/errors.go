@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // wireError is err as the frontend answers it: an error with a wire code

@@ -10,8 +10,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func TestFetchThroughTheFrontend(t *testing.T) {

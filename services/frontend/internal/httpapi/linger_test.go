@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // recordsBody is a JSON produce body of the values, all for partition 0.

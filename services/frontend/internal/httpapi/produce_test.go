@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/partitioner"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func TestProduceJSONEndToEnd(t *testing.T) {

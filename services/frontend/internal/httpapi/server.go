@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/quota"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/quota"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 	"github.com/sluicemq/sluice/services/frontend/internal/forward"

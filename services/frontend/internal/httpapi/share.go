@@ -13,7 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"
 )

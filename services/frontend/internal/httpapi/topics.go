@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // The admin routes forward to the metadata service with the same paths,

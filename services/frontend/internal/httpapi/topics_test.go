@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestAdminThroughClusterClient points libs/cluster's Client at the frontend:

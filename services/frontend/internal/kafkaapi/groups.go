@@ -7,13 +7,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/kafka"
 )
 
 // Consumer groups over the Kafka protocol. The offsets service owns every
 // group (its Raft group replicates their state and committed offsets); a
-// frontend is the coordinator Kafka clients see (libs/kafka's
+// frontend is the coordinator Kafka clients see (libs/server/kafka's
 // FindCoordinator picks one per group), and each group request is relayed to the offsets service
 // through libs/groups, the principal named so the offsets service applies
 // the group rules the HTTP path has. Classic JoinGroup and SyncGroup wait

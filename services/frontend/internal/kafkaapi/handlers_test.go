@@ -6,9 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // TestListOffsetsAsksEachLeader: ListOffsets answers each partition from its

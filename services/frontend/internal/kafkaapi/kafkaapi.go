@@ -5,7 +5,7 @@
 // in Kafka Metadata as a broker; the frontends share the partitions'
 // leadership among them (cluster.Snapshot.KafkaLeader), though each routes
 // every partition. The requests every broker answers alike (Metadata,
-// admin, ACLs, producer ids) are libs/kafka's Broker; this package adds the
+// admin, ACLs, producer ids) are libs/server/kafka's Broker; this package adds the
 // data path:
 //
 //   - Produce: each partition's record batches go to the partition's
@@ -40,8 +40,8 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/kafka"
-	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/server/kafka"
+	"github.com/sluicemq/sluice/libs/server/quota"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/frontend/internal/fetch"

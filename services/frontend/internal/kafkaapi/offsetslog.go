@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/kafka"
 )
 
 // __consumer_offsets, read from the offsets service's change log

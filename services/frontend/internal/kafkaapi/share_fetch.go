@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/kafka"
 	"github.com/sluicemq/sluice/libs/shares"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/server/quota"
 )
 
 // Sentinel errors of the cache.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/testkit"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 )
 
 func testConfig() Config {

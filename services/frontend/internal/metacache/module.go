@@ -7,7 +7,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Module provides the *Cache, started and stopped with the application and

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 func wantCode(t *testing.T, err error, code protocol.Code) {

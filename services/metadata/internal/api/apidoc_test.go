@@ -3,7 +3,7 @@ package api
 import (
 	"testing"
 
-	"github.com/sluicemq/sluice/libs/testkit/apidoc"
+	"github.com/sluicemq/sluice/libs/dev/testkit/apidoc"
 )
 
 // TestRoutesDocumented: every route of the metadata API's table has its

@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Authorization (Config.Authz). The principal of a request is the common

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Config configures the HTTP server.

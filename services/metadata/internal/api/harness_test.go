@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/jsonhttp"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"

@@ -3,7 +3,7 @@ package app
 import (
 	"go.uber.org/fx"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/api"
 	"github.com/sluicemq/sluice/services/metadata/internal/controller"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/api"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )

@@ -2,7 +2,7 @@ package app
 
 import (
 	"fmt"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 	"github.com/sluicemq/sluice/services/metadata/internal/raftnode"
 )

@@ -1,6 +1,6 @@
 // Package raftnode runs this member of the metadata Raft group and is the only
 // way the rest of the service reaches Raft. It is a typed layer over the
-// shared libs/raftgroup.Node, which owns the transport, the bbolt log and
+// shared libs/server/raftgroup.Node, which owns the transport, the bbolt log and
 // stable store, snapshots, bootstrap, leadership fan-out, forwarding to the
 // leader, Linearize/Barrier and the raft gauges (sluice_metadata_raft_*); see
 // that package's documentation for those.

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
 )
 

@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/offsets/internal/app"
 )
 

@@ -3,7 +3,7 @@ package api
 import (
 	"testing"
 
-	"github.com/sluicemq/sluice/libs/testkit/apidoc"
+	"github.com/sluicemq/sluice/libs/dev/testkit/apidoc"
 )
 
 // TestRoutesDocumented: every route of the offsets API's table has its

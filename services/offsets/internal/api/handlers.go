@@ -11,7 +11,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 )
 
 // TestCheckStateComparesTheFileWithItsLog: check-state rebuilds a stopped

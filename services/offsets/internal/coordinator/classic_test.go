@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 )
 
 // classicSettings are testSettings with a short initial rebalance delay.

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groupcommit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/raftgroup"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 	"github.com/sluicemq/sluice/services/offsets/internal/keylock"
 )

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/testkit"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 

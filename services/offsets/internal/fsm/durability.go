@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sluicemq/sluice/libs/durable"
+	"github.com/sluicemq/sluice/libs/server/durable"
 )
 
 // Durability of the state file.

@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/sluicemq/sluice/libs/durable"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/durable"
 )
 
 // Bucket and key names in the bbolt file.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // TestOneHolderPerKey: a key's lock is held by one caller at a time, and

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/raftgroup"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 	"github.com/sluicemq/sluice/libs/txns"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"

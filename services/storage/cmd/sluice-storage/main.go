@@ -4,7 +4,7 @@
 package main
 
 import (
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/storage/internal/node"
 )
 

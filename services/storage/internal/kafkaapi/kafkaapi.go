@@ -7,7 +7,7 @@
 // serves Fetch, ListOffsets and OffsetForLeaderEpoch for the partitions it
 // leads, and, as every broker of the cluster does, the requests a client
 // sends to any broker (Metadata, admin, ACLs, producer ids) through
-// libs/kafka's Broker. A fetch for a partition it does not lead is answered
+// libs/server/kafka's Broker. A fetch for a partition it does not lead is answered
 // NOT_LEADER_OR_FOLLOWER naming the frontend Kafka clients see as leader, so
 // the client goes back there and is sent to the new storage leader.
 package kafkaapi
@@ -22,10 +22,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/quota"
-	"github.com/sluicemq/sluice/libs/zerocopy"
+	"github.com/sluicemq/sluice/libs/server/kafka"
+	"github.com/sluicemq/sluice/libs/server/quota"
+	"github.com/sluicemq/sluice/libs/server/zerocopy"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"

@@ -12,12 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/kafka"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit/kafkatest"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/kafka"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
-	"github.com/sluicemq/sluice/libs/testkit/kafkatest"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
 )

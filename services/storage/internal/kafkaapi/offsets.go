@@ -7,8 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/kafka"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/kafka"
 )
 
 // listOffsets answers ListOffsets for the partitions this node leads.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
-	"github.com/sluicemq/sluice/libs/testkit"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 

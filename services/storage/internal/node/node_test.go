@@ -9,9 +9,9 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
-	"github.com/sluicemq/sluice/libs/service"
-	"github.com/sluicemq/sluice/libs/testkit"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // TestCleanerFlags: the cleaner's flags are checked with a reason naming

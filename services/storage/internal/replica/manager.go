@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/quota"
+	"github.com/sluicemq/sluice/libs/server/quota"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 

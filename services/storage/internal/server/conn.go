@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/zerocopy"
+	"github.com/sluicemq/sluice/libs/server/zerocopy"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 )
 

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/server/zerocopy"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/zerocopy"
 )
 
 // helperEnv makes the test binary act as a storage server for the strace test.

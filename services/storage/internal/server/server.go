@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/libs/protocol"
-	"github.com/sluicemq/sluice/libs/quota"
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/quota"
+	"github.com/sluicemq/sluice/libs/server/service"
 
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )

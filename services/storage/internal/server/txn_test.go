@@ -8,10 +8,10 @@ import (
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
-	"github.com/sluicemq/sluice/libs/testkit/fakecluster"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 )
 

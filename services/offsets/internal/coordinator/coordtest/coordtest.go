@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/raftgroup"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/server/raftgroup"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // ApplyPath is the leader's internal HTTP route that applies a command

@@ -18,8 +18,8 @@ import (
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 
-	"github.com/sluicemq/sluice/libs/durable"
-	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
+	"github.com/sluicemq/sluice/libs/server/durable"
+	"github.com/sluicemq/sluice/libs/server/raftgroup/raftstore"
 )
 
 // The log store's files in the data directory.

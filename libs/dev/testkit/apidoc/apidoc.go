@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Entry is the heading text of a route's entry: its method (ANY when it

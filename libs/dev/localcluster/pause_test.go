@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // TestPauseReturnsOnceStopped: Pause returns only when every thread of the

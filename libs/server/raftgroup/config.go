@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Peer is one voter of the group.

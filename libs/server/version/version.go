@@ -11,7 +11,7 @@ import (
 )
 
 // Version is the release, set when building with
-// -ldflags "-X github.com/sluicemq/sluice/libs/version.Version=v1.2.3"
+// -ldflags "-X github.com/sluicemq/sluice/libs/server/version.Version=v1.2.3"
 // (the Makefile sets it from `git describe`); "dev" otherwise.
 var Version = "dev"
 

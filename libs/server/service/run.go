@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sluicemq/sluice/libs/version"
+	"github.com/sluicemq/sluice/libs/server/version"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 )

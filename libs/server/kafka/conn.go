@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicemq/sluice/libs/zerocopy"
+	"github.com/sluicemq/sluice/libs/server/zerocopy"
 )
 
 // Conn is one client connection. Its requests are read and handled one at a

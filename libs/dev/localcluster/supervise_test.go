@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.

@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
 
-	"github.com/sluicemq/sluice/libs/raftgroup/raftstore"
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/server/raftgroup/raftstore"
 )
 
 // legacyDir writes a raft.db as earlier releases did: entries 1..n and the

@@ -1,7 +1,7 @@
 package kafka
 
 import (
-	"github.com/sluicemq/sluice/libs/service"
+	"github.com/sluicemq/sluice/libs/server/service"
 )
 
 // Register adds the listener's flags (-kafka-*) to fs, with c's values as

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice/libs/testkit"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 // member is one node of an in-process cluster with the HTTP server that
