@@ -65,10 +65,18 @@ type GroupConfigs interface {
 	// GroupConfig returns a group's configs, those not set on the group
 	// at their defaults.
 	GroupConfig(ctx context.Context, c *Conn, group string) ([]GroupConfigEntry, error)
-	// AlterGroupConfig sets configs of a group and returns those of del
-	// to their defaults; with replace, every config not in set returns
-	// to its default. validateOnly checks the change and makes none.
-	AlterGroupConfig(ctx context.Context, c *Conn, group string, set map[string]string, del []string, replace, validateOnly bool) error
+	// AlterGroupConfig makes a change to a group's configs.
+	AlterGroupConfig(ctx context.Context, c *Conn, group string, ch GroupConfigChange) error
+}
+
+// GroupConfigChange is a change to a group's configs: Set sets configs and
+// Delete returns configs to their defaults; with Replace, every config not
+// in Set returns to its default. ValidateOnly checks the change and makes
+// none.
+type GroupConfigChange struct {
+	Set                   map[string]string
+	Delete                []string
+	Replace, ValidateOnly bool
 }
 
 // GroupConfigEntry is one config of a group.

@@ -195,8 +195,8 @@ func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request)
 	for _, rr := range r.Resources {
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		code, msg := b.describeResource(ctx, c, snap, &rr, &res, r.IncludeSynonyms, r.IncludeDocumentation)
-		res.ErrorCode = int16(code)
+		configs, code, msg := b.describeResource(ctx, c, snap, r, &rr)
+		res.Configs, res.ErrorCode = configs, int16(code)
 		if code != protocol.None {
 			res.ErrorMessage = &msg
 		}
@@ -205,45 +205,47 @@ func (b *Broker) describeConfigs(ctx context.Context, c *Conn, req kmsg.Request)
 	return Reply{Msg: resp}
 }
 
-func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, rr *kmsg.DescribeConfigsRequestResource,
-	res *kmsg.DescribeConfigsResponseResource, synonyms, docs bool) (protocol.Code, string) {
+// describeResource answers one resource's configs as r asks for them
+// (synonyms, documentation), or the code and message refusing it.
+func (b *Broker) describeResource(ctx context.Context, c *Conn, snap *cluster.Snapshot, r *kmsg.DescribeConfigsRequest,
+	rr *kmsg.DescribeConfigsRequestResource) ([]kmsg.DescribeConfigsResponseResourceConfig, protocol.Code, string) {
 	if snap == nil {
-		return protocol.BrokerNotAvailable, "no cluster model yet"
+		return nil, protocol.BrokerNotAvailable, "no cluster model yet"
 	}
+	synonyms, docs := r.IncludeSynonyms, r.IncludeDocumentation
 	w := b.who(c, snap)
 	switch rr.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
 		if !w.describe(rr.ResourceName) && !w.may(cluster.OpDescribeConfigs, rr.ResourceName) {
 			b.denied(c, "DescribeConfigs", rr.ResourceName)
-			return protocol.TopicAuthorizationFailed, "the principal may neither see this topic nor describe its configs"
+			return nil, protocol.TopicAuthorizationFailed, "the principal may neither see this topic nor describe its configs"
 		}
 		t, ok := snap.Topic(rr.ResourceName)
 		if !ok {
-			return protocol.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", rr.ResourceName)
+			return nil, protocol.UnknownTopicOrPartition, fmt.Sprintf("topic %q does not exist", rr.ResourceName)
 		}
-		res.Configs = describeTopicConfig(snap, t, rr.ConfigNames, synonyms, docs)
+		return describeTopicConfig(snap, t, rr.ConfigNames, synonyms, docs), protocol.None, ""
 	case kmsg.ConfigResourceTypeBroker:
 		if !w.cluster(cluster.OpDescribeConfigs) {
 			b.denied(c, "DescribeConfigs", "broker "+rr.ResourceName)
-			return protocol.ClusterAuthorizationFailed, "describing broker configs needs an admin principal or describe_configs on the cluster"
+			return nil, protocol.ClusterAuthorizationFailed, "describing broker configs needs an admin principal or describe_configs on the cluster"
 		}
 		if err := b.checkBrokerName(snap, rr.ResourceName); err != nil {
-			return protocol.CodeOf(err), protocol.MessageOf(err)
+			return nil, protocol.CodeOf(err), protocol.MessageOf(err)
 		}
-		res.Configs = describeClusterConfig(snap, rr.ConfigNames, synonyms)
+		return describeClusterConfig(snap, rr.ConfigNames, synonyms), protocol.None, ""
 	case kmsg.ConfigResourceTypeGroupConfig:
 		if b.cfg.Groups == nil {
-			return protocol.InvalidRequest, "this broker keeps no group configs"
+			return nil, protocol.InvalidRequest, "this broker keeps no group configs"
 		}
 		entries, err := b.cfg.Groups.GroupConfig(ctx, c, rr.ResourceName)
 		if err != nil {
-			return protocol.CodeOf(err), protocol.MessageOf(err)
+			return nil, protocol.CodeOf(err), protocol.MessageOf(err)
 		}
-		res.Configs = describeGroupConfig(entries, rr.ConfigNames, synonyms, docs)
+		return describeGroupConfig(entries, rr.ConfigNames, synonyms, docs), protocol.None, ""
 	default:
-		return protocol.InvalidRequest, fmt.Sprintf("configs of resource type %d are not kept (topics, brokers and groups are)", rr.ResourceType)
+		return nil, protocol.InvalidRequest, fmt.Sprintf("configs of resource type %d are not kept (topics, brokers and groups are)", rr.ResourceType)
 	}
-	return protocol.None, ""
 }
 
 // describeGroupConfig lists a group's configs, those asked for (all when
@@ -373,7 +375,7 @@ func (b *Broker) alterResource(ctx context.Context, c *Conn, snap *cluster.Snaps
 		if err != nil {
 			return err
 		}
-		err = b.cfg.Groups.AlterGroupConfig(ctx, c, a.name, kv, a.del, a.replace, a.validateOnly)
+		err = b.cfg.Groups.AlterGroupConfig(ctx, c, a.name, GroupConfigChange{Set: kv, Delete: a.del, Replace: a.replace, ValidateOnly: a.validateOnly})
 		if err == nil && !a.validateOnly {
 			c.Log().Info("kafka group configs changed", "group", a.name, "set", kv, "delete", a.del)
 		}

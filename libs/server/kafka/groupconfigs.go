@@ -50,7 +50,7 @@ func (s ShareGroupConfigs) GroupConfig(ctx context.Context, c *Conn, group strin
 // AlterGroupConfig implements GroupConfigs: the change is checked against
 // the group's configuration here, then the whole configuration is sent to
 // the offsets service.
-func (s ShareGroupConfigs) AlterGroupConfig(ctx context.Context, c *Conn, group string, set map[string]string, del []string, replace, validateOnly bool) error {
+func (s ShareGroupConfigs) AlterGroupConfig(ctx context.Context, c *Conn, group string, ch GroupConfigChange) error {
 	ctx, cancel := context.WithTimeout(ctx, groupConfigTimeout)
 	defer cancel()
 	cfg, err := s.shareConfig(ctx, c, group)
@@ -58,15 +58,15 @@ func (s ShareGroupConfigs) AlterGroupConfig(ctx context.Context, c *Conn, group 
 		return err
 	}
 	defaults := shares.DefaultConfig().Map()
-	if replace {
+	if ch.Replace {
 		cfg = shares.DefaultConfig()
 	}
-	for _, k := range del {
+	for _, k := range ch.Delete {
 		if err := cfg.Set(k, defaults[k]); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
 		}
 	}
-	for k, v := range set {
+	for k, v := range ch.Set {
 		if err := cfg.Set(k, v); err != nil {
 			return protocol.InvalidConfig.Err("%v", err)
 		}
@@ -74,7 +74,7 @@ func (s ShareGroupConfigs) AlterGroupConfig(ctx context.Context, c *Conn, group 
 	if err := cfg.Validate(); err != nil {
 		return protocol.InvalidConfig.Err("%v", err)
 	}
-	if validateOnly {
+	if ch.ValidateOnly {
 		return nil
 	}
 	return s.client(c).Configure(ctx, group, cfg.Map())

@@ -51,24 +51,33 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cluster status: %w", err)
 	}
-	st := Status{ClusterID: snap.ClusterID, Version: snap.Version, MetadataLeader: snap.Leader, Nodes: snap.Nodes, Topics: len(snap.Topics)}
-	alive := map[int32]bool{}
-	for _, n := range snap.Nodes {
-		alive[n.ID] = n.Alive
-	}
-	load := map[int32]*NodeLoad{}
-	for _, n := range snap.Nodes {
-		load[n.ID] = &NodeLoad{Node: n.ID}
-	}
+	st, under := statusOf(snap)
 	st.Lagging = []LaggingReplica{}
-	var pool *storageclient.Pool // opened for the first under-replicated topic
-	defer func() {
-		if pool != nil {
-			pool.Close()
-		}
-	}()
+	if len(under) > 0 {
+		pool := env.storagePool()
+		defer pool.Close()
+		st.Lagging = laggingReplicas(ctx, snap, pool, under)
+	}
+	if o == "json" {
+		return writeJSON(env, st)
+	}
+	return printStatus(env, st)
+}
+
+// statusOf counts the snapshot's partitions and each node's load, and
+// returns the under-replicated partitions of each topic.
+func statusOf(snap *cluster.Snapshot) (Status, map[string]map[int32]bool) {
+	st := Status{ClusterID: snap.ClusterID, Version: snap.Version, MetadataLeader: snap.Leader, Nodes: snap.Nodes, Topics: len(snap.Topics),
+		Load: []NodeLoad{}}
+	if st.Nodes == nil {
+		st.Nodes = []cluster.Node{}
+	}
+	alive, load := map[int32]bool{}, map[int32]*NodeLoad{}
+	for _, n := range snap.Nodes {
+		alive[n.ID], load[n.ID] = n.Alive, &NodeLoad{Node: n.ID}
+	}
+	under := map[string]map[int32]bool{}
 	for _, t := range snap.Topics {
-		under := map[int32]bool{}
 		for _, p := range t.Partitions {
 			st.Partitions++
 			if p.Leader < 0 || !alive[p.Leader] {
@@ -76,7 +85,10 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 			}
 			if p.UnderReplicated() {
 				st.UnderReplicated++
-				under[p.ID] = true
+				if under[t.Name] == nil {
+					under[t.Name] = map[int32]bool{}
+				}
+				under[t.Name][p.ID] = true
 			}
 			for _, id := range p.Replicas {
 				if l := load[id]; l != nil {
@@ -90,27 +102,32 @@ func clusterStatus(ctx context.Context, env Env, args []string) error {
 				}
 			}
 		}
-		if len(under) > 0 {
-			if pool == nil {
-				pool = env.storagePool()
-			}
-			for _, r := range replicaStates(ctx, snap, pool, &t) {
-				if under[r.Partition] {
-					st.Lagging = append(st.Lagging, LaggingReplica{Topic: t.Name, replicaState: r})
-				}
-			}
-		}
 	}
-	st.Load = []NodeLoad{}
 	for _, n := range snap.Nodes {
 		st.Load = append(st.Load, *load[n.ID])
 	}
-	if st.Nodes == nil {
-		st.Nodes = []cluster.Node{}
+	return st, under
+}
+
+// laggingReplicas asks the replicas of the under-replicated partitions
+// where they stand.
+func laggingReplicas(ctx context.Context, snap *cluster.Snapshot, pool *storageclient.Pool, under map[string]map[int32]bool) []LaggingReplica {
+	out := []LaggingReplica{}
+	for _, t := range snap.Topics {
+		if len(under[t.Name]) == 0 {
+			continue
+		}
+		for _, r := range replicaStates(ctx, snap, pool, &t) {
+			if under[t.Name][r.Partition] {
+				out = append(out, LaggingReplica{Topic: t.Name, replicaState: r})
+			}
+		}
 	}
-	if o == "json" {
-		return writeJSON(env, st)
-	}
+	return out
+}
+
+// printStatus writes the status as tables.
+func printStatus(env Env, st Status) error {
 	fmt.Fprintf(env.Stdout, "cluster %s  metadata version %d  controller (metadata leader) %s\n", st.ClusterID, st.Version, st.MetadataLeader)
 	fmt.Fprintf(env.Stdout, "topics %d  partitions %d  under-replicated %d  offline %d\n\n", st.Topics, st.Partitions, st.UnderReplicated, st.OfflinePartitions)
 	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)

@@ -58,21 +58,19 @@ func (p *Producer) ProduceBatches(ctx context.Context, topic string, acks int8, 
 	if err != nil {
 		return nil, err
 	}
-	results := make([]frontendapi.BatchResult, len(batches))
+	send := &batchesSend{topic: topic, acks: acks, partitions: route.Partitions(), batches: batches,
+		results: make([]frontendapi.BatchResult, len(batches))}
 	queues := queueBatches(batches)
 	if len(queues) == 1 {
-		p.produceQueue(ctx, topic, acks, route.Partitions(), &queues[0], batches, results)
+		p.produceQueue(ctx, send, &queues[0])
 	} else {
 		var wg sync.WaitGroup
 		for qi := range queues {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.produceQueue(ctx, topic, acks, route.Partitions(), &queues[qi], batches, results)
-			}()
+			wg.Go(func() { p.produceQueue(ctx, send, &queues[qi]) })
 		}
 		wg.Wait()
 	}
+	results := send.results
 	var ok, failed int
 	timedOut := false
 	for i := range results {
@@ -89,6 +87,17 @@ func (p *Producer) ProduceBatches(ctx context.Context, topic string, acks int8, 
 		return results, p.timedOut()
 	}
 	return results, nil
+}
+
+// batchesSend is one ProduceBatches call: the batches, their topic and
+// acks, the topic's partition count when it began, and the results the
+// partitions' queues fill in.
+type batchesSend struct {
+	topic      string
+	acks       int8
+	partitions int
+	batches    []frontendapi.PartitionBatch
+	results    []frontendapi.BatchResult
 }
 
 // queueBatches groups batch positions by partition, in body order.
@@ -110,7 +119,8 @@ func queueBatches(batches []frontendapi.PartitionBatch) []group {
 
 // produceQueue sends one partition's batches one after the other and fills
 // their results; it writes only results[q.index...].
-func (p *Producer) produceQueue(ctx context.Context, topic string, acks int8, partitions int, q *group, batches []frontendapi.PartitionBatch, results []frontendapi.BatchResult) {
+func (p *Producer) produceQueue(ctx context.Context, s *batchesSend, q *group) {
+	topic, partitions, batches, results := s.topic, s.partitions, s.batches, s.results
 	part := q.partition
 	if int(part) >= partitions {
 		err := protocol.UnknownTopicOrPartition.Err("partition %d does not exist (the topic has %d)", part, partitions)
@@ -127,7 +137,7 @@ func (p *Producer) produceQueue(ctx context.Context, topic string, acks int8, pa
 			p.failRest(q.index[k:], part, protocol.UnknownTopicOrPartition.Err("topic %q was deleted", topic), results)
 			return
 		}
-		resp, err := p.sendWithRetry(ctx, partRequest{dest: dest{topic, acks, route}, partition: part, batch: batches[i].Batch})
+		resp, err := p.sendWithRetry(ctx, partRequest{dest: dest{topic, s.acks, route}, partition: part, batch: batches[i].Batch})
 		if err = p.settle(ctx, part, err); err != nil {
 			results[i] = errorResult(part, err)
 			p.failRest(q.index[k+1:], part, notSent(i, part, err), results)

@@ -83,51 +83,79 @@ func checkState(dir string) (*stateCheck, error) {
 	}
 	defer model.Close()
 
-	from := uint64(1)
-	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+	from, source, err := restoreOldest(dir, applied, model)
 	if err != nil {
 		return nil, err
+	}
+	replayed, err := replay(dir, from, applied, model)
+	if err != nil {
+		return nil, fmt.Errorf("replaying after %s: %w", source, err)
+	}
+	r.source = fmt.Sprintf("%s, %d log entries replayed", source, replayed)
+	if err := model.Close(); err != nil {
+		return nil, err
+	}
+	var have, want bytes.Buffer
+	if err := fsm.DumpFile(r.file, &have); err != nil {
+		return nil, err
+	}
+	if err := fsm.DumpFile(filepath.Join(tmp, "state.db"), &want); err != nil {
+		return nil, err
+	}
+	r.differ = differences(have.String(), want.String(), maxDifferences)
+	return r, nil
+}
+
+// restoreOldest restores into model the start of the longest replay the
+// replica's log allows: nothing when the log holds its first entry, else
+// the oldest snapshot the log covers. It returns the index to replay from
+// and what it started with.
+func restoreOldest(dir string, applied uint64, model *fsm.FSM) (from uint64, source string, err error) {
+	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+	if err != nil {
+		return 0, "", err
 	}
 	list, err := snaps.List()
 	if err != nil {
-		return nil, err
+		return 0, "", err
 	}
-	// The longest replay the log allows: from its first entry when it
-	// holds the first, else from the oldest snapshot it covers.
 	logFirst, _, err := raftgroup.ReadLog(dir, math.MaxUint64, func(*raft.Log) error { return nil })
-	if err != nil {
-		return nil, err
+	if err != nil || logFirst <= 1 {
+		return 1, "no snapshot", err
 	}
-	r.source = "no snapshot"
-	if logFirst > 1 {
-		for i := len(list) - 1; i >= 0; i-- { // oldest first
-			s := list[i]
-			if s.Index+1 < logFirst {
+	for i := len(list) - 1; i >= 0; i-- { // oldest first
+		s := list[i]
+		if s.Index+1 < logFirst {
+			continue
+		}
+		if s.Index > applied {
+			// Raft's applied index counts the entries that never reach
+			// the FSM (a new leader's no-op, configurations): a snapshot
+			// past the file's applied index holds the same state when
+			// only such entries lie between them.
+			if ok, err := noCommands(dir, applied+1, s.Index); err != nil || !ok {
+				if err != nil {
+					return 0, "", err
+				}
 				continue
 			}
-			if s.Index > applied {
-				// Raft's applied index counts the entries that never reach
-				// the FSM (a new leader's no-op, configurations): a snapshot
-				// past the file's applied index holds the same state when
-				// only such entries lie between them.
-				if ok, err := noCommands(dir, applied+1, s.Index); err != nil || !ok {
-					if err != nil {
-						return nil, err
-					}
-					continue
-				}
-			}
-			_, rc, err := snaps.Open(s.ID)
-			if err != nil {
-				return nil, fmt.Errorf("snapshot %s: %w", s.ID, err)
-			}
-			if err := model.Restore(rc); err != nil {
-				return nil, fmt.Errorf("snapshot %s: %w", s.ID, err)
-			}
-			from, r.source = s.Index+1, fmt.Sprintf("snapshot at %d", s.Index)
-			break
 		}
+		_, rc, err := snaps.Open(s.ID)
+		if err != nil {
+			return 0, "", fmt.Errorf("snapshot %s: %w", s.ID, err)
+		}
+		if err := model.Restore(rc); err != nil {
+			return 0, "", fmt.Errorf("snapshot %s: %w", s.ID, err)
+		}
+		return s.Index + 1, fmt.Sprintf("snapshot at %d", s.Index), nil
 	}
+	return 1, "no snapshot", nil
+}
+
+// replay applies the replica's log entries from..applied to model, in
+// batches as the Raft node does, and returns how many it applied; the log
+// must hold every one of them.
+func replay(dir string, from, applied uint64, model *fsm.FSM) (int, error) {
 	var batch []*raft.Log
 	replayed := 0
 	flush := func() {
@@ -146,26 +174,13 @@ func checkState(dir string) (*stateCheck, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errDone) {
-		return nil, err
+		return 0, err
 	}
 	flush()
-	switch {
-	case applied >= from && (first > from || last < applied):
-		return nil, fmt.Errorf("the state file's applied index is %d, but the log holds %d..%d after %s: entries it applied are not in the log", applied, first, last, r.source)
+	if applied >= from && (first > from || last < applied) {
+		return 0, fmt.Errorf("the state file's applied index is %d, but the log holds %d..%d: entries it applied are not in the log", applied, first, last)
 	}
-	r.source += fmt.Sprintf(", %d log entries replayed", replayed)
-	if err := model.Close(); err != nil {
-		return nil, err
-	}
-	var have, want bytes.Buffer
-	if err := fsm.DumpFile(r.file, &have); err != nil {
-		return nil, err
-	}
-	if err := fsm.DumpFile(filepath.Join(tmp, "state.db"), &want); err != nil {
-		return nil, err
-	}
-	r.differ = differences(have.String(), want.String(), maxDifferences)
-	return r, nil
+	return replayed, nil
 }
 
 // noCommands reports whether the log entries from..to of the replica in
