@@ -179,44 +179,11 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 	s := producerState{m: make(map[int64]*producerEntry, count)}
 	prev := int64(-1)
 	for i := range count {
-		if len(rest) < snapshotEntryFixed {
-			return bad("producer %d truncated", i)
+		pid, e, after, err := decodeProducer(rest, version, prev, offset)
+		if err != nil {
+			return bad("producer %d: %v", i, err)
 		}
-		pid, epoch, n := int64(be.Uint64(rest)), int16(be.Uint16(rest[8:])), int(rest[10])
-		rest = rest[snapshotEntryFixed:]
-		switch {
-		case pid <= prev:
-			return bad("producer id %d after %d", pid, prev)
-		case epoch < 0:
-			return bad("producer %d has epoch %d", pid, epoch)
-		case n > ProducerWindow || n == 0 && version < 2:
-			return bad("producer %d has %d batches", pid, n)
-		case len(rest) < n*snapshotBatchSize:
-			return bad("producer %d truncated", pid)
-		}
-		e := &producerEntry{epoch: epoch, bumpedAt: -1}
-		if n == 0 {
-			if len(rest) < 8 {
-				return bad("producer %d truncated", pid)
-			}
-			e.bumpedAt, rest = int64(be.Uint64(rest)), rest[8:]
-			if e.bumpedAt < 0 || e.bumpedAt >= offset {
-				return bad("producer %d bumped to epoch %d at offset %d, not below %d", pid, epoch, e.bumpedAt, offset)
-			}
-		}
-		last := int64(-1)
-		for range n {
-			pb := ProducerBatch{FirstSeq: int32(be.Uint32(rest)), LastSeq: int32(be.Uint32(rest[4:])),
-				FirstOffset: int64(be.Uint64(rest[8:])), LastOffset: int64(be.Uint64(rest[16:]))}
-			rest = rest[snapshotBatchSize:]
-			if pb.FirstSeq < 0 || pb.LastSeq < 0 || pb.FirstOffset <= last || pb.LastOffset < pb.FirstOffset || pb.LastOffset >= offset {
-				return bad("producer %d has batch %+v after offset %d, below %d", pid, pb, last, offset)
-			}
-			last = pb.LastOffset
-			e.push(pb)
-		}
-		s.m[pid] = e
-		prev = pid
+		s.m[pid], prev, rest = e, pid, after
 	}
 	if version >= 2 {
 		var err error
@@ -228,6 +195,50 @@ func decodeProducers(b []byte, offset int64) (producerState, error) {
 		return bad("%d bytes after the last producer", len(rest))
 	}
 	return s, nil
+}
+
+// decodeProducer parses one producer's entry of a snapshot of the given
+// version covering offset, which must follow producer id prev, and returns
+// the bytes after it.
+func decodeProducer(b []byte, version uint16, prev, offset int64) (int64, *producerEntry, []byte, error) {
+	be := binary.BigEndian
+	if len(b) < snapshotEntryFixed {
+		return 0, nil, nil, errors.New("truncated")
+	}
+	pid, epoch, n := int64(be.Uint64(b)), int16(be.Uint16(b[8:])), int(b[10])
+	rest := b[snapshotEntryFixed:]
+	switch {
+	case pid <= prev:
+		return 0, nil, nil, fmt.Errorf("producer id %d after %d", pid, prev)
+	case epoch < 0:
+		return 0, nil, nil, fmt.Errorf("producer %d has epoch %d", pid, epoch)
+	case n > ProducerWindow || n == 0 && version < 2:
+		return 0, nil, nil, fmt.Errorf("producer %d has %d batches", pid, n)
+	case len(rest) < n*snapshotBatchSize:
+		return 0, nil, nil, fmt.Errorf("producer %d truncated", pid)
+	}
+	e := &producerEntry{epoch: epoch, bumpedAt: -1}
+	if n == 0 {
+		if len(rest) < 8 {
+			return 0, nil, nil, fmt.Errorf("producer %d truncated", pid)
+		}
+		e.bumpedAt, rest = int64(be.Uint64(rest)), rest[8:]
+		if e.bumpedAt < 0 || e.bumpedAt >= offset {
+			return 0, nil, nil, fmt.Errorf("producer %d bumped to epoch %d at offset %d, not below %d", pid, epoch, e.bumpedAt, offset)
+		}
+	}
+	last := int64(-1)
+	for range n {
+		pb := ProducerBatch{FirstSeq: int32(be.Uint32(rest)), LastSeq: int32(be.Uint32(rest[4:])),
+			FirstOffset: int64(be.Uint64(rest[8:])), LastOffset: int64(be.Uint64(rest[16:]))}
+		rest = rest[snapshotBatchSize:]
+		if pb.FirstSeq < 0 || pb.LastSeq < 0 || pb.FirstOffset <= last || pb.LastOffset < pb.FirstOffset || pb.LastOffset >= offset {
+			return 0, nil, nil, fmt.Errorf("producer %d has batch %+v after offset %d, below %d", pid, pb, last, offset)
+		}
+		last = pb.LastOffset
+		e.push(pb)
+	}
+	return pid, e, rest, nil
 }
 
 // decodeTxns parses a version 2 snapshot's transaction lists into t and
