@@ -565,62 +565,81 @@ func (b *Broker) metadata(ctx context.Context, c *Conn, req kmsg.Request) Reply 
 	} else {
 		resp.AuthorizedOperations = opsNotRequested
 	}
-	ops := func(name string) int32 {
-		if r.IncludeTopicAuthorizedOperations {
-			return w.topicOps(name)
-		}
-		return opsNotRequested
-	}
 	if r.Topics == nil || r.Version == 0 && len(r.Topics) == 0 { // v0 has no null: empty is every topic
-		for i := range snap.Topics {
-			t := &snap.Topics[i]
-			if w.describe(t.Name) {
-				mt := b.topicMetadata(snap, t)
-				mt.AuthorizedOperations = ops(t.Name)
-				resp.Topics = append(resp.Topics, mt)
-			}
-		}
-		if mt, ok := offsetsLogMetadata(snap); ok && w.describe(groups.OffsetsLogTopic) {
-			mt.AuthorizedOperations = ops(groups.OffsetsLogTopic)
-			resp.Topics = append(resp.Topics, mt)
-		}
+		resp.Topics = b.everyTopicMetadata(snap, w, r.IncludeTopicAuthorizedOperations)
 		return Reply{Msg: resp}
 	}
-	autoCreate := (r.Version < 4 || r.AllowAutoTopicCreation) && snap.Settings().AutoCreateTopics
 	for _, rt := range r.Topics {
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, opsNotRequested
-		t, ok := topicOf(snap, rt.Topic, rt.TopicID)
-		switch {
-		case IsOffsetsLog(snap, rt.Topic, rt.TopicID) && !w.describe(groups.OffsetsLogTopic):
-			mt.ErrorCode = b.denied(c, "Metadata", groups.OffsetsLogTopic)
-		case IsOffsetsLog(snap, rt.Topic, rt.TopicID):
-			internal, listed := offsetsLogMetadata(snap)
-			if !listed {
-				mt.ErrorCode = int16(protocol.LeaderNotAvailable) // no frontend serves it yet
-				break
-			}
-			mt = internal
-			mt.AuthorizedOperations = ops(groups.OffsetsLogTopic)
-		case ok && !w.describe(t.Name):
-			mt.ErrorCode = b.denied(c, "Metadata", t.Name)
-		case ok:
-			mt = b.topicMetadata(snap, t)
-			mt.AuthorizedOperations = ops(t.Name)
-		case rt.Topic == nil:
-			mt.ErrorCode = int16(protocol.UnknownTopicID)
-		case autoCreate && (w.may(cluster.OpProduce, *rt.Topic) || w.may(cluster.OpCreate, *rt.Topic)):
-			mt.ErrorCode = b.autoCreate(ctx, c, snap, *rt.Topic)
-		case !w.describe(*rt.Topic):
-			// Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic the
-			// principal may not see, whether or not it exists.
-			mt.ErrorCode = int16(protocol.TopicAuthorizationFailed)
-		default:
-			mt.ErrorCode = int16(protocol.UnknownTopicOrPartition)
-		}
-		resp.Topics = append(resp.Topics, mt)
+		resp.Topics = append(resp.Topics, b.namedTopicMetadata(ctx, c, snap, w, r, rt))
 	}
 	return Reply{Msg: resp}
+}
+
+// topicOpsIf is the principal's operations on a topic when asked, Kafka's
+// "not requested" otherwise.
+func (w who) topicOpsIf(asked bool, topic string) int32 {
+	if asked {
+		return w.topicOps(topic)
+	}
+	return opsNotRequested
+}
+
+// everyTopicMetadata is the metadata of every topic the principal may see,
+// the offsets log's included.
+func (b *Broker) everyTopicMetadata(snap *cluster.Snapshot, w who, askedOps bool) []kmsg.MetadataResponseTopic {
+	var out []kmsg.MetadataResponseTopic
+	for i := range snap.Topics {
+		t := &snap.Topics[i]
+		if w.describe(t.Name) {
+			mt := b.topicMetadata(snap, t)
+			mt.AuthorizedOperations = w.topicOpsIf(askedOps, t.Name)
+			out = append(out, mt)
+		}
+	}
+	if mt, ok := offsetsLogMetadata(snap); ok && w.describe(groups.OffsetsLogTopic) {
+		mt.AuthorizedOperations = w.topicOpsIf(askedOps, groups.OffsetsLogTopic)
+		out = append(out, mt)
+	}
+	return out
+}
+
+// namedTopicMetadata is the metadata of a topic a request names, by name
+// or id: the topic's, or why there is none (creating it when the request
+// and the cluster allow).
+func (b *Broker) namedTopicMetadata(ctx context.Context, c *Conn, snap *cluster.Snapshot, w who, r *kmsg.MetadataRequest,
+	rt kmsg.MetadataRequestTopic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic, mt.TopicID, mt.AuthorizedOperations = rt.Topic, rt.TopicID, opsNotRequested
+	t, ok := topicOf(snap, rt.Topic, rt.TopicID)
+	switch {
+	case IsOffsetsLog(snap, rt.Topic, rt.TopicID) && !w.describe(groups.OffsetsLogTopic):
+		mt.ErrorCode = b.denied(c, "Metadata", groups.OffsetsLogTopic)
+	case IsOffsetsLog(snap, rt.Topic, rt.TopicID):
+		internal, listed := offsetsLogMetadata(snap)
+		if !listed {
+			mt.ErrorCode = int16(protocol.LeaderNotAvailable) // no frontend serves it yet
+			break
+		}
+		mt = internal
+		mt.AuthorizedOperations = w.topicOpsIf(r.IncludeTopicAuthorizedOperations, groups.OffsetsLogTopic)
+	case ok && !w.describe(t.Name):
+		mt.ErrorCode = b.denied(c, "Metadata", t.Name)
+	case ok:
+		mt = b.topicMetadata(snap, t)
+		mt.AuthorizedOperations = w.topicOpsIf(r.IncludeTopicAuthorizedOperations, t.Name)
+	case rt.Topic == nil:
+		mt.ErrorCode = int16(protocol.UnknownTopicID)
+	case (r.Version < 4 || r.AllowAutoTopicCreation) && snap.Settings().AutoCreateTopics &&
+		(w.may(cluster.OpProduce, *rt.Topic) || w.may(cluster.OpCreate, *rt.Topic)):
+		mt.ErrorCode = b.autoCreate(ctx, c, snap, *rt.Topic)
+	case !w.describe(*rt.Topic):
+		// Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic the
+		// principal may not see, whether or not it exists.
+		mt.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+	default:
+		mt.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+	}
+	return mt
 }
 
 // autoCreate creates a topic a Metadata request named, with the cluster's
