@@ -38,61 +38,16 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 		return *refused
 	}
 	body := &kafka.FetchBody{Version: r.Version}
-	snap := s.cache.Snapshot()
-	var probe, proxy []*fetchPart
-	var internal []*offsetsLogPart
+	plan := &fetchPlan{s: s, c: c, r: r, snap: s.cache.Snapshot()}
 	for _, rt := range r.Topics {
-		offsetsLog := kafka.IsOffsetsLog(snap, &rt.Topic, rt.TopicID)
-		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID}
-		var topic *cluster.Topic
-		switch {
-		case r.Version >= 13:
-			topic, _ = kafka.TopicByID(snap, rt.TopicID)
-		case snap != nil:
-			topic, _ = snap.Topic(rt.Topic)
-		}
-		ft.Partitions = make([]kafka.FetchPartition, len(rt.Partitions))
+		ft := kafka.FetchTopic{Topic: rt.Topic, TopicID: rt.TopicID, Partitions: make([]kafka.FetchPartition, len(rt.Partitions))}
 		for i, rp := range rt.Partitions {
 			ft.Partitions[i] = kafka.NewFetchPartition(rp.Partition)
 		}
 		body.Topics = append(body.Topics, ft)
-		parts := body.Topics[len(body.Topics)-1].Partitions
-		for i, rp := range rt.Partitions {
-			out := &parts[i]
-			switch {
-			case offsetsLog && !s.broker.Allowed(c, cluster.OpConsume, groups.OffsetsLogTopic):
-				out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
-			case offsetsLog && (rp.Partition < 0 || rp.Partition >= groups.OffsetsLogPartitions):
-				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
-			case offsetsLog:
-				internal = append(internal, &offsetsLogPart{partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, out: out})
-			case topic == nil && r.Version >= 13:
-				out.ErrorCode = int16(protocol.UnknownTopicID)
-			case topic == nil:
-				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
-			case !s.broker.Allowed(c, cluster.OpConsume, topic.Name):
-				out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
-			case rp.Partition < 0 || int(rp.Partition) >= len(topic.Partitions):
-				out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
-			case r.ReplicaID >= 0 || r.ReplicaState.ID >= 0:
-				out.ErrorCode = int16(protocol.NotLeaderOrFollower) // replication is among storage nodes
-			default:
-				fp := &fetchPart{topic: topic.Name, partition: rp.Partition, offset: rp.FetchOffset, epoch: rp.CurrentLeaderEpoch,
-					maxBytes: rp.PartitionMaxBytes, isolation: r.IsolationLevel, out: out}
-				if r.Version < 9 {
-					fp.epoch = -1
-				}
-				if n, ok := snap.Node(topic.Partitions[rp.Partition].Leader); ok && n.Alive && n.KafkaAddr != "" {
-					fp.leader = n
-				}
-				if r.Version >= 11 && fp.leader != nil {
-					probe = append(probe, fp)
-				} else {
-					proxy = append(proxy, fp)
-				}
-			}
-		}
+		plan.topic(&rt, body.Topics[len(body.Topics)-1].Partitions)
 	}
+	probe, proxy, internal := plan.probe, plan.proxy, plan.internal
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	if len(probe)+len(proxy) > 0 {
 		s.readOffsetsLog(ctx, c, internal, 0, int(r.MaxBytes)) // the data partitions' wait is the answer's
@@ -104,6 +59,81 @@ func (s *Service) fetch(ctx context.Context, c *kafka.Conn, req kmsg.Request) ka
 	session.Finish(body)
 	body.Encode()
 	return kafka.Reply{Body: body}
+}
+
+// fetchPlan sorts a fetch's partitions: those answered at once (with an
+// error), the offsets log's, and the data partitions probed at their
+// leaders (v11+: the answer can name the leader as the preferred replica)
+// or read through this frontend.
+type fetchPlan struct {
+	s            *Service
+	c            *kafka.Conn
+	r            *kmsg.FetchRequest
+	snap         *cluster.Snapshot
+	probe, proxy []*fetchPart
+	internal     []*offsetsLogPart
+}
+
+// topic sorts a topic's partitions, whose answers are outs.
+func (p *fetchPlan) topic(rt *kmsg.FetchRequestTopic, outs []kafka.FetchPartition) {
+	offsetsLog := kafka.IsOffsetsLog(p.snap, &rt.Topic, rt.TopicID)
+	var topic *cluster.Topic
+	switch {
+	case p.r.Version >= 13:
+		topic, _ = kafka.TopicByID(p.snap, rt.TopicID)
+	case p.snap != nil:
+		topic, _ = p.snap.Topic(rt.Topic)
+	}
+	for i := range rt.Partitions {
+		if offsetsLog {
+			p.offsetsLogPartition(&rt.Partitions[i], &outs[i])
+		} else {
+			p.partition(topic, &rt.Partitions[i], &outs[i])
+		}
+	}
+}
+
+// offsetsLogPartition sorts a partition of the offsets log.
+func (p *fetchPlan) offsetsLogPartition(rp *kmsg.FetchRequestTopicPartition, out *kafka.FetchPartition) {
+	switch {
+	case !p.s.broker.Allowed(p.c, cluster.OpConsume, groups.OffsetsLogTopic):
+		out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+	case rp.Partition < 0 || rp.Partition >= groups.OffsetsLogPartitions:
+		out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+	default:
+		p.internal = append(p.internal, &offsetsLogPart{partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, out: out})
+	}
+}
+
+// partition sorts a partition of topic (nil: not in the cluster).
+func (p *fetchPlan) partition(topic *cluster.Topic, rp *kmsg.FetchRequestTopicPartition, out *kafka.FetchPartition) {
+	r := p.r
+	switch {
+	case topic == nil && r.Version >= 13:
+		out.ErrorCode = int16(protocol.UnknownTopicID)
+	case topic == nil:
+		out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+	case !p.s.broker.Allowed(p.c, cluster.OpConsume, topic.Name):
+		out.ErrorCode = int16(protocol.TopicAuthorizationFailed)
+	case rp.Partition < 0 || int(rp.Partition) >= len(topic.Partitions):
+		out.ErrorCode = int16(protocol.UnknownTopicOrPartition)
+	case r.ReplicaID >= 0 || r.ReplicaState.ID >= 0:
+		out.ErrorCode = int16(protocol.NotLeaderOrFollower) // replication is among storage nodes
+	default:
+		fp := &fetchPart{topic: topic.Name, partition: rp.Partition, offset: rp.FetchOffset, epoch: rp.CurrentLeaderEpoch,
+			maxBytes: rp.PartitionMaxBytes, isolation: r.IsolationLevel, out: out}
+		if r.Version < 9 {
+			fp.epoch = -1
+		}
+		if n, ok := p.snap.Node(topic.Partitions[rp.Partition].Leader); ok && n.Alive && n.KafkaAddr != "" {
+			fp.leader = n
+		}
+		if r.Version >= 11 && fp.leader != nil {
+			p.probe = append(p.probe, fp)
+		} else {
+			p.proxy = append(p.proxy, fp)
+		}
+	}
 }
 
 // probe fetches one batch of each partition from its leader without
