@@ -24,32 +24,8 @@ import (
 // (verifyTxn). Acks 0 gets no answer, as in Kafka.
 func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ProduceRequest)
-	resp := kmsg.NewPtrProduceResponse()
-	var acks int8
-	refuse := protocol.None
-	switch {
-	case r.TransactionID != nil && r.Acks != -1:
-		refuse = protocol.InvalidRequiredAcks // a transactional producer writes with acks=all
-	case r.Acks == 0:
-		acks = protocol.AcksNone
-	case r.Acks == 1:
-		acks = protocol.AcksLeader
-	case r.Acks == -1:
-		acks = protocol.AcksAll
-	default:
-		refuse = protocol.InvalidRequiredAcks
-	}
-	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
-	for i, rt := range r.Topics {
-		resp.Topics[i] = kmsg.NewProduceResponseTopic()
-		resp.Topics[i].Topic = rt.Topic
-		for _, rp := range rt.Partitions {
-			p := kmsg.NewProduceResponseTopicPartition()
-			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
-			p.ErrorCode = int16(refuse)
-			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
-		}
-	}
+	acks, refuse := produceAcks(r)
+	resp := produceResponse(r, int16(refuse))
 	if refuse != protocol.None {
 		c.Log().Warn("kafka produce refused", "code", refuse.String(), "version", r.Version)
 		return s.produceReply(r, resp, 0)
@@ -62,50 +38,17 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 	if r.TransactionID != nil {
 		if code := s.verifyTxn(ctx, c, r); code != 0 {
 			c.Log().Info("kafka transactional produce refused", "transactional_id", *r.TransactionID, "code", protocol.Code(code).String())
-			for i := range resp.Topics {
-				for j := range resp.Topics[i].Partitions {
-					resp.Topics[i].Partitions[j].ErrorCode = code
-				}
-			}
-			return s.produceReply(r, resp, 0)
+			return s.produceReply(r, produceResponse(r, code), 0)
 		}
 	}
+	ps := &produceSend{c: c, r: r, ls: c.Local(lanesKey{}, newLanes).(*lanes), acks: acks, deadline: deadline}
 	bytes := 0
-	ls := c.Local(lanesKey{}, newLanes).(*lanes)
 	parts := make([][]*part, len(r.Topics))
 	for i := range r.Topics {
-		rt := &r.Topics[i]
-		out := &resp.Topics[i]
-		for _, rp := range rt.Partitions {
+		for _, rp := range r.Topics[i].Partitions {
 			bytes += len(rp.Records)
 		}
-		if !s.broker.Allowed(c, cluster.OpProduce, rt.Topic) {
-			for j := range out.Partitions {
-				out.Partitions[j].ErrorCode = int16(protocol.TopicAuthorizationFailed)
-			}
-			continue
-		}
-		if rt.Topic == groups.OffsetsLogTopic {
-			for j := range out.Partitions {
-				out.Partitions[j].ErrorCode, out.Partitions[j].ErrorMessage = int16(protocol.InvalidTopic), kmsg.StringPtr(kafka.OffsetsLogWriteRefused.Error())
-			}
-			continue
-		}
-		// Each partition's place in its lane is taken now, while the
-		// connection's requests are read one by one.
-		for _, rp := range rt.Partitions {
-			records := rp.Records
-			if r.Version < 3 {
-				batch, err := record.FromMessageSet(records, time.Now().UnixMilli(), 0)
-				if err != nil {
-					c.Log().Warn("kafka produce of a message set refused", "topic", rt.Topic, "partition", rp.Partition, "version", r.Version, "error", err)
-					parts[i] = append(parts[i], failedPart(protocol.CorruptRecord.Err("partition %s-%d: %v", rt.Topic, rp.Partition, err)))
-					continue
-				}
-				records = batch
-			}
-			parts[i] = append(parts[i], s.submit(c, ls, laneKey{rt.Topic, rp.Partition, acks}, records, deadline))
-		}
+		parts[i] = s.submitTopic(ps, &r.Topics[i], &resp.Topics[i])
 	}
 	throttle := s.chargeProduce(c, bytes)
 	// The answer comes once every part is answered, while the connection's
@@ -118,6 +61,85 @@ func (s *Service) produce(ctx context.Context, c *kafka.Conn, req kmsg.Request) 
 		}
 		return s.produceReply(r, resp, throttle)
 	}}
+}
+
+// produceAcks is the request's acks as the storage protocol has them, or
+// the code refusing them (a transactional producer writes with acks=all).
+func produceAcks(r *kmsg.ProduceRequest) (int8, protocol.Code) {
+	switch {
+	case r.TransactionID != nil && r.Acks != -1:
+		return 0, protocol.InvalidRequiredAcks
+	case r.Acks == 0:
+		return protocol.AcksNone, protocol.None
+	case r.Acks == 1:
+		return protocol.AcksLeader, protocol.None
+	case r.Acks == -1:
+		return protocol.AcksAll, protocol.None
+	}
+	return 0, protocol.InvalidRequiredAcks
+}
+
+// produceResponse is an answer naming every partition of r, each with
+// code.
+func produceResponse(r *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		resp.Topics[i] = kmsg.NewProduceResponseTopic()
+		resp.Topics[i].Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rp.Partition, -1, -1, -1
+			p.ErrorCode = code
+			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		}
+	}
+	return resp
+}
+
+// produceSend is a Produce request being queued in its connection's lanes.
+type produceSend struct {
+	c        *kafka.Conn
+	r        *kmsg.ProduceRequest
+	ls       *lanes
+	acks     int8
+	deadline time.Time
+}
+
+// submitTopic queues a topic's partitions in their lanes and returns their
+// parts, or answers them all in out when the topic may not be written.
+// Each partition's place in its lane is taken now, while the connection's
+// requests are read one by one.
+func (s *Service) submitTopic(ps *produceSend, rt *kmsg.ProduceRequestTopic, out *kmsg.ProduceResponseTopic) []*part {
+	var code int16
+	var msg *string
+	switch {
+	case !s.broker.Allowed(ps.c, cluster.OpProduce, rt.Topic):
+		code = int16(protocol.TopicAuthorizationFailed)
+	case rt.Topic == groups.OffsetsLogTopic:
+		code, msg = int16(protocol.InvalidTopic), kmsg.StringPtr(kafka.OffsetsLogWriteRefused.Error())
+	}
+	if code != 0 {
+		for j := range out.Partitions {
+			out.Partitions[j].ErrorCode, out.Partitions[j].ErrorMessage = code, msg
+		}
+		return nil
+	}
+	var parts []*part
+	for _, rp := range rt.Partitions {
+		records := rp.Records
+		if ps.r.Version < 3 {
+			batch, err := record.FromMessageSet(records, time.Now().UnixMilli(), 0)
+			if err != nil {
+				ps.c.Log().Warn("kafka produce of a message set refused", "topic", rt.Topic, "partition", rp.Partition, "version", ps.r.Version, "error", err)
+				parts = append(parts, failedPart(protocol.CorruptRecord.Err("partition %s-%d: %v", rt.Topic, rp.Partition, err)))
+				continue
+			}
+			records = batch
+		}
+		parts = append(parts, s.submit(ps.c, ps.ls, laneKey{rt.Topic, rp.Partition, ps.acks}, records, ps.deadline))
+	}
+	return parts
 }
 
 // submit queues a partition's batches in its lane, the lane's sender owned
