@@ -302,15 +302,23 @@ func (s *Service) shareSessionStep(key shareMemberKey, epoch int32, add []groups
 	return out, nil
 }
 
-// sendShareAcks sends a request's acknowledgements and returns each
+// shareCaller is a share group's member as the frontend acts for it: the
+// offsets service's client for the connection's principal, the group and
+// the member id.
+type shareCaller struct {
+	client        *shares.Client
+	group, member string
+}
+
+// sendAcks sends a request's acknowledgements and returns each
 // partition's error (nil when applied) and the group's lock duration in
 // milliseconds (0 when not known).
-func sendShareAcks(ctx context.Context, client *shares.Client, group, member string, acks []shares.Ack) (map[groups.TP]error, int64) {
+func (sc shareCaller) sendAcks(ctx context.Context, acks []shares.Ack) (map[groups.TP]error, int64) {
 	out := map[groups.TP]error{}
 	if len(acks) == 0 {
 		return out, 0
 	}
-	resp, err := client.Ack(ctx, group, shares.AckRequest{MemberID: member, Acks: acks})
+	resp, err := sc.client.Ack(ctx, sc.group, shares.AckRequest{MemberID: sc.member, Acks: acks})
 	if err != nil {
 		return ackFailure(acks, err), 0
 	}
@@ -387,9 +395,9 @@ func (s *Service) shareAcknowledge(ctx context.Context, c *kafka.Conn, req kmsg.
 		resp.ErrorCode, resp.ErrorMessage = int16(protocol.CodeOf(err)), message(err)
 		return kafka.Reply{Msg: resp}
 	}
-	client := s.sharesFor(c)
+	sc := shareCaller{s.sharesFor(c), group, member}
 	return kafka.Reply{Async: func() kafka.Reply {
-		errs, lockMs := sendShareAcks(c.Context(), client, group, member, acks)
+		errs, lockMs := sc.sendAcks(c.Context(), acks)
 		if lockMs > 0 {
 			resp.AcquisitionLockTimeoutMillis = int32(lockMs)
 		}

@@ -50,7 +50,7 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 		resp.ErrorCode, resp.ErrorMessage = protocol.KafkaOf(err, protocol.CoordinatorAnswer), message(err)
 		return kafka.Reply{Msg: resp}
 	}
-	client := s.sharesFor(c)
+	sc := shareCaller{s.sharesFor(c), group, member}
 	return kafka.Reply{Async: func() kafka.Reply {
 		rctx := c.Context()
 		// A renewal request only renews (KIP-1222): it acquires nothing.
@@ -60,14 +60,14 @@ func (s *Service) shareFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reques
 		if acquire && sess.oneTopic(acks) {
 			carried = acks
 		} else {
-			errs, ms := sendShareAcks(rctx, client, group, member, acks)
+			errs, ms := sc.sendAcks(rctx, acks)
 			setAckErrors(parts, errs)
 			if ms > 0 {
 				lockMs = ms
 			}
 		}
 		if acquire {
-			lockMs = s.shareAcquire(rctx, client, group, member, r, sess, carried, parts)
+			lockMs = s.shareAcquire(rctx, sc, r, sess, carried, parts)
 		}
 		resp.AcquisitionLockTimeoutMillis = int32(lockMs)
 		s.answerShareFetch(resp, snap, parts, ids)
@@ -194,7 +194,7 @@ func (s *shareSession) oneTopic(acks []shares.Ack) bool {
 // the request's MaxWait when there are none, reads them into parts and
 // returns the lock duration in milliseconds. acks, of a session of one
 // topic, go with the acquisition, and their outcomes into parts.
-func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group, member string, r *kmsg.ShareFetchRequest, sess *shareSession, acks []shares.Ack, parts map[groups.TP]*shareFetchPart) int64 {
+func (s *Service) shareAcquire(ctx context.Context, sc shareCaller, r *kmsg.ShareFetchRequest, sess *shareSession, acks []shares.Ack, parts map[groups.TP]*shareFetchPart) int64 {
 	byTopic := map[string][]int32{}
 	for tp := range sess.parts {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
@@ -214,11 +214,11 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 	for {
 		got := 0
 		for _, topic := range topics {
-			req := shares.AcquireRequest{MemberID: member, Topic: topic, MaxRecords: limit, Partitions: byTopic[topic], Acks: acks}
+			req := shares.AcquireRequest{MemberID: sc.member, Topic: topic, MaxRecords: limit, Partitions: byTopic[topic], Acks: acks}
 			if len(topics) == 1 {
 				req.WaitMs = int32(max(0, time.Until(deadline).Milliseconds()))
 			}
-			out, err := client.Acquire(ctx, group, req)
+			out, err := sc.client.Acquire(ctx, sc.group, req)
 			switch {
 			case len(acks) == 0:
 			case err != nil:
@@ -226,7 +226,7 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 			case len(out.AckResults) == 0:
 				// An offsets service older than acknowledgements on
 				// acquisitions ignored them.
-				errs, _ := sendShareAcks(ctx, client, group, member, acks)
+				errs, _ := sc.sendAcks(ctx, acks)
 				setAckErrors(parts, errs)
 			default:
 				setAckErrors(parts, ackErrors(out.AckResults))
@@ -246,7 +246,7 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 				lockMs = max(1000, out.LockUntilMs-time.Now().UnixMilli())
 			}
 			got += len(out.Acquired)
-			s.readShared(ctx, client, group, member, out.Acquired, parts)
+			s.readShared(ctx, sc, out.Acquired, parts)
 		}
 		if got > 0 || len(topics) == 1 || time.Now().After(deadline) || ctx.Err() != nil {
 			return lockMs
@@ -266,7 +266,7 @@ func (s *Service) shareAcquire(ctx context.Context, client *shares.Client, group
 // released. The whole batches go out whatever the acquire mode: a
 // record-limit request (v2) gets no more acquired records than it asked
 // for, which is what clients count.
-func (s *Service) readShared(ctx context.Context, client *shares.Client, group, member string, acquired []shares.Acquired, parts map[groups.TP]*shareFetchPart) {
+func (s *Service) readShared(ctx context.Context, sc shareCaller, acquired []shares.Acquired, parts map[groups.TP]*shareFetchPart) {
 	snap := s.cache.Snapshot()
 	now := time.Now().UnixMilli()
 	var later []shares.Ack // deferrals, and releases of what could not be read
@@ -304,7 +304,7 @@ func (s *Service) readShared(ctx context.Context, client *shares.Client, group, 
 			}
 		}
 	}
-	if errs, _ := sendShareAcks(ctx, client, group, member, later); len(errs) > 0 {
-		s.log.Info("deferring or releasing share records failed; their locks will expire", "group", group, "partitions", len(errs))
+	if errs, _ := sc.sendAcks(ctx, later); len(errs) > 0 {
+		s.log.Info("deferring or releasing share records failed; their locks will expire", "group", sc.group, "partitions", len(errs))
 	}
 }
