@@ -92,12 +92,12 @@ func consume(ctx context.Context, env Env, args []string) error {
 	if len(parts) == 0 {
 		return fmt.Errorf("consume: topic %s has no partition %d", topic, o.partition)
 	}
-	pool := env.storagePool()
-	defer pool.Close()
-	return runConsume(ctx, env, o, meta, pool, topic, parts)
+	return runConsume(ctx, env, o, meta, topic, parts)
 }
 
-func runConsume(ctx context.Context, env Env, o consumeOpts, meta *client.Metadata, pool *storageclient.Pool, topic string, parts []int32) error {
+func runConsume(ctx context.Context, env Env, o consumeOpts, meta *client.Metadata, topic string, parts []int32) error {
+	pool := env.storagePool()
+	defer pool.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan fetched, len(parts))
