@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // deadLetterReplay serves `dead-letter replay DLT [--to TOPIC] [--partition P]
@@ -65,37 +66,17 @@ func deadLetterReplay(ctx context.Context, env Env, args []string) error {
 	}
 	pool := env.storagePool()
 	defer pool.Close()
-	sent, skipped := 0, 0
+	rp := &replay{meta: meta, pool: pool, p: p, topic: pos[0], to: *to, from: *from, cb: cb}
 	for _, part := range t.Partitions {
 		if *partition >= 0 && int(part.ID) != *partition {
 			continue
 		}
-		end, err := client.ListOffset(ctx, meta, pool, pos[0], part.ID, protocol.TimestampLatest)
-		if err != nil {
+		if err := rp.partition(ctx, part.ID); err != nil {
 			p.Close(context.Background())
 			return fmt.Errorf("dead-letter replay: %w", err)
 		}
-		r := client.NewPartitionReader(meta, pool, pos[0], part.ID, *from, client.ReaderConfig{ClientID: "sluicectl", MaxWait: 100 * time.Millisecond})
-		for r.Offset() < end {
-			recs, err := r.Fetch(ctx)
-			if err != nil {
-				p.Close(context.Background())
-				return fmt.Errorf("dead-letter replay: reading %s-%d: %w", pos[0], part.ID, err)
-			}
-			for _, rec := range recs {
-				out, ok := replayed(rec, *to)
-				if !ok {
-					skipped++
-					continue
-				}
-				if err := p.Send(ctx, out, cb); err != nil {
-					p.Close(context.Background())
-					return fmt.Errorf("dead-letter replay: %w", err)
-				}
-				sent++
-			}
-		}
 	}
+	sent, skipped := rp.sent, rp.skipped
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.DeliveryTimeout)
 	defer cancel()
 	if err := p.Close(closeCtx); err != nil {
@@ -109,6 +90,45 @@ func deadLetterReplay(ctx context.Context, env Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "; skipped %d without a source", skipped)
 	}
 	fmt.Fprintln(env.Stdout)
+	return nil
+}
+
+// replay sends the dead letters of a topic back to their sources.
+type replay struct {
+	meta          *client.Metadata
+	pool          *storageclient.Pool
+	p             *client.Producer
+	topic, to     string
+	from          int64
+	cb            func(client.RecordMetadata)
+	sent, skipped int
+}
+
+// partition replays a partition of the dead-letter topic from the replay's
+// offset to its end as it is now.
+func (rp *replay) partition(ctx context.Context, part int32) error {
+	end, err := client.ListOffset(ctx, rp.meta, rp.pool, rp.topic, part, protocol.TimestampLatest)
+	if err != nil {
+		return err
+	}
+	r := client.NewPartitionReader(rp.meta, rp.pool, rp.topic, part, rp.from, client.ReaderConfig{ClientID: "sluicectl", MaxWait: 100 * time.Millisecond})
+	for r.Offset() < end {
+		recs, err := r.Fetch(ctx)
+		if err != nil {
+			return fmt.Errorf("reading %s-%d: %w", rp.topic, part, err)
+		}
+		for _, rec := range recs {
+			out, ok := replayed(rec, rp.to)
+			if !ok {
+				rp.skipped++
+				continue
+			}
+			if err := rp.p.Send(ctx, out, rp.cb); err != nil {
+				return err
+			}
+			rp.sent++
+		}
+	}
 	return nil
 }
 
