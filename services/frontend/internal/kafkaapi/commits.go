@@ -117,7 +117,7 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 				out[i].ErrorCode = int16(protocol.GroupAuthorizationFailed)
 				continue
 			}
-			asks = append(asks, func() { s.fetchGroupOffsets(c, client, r.Version, r.RequireStable, g, &out[i]) })
+			asks = append(asks, func() { s.fetchGroupOffsets(c, client, r, g, &out[i]) })
 		}
 		runAll(asks)
 		if r.Version >= 8 {
@@ -149,10 +149,10 @@ func (s *Service) offsetFetch(ctx context.Context, c *kafka.Conn, req kmsg.Reque
 }
 
 // fetchGroupOffsets fills one group's part of an OffsetFetch answer.
-func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, version int16, requireStable bool, g kmsg.OffsetFetchRequestGroup, out *kmsg.OffsetFetchResponseGroup) {
+func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, r *kmsg.OffsetFetchRequest, g kmsg.OffsetFetchRequestGroup, out *kmsg.OffsetFetchResponseGroup) {
 	ctx := c.Context()
 	id := ""
-	if version >= 9 {
+	if r.Version >= 9 {
 		id = deref(g.MemberID) // a KIP-848 member's read is checked
 	}
 	res, err := client.MemberOffsets(ctx, g.Group, id, g.MemberEpoch)
@@ -160,65 +160,32 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		out.ErrorCode = protocol.KafkaOf(err, protocol.CoordinatorAnswer)
 		return
 	}
-	committed := res.Offsets
-	unstable := map[groups.TP]bool{}
-	if requireStable {
+	got := committedOffsets{byTP: map[groups.TP]groups.Committed{}, unstable: map[groups.TP]bool{}}
+	if r.RequireStable {
 		for _, tp := range res.Pending {
-			unstable[tp] = true
+			got.unstable[tp] = true
 		}
 	}
 	snap := s.broker.Snapshot(ctx)
-	byTP := map[groups.TP]groups.Committed{}
-	for _, o := range committed {
+	for _, o := range res.Offsets {
 		if snap != nil {
 			if t, ok := snap.Topic(o.Topic); ok && o.Stale(t.ID) {
 				continue
 			}
 		}
-		byTP[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o
-	}
-	partition := func(topic string, p int32) kmsg.OffsetFetchResponseGroupTopicPartition {
-		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-		if o, ok := byTP[groups.TP{Topic: topic, Partition: p}]; ok {
-			rp.Offset, rp.Metadata, rp.LeaderEpoch = o.Offset, kmsg.StringPtr(o.Metadata), groups.Epoch(o.LeaderEpoch)
-		}
-		if unstable[groups.TP{Topic: topic, Partition: p}] {
-			rp.ErrorCode = int16(protocol.UnstableOffsetCommit)
-		}
-		return rp
+		got.byTP[groups.TP{Topic: o.Topic, Partition: o.Partition}] = o
 	}
 	if g.Topics == nil {
-		// Every topic the group committed that the principal may describe.
-		byTopic := map[string][]int32{}
-		var order []string
-		for _, o := range committed {
-			tp := groups.TP{Topic: o.Topic, Partition: o.Partition}
-			if _, ok := byTP[tp]; !ok || !s.broker.Describes(c, "", o.Topic) {
-				continue
-			}
-			if _, seen := byTopic[o.Topic]; !seen {
-				order = append(order, o.Topic)
-			}
-			byTopic[o.Topic] = append(byTopic[o.Topic], o.Partition)
-		}
-		for _, name := range order {
-			t := kmsg.NewOffsetFetchResponseGroupTopic()
-			t.Topic, t.TopicID = name, s.topicID(ctx, name)
-			for _, p := range byTopic[name] {
-				t.Partitions = append(t.Partitions, partition(name, p))
-			}
-			out.Topics = append(out.Topics, t)
-		}
+		out.Topics = s.everyCommittedTopic(c, res.Offsets, got)
 		return
 	}
 	for _, rt := range g.Topics {
 		t := kmsg.NewOffsetFetchResponseGroupTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
-		name := s.topicName(ctx, rt.Topic, rt.TopicID, version >= 10)
+		name := s.topicName(ctx, rt.Topic, rt.TopicID, r.Version >= 10)
 		allowed := name != "" && s.broker.Describes(c, "OffsetFetch", name)
 		for _, p := range rt.Partitions {
-			rp := partition(name, p)
+			rp := got.partition(name, p)
 			switch {
 			case name == "":
 				rp.ErrorCode = int16(protocol.UnknownTopicID)
@@ -229,6 +196,55 @@ func (s *Service) fetchGroupOffsets(c *kafka.Conn, client *groups.Client, versio
 		}
 		out.Topics = append(out.Topics, t)
 	}
+}
+
+// committedOffsets are a group's offsets as OffsetFetch answers them: by
+// partition (those of a topic deleted since left out), and the partitions
+// whose offsets an open transaction holds, when the request asked.
+type committedOffsets struct {
+	byTP     map[groups.TP]groups.Committed
+	unstable map[groups.TP]bool
+}
+
+// partition is a partition's answer.
+func (got committedOffsets) partition(topic string, p int32) kmsg.OffsetFetchResponseGroupTopicPartition {
+	rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+	if o, ok := got.byTP[groups.TP{Topic: topic, Partition: p}]; ok {
+		rp.Offset, rp.Metadata, rp.LeaderEpoch = o.Offset, kmsg.StringPtr(o.Metadata), groups.Epoch(o.LeaderEpoch)
+	}
+	if got.unstable[groups.TP{Topic: topic, Partition: p}] {
+		rp.ErrorCode = int16(protocol.UnstableOffsetCommit)
+	}
+	return rp
+}
+
+// everyCommittedTopic answers a request naming no topics: every topic the
+// group committed that the principal may describe, in the order of
+// committed.
+func (s *Service) everyCommittedTopic(c *kafka.Conn, committed []groups.Committed, got committedOffsets) []kmsg.OffsetFetchResponseGroupTopic {
+	byTopic := map[string][]int32{}
+	var order []string
+	for _, o := range committed {
+		tp := groups.TP{Topic: o.Topic, Partition: o.Partition}
+		if _, ok := got.byTP[tp]; !ok || !s.broker.Describes(c, "", o.Topic) {
+			continue
+		}
+		if _, seen := byTopic[o.Topic]; !seen {
+			order = append(order, o.Topic)
+		}
+		byTopic[o.Topic] = append(byTopic[o.Topic], o.Partition)
+	}
+	var out []kmsg.OffsetFetchResponseGroupTopic
+	for _, name := range order {
+		t := kmsg.NewOffsetFetchResponseGroupTopic()
+		t.Topic, t.TopicID = name, s.topicID(c.Context(), name)
+		for _, p := range byTopic[name] {
+			t.Partitions = append(t.Partitions, got.partition(name, p))
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // offsetDelete answers OffsetDelete: a topic's committed offsets go unless a
