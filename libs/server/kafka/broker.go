@@ -735,26 +735,10 @@ func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.
 		return failAll(protocol.LeaderNotAvailable)
 	}
 	w := b.who(c, snap)
-	var names []string
-	for _, rt := range r.Topics {
-		names = append(names, rt.Topic)
-	}
-	asked := len(names) > 0
-	if !asked {
-		for i := range snap.Topics {
-			if w.describe(snap.Topics[i].Name) {
-				names = append(names, snap.Topics[i].Name)
-			}
-		}
-		if _, listed := offsetsLogMetadata(snap); listed && w.describe(groups.OffsetsLogTopic) {
-			names = append(names, groups.OffsetsLogTopic)
-		}
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
+	names := describedTopics(snap, w, r)
 	from, fromPartition := "", int32(0)
 	if cur := r.Cursor; cur != nil {
-		if cur.Partition < 0 || asked && !slices.Contains(names, cur.Topic) {
+		if cur.Partition < 0 || len(r.Topics) > 0 && !slices.Contains(names, cur.Topic) {
 			return failAll(protocol.InvalidRequest)
 		}
 		from, fromPartition = cur.Topic, cur.Partition
@@ -787,10 +771,7 @@ func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.
 					return Reply{Msg: resp}
 				}
 				left--
-				p := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-				p.ErrorCode, p.Partition, p.LeaderID, p.LeaderEpoch = mp.ErrorCode, mp.Partition, mp.Leader, mp.LeaderEpoch
-				p.Replicas, p.ISR, p.OfflineReplicas = mp.Replicas, mp.ISR, mp.OfflineReplicas
-				out.Partitions = append(out.Partitions, p)
+				out.Partitions = append(out.Partitions, describedPartition(mp))
 			}
 		}
 		resp.Topics = append(resp.Topics, out)
@@ -800,6 +781,36 @@ func (b *Broker) describeTopicPartitions(ctx context.Context, c *Conn, req kmsg.
 		}
 	}
 	return Reply{Msg: resp}
+}
+
+// describedTopics are the names of the topics a DescribeTopicPartitions
+// request asks for, sorted: those it names, or every topic the principal
+// may describe (the offsets log's included).
+func describedTopics(snap *cluster.Snapshot, w who, r *kmsg.DescribeTopicPartitionsRequest) []string {
+	var names []string
+	for _, rt := range r.Topics {
+		names = append(names, rt.Topic)
+	}
+	if len(names) == 0 {
+		for i := range snap.Topics {
+			if w.describe(snap.Topics[i].Name) {
+				names = append(names, snap.Topics[i].Name)
+			}
+		}
+		if _, listed := offsetsLogMetadata(snap); listed && w.describe(groups.OffsetsLogTopic) {
+			names = append(names, groups.OffsetsLogTopic)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// describedPartition is a partition's answer as its metadata has it.
+func describedPartition(mp kmsg.MetadataResponseTopicPartition) kmsg.DescribeTopicPartitionsResponseTopicPartition {
+	p := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
+	p.ErrorCode, p.Partition, p.LeaderID, p.LeaderEpoch = mp.ErrorCode, mp.Partition, mp.Leader, mp.LeaderEpoch
+	p.Replicas, p.ISR, p.OfflineReplicas = mp.Replicas, mp.ISR, mp.OfflineReplicas
+	return p
 }
 
 // describeCluster answers DescribeCluster (the Java admin client's view of
