@@ -93,18 +93,7 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 	}
 	key := shareMemberKey{r.GroupID, r.MemberID}
 	if r.MemberEpoch < 0 {
-		s.share.mu.Lock()
-		delete(s.share.members, key)
-		s.share.mu.Unlock()
-		client := s.sharesFor(c)
-		return kafka.Reply{Async: func() kafka.Reply {
-			// The member's records go to the others at once.
-			if err := client.Leave(c.Context(), r.GroupID, r.MemberID); err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
-				s.log.Info("releasing a leaving share member's records failed; their locks will expire", "group", r.GroupID, "member", r.MemberID, "err", err)
-			}
-			resp.MemberEpoch = r.MemberEpoch
-			return kafka.Reply{Msg: resp}
-		}}
+		return s.shareMemberLeaves(c, r, resp)
 	}
 	snap := s.broker.Snapshot(ctx)
 	now := time.Now()
@@ -131,16 +120,7 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 	if r.SubscribedTopicNames != nil {
 		m.topics = slices.Sorted(slices.Values(r.SubscribedTopicNames))
 	}
-	assigned := map[string][]int32{}
-	if snap != nil {
-		for _, name := range m.topics {
-			if t, ok := snap.Topic(name); ok {
-				for _, p := range t.Partitions {
-					assigned[name] = append(assigned[name], p.ID)
-				}
-			}
-		}
-	}
+	assigned := shareAssignment(snap, m.topics)
 	if r.MemberEpoch == 0 || !maps.EqualFunc(m.assigned, assigned, slices.Equal) {
 		m.epoch++
 		m.assigned = assigned
@@ -156,6 +136,39 @@ func (s *Service) shareGroupHeartbeat(ctx context.Context, c *kafka.Conn, req km
 	resp.MemberEpoch = m.epoch
 	resp.HeartbeatIntervalMillis = int32(shareHeartbeatInterval / time.Millisecond)
 	return kafka.Reply{Msg: resp}
+}
+
+// shareMemberLeaves answers a member leaving its share group (epoch -1):
+// it is forgotten here, and its records go to the others at once.
+func (s *Service) shareMemberLeaves(c *kafka.Conn, r *kmsg.ShareGroupHeartbeatRequest, resp *kmsg.ShareGroupHeartbeatResponse) kafka.Reply {
+	s.share.mu.Lock()
+	delete(s.share.members, shareMemberKey{r.GroupID, r.MemberID})
+	s.share.mu.Unlock()
+	client := s.sharesFor(c)
+	return kafka.Reply{Async: func() kafka.Reply {
+		if err := client.Leave(c.Context(), r.GroupID, r.MemberID); err != nil && protocol.CodeOf(err) != protocol.GroupIDNotFound {
+			s.log.Info("releasing a leaving share member's records failed; their locks will expire", "group", r.GroupID, "member", r.MemberID, "err", err)
+		}
+		resp.MemberEpoch = r.MemberEpoch
+		return kafka.Reply{Msg: resp}
+	}}
+}
+
+// shareAssignment is a share group member's assignment: every partition
+// of the topics it subscribes to that exist.
+func shareAssignment(snap *cluster.Snapshot, topics []string) map[string][]int32 {
+	assigned := map[string][]int32{}
+	if snap == nil {
+		return assigned
+	}
+	for _, name := range topics {
+		if t, ok := snap.Topic(name); ok {
+			for _, p := range t.Partitions {
+				assigned[name] = append(assigned[name], p.ID)
+			}
+		}
+	}
+	return assigned
 }
 
 // expireShareMembersLocked forgets members silent for a session timeout;
