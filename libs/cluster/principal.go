@@ -1,7 +1,5 @@
 package cluster
 
-import ()
-
 // Principal is a user of the cluster: a name and the SHA-256 of its bearer
 // token (hex; the token itself is never stored). Admin principals may do
 // everything, the admin routes and the console included.
