@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -392,7 +393,14 @@ func TestConsumerCloseInterruptsPoll(t *testing.T) {
 		_, err := c.Poll(context.Background())
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Poll holds pollMu for its whole run, so Close comes while it runs.
+	testkit.WaitFor(t, 10*time.Second, "Poll to run", func() bool {
+		if c.pollMu.TryLock() {
+			c.pollMu.Unlock()
+			return false
+		}
+		return true
+	})
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -454,14 +462,14 @@ func TestConsumerPollReportsARefusedJoin(t *testing.T) {
 	// The consumer keeps trying: once the coordinator accepts, Poll works.
 	fc.coord.FailHeartbeats(protocol.None)
 	var got []ConsumerRecord
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < 2 && time.Now().Before(deadline) {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		recs, err := c.Poll(ctx)
 		got = append(got, recs...)
-		if err != nil {
-			time.Sleep(10 * time.Millisecond) // still refused: the retry is backing off
+		if len(got) < 2 {
+			return fmt.Errorf("after the refusal ended: %d records, last Poll: %v", len(got), err)
 		}
-	}
+		return nil
+	})
 	if len(got) != 2 {
 		t.Errorf("after the refusal ended: %d records", len(got))
 	}

@@ -168,6 +168,14 @@ func (f *fakeFrontend) produce(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
+// batchesRequests returns how many batches requests reached the fake (held
+// ones included).
+func (f *fakeFrontend) batchesRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
 func (f *fakeFrontend) stored() map[int32][]record.Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()

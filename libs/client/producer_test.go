@@ -283,7 +283,7 @@ func TestProducerFlushIgnoresLaterRecords(t *testing.T) {
 			p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("x")}, nil)
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testkit.WaitFor(t, 10*time.Second, "the load to reach the frontend", func() bool { return f.batchesRequests() > 0 })
 	// A Flush that waited for the later records too would never return;
 	// the bound is generous, for a machine busy with other tests.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -300,10 +300,12 @@ func TestProducerFlushIgnoresLaterRecords(t *testing.T) {
 }
 
 // TestProducerExpiresQueuedBatches: batches stuck behind an unanswered one
-// fail at their delivery timeout, and Flush returns.
+// fail at their delivery timeout, and Flush returns while the frontend
+// still holds every request.
 func TestProducerExpiresQueuedBatches(t *testing.T) {
 	f := newFakeFrontend(t, 1)
 	f.block = make(chan struct{})
+	defer close(f.block) // before the fake's Close, which waits for its handlers
 	p := testProducer(t, []string{f.srv.URL}, func(c *ProducerConfig) {
 		c.DeliveryTimeout, c.RequestTimeout, c.BatchSize, c.Linger = 300*time.Millisecond, 200*time.Millisecond, 1024, -1
 	})
@@ -314,12 +316,10 @@ func TestProducerExpiresQueuedBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
-	close(f.block)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Flush(ctx); err != nil {
-		t.Fatalf("Flush after the delivery timeout: %v", err)
+		t.Fatalf("Flush of batches past their delivery timeout: %v", err)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -381,11 +381,7 @@ func TestProducerStickyMovesWhenBatchIsSent(t *testing.T) {
 	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("first")}, o.cb("first")); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 10*time.Second, "the first batch in flight (held by the frontend)", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.requests > 0
-	})
+	testkit.WaitFor(t, 10*time.Second, "the first batch in flight (held by the frontend)", func() bool { return f.batchesRequests() > 0 })
 	if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: -1, Value: []byte("second")}, o.cb("second")); err != nil {
 		t.Fatal(err)
 	}
@@ -437,10 +433,7 @@ func TestGatewayTimeoutResultsAreHeeded(t *testing.T) {
 			t.Fatalf("partition %d holds %d copies of its one record", part, len(recs))
 		}
 	}
-	f.mu.Lock()
-	n := f.requests
-	f.mu.Unlock()
-	if n != 2 {
+	if n := f.batchesRequests(); n != 2 {
 		t.Fatalf("%d requests, want the first and one retry", n)
 	}
 }
@@ -519,12 +512,21 @@ func TestProducerCallbacksOfAPartitionRunInOrder(t *testing.T) {
 	record = func(v string, slow bool) func(RecordMetadata) {
 		return func(RecordMetadata) {
 			if slow {
-				// A Send wakes the sender meanwhile; the window is the
-				// one a later batch would use to overtake.
+				// A Send wakes the sender meanwhile, and a pass of the
+				// sender runs here: the window a later batch would use
+				// to overtake. The partition stays held by this batch,
+				// whose records were handed over (b nil).
 				if err := p.Send(context.Background(), ProducerRecord{Topic: "t", Partition: 0, Key: []byte("d"), Value: make([]byte, 700)}, record("d", false)); err != nil {
 					t.Error(err)
 				}
-				time.Sleep(200 * time.Millisecond)
+				p.dispatch()
+				p.mu.Lock()
+				held := p.topics["t"].parts[0].inFlight
+				ours := held != nil && held.b == nil
+				p.mu.Unlock()
+				if !ours {
+					t.Error("the partition's next batch was sent while a's callback ran")
+				}
 			}
 			mu.Lock()
 			order = append(order, v)

@@ -540,10 +540,13 @@ func (c *Cluster) launch(p *Proc) error {
 			p.cmd = nil
 		}
 		p.mu.Unlock()
-		close(exited)
+		// The supervisor hears of the exit before exited closes, so that
+		// whoever waits for the exit (StopProc, a test) sees its report
+		// and any restart it scheduled.
 		if own {
 			c.exited(Exit{Proc: p, Status: cmd.ProcessState.String(), Ran: time.Since(started)})
 		}
+		close(exited)
 	}()
 	if c.cfg.Log != nil {
 		fmt.Fprintf(c.cfg.Log, "started %-10s pid %d, log %s\n", p.Name, cmd.Process.Pid, p.LogPath)

@@ -321,11 +321,13 @@ func TestMemPoolWaits(t *testing.T) {
 // TestServerPipelinedAnswersInOrder checks that answers finished on other
 // goroutines (Reply.Async) overlap (each waits until all three run) yet go
 // out in request order, and that a synchronous answer after them waits its
-// turn.
+// turn. The first request's answer is finished last: only once the others
+// have returned theirs.
 func TestServerPipelinedAnswersInOrder(t *testing.T) {
 	const async = 3
-	var started sync.WaitGroup
+	var started, later sync.WaitGroup
 	started.Add(async)
+	later.Add(async - 1)
 	all := make(chan struct{})
 	go func() { started.Wait(); close(all) }()
 	calls := 0
@@ -343,7 +345,9 @@ func TestServerPipelinedAnswersInOrder(t *testing.T) {
 				panic("the async parts did not run at once")
 			}
 			if id == 0 {
-				time.Sleep(50 * time.Millisecond) // the first finishes last
+				later.Wait() // the first finishes last
+			} else {
+				defer later.Done()
 			}
 			resp := kmsg.NewPtrMetadataResponse()
 			resp.ControllerID = id

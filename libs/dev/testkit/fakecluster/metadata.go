@@ -27,6 +27,7 @@ type Metadata struct {
 
 	lagging     *cluster.Snapshot // served to watches when set (a member behind); guarded by mu
 	consistents int               // linearizable reads answered; guarded by mu
+	watches     int               // watches (GET /v1/cluster?since=) received; guarded by mu
 	epoch       int64             // the last registration epoch handed out; guarded by mu
 	registers   int               // registrations; guarded by mu
 	fenceNext   bool              // answer the next heartbeat STALE_BROKER_EPOCH; guarded by mu
@@ -117,6 +118,15 @@ func (m *Metadata) ConsistentReads() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.consistents
+}
+
+// Watches returns how many watches (GET /v1/cluster?since=, lagging or
+// not) were received: a watcher that polls one after the other has handled
+// the answers of all but the last.
+func (m *Metadata) Watches() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.watches
 }
 
 // Registrations returns how many storage node registrations were answered.
@@ -242,6 +252,9 @@ func (m *Metadata) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.mu.Lock()
+	if q.Has("since") {
+		m.watches++
+	}
 	lagging := m.lagging != nil
 	var behind cluster.Snapshot
 	if lagging {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/frontendapi"
 	"github.com/sluicemq/sluice/libs/groups"
@@ -61,17 +63,12 @@ func TestWiring(t *testing.T) {
 	app := fxtest.New(t, append(Options(c), service.Module(), fx.NopLogger, fx.Populate(&srv, &admin))...)
 	app.RequireStart()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, body := get(t, "http://"+admin.Addr()+"/readyz")
-		if code == http.StatusOK {
-			break
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if code, body := get(t, "http://"+admin.Addr()+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("not ready: %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d %s", code, body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	resp, err := http.Post("http://"+srv.Addr()+"/v1/topics/t/records", "application/json", strings.NewReader(`{"records":[{"value":"hello"}]}`))
 	if err != nil {
 		t.Fatal(err)

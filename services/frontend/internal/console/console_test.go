@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/shares"
 )
@@ -303,20 +305,16 @@ func TestMetadataDown(t *testing.T) {
 	e.md.AddTopic("orders", 1)
 	e.startWatching(t)
 	e.md.SetDown(true)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		p := e.get(t, "/console")
-		if strings.Contains(p.body, "Metadata service: no answer") {
-			if p.status != http.StatusOK || !strings.Contains(p.body, "as this frontend last saw it") || !strings.Contains(p.body, `data-topic="orders"`) {
-				t.Fatalf("overview from the held snapshot: %d:\n%s", p.status, p.body)
-			}
-			break
+		if !strings.Contains(p.body, "Metadata service: no answer") {
+			return fmt.Errorf("no banner for a metadata service that is down:\n%s", p.body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner for a metadata service that is down:\n%s", p.body)
+		if p.status != http.StatusOK || !strings.Contains(p.body, "as this frontend last saw it") || !strings.Contains(p.body, `data-topic="orders"`) {
+			t.Fatalf("overview from the held snapshot: %d:\n%s", p.status, p.body)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	p := e.get(t, "/console/topics/created-later")
 	if p.status != http.StatusServiceUnavailable || !strings.Contains(p.body, "it may have been created since") {
 		t.Fatalf("unknown topic while metadata is down: %d:\n%s", p.status, p.body)

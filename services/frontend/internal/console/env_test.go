@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -129,13 +130,7 @@ func serve(t *testing.T, handler fasthttp.RequestHandler) string {
 func (e *env) startWatching(t *testing.T) {
 	t.Helper()
 	e.cache.Start()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.cache.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no cluster snapshot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, e.cache.Ready) // fails naming what the cache lacks
 }
 
 // produce appends n records to a partition of node i (from 0).

@@ -164,12 +164,13 @@ func TestStopEndsLongPolls(t *testing.T) {
 	e := newEnv(t, envOptions{nodes: 1})
 	testkit.WaitFor(t, 5*time.Second, "cache ready", func() bool { return e.cache.Ready() == nil })
 	c := cluster.NewClient([]string{e.srv.Addr()})
+	handled := e.srv.ids.n.Load() // each request the client sends (it names none) takes a new id
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Watch(context.Background(), e.cache.Version(), time.Minute)
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let the poll start; either order is fine
+	testkit.WaitFor(t, 10*time.Second, "the long-poll to reach the handler", func() bool { return e.srv.ids.n.Load() > handled })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()

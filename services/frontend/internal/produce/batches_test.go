@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -30,8 +31,10 @@ func buildBatch(t testing.TB, values ...string) []byte {
 }
 
 // orderSender wraps a Sender and fails the test when two requests for one
-// partition are in flight together; each request takes a little while so
-// that an overlap would show.
+// partition are in flight together. It runs in a synctest bubble: each
+// request waits a moment of the bubble's clock, which moves only once every
+// other goroutine of the bubble is blocked, so a request that would overlap
+// has been sent by then.
 type orderSender struct {
 	t        *testing.T
 	inner    Sender
@@ -46,7 +49,7 @@ func (s *orderSender) Produce(ctx context.Context, addr string, req *protocol.Pr
 	}
 	s.inFlight[req.Partition] = true
 	s.mu.Unlock()
-	time.Sleep(2 * time.Millisecond)
+	<-time.After(time.Millisecond)
 	defer func() {
 		s.mu.Lock()
 		s.inFlight[req.Partition] = false
@@ -56,6 +59,10 @@ func (s *orderSender) Produce(ctx context.Context, addr string, req *protocol.Pr
 }
 
 func TestProduceBatchesInBodyOrder(t *testing.T) {
+	synctest.Test(t, testProduceBatchesInBodyOrder)
+}
+
+func testProduceBatchesInBodyOrder(t *testing.T) {
 	meta := newFakeMeta()
 	meta.set("t", "a:1", "b:1")
 	snd := newFakeSender()

@@ -95,7 +95,7 @@ func (l *serialLeader) Produce(_ context.Context, _ string, req *protocol.Produc
 	mu := &l.parts[req.Partition%4]
 	mu.Lock()
 	defer mu.Unlock()
-	time.Sleep(l.delay)
+	<-time.After(l.delay) // the simulated append; a timer, as a leader's latency is not a test's wait
 	return protocol.ProduceResponse{}, nil
 }
 

@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 )
 
@@ -30,21 +32,21 @@ func TestFrontendSessions(t *testing.T) {
 	if _, err := c.RegisterFrontend(ctx, cluster.RegisterFrontendRequest{Name: "c", KafkaAddr: "no-port"}); protocol.CodeOf(err) != protocol.InvalidRequest {
 		t.Fatalf("a bad address: %v", err)
 	}
-	// a heartbeats for 2.5 s; b stays silent and expires.
-	deadline := time.Now().Add(2500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// a heartbeats; b stays silent and expires. Registered first, a would
+	// lapse no later than b without its heartbeats: a alone is never seen.
+	testkit.Eventually(t, 20*time.Second, func() error {
 		if err := c.FrontendHeartbeat(ctx, cluster.FrontendHeartbeatRequest{ID: a.ID, Epoch: a.Epoch}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	snap, err := c.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snap.Frontends) != 1 || snap.Frontends[0].ID != a.ID {
-		t.Fatalf("frontends after b's session lapsed: %+v", snap.Frontends)
-	}
+		snap, err := c.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Frontends) != 1 || snap.Frontends[0].ID != a.ID {
+			return fmt.Errorf("frontends %+v, want a (id %d) alone once b's session lapsed", snap.Frontends, a.ID)
+		}
+		return nil
+	})
 	err = c.FrontendHeartbeat(ctx, cluster.FrontendHeartbeatRequest{ID: b.ID, Epoch: b.Epoch})
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code.Retriable() {

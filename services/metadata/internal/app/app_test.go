@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/services/metadata/internal/api"
 	"github.com/sluicemq/sluice/services/metadata/internal/fsm"
@@ -90,13 +91,7 @@ func TestWiring(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for ready.Check() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %v", ready.Check())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, ready.Check) // fails with what is not ready
 	c := cluster.NewClient([]string{srv.Addr()})
 	ctx := context.Background()
 	if _, err := c.Register(ctx, cluster.RegisterRequest{ID: 1, Addr: "127.0.0.1:9001"}); err != nil {

@@ -119,10 +119,8 @@ func TestGroupCommitLeavesOutGivenUpRequests(t *testing.T) {
 	go func() {
 		gaveUp <- c.Commit(ctx, "impatient", groups.CommitRequest{Offsets: []groups.Offset{{Topic: "t", Partition: 0, Offset: 5}}})
 	}()
+	testkit.WaitFor(t, 10*time.Second, "the impatient request queued", func() bool { return c.queued() >= 1 })
 	wg.Go(func() {
-		for c.queued() < 1 {
-			time.Sleep(time.Millisecond)
-		}
 		if err := c.Commit(bg, "patient", groups.CommitRequest{Offsets: []groups.Offset{{Topic: "t", Partition: 0, Offset: 6}}}); err != nil {
 			t.Error(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/services/storage/internal/log/faultfs"
 )
 
@@ -159,12 +160,7 @@ func testFailStop(t *testing.T, site failSite) {
 	waited := make(chan error, 1)
 	go func() { waited <- l.WaitFlushed(ctx, end) }()
 	if site.hold {
-		for ffs.Holding() == 0 {
-			if ctx.Err() != nil {
-				t.Fatal("the flusher never reached the fsync of the new append")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, 10*time.Second, "the flusher to reach the fsync of the new append", func() bool { return ffs.Holding() > 0 })
 		ffs.Add(site.fault)
 	}
 

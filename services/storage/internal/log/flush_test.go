@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 func TestGroupCommit(t *testing.T) {
@@ -111,6 +113,8 @@ func TestConcurrentUse(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	stopAll := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopAll() // also when the wait below fails the test
 	for range 3 {
 		wg.Go(func() {
 			for i := range 150 {
@@ -185,15 +189,12 @@ func TestConcurrentUse(t *testing.T) {
 	})
 	// Truncate while everything runs, once the log has some data: the cut may
 	// fall on a batch boundary or not.
-	for l.EndOffset() < 300 && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 30*time.Second, "300 records appended", func() bool { return l.EndOffset() >= 300 })
 	end := l.EndOffset()
 	if err := l.TruncateTo(end - end%3); err != nil && !errors.Is(err, ErrNotBatchBoundary) && !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Error(err)
 	}
-	close(stop)
-	wg.Wait()
+	stopAll()
 	if err := l.WaitFlushed(ctx, l.EndOffset()); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/record"
 )
 
@@ -74,13 +75,12 @@ func snapshotFiles(t testing.TB, dir string) []int64 {
 // waitSnapshot polls until the flusher wrote the snapshot at offset.
 func waitSnapshot(t testing.TB, dir string, offset int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(snapshotFiles(t, dir), offset) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no producer snapshot at %d; files %v", offset, snapshotFiles(t, dir))
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if files := snapshotFiles(t, dir); !slices.Contains(files, offset) {
+			return fmt.Errorf("no producer snapshot at %d; files %v", offset, files)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // copyFiles copies the regular files of an open log's directory, as a crash

@@ -61,7 +61,8 @@ func TestMembershipRegistersAppliesAndReregisters(t *testing.T) {
 	if fake.ConsistentReads() == 0 {
 		t.Fatal("first snapshot was not a linearizable read")
 	}
-	time.Sleep(200 * time.Millisecond) // several watch rounds of the lagging member
+	watched := fake.Watches()
+	testkit.WaitFor(t, 10*time.Second, "several watch rounds of the lagging member", func() bool { return fake.Watches() >= watched+4 })
 	for _, name := range []string{"old", "live"} {
 		if _, err := mgr.Get(name, 0); err != nil {
 			t.Fatalf("%s-0: %v", name, err)

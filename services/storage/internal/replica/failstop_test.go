@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/log/faultfs"
 )
@@ -65,13 +66,7 @@ func TestFailedLogHandsLeadershipOverOnce(t *testing.T) {
 	}
 
 	apply(2, 2, 2, 2, 3) // metadata moved the partition and took node 1 out of the ISR
-	deadline := time.Now().Add(10 * time.Second)
-	for r.repairing.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the resignation did not end once the node followed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the resignation to end once the node followed", func() bool { return !r.repairing.Load() })
 	apply(3, 1, 3, 1) // led again, with the same failed log
 	m.ReportFailed(r, err)
 	if r.repairing.Load() {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/storageclient"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
@@ -128,19 +130,15 @@ func TestFailedLeaderLogFailsStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		got, err := readLog(r1)
 		if err == nil && bytes.Equal(got, want) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			_, vals := values(t, got, 0)
-			_, wantVals := values(t, want, 0)
-			t.Fatalf("restarted node 1 never caught up: values %q, the leader's %q", vals, wantVals)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, vals := values(t, got, 0)
+		_, wantVals := values(t, want, 0)
+		return fmt.Errorf("restarted node 1 never caught up: values %q, the leader's %q (%v)", vals, wantVals, err)
+	})
 	if end := r1.Log.EndOffset(); end < acked {
 		t.Fatalf("restarted node 1 holds %d records, fewer than the %d acknowledged", end, acked)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -126,18 +128,14 @@ func values(t testing.TB, payload []byte, from int64) (offsets []int64, vals []s
 // waitHW polls ListOffsets(latest) until the high watermark reaches want.
 func waitHW(t testing.TB, c *storageclient.Conn, topic string, p int32, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		var lr protocol.ListOffsetsResponse
 		_, err := c.Call(context.Background(), protocol.APIListOffsets, &protocol.ListOffsetsRequest{Topic: topic, Partition: p, Timestamp: protocol.TimestampLatest, CurrentLeaderEpoch: -1}, nil, &lr)
-		if err == nil && lr.Offset >= want {
-			return
+		if err != nil || lr.Offset < want {
+			return fmt.Errorf("high watermark stuck at %d (want %d): %v", lr.Offset, want, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("high watermark stuck at %d (want %d): %v", lr.Offset, want, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // appendVisible appends directly to a replica's log, flushes, and moves its

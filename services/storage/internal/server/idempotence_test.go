@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
@@ -115,13 +116,12 @@ func TestDuplicateRecognizedAfterLeaderChange(t *testing.T) {
 	}
 	// acks=all answered, so node 2 holds the batches; wait for its state to
 	// match too (it is built by the same appends).
-	deadline := time.Now().Add(10 * time.Second)
-	for fol.Log.EndOffset() != lead.Log.EndOffset() {
-		if time.Now().After(deadline) {
-			t.Fatalf("follower at %d, leader at %d", fol.Log.EndOffset(), lead.Log.EndOffset())
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if f, l := fol.Log.EndOffset(), lead.Log.EndOffset(); f != l {
+			return fmt.Errorf("follower at %d, leader at %d", f, l)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if got, want := entries(fol), entries(lead); !maps.Equal(got, want) || len(got) != 2 {
 		t.Fatalf("follower's producer state %v, leader's %v", got, want)
 	}

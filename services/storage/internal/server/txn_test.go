@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/dev/testkit/fakecluster"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
@@ -141,14 +143,12 @@ func TestFetchReadCommitted(t *testing.T) {
 	}
 
 	markVisible(t, r, 3, record.ControlCommit) // 10
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp, vals = fetchAt(t, c, 6, protocol.ReadCommitted)
-		if resp.LastStableOffset == 11 || time.Now().After(deadline) {
-			break
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if resp, vals = fetchAt(t, c, 6, protocol.ReadCommitted); resp.LastStableOffset != 11 {
+			return fmt.Errorf("after the commit: %q (LSO %d), want LSO 11", vals, resp.LastStableOffset)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if want := []string{"plain-0", "open-0", "open-1", "after-0"}; !slices.Equal(vals, want) {
 		t.Fatalf("after the commit: %q (LSO %d), want %q", vals, resp.LastStableOffset, want)
 	}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/libs/dev/testkit"
 )
 
 func TestRules(t *testing.T) {
@@ -53,11 +55,7 @@ func TestRules(t *testing.T) {
 	held := open("held")
 	synced := make(chan error, 1)
 	go func() { synced <- f.Sync(held) }()
-	for deadline := time.Now().Add(10 * time.Second); f.Holding() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sync was never held")
-		}
-	}
+	testkit.WaitFor(t, 10*time.Second, "the sync to be held", func() bool { return f.Holding() == 1 })
 	close(gate)
 	if err := <-synced; err != nil || f.Holding() != 0 {
 		t.Fatalf("held sync: %v, %d still held", err, f.Holding())
