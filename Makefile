@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sluicemq/sluice/libs/server/version.Version=$(VERSION)
 # -parallel 3: integration/local's tests each start clusters of their own and
 # mostly wait on them (a test keeps about a third of this machine's two cores
-# busy), so three at once (integration/local/doc.go).
+# busy), so three at once (integration/local/*/doc.go).
 TEST_FLAGS ?= -race -count=1 -timeout 20m -parallel 3
 
 SERVICES := metadata storage frontend offsets
