@@ -22,6 +22,13 @@ func Sluicectl(t *testing.T, c ServiceURLs, stdin string, args ...string) (strin
 	cmd := exec.Command(filepath.Join(BuildBinaries(t), "sluicectl"),
 		append([]string{"--frontend", c.FrontendURL(), "--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL()}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
+	return RunBinary(t, cmd)
+}
+
+// RunBinary runs cmd and returns its stdout, stderr and exit status; a
+// command that could not run fails the test.
+func RunBinary(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
@@ -61,25 +60,17 @@ func sluiceBench(t *testing.T, c *localcluster.Cluster, args ...string) (benchRe
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(itest.BuildBinaries(t), "sluice-bench"), append(args, "--frontends", c.FrontendURL(),
 		"--metadata", c.MetadataURL(), "--offsets", c.OffsetsURL(), "--json", "--progress", "off")...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	out, stderr, code := itest.RunBinary(t, cmd)
 	var r benchResult
-	if out.Len() > 0 {
-		if strings.Count(strings.TrimSpace(out.String()), "\n") != 0 {
-			t.Fatalf("sluice-bench %v: stdout is not one JSON line: %q", args, out.String())
+	if len(out) > 0 {
+		if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("sluice-bench %v: stdout is not one JSON line: %q", args, out)
 		}
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatalf("sluice-bench %v: stdout %q: %v", args, out.String(), err)
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("sluice-bench %v: stdout %q: %v", args, out, err)
 		}
 	}
-	return r, errb.String(), code
+	return r, stderr, code
 }
 
 // checkLatency checks a latency summary is there and ordered.
