@@ -11,7 +11,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/shares"
-	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // The share groups' routes (package libs/shares):
@@ -47,7 +47,7 @@ func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) 
 			if err != nil {
 				return nil, err
 			}
-			reset := fsm.ShareReset{Topic: req.Topic}
+			reset := sharefsm.Reset{Topic: req.Topic}
 			out := groups.ResetResponse{Offsets: []groups.Committed{}}
 			for _, o := range offs {
 				reset.Partitions = append(reset.Partitions, shares.PartitionReset{Partition: o.Partition, Offset: o.Offset})
@@ -61,7 +61,7 @@ func (s *Server) shareRoutes(route func(method, pattern string, h routeHandler) 
 			return out, nil
 		})),
 		route(http.MethodPost, "/v1/share-groups/{group}/delete-offsets", postOp("group", func(c context.Context, g string, req shares.DeleteOffsetsRequest) (any, error) {
-			return none(sh.Reset(c, g, fsm.ShareReset{Topic: req.Topic, Drop: true}))
+			return none(sh.Reset(c, g, sharefsm.Reset{Topic: req.Topic, Drop: true}))
 		})),
 		route(http.MethodDelete, "/v1/share-groups/{group}", func(c context.Context, ctx *fasthttp.RequestCtx, p service.Params) error {
 			if err := sh.Delete(c, p.Get("group")); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/services/offsets/internal/assign"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
 )
 
 // The rules of the group protocol as pure functions over a group's state
@@ -185,7 +186,7 @@ func takeOver(g *fsm.Group, old *fsm.Member, id string) *fsm.Member {
 	m.ID, m.Away, m.Epoch = id, false, old.Epoch+1
 	m.GrantedAt = map[string]int32{}
 	for _, p := range append(slices.Clone(m.Assigned), m.Revoking...) {
-		m.GrantedAt[fsm.GrantKey(p)] = m.Epoch
+		m.GrantedAt[partkey.String(p)] = m.Epoch
 	}
 	delete(g.Members, old.ID)
 	g.Members[id] = &m
@@ -323,7 +324,7 @@ func reconcile(g *fsm.Group, m *fsm.Member) {
 		m.GrantedAt = map[string]int32{}
 	}
 	for _, p := range granted {
-		m.GrantedAt[fsm.GrantKey(p)] = max(m.Epoch, 1) // a join's first epoch is 1
+		m.GrantedAt[partkey.String(p)] = max(m.Epoch, 1) // a join's first epoch is 1
 	}
 	pruneGrants(m)
 }
@@ -333,10 +334,10 @@ func pruneGrants(m *fsm.Member) {
 	for k := range m.GrantedAt {
 		found := false
 		for _, p := range m.Assigned {
-			found = found || fsm.GrantKey(p) == k
+			found = found || partkey.String(p) == k
 		}
 		for _, p := range m.Revoking {
-			found = found || fsm.GrantKey(p) == k
+			found = found || partkey.String(p) == k
 		}
 		if !found {
 			delete(m.GrantedAt, k)

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
 )
 
 // sim drives the pure rules like real members would: each member remembers
@@ -418,7 +419,7 @@ func TestStaticMembership(t *testing.T) {
 		t.Fatalf("rejoin: %+v (held %v, epoch above %d); group epoch %d (was %d); old member %+v", resp, held, firstEpoch, s.g.Epoch, groupEpoch, s.g.Members["first"])
 	}
 	for _, p := range held {
-		if s.g.Members["again"].GrantedAt[fsm.GrantKey(p)] != resp.MemberEpoch {
+		if s.g.Members["again"].GrantedAt[partkey.String(p)] != resp.MemberEpoch {
 			t.Fatalf("%s granted at %v", p, s.g.Members["again"].GrantedAt)
 		}
 	}

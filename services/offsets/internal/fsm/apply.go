@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
 )
 
 // applyTx applies one command inside the batch's transaction. A rejection is
@@ -32,7 +33,7 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 	case TypePutTxn:
 		res.Err, err = f.applyPutTxn(tx, st, index, cmd.PutTxn)
 	case TypeShare:
-		err = f.applyShare(tx, st, cmd.Share, res)
+		res.Share, res.Err, err = st.shares.Apply(tx, cmd.Share)
 	case TypeBatch:
 		res.Batch, err = f.applyBatch(tx, st, index, cmd.Batch)
 	default:
@@ -48,8 +49,14 @@ func (f *FSM) applyTx(tx *bolt.Tx, st *stage, index uint64, cmd Command) (*Resul
 // transaction: a refusal (the command's answer) changes nothing; an error
 // fails the transaction.
 
-// applyPutGroup replaces a group's membership state (CheckPut's rules).
+// applyPutGroup replaces a group's membership state (CheckPut's rules). A
+// state whose name the file cannot key (empty, or too long) is refused: the
+// coordinator proposes valid group ids only, and the write would fail and
+// break the replica.
 func (f *FSM) applyPutGroup(tx *bolt.Tx, st *stage, index uint64, c *PutGroup) (refusal, err error) {
+	if n := len(c.Group.Name); n == 0 || n > bolt.MaxKeySize {
+		return protocol.InvalidGroupID.Err("a group's state needs a name of 1 to %d bytes, not %d", bolt.MaxKeySize, n), nil
+	}
 	if refusal = CheckPut(f.groupLocked(st.groups, c.Group.Name), c); refusal != nil {
 		return refusal, nil
 	}
@@ -124,7 +131,7 @@ func (f *FSM) applyDeleteOffsets(tx *bolt.Tx, st *stage, c *DeleteOffsets) (refu
 	}
 	var keys [][]byte
 	err = b.ForEach(func(k, _ []byte) error {
-		topic, p, ok := parseKey(k)
+		topic, p, ok := partkey.Parse(k)
 		if ok && topic == c.Topic && (len(c.Partitions) == 0 || slices.Contains(c.Partitions, p)) {
 			keys = append(keys, slices.Clone(k))
 		}
@@ -170,7 +177,7 @@ func putOffsets(tx *bolt.Tx, st *stage, index uint64, group string, offs []group
 		if err != nil {
 			return err
 		}
-		if err := b.Put(key(o.Topic, o.Partition), v); err != nil {
+		if err := b.Put(partkey.Bytes(o.Topic, o.Partition), v); err != nil {
 			return err
 		}
 	}
@@ -242,7 +249,7 @@ func CheckCommit(g *Group, c *Commit) error {
 		if !m.Holds(p) {
 			return protocol.StaleMemberEpoch.Err("member %s of group %s does not own %s (epoch %d): commit rejected", c.MemberID, c.Group, p, m.Epoch)
 		}
-		if at := m.GrantedAt[GrantKey(p)]; c.MemberEpoch < at {
+		if at := m.GrantedAt[partkey.String(p)]; c.MemberEpoch < at {
 			return protocol.StaleMemberEpoch.Err("member %s of group %s committed %s at epoch %d, before it was given the partition again at epoch %d: commit rejected",
 				c.MemberID, c.Group, p, c.MemberEpoch, at)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // CommandType names a command in the log. The strings are stored in the Raft
@@ -29,14 +30,14 @@ const (
 // Command is one entry of the offsets log, encoded as JSON: a type and exactly
 // one matching body.
 type Command struct {
-	Type          CommandType    `json:"type"`
-	PutGroup      *PutGroup      `json:"put_group,omitempty"`
-	Commit        *Commit        `json:"commit,omitempty"`
-	Reset         *Reset         `json:"reset,omitempty"`
-	DeleteGroup   *DeleteGroup   `json:"delete_group,omitempty"`
-	DeleteOffsets *DeleteOffsets `json:"delete_offsets,omitempty"`
-	PutTxn        *PutTxn        `json:"put_txn,omitempty"`
-	Share         *Share         `json:"share,omitempty"`
+	Type          CommandType       `json:"type"`
+	PutGroup      *PutGroup         `json:"put_group,omitempty"`
+	Commit        *Commit           `json:"commit,omitempty"`
+	Reset         *Reset            `json:"reset,omitempty"`
+	DeleteGroup   *DeleteGroup      `json:"delete_group,omitempty"`
+	DeleteOffsets *DeleteOffsets    `json:"delete_offsets,omitempty"`
+	PutTxn        *PutTxn           `json:"put_txn,omitempty"`
+	Share         *sharefsm.Command `json:"share,omitempty"`
 	// Batch holds the encoded commands of a TypeBatch entry.
 	Batch []json.RawMessage `json:"batch,omitempty"`
 }
@@ -140,7 +141,7 @@ type Result struct {
 	// Err is the FSM's rejection (a *protocol.Error), nil when applied.
 	Err error
 	// Share is a share operation's answer.
-	Share *ShareResult
+	Share *sharefsm.Result
 	// Batch is a TypeBatch entry's answers, one per command in order.
 	Batch []*Result
 }

@@ -24,14 +24,15 @@
 // entry that completes its commit, atomically with it, and never after an
 // abort.
 //
-// Share groups (share.go, share_apply.go): each share-partition is a window
-// of in-flight records from Start; a record is Available, Acquired by one
-// member until its lock expires, Acknowledged, or Archived (Archiving while
-// it waits for the dead-letter topic), and Start moves past every record
-// that is done, so the window never begins with one. Every decision,
-// expiry included, is made by the FSM from the proposer's clock carried in
-// the command (Share.NowMs), so replicas decide alike; acknowledgements are
-// all or none per partition, every other operation all or none.
+// Share groups (package sharefsm states their rules; share.go serves their
+// state): a share command (TypeShare) is applied through the batch's
+// sharefsm.Stage, in the batch's one transaction like every other command.
+// The FSM holds the share groups as stored, read by sharefsm.Load when the
+// file is opened or restored; a share group never takes a consumer group's
+// name.
+//
+// Partition keys (package partkey) are the same in every room: in the
+// file, topic NUL partition; in states and in memory, "topic/partition".
 //
 // Every apply function validates first and changes nothing when it refuses:
 // a refusal is the command's answer (Result.Err); an error fails the batch's

@@ -20,6 +20,8 @@ import (
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/server/durable"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // Bucket and key names in the bbolt file.
@@ -41,27 +43,21 @@ type FSM struct {
 	path string
 	log  *slog.Logger
 
-	mu     sync.RWMutex           // guards db (replaced by Restore), groups, shares, txns and broken
-	db     *bolt.DB               //
-	groups map[string]*Group      // membership state by group, as stored
-	shares map[string]*ShareGroup // share groups' state, as stored
-	txns   map[string]*Txn        // transactional ids' state, as stored
-	broken error                  // set when a write failed
+	mu     sync.RWMutex               // guards db (replaced by Restore), groups, shares, txns and broken
+	db     *bolt.DB                   //
+	groups map[string]*Group          // membership state by group, as stored
+	shares map[string]*sharefsm.Group // share groups' state, as stored
+	txns   map[string]*Txn            // transactional ids' state, as stored
+	broken error                      // set when a write failed
 }
 
 // stage holds the states a batch of entries changed, applied to the FSM's
 // maps once the batch's transaction committed; a nil value deletes.
 type stage struct {
 	groups map[string]*Group
-	shares map[string]*ShareGroup
 	txns   map[string]*Txn
-	// private holds the share-partitions copied by this transaction's
-	// commands: not yet visible outside it, a later command of the same
-	// entry changes them in place rather than copying them again.
-	private map[*SharePartition]bool
-	// dirty holds the share-partitions changed, with their group's name:
-	// written once, when the entry's commands are applied.
-	dirty map[*SharePartition]string
+	// shares stages the share groups' changes (package sharefsm).
+	shares *sharefsm.Stage
 	// at and seq give the records of the groups' change log their
 	// positions: seq counts the records of entry at.
 	at  uint64
@@ -115,16 +111,16 @@ func (f *FSM) open() error {
 		return fmt.Errorf("open offsets state %s: %w", f.path, err)
 	}
 	loaded := map[string]*Group{}
-	var loadedShares map[string]*ShareGroup
+	var loadedShares map[string]*sharefsm.Group
 	var loadedTxns map[string]*Txn
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns, bucketShares} {
+		for _, b := range [][]byte{bucketMeta, bucketGroups, bucketOffsets, bucketTxns} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
 		var err error
-		if loadedShares, err = loadShares(tx); err != nil {
+		if loadedShares, err = sharefsm.Load(tx); err != nil {
 			return err
 		}
 		if loadedTxns, err = loadTxns(tx); err != nil {
@@ -198,8 +194,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		return out
 	}
-	st := &stage{groups: map[string]*Group{}, shares: map[string]*ShareGroup{}, txns: map[string]*Txn{}, private: map[*SharePartition]bool{},
-		dirty: map[*SharePartition]string{}}
+	st := &stage{groups: map[string]*Group{}, txns: map[string]*Txn{}}
+	st.shares = sharefsm.NewStage(f.shares, func(name string) bool { return f.groupLocked(st.groups, name) != nil })
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		applied := readApplied(tx)
 		last := applied
@@ -223,7 +219,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			}
 			out[i] = res
 		}
-		if err := putSharePartitions(tx, st); err != nil {
+		if err := st.shares.Flush(tx); err != nil {
 			return err
 		}
 		var b [8]byte
@@ -245,13 +241,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.groups[name] = g
 		}
 	}
-	for name, g := range st.shares {
-		if g == nil {
-			delete(f.shares, name)
-		} else {
-			f.shares[name] = g
-		}
-	}
+	st.shares.Commit()
 	maps.Copy(f.txns, st.txns)
 	return out
 }
@@ -325,7 +315,7 @@ func (f *FSM) Offsets(group, topic string) ([]groups.Committed, error) {
 	out := []groups.Committed{}
 	err := f.db.View(func(tx *bolt.Tx) error {
 		return forEachCommitted(tx, group, func(k []byte, c groups.Committed) {
-			if t, _, ok := parseKey(k); ok && (topic == "" || t == topic) {
+			if t, _, ok := partkey.Parse(k); ok && (topic == "" || t == topic) {
 				out = append(out, c)
 			}
 		})
@@ -368,21 +358,6 @@ func forEachCommitted(tx *bolt.Tx, group string, fn func(k []byte, c groups.Comm
 		fn(k, c)
 		return nil
 	})
-}
-
-// key is topic NUL partition (4 bytes big endian); NUL cannot occur in a topic name.
-func key(topic string, partition int32) []byte {
-	k := make([]byte, len(topic)+5)
-	copy(k, topic)
-	binary.BigEndian.PutUint32(k[len(topic)+1:], uint32(partition))
-	return k
-}
-
-func parseKey(k []byte) (string, int32, bool) {
-	if len(k) < 6 || k[len(k)-5] != 0 {
-		return "", 0, false
-	}
-	return string(k[:len(k)-5]), int32(binary.BigEndian.Uint32(k[len(k)-4:])), true
 }
 
 // Snapshot copies the state file into a temporary file that Persist streams

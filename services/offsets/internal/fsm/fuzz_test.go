@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/groups"
 	"github.com/sluicemq/sluice/libs/shares"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // FuzzApplyBatch feeds the offsets FSM a batch of arbitrary entries, one per
@@ -44,20 +45,23 @@ func FuzzApplyBatch(f *testing.F) {
 		[]byte(`{"type":"batch","batch":[{}]}`), []byte(`"x"`)}}))
 	// Every share operation, a dead-letter round included, then a
 	// deletion refused while records are held and one after they are not.
-	share := func(op Share) Command { op.Group, op.NowMs = "q", 1000; return Command{Type: TypeShare, Share: &op} }
+	share := func(op sharefsm.Command) Command {
+		op.Group, op.NowMs = "q", 1000
+		return Command{Type: TypeShare, Share: &op}
+	}
 	cfg := shares.DefaultConfig()
 	cfg.DeadLetterTopic, cfg.DeliveryLimit = "dlt", 1
-	f.Add(seed(share(Share{Config: &cfg}),
-		share(Share{Acquire: &ShareAcquire{MemberID: "m1", Topic: "t", Max: 10, Partitions: []ShareBounds{{Partition: 0, HighWatermark: 20}, {Partition: 1, HighWatermark: 5}}}}),
-		share(Share{Ack: &shares.AckRequest{MemberID: "m1", Acks: []shares.Ack{{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 3, Type: shares.AckAccept},
+	f.Add(seed(share(sharefsm.Command{Config: &cfg}),
+		share(sharefsm.Command{Acquire: &sharefsm.Acquire{MemberID: "m1", Topic: "t", Max: 10, Partitions: []sharefsm.Bounds{{Partition: 0, HighWatermark: 20}, {Partition: 1, HighWatermark: 5}}}}),
+		share(sharefsm.Command{Ack: &shares.AckRequest{MemberID: "m1", Acks: []shares.Ack{{Topic: "t", Partition: 0, FirstOffset: 0, LastOffset: 3, Type: shares.AckAccept},
 			{Topic: "t", Partition: 0, FirstOffset: 4, LastOffset: 5, Type: shares.AckReject, Reason: "bad"}}}}),
-		share(Share{DeadLetterBegin: &DeadLetterBegin{Topic: "t", Partition: 0, ProducerID: 9, Max: 10}}),
-		share(Share{DeadLetterDone: &DeadLetterDone{Topic: "t", Partition: 0}}),
-		share(Share{Delete: true}),
-		share(Share{Leave: "m1"}),
-		share(Share{Reset: &ShareReset{Topic: "t", Partitions: []shares.PartitionReset{{Partition: 0, Offset: 2}}}}),
-		share(Share{Reset: &ShareReset{Topic: "t", Drop: true}}),
-		share(Share{Delete: true})))
+		share(sharefsm.Command{DeadLetterBegin: &sharefsm.DeadLetterBegin{Topic: "t", Partition: 0, ProducerID: 9, Max: 10}}),
+		share(sharefsm.Command{DeadLetterDone: &sharefsm.DeadLetterDone{Topic: "t", Partition: 0}}),
+		share(sharefsm.Command{Delete: true}),
+		share(sharefsm.Command{Leave: "m1"}),
+		share(sharefsm.Command{Reset: &sharefsm.Reset{Topic: "t", Partitions: []shares.PartitionReset{{Partition: 0, Offset: 2}}}}),
+		share(sharefsm.Command{Reset: &sharefsm.Reset{Topic: "t", Drop: true}}),
+		share(sharefsm.Command{Delete: true})))
 	f.Add(seed(commit("g", "", 0, "t", 0, 4), commit("g", "", 0, "u", 0, 4),
 		Command{Type: TypeDeleteOffsets, DeleteOffsets: &DeleteOffsets{Group: "g", Topic: "t"}},
 		Command{Type: TypeDeleteOffsets, DeleteOffsets: &DeleteOffsets{Group: "none", Topic: "t"}}))

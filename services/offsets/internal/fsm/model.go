@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/sluicemq/sluice/libs/groups"
 )
@@ -63,7 +62,7 @@ type Member struct {
 	// Revoking was taken from Assigned; the member still holds it until it
 	// reports it released (or leaves, or is removed).
 	Revoking []groups.TP `json:"revoking,omitempty"`
-	// GrantedAt is, per held partition ("topic/partition"), the member epoch
+	// GrantedAt is, per held partition (partkey.String), the member epoch
 	// at which it was last given to the member: commits for it must carry at
 	// least that epoch, so a commit delayed from an earlier ownership cannot
 	// land after the partition came back.
@@ -80,9 +79,6 @@ type Member struct {
 	Metadata   []byte `json:"metadata,omitempty"`
 	Assignment []byte `json:"assignment,omitempty"`
 }
-
-// GrantKey is a partition's key in Member.GrantedAt.
-func GrantKey(p groups.TP) string { return p.Topic + "/" + strconv.Itoa(int(p.Partition)) }
 
 // Holds reports whether m holds p: assigned to it or being revoked from it.
 // No two members of a group hold the same partition.

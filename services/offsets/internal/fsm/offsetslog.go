@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
 )
 
 // OffsetsLog returns partition partition of the groups' change log from
@@ -75,7 +76,7 @@ func legacyKey(r groups.OffsetsLogRecord) string {
 	if r.Offset == nil {
 		return r.Group + "\x00"
 	}
-	return r.Group + "\x00" + string(key(r.Offset.Topic, r.Offset.Partition))
+	return r.Group + "\x00" + string(partkey.Bytes(r.Offset.Topic, r.Offset.Partition))
 }
 
 // stateOf is a group's membership as the change log shows it.

@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sluicemq/sluice/libs/groups"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
 )
 
 // TestOffsetsLog: committed offsets and group states get change-log
@@ -92,7 +93,7 @@ func TestOffsetsLog(t *testing.T) {
 			return err
 		}
 		v, _ := json.Marshal(groups.Committed{Topic: "t", Partition: 0, Offset: 3})
-		return b.Put(key("t", 0), v)
+		return b.Put(partkey.Bytes("t", 0), v)
 	})
 	if err != nil {
 		t.Fatal(err)

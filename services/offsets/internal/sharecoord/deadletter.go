@@ -8,7 +8,8 @@ import (
 	"github.com/sluicemq/sluice/libs/protocol"
 	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/shares"
-	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // DeadLetterIO is what the dead-letter writer needs of the cluster.
@@ -58,7 +59,7 @@ func (s *Coordinator) writeDeadLetters() {
 
 // pendingDeadLetters reports whether a partition of g has a dead-letter
 // batch fixed and not reported written.
-func pendingDeadLetters(g *fsm.ShareGroup) bool {
+func pendingDeadLetters(g *sharefsm.Group) bool {
 	for _, p := range g.Partitions {
 		if p.DeadLetters != nil && p.DeadLetters.Pending != nil {
 			return true
@@ -68,8 +69,8 @@ func pendingDeadLetters(g *fsm.ShareGroup) bool {
 }
 
 // deadLetter writes one batch of a share-partition's archived records.
-func (s *Coordinator) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.SharePartition) error {
-	b := &fsm.DeadLetterBegin{Topic: p.Topic, Partition: p.Partition, Max: deadLetterBatch}
+func (s *Coordinator) deadLetter(ctx context.Context, g *sharefsm.Group, p *sharefsm.Partition) error {
+	b := &sharefsm.DeadLetterBegin{Topic: p.Topic, Partition: p.Partition, Max: deadLetterBatch}
 	if p.DeadLetters == nil || p.DeadLetters.Pending == nil {
 		topic := g.Config.DeadLetterTopic
 		if topic == "" {
@@ -94,7 +95,7 @@ func (s *Coordinator) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.
 			b.ProducerID = id
 		}
 	}
-	out, err := s.propose(ctx, fsm.Share{Group: g.Name, DeadLetterBegin: b})
+	out, err := s.propose(ctx, sharefsm.Command{Group: g.Name, DeadLetterBegin: b})
 	if err != nil || out.DeadLetter == nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func (s *Coordinator) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.
 	if !ok {
 		return nil
 	}
-	sp := cur.Partitions[fsm.GrantKey(p.TP())]
+	sp := cur.Partitions[partkey.String(p.TP())]
 	if sp == nil || sp.DeadLetters == nil {
 		return nil
 	}
@@ -139,6 +140,6 @@ func (s *Coordinator) deadLetter(ctx context.Context, g *fsm.ShareGroup, p *fsm.
 	if err != nil {
 		return err
 	}
-	_, err = s.propose(ctx, fsm.Share{Group: g.Name, DeadLetterDone: &fsm.DeadLetterDone{Topic: p.Topic, Partition: p.Partition, Seq: batch.Seq}})
+	_, err = s.propose(ctx, sharefsm.Command{Group: g.Name, DeadLetterDone: &sharefsm.DeadLetterDone{Topic: p.Topic, Partition: p.Partition, Seq: batch.Seq}})
 	return err
 }

@@ -2,8 +2,8 @@
 // (Kafka's KIP-932; package libs/shares states the contract). It lives
 // beside the group coordinator on the offsets Raft group's leader and
 // reaches it through coordinator.Plane alone. It owns no replicated state:
-// the share groups' state is the fsm package's (fsm/share.go), and every
-// acquisition and acknowledgement is a Raft entry the FSM decides.
+// the share groups' state is the fsm package's (package fsm/sharefsm), and
+// every acquisition and acknowledgement is a Raft entry the FSM decides.
 //
 // Coordinator proposes acquisitions and acknowledgements (share.go), visits
 // each member's own partitions first (share_homes.go: homes, a hint of
@@ -19,7 +19,7 @@
 //     (Archiving while it waits for the dead-letter topic), and Start moves
 //     past every record that is done. Every decision, expiry included, is
 //     made by the FSM from the proposer's clock carried in the command
-//     (fsm.Share.NowMs), so replicas decide alike and a new leader
+//     (sharefsm.Command.NowMs), so replicas decide alike and a new leader
 //     continues exactly where the old one stopped.
 //   - Acknowledgements are all or none per partition, every other
 //     operation all or none. An acquisition carrying acknowledgements

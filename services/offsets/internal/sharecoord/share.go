@@ -12,6 +12,8 @@ import (
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // LogBounds looks up a partition's log offsets at its leader: ts is
@@ -134,7 +136,7 @@ func (s *Coordinator) freedSignal() <-chan struct{} {
 
 // propose runs a share operation and returns its answer; one that may have
 // given records back wakes the acquisitions waiting for room.
-func (s *Coordinator) propose(ctx context.Context, op fsm.Share) (*fsm.ShareResult, error) {
+func (s *Coordinator) propose(ctx context.Context, op sharefsm.Command) (*sharefsm.Result, error) {
 	if !s.co.Ready() {
 		return nil, coordinator.ErrNotLeader
 	}
@@ -185,8 +187,8 @@ func (s *Coordinator) Acquire(ctx context.Context, group string, req shares.Acqu
 	n := int32(len(visit))
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
 	first := s.homes.visitFirst(group, req.MemberID, n, s.co.Now())
-	acquire := func(parts []fsm.ShareBounds) *fsm.ShareAcquire {
-		return &fsm.ShareAcquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
+	acquire := func(parts []sharefsm.Bounds) *sharefsm.Acquire {
+		return &sharefsm.Acquire{MemberID: req.MemberID, Topic: req.Topic, Max: req.MaxRecords, Partitions: parts}
 	}
 	if len(req.Acks) > 0 {
 		// The acknowledgements apply first, in one entry with an
@@ -194,7 +196,7 @@ func (s *Coordinator) Acquire(ctx context.Context, group string, req shares.Acqu
 		// answered without waiting for records, so the consumer learns
 		// their outcome (a refusal above all) without delay.
 		parts, _ := s.partitionBounds(ctx, group, req.Topic, visit, first)
-		out, err := s.propose(ctx, fsm.Share{Group: group, Ack: &shares.AckRequest{MemberID: req.MemberID, Acks: req.Acks}, Acquire: acquire(parts)})
+		out, err := s.propose(ctx, sharefsm.Command{Group: group, Ack: &shares.AckRequest{MemberID: req.MemberID, Acks: req.Acks}, Acquire: acquire(parts)})
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +207,7 @@ func (s *Coordinator) Acquire(ctx context.Context, group string, req shares.Acqu
 		freed := s.freedSignal() // taken before looking: a give-back after the look wakes the wait
 		parts, worth := s.partitionBounds(ctx, group, req.Topic, visit, first)
 		if worth {
-			out, err := s.propose(ctx, fsm.Share{Group: group, Acquire: acquire(parts)})
+			out, err := s.propose(ctx, sharefsm.Command{Group: group, Acquire: acquire(parts)})
 			if err != nil {
 				return nil, err
 			}
@@ -239,9 +241,9 @@ func (s *Coordinator) Acquire(ctx context.Context, group string, req shares.Acqu
 // from the first'th on, and reports whether an acquisition could take
 // something. A partition whose leader cannot be reached is left out: the
 // others may serve.
-func (s *Coordinator) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]fsm.ShareBounds, bool) {
+func (s *Coordinator) partitionBounds(ctx context.Context, group, topic string, visit []int32, first int32) ([]sharefsm.Bounds, bool) {
 	n := int32(len(visit))
-	parts := make([]fsm.ShareBounds, 0, n)
+	parts := make([]sharefsm.Bounds, 0, n)
 	worth := false
 	g, _ := s.co.FSM().Share(group)
 	nowMs := s.co.Now().UnixMilli()
@@ -251,7 +253,7 @@ func (s *Coordinator) partitionBounds(ctx context.Context, group, topic string, 
 		if err != nil {
 			continue
 		}
-		parts = append(parts, fsm.ShareBounds{Partition: p, LogStart: b.logStart, HighWatermark: b.hw})
+		parts = append(parts, sharefsm.Bounds{Partition: p, LogStart: b.logStart, HighWatermark: b.hw})
 		worth = worth || acquirable(g, topic, p, b, nowMs)
 	}
 	return parts, worth
@@ -262,11 +264,11 @@ func (s *Coordinator) partitionBounds(ctx context.Context, group, topic string, 
 // fixes where it starts), records are released or their locks expired, or
 // the log holds records past the in-flight window's end and the window has
 // room.
-func acquirable(g *fsm.ShareGroup, topic string, p int32, b bound, nowMs int64) bool {
+func acquirable(g *sharefsm.Group, topic string, p int32, b bound, nowMs int64) bool {
 	if g == nil {
 		return true
 	}
-	sp := g.Partitions[fsm.GrantKey(groups.TP{Topic: topic, Partition: p})]
+	sp := g.Partitions[partkey.String(groups.TP{Topic: topic, Partition: p})]
 	if sp == nil {
 		return true
 	}
@@ -279,7 +281,7 @@ func acquirable(g *fsm.ShareGroup, topic string, p int32, b bound, nowMs int64) 
 
 // Ack acknowledges records: one result per partition.
 func (s *Coordinator) Ack(ctx context.Context, group string, req shares.AckRequest) (*shares.AckResponse, error) {
-	out, err := s.propose(ctx, fsm.Share{Group: group, Ack: &req})
+	out, err := s.propose(ctx, sharefsm.Command{Group: group, Ack: &req})
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +293,7 @@ func (s *Coordinator) Leave(ctx context.Context, group, member string) error {
 	if member == "" {
 		return protocol.UnknownMemberID.Err("leaving needs a member id")
 	}
-	_, err := s.propose(ctx, fsm.Share{Group: group, Leave: member})
+	_, err := s.propose(ctx, sharefsm.Command{Group: group, Leave: member})
 	s.homes.leave(group, member)
 	return err
 }
@@ -308,20 +310,20 @@ func (s *Coordinator) Configure(ctx context.Context, group string, set map[strin
 			return protocol.InvalidConfig.Err("%v", err)
 		}
 	}
-	_, err := s.propose(ctx, fsm.Share{Group: group, Config: &cfg})
+	_, err := s.propose(ctx, sharefsm.Command{Group: group, Config: &cfg})
 	return err
 }
 
 // Reset moves partitions of a group without records of the topic under
 // lock.
-func (s *Coordinator) Reset(ctx context.Context, group string, req fsm.ShareReset) error {
-	_, err := s.propose(ctx, fsm.Share{Group: group, Reset: &req})
+func (s *Coordinator) Reset(ctx context.Context, group string, req sharefsm.Reset) error {
+	_, err := s.propose(ctx, sharefsm.Command{Group: group, Reset: &req})
 	return err
 }
 
 // Delete deletes a group without records under lock.
 func (s *Coordinator) Delete(ctx context.Context, group string) error {
-	_, err := s.propose(ctx, fsm.Share{Group: group, Delete: true})
+	_, err := s.propose(ctx, sharefsm.Command{Group: group, Delete: true})
 	return err
 }
 

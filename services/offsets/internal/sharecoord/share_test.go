@@ -19,6 +19,8 @@ import (
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator"
 	"github.com/sluicemq/sluice/services/offsets/internal/coordinator/coordtest"
 	"github.com/sluicemq/sluice/services/offsets/internal/fsm"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/partkey"
+	"github.com/sluicemq/sluice/services/offsets/internal/fsm/sharefsm"
 )
 
 // startCo runs a group coordinator (coordtest.Start) that knows topics, for
@@ -132,7 +134,9 @@ func TestDeadLetterRetryWritesTheSameBatch(t *testing.T) {
 	}
 }
 
-func fsmKey(topic string, p int32) string { return fsm.GrantKey(groups.TP{Topic: topic, Partition: p}) }
+func fsmKey(topic string, p int32) string {
+	return partkey.String(groups.TP{Topic: topic, Partition: p})
+}
 
 // TestAcquireCarriesAcknowledgements: acknowledgements sent with an
 // acquisition apply first, in the same step: accepted records are done,
@@ -171,13 +175,13 @@ func TestAcquireCarriesAcknowledgements(t *testing.T) {
 		t.Fatalf("b's acknowledgement of a's records: %+v, %v", got, err)
 	}
 	g, _ := f.Share("q")
-	st := g.Partitions[fsm.GrantKey(groups.TP{Topic: "t"})].State(6, co.Now().UnixMilli())
+	st := g.Partitions[partkey.String(groups.TP{Topic: "t"})].State(6, co.Now().UnixMilli())
 	if st.StartOffset != 2 || st.Acquired != 4 || st.Accepted != 2 {
 		t.Fatalf("state after the refusal: %+v; want 0-1 accepted and 2-5 held by a", st)
 	}
 	// Mismatched member ids are refused outright.
-	if _, err := s.propose(ctx, fsm.Share{Group: "q", Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{ack(2, 2, shares.AckAccept)}},
-		Acquire: &fsm.ShareAcquire{MemberID: "b", Topic: "t"}}); protocol.CodeOf(err) != protocol.InvalidRequest {
+	if _, err := s.propose(ctx, sharefsm.Command{Group: "q", Ack: &shares.AckRequest{MemberID: "a", Acks: []shares.Ack{ack(2, 2, shares.AckAccept)}},
+		Acquire: &sharefsm.Acquire{MemberID: "b", Topic: "t"}}); protocol.CodeOf(err) != protocol.InvalidRequest {
 		t.Fatalf("acknowledgements and acquisition of two members: %v", err)
 	}
 }
