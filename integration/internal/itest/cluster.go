@@ -106,6 +106,26 @@ func startClusterWith(t *testing.T, storage int, netns bool, extra ...string) *l
 // Ports are filled in).
 func StartClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Cluster {
 	t.Helper()
+	c, err := launch(t, cfg, t.TempDir)
+	if c != nil {
+		t.Cleanup(func() {
+			c.Close()
+			if t.Failed() {
+				printLogs(t, c)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// launch starts a cluster described by cfg (BinDir, DataDir and Ports are
+// filled in, the data directory from dir) and returns it, started or not:
+// the caller closes it.
+func launch(t *testing.T, cfg localcluster.Config, dir func() string) (*localcluster.Cluster, error) {
+	t.Helper()
 	cfg.BinDir = BuildBinaries(t)
 	if cfg.Storage == 0 {
 		cfg.Storage = 3
@@ -115,12 +135,12 @@ func StartClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Clu
 	for attempt := 1; ; attempt++ {
 		ports, err := localcluster.FreePorts(cfg.Storage)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		cfg.Ports, cfg.DataDir = ports, t.TempDir()
+		cfg.Ports, cfg.DataDir = ports, dir()
 		c, err := localcluster.New(cfg)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		err = c.Start(ctx)
 		if err != nil && attempt < 3 && logsMention(c, "address already in use") {
@@ -131,26 +151,80 @@ func StartClusterConfig(t *testing.T, cfg localcluster.Config) *localcluster.Clu
 			c.Close()
 			continue
 		}
-		t.Cleanup(func() {
-			c.Close()
-			if t.Failed() {
-				for _, p := range c.Procs {
-					b, _ := os.ReadFile(p.LogPath)
-					if d := os.Getenv("SLUICE_DEBUG_LOGS"); d != "" {
-						_ = os.WriteFile(filepath.Join(d, p.Name+".log"), b, 0o644)
-					}
-					if len(b) > 8000 {
-						b = b[len(b)-8000:]
-					}
-					t.Logf("---- %s log (tail) ----\n%s", p.Name, b)
-				}
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return c, err
 	}
+}
+
+// printLogs logs the tail of every process's log (and writes the whole
+// logs to $SLUICE_DEBUG_LOGS when it names a folder).
+func printLogs(t testing.TB, c *localcluster.Cluster) {
+	for _, p := range c.Procs {
+		b, _ := os.ReadFile(p.LogPath)
+		if d := os.Getenv("SLUICE_DEBUG_LOGS"); d != "" {
+			_ = os.WriteFile(filepath.Join(d, p.Name+".log"), b, 0o644)
+		}
+		if len(b) > 8000 {
+			b = b[len(b)-8000:]
+		}
+		t.Logf("---- %s log (tail) ----\n%s", p.Name, b)
+	}
+}
+
+// shared is the cluster the tests of a package share (SharedCluster).
+var shared struct {
+	mu  sync.Mutex
+	c   *localcluster.Cluster
+	dir string
+	err error
+}
+
+// SharedCluster is a cluster of 3 storage nodes that the tests of a
+// package share: the first test that asks starts it, Main stops it when
+// the package's tests end. A test using it leaves it as it found it for
+// the others, which run beside it: no process stopped, paused or cut off,
+// no cluster-wide setting changed, and topics, groups and principals of
+// names its own. A test that fails prints the cluster's logs.
+func SharedCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.c == nil && shared.err == nil {
+		shared.dir, shared.err = os.MkdirTemp("", "sluice-shared-")
+		if shared.err == nil {
+			shared.c, shared.err = launch(t, localcluster.Config{}, func() string {
+				d, err := os.MkdirTemp(shared.dir, "data-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			})
+		}
+	}
+	if shared.err != nil {
+		t.Fatalf("the shared cluster did not start: %v", shared.err)
+	}
+	c := shared.c
+	t.Cleanup(func() {
+		if t.Failed() {
+			printLogs(t, c)
+		}
+	})
+	return c
+}
+
+// Main runs a package's tests (TestMain calls it) and stops the cluster
+// they shared, if one was started.
+func Main(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	if shared.c != nil {
+		shared.c.Close()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	shared.mu.Unlock()
+	os.Exit(code)
 }
 
 // logsMention reports whether a log of c's processes holds text.

@@ -13,13 +13,14 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 )
 
-// TestSluicectlTour walks the README's tour with the real sluicectl binary.
+// TestSluicectlTour walks the README's tour with the real sluicectl binary
+// (on the package's shared cluster: its topic is its own).
 func TestSluicectlTour(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c := itest.StartCluster(t, 3)
+	c := itest.SharedCluster(t)
 	must := func(stdin string, args ...string) string {
 		t.Helper()
 		out, errOut, code := itest.Sluicectl(t, c, stdin, args...)
@@ -197,13 +198,14 @@ func TestTopicAlterAppliesLive(t *testing.T) {
 // TestTopicAddPartitions: `sluicectl topic add-partitions` warns that keys
 // move, grows the topic through the frontend, and the storage nodes open the
 // new partitions at once: an acks=all record to a new partition is written
-// and read back. A total not above the current count is refused.
+// and read back. A total not above the current count is refused. It runs
+// on the package's shared cluster (its topic is its own).
 func TestTopicAddPartitions(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	c := itest.StartCluster(t, 3)
+	c := itest.SharedCluster(t)
 	itest.MustSluicectl(t, c, "topic", "create", "grow", "--partitions", "2", "--replication-factor", "3", "--config", "min.insync.replicas=2")
 	out, errOut, code := itest.Sluicectl(t, c, "", "topic", "add-partitions", "grow", "--partitions", "4")
 	if code != 0 || !strings.Contains(out, "now has 4 partitions") || !strings.Contains(errOut, "warning: keys") {

@@ -8,7 +8,9 @@
 // integration/internal/itest.
 //
 // Each test starts clusters of its own on ports no other test of the process
-// is handed (localcluster.FreePorts), so the tests run in parallel
+// is handed (localcluster.FreePorts), or, when it leaves the cluster as it
+// found it, runs on the package's shared one (itest.SharedCluster: the
+// sluicectl tour, adding partitions), so the tests run in parallel
 // (t.Parallel; `go test -parallel N` bounds how many at once, `make test`
 // runs 3). The figures tests run alone, before the parallel ones: they
 // measure figures (SLUICE_FIGURES=1), which a neighbour's load would skew.
