@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/dev/testkit"
@@ -83,7 +84,14 @@ func keepBeating(t *testing.T, c *Coordinator, m *testMember, want int, release 
 	})
 }
 
+// TestSessionExpiryMovesPartitions: a member silent past its session
+// timeout is removed and its partitions move to the member left. It runs
+// in a synctest bubble: the session passes on the bubble's clock.
 func TestSessionExpiryMovesPartitions(t *testing.T) {
+	synctest.Test(t, testSessionExpiryMovesPartitions)
+}
+
+func testSessionExpiryMovesPartitions(t *testing.T) {
 	c, f, _ := start(t, t.TempDir())
 	a, b := &testMember{}, &testMember{}
 	keepBeating(t, c, a, 4, true)
@@ -106,7 +114,15 @@ func TestSessionExpiryMovesPartitions(t *testing.T) {
 	}
 }
 
+// TestMemberThatNeverReleasesIsRemovedAfterRebalanceTimeout: a member that
+// does not give up a partition it was asked to revoke is removed once the
+// rebalance timeout passes (on a synctest bubble's clock), and the partition
+// moves on.
 func TestMemberThatNeverReleasesIsRemovedAfterRebalanceTimeout(t *testing.T) {
+	synctest.Test(t, testMemberThatNeverReleasesIsRemovedAfterRebalanceTimeout)
+}
+
+func testMemberThatNeverReleasesIsRemovedAfterRebalanceTimeout(t *testing.T) {
 	c, _, _ := start(t, t.TempDir())
 	hog, other := &testMember{}, &testMember{}
 	keepBeating(t, c, hog, 4, false)

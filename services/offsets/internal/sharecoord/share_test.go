@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/dev/testkit"
@@ -220,6 +221,40 @@ func TestWaitingAcquisitionWakesWhenRecordsAreGivenBack(t *testing.T) {
 	if resp == nil || len(resp.Acquired) != 1 || resp.Acquired[0].FirstOffset != 0 || resp.Acquired[0].LastOffset != 4 {
 		t.Fatalf("b's acquisition after a's release: %+v; want offsets 0-4", resp)
 	}
+}
+
+// TestLockExpiryHandsRecordsToTheNextMember: records a member acquired and
+// never acknowledged are another member's once their lock expires, at their
+// second delivery; before that they are not. It runs in a synctest bubble:
+// the lock's duration passes on the bubble's clock, which the coordinator
+// proposes with every acquisition (the FSM decides expiry from it).
+func TestLockExpiryHandsRecordsToTheNextMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		co, _ := startCo(t, coordtest.Topics{"t": 1})
+		s := New(co, fixedBounds(10), nil)
+		ctx := context.Background()
+		if err := s.Configure(ctx, "q", map[string]string{shares.ConfigAutoOffsetReset: "earliest", shares.ConfigLockDurationMs: "1000"}); err != nil {
+			t.Fatal(err)
+		}
+		take := func(member string) []shares.Acquired {
+			got, err := s.Acquire(ctx, "q", shares.AcquireRequest{MemberID: member, Topic: "t", MaxRecords: 10})
+			if err != nil {
+				t.Fatalf("%s's acquisition: %v", member, err)
+			}
+			return got.Acquired
+		}
+		if got := take("a"); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 9 || got[0].DeliveryCount != 1 {
+			t.Fatalf("a acquired %+v; want offsets 0-9 at delivery 1", got)
+		}
+		<-time.After(999 * time.Millisecond) // on the bubble's clock
+		if got := take("b"); len(got) != 0 {
+			t.Fatalf("b acquired %+v while a's lock holds", got)
+		}
+		<-time.After(time.Millisecond)
+		if got := take("b"); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 9 || got[0].DeliveryCount != 2 {
+			t.Fatalf("b acquired %+v once a's lock expired; want offsets 0-9 at delivery 2", got)
+		}
+	})
 }
 
 // BenchmarkDeadLetterScanIdle is the dead-letter writer's tick over 20

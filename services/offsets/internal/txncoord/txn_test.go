@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice/libs/dev/testkit"
@@ -401,8 +402,11 @@ func TestTxnFencedProducerCannotRetryEnd(t *testing.T) {
 }
 
 // TestTxnTimeoutAborts: a transaction open past its timeout is aborted
-// with a bumped epoch, fencing its producer.
-func TestTxnTimeoutAborts(t *testing.T) {
+// with a bumped epoch, fencing its producer. It runs in a synctest bubble:
+// the timeout and the check loop's ticks pass on the bubble's clock.
+func TestTxnTimeoutAborts(t *testing.T) { synctest.Test(t, testTxnTimeoutAborts) }
+
+func testTxnTimeoutAborts(t *testing.T) {
 	markers := &markerLog{}
 	x, f, _ := startTxns(t, t.TempDir(), markers, &counterIDs{})
 	p, err := x.Init(bg, "tx", txns.InitRequest{TimeoutMs: 100, ProducerID: -1, ProducerEpoch: -1})

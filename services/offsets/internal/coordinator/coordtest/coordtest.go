@@ -12,6 +12,7 @@ package coordtest
 import (
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -53,7 +54,10 @@ func Start[C Coordinator](t testing.TB, dir string, newCo func(f *fsm.FSM, r *ra
 	rc.Service, rc.RaftAddr, rc.HTTPAddr, rc.DataDir, rc.Bootstrap = "offsets", "127.0.0.1:0", "127.0.0.1:1", dir, true
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rc.CommitTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
 	rc.LogLevel, rc.NoSnapshotRestoreOnStart = "error", true
-	n, err := raftgroup.New(rc, f, log)
+	// A single voter sends no Raft RPC and takes none: it listens on a
+	// listener no one can dial, so a test may run it inside a synctest
+	// bubble (a TCP listener's Accept would keep the bubble's clock still).
+	n, err := raftgroup.New(rc, f, log, raftgroup.WithListener(newIdleListener()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,3 +79,24 @@ func Start[C Coordinator](t testing.TB, dir string, newCo func(f *fsm.FSM, r *ra
 	testkit.WaitFor(t, 10*time.Second, "the coordinator to be ready", c.Ready)
 	return c, f, stop
 }
+
+// idleListener is a net.Listener no one can dial: Accept waits until Close.
+type idleListener struct {
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newIdleListener() *idleListener { return &idleListener{closed: make(chan struct{})} }
+
+func (l *idleListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *idleListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+// Addr is what the single voter advertises; nothing connects to it.
+func (l *idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
