@@ -33,24 +33,15 @@ type ProduceReply struct {
 // error or a status other than 200 fails the test.
 func PostJSON(t *testing.T, url string, body any) ProduceReply {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	r, err := TryPost(context.Background(), url, body)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, data)
-	}
-	var r ProduceReply
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatalf("reply %s: %v", data, err)
+		t.Fatalf("POST %s: %v", url, err)
 	}
 	return r
 }
 
-// TryPost is PostJSON without failing the test (for load during failures).
+// TryPost posts body as JSON to url (a produce) and returns the reply, or
+// an error for a failure or a status other than 200 (load during failures).
 func TryPost(ctx context.Context, url string, body any) (ProduceReply, error) {
 	var r ProduceReply
 	b, _ := json.Marshal(body)

@@ -45,21 +45,11 @@ func CreateTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, top
 // CreateTopicWith is CreateTopic of a whole request (a topic with configs).
 func CreateTopicWith(t *testing.T, ctx context.Context, c *localcluster.Cluster, req cluster.CreateTopicRequest) {
 	t.Helper()
-	admin := cluster.NewClient([]string{c.FrontendURL()})
+	admin := cluster.NewClient(c.FrontendURLs())
 	if _, err := admin.CreateTopic(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	WaitLeaders(t, ctx, c, req.Name, req.Partitions)
-}
-
-// KafkaTopic creates a topic through the frontend and waits for its leaders.
-func KafkaTopic(t *testing.T, ctx context.Context, c *localcluster.Cluster, name string, partitions, rf int) {
-	t.Helper()
-	admin := cluster.NewClient(c.FrontendURLs())
-	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: rf}); err != nil {
-		t.Fatal(err)
-	}
-	WaitLeaders(t, ctx, c, name, partitions)
 }
 
 // LeaderOf returns the node id leading a partition (metadata's view).
@@ -96,10 +86,7 @@ func WaitFullISR(t *testing.T, ctx context.Context, c *localcluster.Cluster, top
 // min.insync.replicas and waits for every ISR to be full.
 func CreateReplicated(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, partitions int, minISR string) {
 	t.Helper()
-	admin := cluster.NewClient([]string{c.FrontendURL()})
-	if _, err := admin.CreateTopic(ctx, cluster.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 3,
-		Config: map[string]string{"min.insync.replicas": minISR}}); err != nil {
-		t.Fatal(err)
-	}
+	CreateTopicWith(t, ctx, c, cluster.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 3,
+		Config: map[string]string{"min.insync.replicas": minISR}})
 	WaitFullISR(t, ctx, c, topic, 3)
 }

@@ -62,7 +62,7 @@ func TestKafkaClients(t *testing.T) {
 	boot := c.KafkaAddrs()[0]
 
 	t.Run("kcat", func(t *testing.T) {
-		itest.KafkaTopic(t, ctx, c, "kcat", 3, 3)
+		itest.CreateTopic(t, ctx, c, "kcat", 3, 3)
 		listing := run(t, time.Minute, "", kcat, "-b", boot, "-L")
 		for _, want := range []string{"4 brokers:", "broker 1 at", "broker 2 at", "broker 3 at", `topic "kcat" with 3 partitions`} {
 			if !strings.Contains(listing, want) {
@@ -130,7 +130,7 @@ func TestKafkaClients(t *testing.T) {
 
 	t.Run("kafka-python", func(t *testing.T) {
 		python := itest.NeedPython(t, "kafka", "python3-kafka")
-		itest.KafkaTopic(t, ctx, c, "python", 2, 3)
+		itest.CreateTopic(t, ctx, c, "python", 2, 3)
 		out := run(t, 2*time.Minute, "", python, "-c", pythonRoundTrip, boot, "python", "1000")
 		if strings.TrimSpace(out) != "consumed 1000 of 1000 in order" {
 			t.Fatalf("kafka-python round trip: %s", out)
@@ -141,7 +141,7 @@ func TestKafkaClients(t *testing.T) {
 		// kafka-python speaking Kafka 0.10.1's protocol: Produce v2 with
 		// message sets of format v1, plain and gzip-compressed.
 		python := itest.NeedPython(t, "kafka", "python3-kafka")
-		itest.KafkaTopic(t, ctx, c, "python-old", 2, 3)
+		itest.CreateTopic(t, ctx, c, "python-old", 2, 3)
 		out := run(t, 2*time.Minute, "", python, "-c", pythonMessageSets, boot, "python-old", "500")
 		if strings.TrimSpace(out) != "read 1000 of 1000 as written" {
 			t.Fatalf("kafka-python with message sets: %s", out)
@@ -201,7 +201,7 @@ func alive(p *localcluster.Proc) bool {
 // kcat consumes it: the records leave the node by sendfile(2).
 func kcatFetchUsesSendfile(t *testing.T, ctx context.Context, c *localcluster.Cluster, kcat string) {
 	strace := itest.NeedTool(t, "strace", "strace")
-	itest.KafkaTopic(t, ctx, c, "sendfile", 1, 1)
+	itest.CreateTopic(t, ctx, c, "sendfile", 1, 1)
 	var in strings.Builder
 	value := strings.Repeat("v", 1000)
 	for i := 0; i < 4000; i++ {
@@ -286,7 +286,7 @@ print('read %d of %d as written' % (got, 2 * n))
 // time as timestamp; one with a bad CRC is refused with CORRUPT_MESSAGE and
 // writes nothing.
 func produceMessageSetV0(t *testing.T, ctx context.Context, c *localcluster.Cluster) {
-	itest.KafkaTopic(t, ctx, c, "v0", 1, 3)
+	itest.CreateTopic(t, ctx, c, "v0", 1, 3)
 	message := func(key, value string) []byte {
 		m := kmsg.MessageV0{Key: []byte(key), Value: []byte(value)}
 		b := m.AppendTo(nil)

@@ -341,7 +341,7 @@ func franzAdmin(t *testing.T, ctx context.Context, c *localcluster.Cluster, adm 
 
 // franzPositions consumes from the start, the end and a timestamp.
 func franzPositions(t *testing.T, ctx context.Context, c *localcluster.Cluster, cl *kgo.Client, adm *kadm.Client) {
-	itest.KafkaTopic(t, ctx, c, "positions", 2, 3)
+	itest.CreateTopic(t, ctx, c, "positions", 2, 3)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	for i := 0; i < 100; i++ {
 		r := &kgo.Record{Topic: "positions", Key: []byte(fmt.Sprint(i % 2)), Value: []byte(fmt.Sprint(i)), Timestamp: base.Add(time.Duration(i) * time.Second)}

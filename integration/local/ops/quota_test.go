@@ -233,7 +233,7 @@ func (h *brokerThrottles) count() (frontends, storage int) {
 // kafkaQuotas produces n records with franz-go as slow-producer and reads
 // them as slow-consumer, under the quotas TestQuotasThrottleClients set.
 func kafkaQuotas(t *testing.T, ctx context.Context, c *localcluster.Cluster, n int) {
-	itest.KafkaTopic(t, ctx, c, "limited-kafka", 2, 1)
+	itest.CreateTopic(t, ctx, c, "limited-kafka", 2, 1)
 	frontendBefore := itest.MetricSeries(t, c.Proc("frontend").AdminAddr)[`sluice_frontend_quota_throttled_total{kind="produce"}`]
 	storageBefore := itest.MetricSeries(t, c.Proc("storage-1").AdminAddr)["sluice_storage_quota_throttled_total"]
 
