@@ -545,9 +545,18 @@ func TestACLMatrix(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, describeACLs)
 	quota := []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("ana-app")}},
 		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1_000_000}}}}
-	if res, err := anaAdm.AlterClientQuotas(ctx, quota); err != nil || len(res) != 1 || res[0].Err != nil {
-		t.Fatalf("ana setting a quota over Kafka with ALTER_CONFIGS on the cluster: %v %+v", err, res)
-	}
+	// The grant reaches each broker when its model catches up: the broker
+	// that answered the listing above may not be the one asked here.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		res, err := anaAdm.AlterClientQuotas(ctx, quota)
+		switch {
+		case err == nil && len(res) == 1 && errors.Is(res[0].Err, kerr.ClusterAuthorizationFailed):
+			return res[0].Err
+		case err != nil || len(res) != 1 || res[0].Err != nil:
+			t.Fatalf("ana setting a quota over Kafka with ALTER_CONFIGS on the cluster: %v %+v", err, res)
+		}
+		return nil
+	})
 	if _, errOut, code := as(ana, "", "quota", "set", "--client-id", "ana-app", "--produce-bytes-per-sec", "2000000"); code != 0 {
 		t.Fatalf("ana setting a quota over HTTP with ALTER_CONFIGS on the cluster: %s", errOut)
 	}

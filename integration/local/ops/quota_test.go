@@ -47,9 +47,10 @@ func TestQuotasThrottleClients(t *testing.T) {
 	itest.CreateTopic(t, ctx, c, "limited", 2, 1)
 	// 8 KB/s: a producer's second batch request to a frontend (8 KB each)
 	// already finds it in debt, and its third waits, however slowly this
-	// machine produces (tests run side by side).
+	// machine produces (tests run side by side); a consumer's fetches of 8 KB
+	// alike at the storage node.
 	itest.MustSluicectl(t, c, "quota", "set", "--client-id", "slow-producer", "--produce-bytes-per-sec", "8000")
-	itest.MustSluicectl(t, c, "quota", "set", "--client-id", "slow-consumer", "--fetch-bytes-per-sec", "20000")
+	itest.MustSluicectl(t, c, "quota", "set", "--client-id", "slow-consumer", "--fetch-bytes-per-sec", "8000")
 	var qs []struct {
 		ClientID           string `json:"client_id"`
 		ProduceBytesPerSec int64  `json:"produce_bytes_per_sec"`
@@ -109,7 +110,7 @@ func TestQuotasThrottleClients(t *testing.T) {
 	if got := itest.MetricSeries(t, c.Proc("storage-1").AdminAddr)["sluice_storage_quota_throttled_total"]; got < 1 {
 		t.Fatalf("the storage node throttled no fetch: %v", got)
 	}
-	t.Logf("%d records through an 8 KB/s produce and a 20 KB/s fetch quota", n)
+	t.Logf("%d records through an 8 KB/s produce and fetch quota", n)
 
 	kafkaQuotas(t, ctx, c, n)
 	oneBudgetPerFrontend(t, ctx, c)
