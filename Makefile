@@ -1,5 +1,11 @@
 # Sluice monorepo. `make help` lists the targets.
 MODULES := libs services/metadata services/frontend services/storage services/offsets tools integration
+# TOOL_MODULES only pin the build of a program the local cluster runs
+# (tools/objectstore: versitygw, the S3-compatible object store of tiered
+# storage). They stay out of go.work, so that their dependencies do not move
+# the versions of the modules above, are built with GOWORK=off and have no
+# tests.
+TOOL_MODULES := tools/objectstore
 PKG := github.com/sluicemq/sluice
 BINARIES := $(PKG)/services/metadata/cmd/sluice-metadata $(PKG)/services/frontend/cmd/sluice-frontend \
             $(PKG)/services/storage/cmd/sluice-storage $(PKG)/services/offsets/cmd/sluice-offsets \
@@ -27,6 +33,7 @@ help: ## list the targets
 build: ## build every binary into ./bin
 	@mkdir -p bin
 	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o bin/ $(BINARIES)
+	cd tools/objectstore && GOWORK=off CGO_ENABLED=0 $(GO) build -o ../../bin/ github.com/versity/versitygw/cmd/versitygw
 
 test: test-deps ## run every module's tests with -race (test-deps first)
 	@set -e; for m in $(MODULES); do \
@@ -50,15 +57,20 @@ shape: ## the code's size and complexity counters, checked against tools/interna
 	@cd tools && $(GO) run ./cmd/sluice-shape -root ..
 
 fmt: ## fail when any file is not gofmt-formatted
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $(MODULES) $(TOOL_MODULES)); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
 tidy: ## go mod tidy every module
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
+	@set -e; for m in $(TOOL_MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy); done
 
 tidy-check: ## fail when a module's go.mod or go.sum is not tidy, or a module does not build without go.work
 	@set -e; for m in $(MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy; run make tidy"; exit 1; }; \
 		(cd $$m && GOWORK=off $(GO) build ./...) || { echo "$$m: does not build outside go.work (an import missing from go.mod?)"; exit 1; }; \
+	done
+	@set -e; for m in $(TOOL_MODULES); do \
+		(cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy; run make tidy"; exit 1; }; \
+		(cd $$m && GOWORK=off CGO_ENABLED=0 $(GO) build -o /dev/null tool) || { echo "$$m: its tool does not build"; exit 1; }; \
 	done
 
 certs: ## write a development CA and certificates to ./certs (make run and docker-compose service names)

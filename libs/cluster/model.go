@@ -58,6 +58,9 @@ type Partition struct {
 	// restores the list from before, order included.
 	TargetReplicas []int32 `json:"target_replicas,omitempty"`
 	AddingReplicas []int32 `json:"adding_replicas,omitempty"`
+	// Remote summarizes the partition's remote log (tiered storage); nil
+	// while nothing was uploaded.
+	Remote *RemoteSummary `json:"remote,omitempty"`
 }
 
 // Reassigning reports whether a reassignment of the partition is in progress.

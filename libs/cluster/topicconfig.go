@@ -29,6 +29,15 @@ const (
 	// ConfigDeliveryDelayMs delays every record of the topic for share
 	// groups: none is handed out before its timestamp plus the delay.
 	ConfigDeliveryDelayMs = "delivery.delay.ms"
+
+	// Tiered storage (Kafka's names): remote.storage.enable copies closed
+	// segments to the object store; local.retention.ms and
+	// local.retention.bytes bound what stays on the storage nodes' disks
+	// (-2: the total retention, retention.ms and retention.bytes, which
+	// then bound the remote log too).
+	ConfigRemoteStorageEnable = "remote.storage.enable"
+	ConfigLocalRetentionMs    = "local.retention.ms"
+	ConfigLocalRetentionBytes = "local.retention.bytes"
 )
 
 // Cleanup policies (cleanup.policy, Kafka's values): delete drops whole
@@ -75,6 +84,30 @@ type TopicConfig struct {
 	// DeliveryDelayMs: share groups hand a record out no earlier than its
 	// timestamp plus this (0: at once). Regular consumers are not delayed.
 	DeliveryDelayMs int64
+
+	// RemoteStorage: remote.storage.enable. LocalRetentionMs and
+	// LocalRetentionBytes: local.retention.ms and local.retention.bytes
+	// (-2: as retention.ms and retention.bytes; -1: no bound). See
+	// LocalRetention.
+	RemoteStorage                         bool
+	LocalRetentionMs, LocalRetentionBytes int64
+}
+
+// LocalRetention returns the retention that applies to the storage nodes'
+// disks: the total retention for a topic without remote storage, else
+// local.retention.* where set (-2 means as the total).
+func (c TopicConfig) LocalRetention() (ms, bytes int64) {
+	if !c.RemoteStorage {
+		return c.RetentionMs, c.RetentionBytes
+	}
+	ms, bytes = c.LocalRetentionMs, c.LocalRetentionBytes
+	if ms == -2 {
+		ms = c.RetentionMs
+	}
+	if bytes == -2 {
+		bytes = c.RetentionBytes
+	}
+	return ms, bytes
 }
 
 // CleanupPolicy is the cleanup.policy value of c: "delete", "compact" or
@@ -104,6 +137,8 @@ func DefaultTopicConfig() TopicConfig {
 		MinCleanableDirtyRatio: 0.5,
 		MaxCompactionLagMs:     math.MaxInt64,
 		DeleteRetentionMs:      24 * time.Hour.Milliseconds(),
+		LocalRetentionMs:       -2,
+		LocalRetentionBytes:    -2,
 	}
 }
 
@@ -117,45 +152,11 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := strings.TrimSpace(kv[k])
-		var err error
-		switch k {
-		case ConfigRetentionMs:
-			c.RetentionMs, err = parseInt(v, -1)
-		case ConfigRetentionBytes:
-			c.RetentionBytes, err = parseInt(v, -1)
-		case ConfigSegmentBytes:
-			c.SegmentBytes, err = parseInt(v, 1024)
-		case ConfigSegmentMs:
-			c.SegmentMs, err = parseInt(v, 1)
-		case ConfigMinInsyncReplicas:
-			var n int64
-			n, err = parseInt(v, 1)
-			c.MinInsyncReplicas = int(n)
-		case ConfigFlushPolicy:
-			if v != FlushFsync && v != FlushReplication {
-				err = fmt.Errorf("must be %q or %q", FlushFsync, FlushReplication)
-			}
-			c.FlushPolicy = v
-		case ConfigUncleanElection:
-			c.UncleanElection, err = strconv.ParseBool(v)
-		case ConfigMaxMessageBytes:
-			c.MaxMessageBytes, err = parseInt(v, 1)
-		case ConfigCleanupPolicy:
-			c.Compact, c.Delete, err = parseCleanupPolicy(v)
-		case ConfigMinCleanableDirtyRatio:
-			c.MinCleanableDirtyRatio, err = parseRatio(v)
-		case ConfigMinCompactionLagMs:
-			c.MinCompactionLagMs, err = parseInt(v, 0)
-		case ConfigMaxCompactionLagMs:
-			c.MaxCompactionLagMs, err = parseInt(v, 1)
-		case ConfigDeleteRetentionMs:
-			c.DeleteRetentionMs, err = parseInt(v, 0)
-		case ConfigDeliveryDelayMs:
-			c.DeliveryDelayMs, err = parseInt(v, 0)
-		default:
+		set, ok := topicConfigSetters[k]
+		if !ok {
 			return c, fmt.Errorf("unknown topic config %q", k)
 		}
+		err := set(&c, strings.TrimSpace(kv[k]))
 		if err != nil {
 			return c, fmt.Errorf("topic config %s=%q: %w", k, kv[k], err)
 		}
@@ -166,10 +167,80 @@ func ParseTopicConfig(kv map[string]string, replicationFactor int) (TopicConfig,
 	if c.MaxCompactionLagMs < c.MinCompactionLagMs {
 		return c, fmt.Errorf("topic config %s=%d is below %s=%d", ConfigMaxCompactionLagMs, c.MaxCompactionLagMs, ConfigMinCompactionLagMs, c.MinCompactionLagMs)
 	}
+	if err := c.checkLocalRetention(); err != nil {
+		return c, err
+	}
 	if replicationFactor > 0 && c.MinInsyncReplicas > replicationFactor {
 		return c, fmt.Errorf("topic config %s=%d is larger than the replication factor %d", ConfigMinInsyncReplicas, c.MinInsyncReplicas, replicationFactor)
 	}
 	return c, nil
+}
+
+// checkLocalRetention refuses a local retention above the total one, as
+// Kafka does: the local log cannot keep what the whole log no longer has.
+func (c TopicConfig) checkLocalRetention() error {
+	above := func(local, total int64) bool {
+		return local != -2 && total != -1 && (local == -1 || local > total)
+	}
+	if above(c.LocalRetentionMs, c.RetentionMs) {
+		return fmt.Errorf("topic config %s=%d is above %s=%d", ConfigLocalRetentionMs, c.LocalRetentionMs, ConfigRetentionMs, c.RetentionMs)
+	}
+	if above(c.LocalRetentionBytes, c.RetentionBytes) {
+		return fmt.Errorf("topic config %s=%d is above %s=%d", ConfigLocalRetentionBytes, c.LocalRetentionBytes, ConfigRetentionBytes, c.RetentionBytes)
+	}
+	return nil
+}
+
+// intSetter sets the int64 field of a TopicConfig that field returns from
+// a value of at least min.
+func intSetter(min int64, field func(*TopicConfig) *int64) func(*TopicConfig, string) error {
+	return func(c *TopicConfig, v string) (err error) {
+		*field(c), err = parseInt(v, min)
+		return err
+	}
+}
+
+// topicConfigSetters parse and set each key's value.
+var topicConfigSetters = map[string]func(*TopicConfig, string) error{
+	ConfigRetentionMs:    intSetter(-1, func(c *TopicConfig) *int64 { return &c.RetentionMs }),
+	ConfigRetentionBytes: intSetter(-1, func(c *TopicConfig) *int64 { return &c.RetentionBytes }),
+	ConfigSegmentBytes:   intSetter(1024, func(c *TopicConfig) *int64 { return &c.SegmentBytes }),
+	ConfigSegmentMs:      intSetter(1, func(c *TopicConfig) *int64 { return &c.SegmentMs }),
+	ConfigMinInsyncReplicas: func(c *TopicConfig, v string) error {
+		n, err := parseInt(v, 1)
+		c.MinInsyncReplicas = int(n)
+		return err
+	},
+	ConfigFlushPolicy: func(c *TopicConfig, v string) error {
+		c.FlushPolicy = v
+		if v != FlushFsync && v != FlushReplication {
+			return fmt.Errorf("must be %q or %q", FlushFsync, FlushReplication)
+		}
+		return nil
+	},
+	ConfigUncleanElection: func(c *TopicConfig, v string) (err error) {
+		c.UncleanElection, err = strconv.ParseBool(v)
+		return err
+	},
+	ConfigMaxMessageBytes: intSetter(1, func(c *TopicConfig) *int64 { return &c.MaxMessageBytes }),
+	ConfigCleanupPolicy: func(c *TopicConfig, v string) (err error) {
+		c.Compact, c.Delete, err = parseCleanupPolicy(v)
+		return err
+	},
+	ConfigMinCleanableDirtyRatio: func(c *TopicConfig, v string) (err error) {
+		c.MinCleanableDirtyRatio, err = parseRatio(v)
+		return err
+	},
+	ConfigMinCompactionLagMs: intSetter(0, func(c *TopicConfig) *int64 { return &c.MinCompactionLagMs }),
+	ConfigMaxCompactionLagMs: intSetter(1, func(c *TopicConfig) *int64 { return &c.MaxCompactionLagMs }),
+	ConfigDeleteRetentionMs:  intSetter(0, func(c *TopicConfig) *int64 { return &c.DeleteRetentionMs }),
+	ConfigDeliveryDelayMs:    intSetter(0, func(c *TopicConfig) *int64 { return &c.DeliveryDelayMs }),
+	ConfigRemoteStorageEnable: func(c *TopicConfig, v string) (err error) {
+		c.RemoteStorage, err = strconv.ParseBool(v)
+		return err
+	},
+	ConfigLocalRetentionMs:    intSetter(-2, func(c *TopicConfig) *int64 { return &c.LocalRetentionMs }),
+	ConfigLocalRetentionBytes: intSetter(-2, func(c *TopicConfig) *int64 { return &c.LocalRetentionBytes }),
 }
 
 // ResolveTopicConfig is ParseTopicConfig with the cluster's settings

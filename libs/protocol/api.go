@@ -21,6 +21,10 @@ const (
 	TimestampEarliest int64 = -2
 	// TimestampMax asks for the record with the largest timestamp (KIP-734).
 	TimestampMax int64 = -3
+	// TimestampEarliestLocal asks for the local log's start (KIP-1005): with
+	// tiered storage, the first offset still on the storage nodes' disks,
+	// where a new replica starts copying; without it, as TimestampEarliest.
+	TimestampEarliestLocal int64 = -4
 )
 
 // ProduceRequest appends the record batches in the frame's payload to one

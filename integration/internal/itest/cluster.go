@@ -21,11 +21,13 @@ var (
 	buildErr  error
 )
 
-// BuildBinaries builds the service binaries once per test process.
+// BuildBinaries builds the service binaries once per test process, and
+// versitygw beside them (BuildObjectStore: sluice-dev and a cluster with
+// an object store run it).
 func BuildBinaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-e2e-bin-")
+		dir, err := binariesDir()
 		if err != nil {
 			buildErr = err
 			return
@@ -57,6 +59,7 @@ func BuildBinaries(t *testing.T) string {
 	if buildErr != nil {
 		t.Fatalf("building binaries: %v", buildErr)
 	}
+	BuildObjectStore(t)
 	return binDir
 }
 

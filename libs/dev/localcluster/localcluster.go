@@ -1,7 +1,8 @@
 // Package localcluster starts a Sluice cluster as processes on 127.0.0.1: a
 // metadata Raft group (three voters by default), N storage nodes, a frontend and
 // an offsets Raft group (three replicas by default), each with its own data
-// directory and log file. `make run` (through sluice-dev) and the
+// directory and log file, and optionally an S3-compatible object store
+// (versitygw) for tiered storage. `make run` (through sluice-dev) and the
 // end-to-end tests use it.
 //
 // Start brings the processes up in dependency order and waits for each one's
@@ -45,13 +46,15 @@ type Ports struct {
 	// FrontendKafka is frontend 1's Kafka listener (frontend i adds
 	// 2*(i-1)); StorageKafkaBase is storage node 1's (node i adds i-1).
 	FrontendKafka, StorageKafkaBase int
+	// ObjectStore is the S3 listener of the object store (Config.ObjectStore).
+	ObjectStore int
 }
 
 // DefaultPorts are the fixed ports of `make run`.
 func DefaultPorts() Ports {
 	return Ports{MetadataHTTP: 7070, MetadataRaft: 7071, MetadataAdmin: 7072, FrontendHTTP: 8080, FrontendAdmin: 8081,
 		OffsetsHTTP: 7080, OffsetsRaft: 7081, OffsetsAdmin: 7082, StorageBase: 9101, StorageAdminBase: 9111,
-		FrontendKafka: 9092, StorageKafkaBase: 9121}
+		FrontendKafka: 9092, StorageKafkaBase: 9121, ObjectStore: 9190}
 }
 
 // FreePorts picks unused ports for a cluster with the given storage nodes and
@@ -61,7 +64,7 @@ func DefaultPorts() Ports {
 // binds its ports again, and an outgoing connection given one of them as its
 // local port meanwhile would make that fail.
 func FreePorts(storage int) (Ports, error) {
-	n := 3*MaxVoters + 4*MaxFrontends + 3*MaxOffsets + 3*storage
+	n := 3*MaxVoters + 4*MaxFrontends + 3*MaxOffsets + 3*storage + 1 // as layout uses them
 	lo, hi := ephemeralPorts()
 	for _, span := range [][2]int{{10000, lo}, {hi + 1, 65536}, {10000, 65536}} {
 		if base, ok := freeRun(span[0], span[1], n); ok {
@@ -120,7 +123,10 @@ func ephemeralPorts() (int, int) {
 }
 
 // layout lays out a cluster's ports from base, as DefaultPorts lays out
-// its fixed ones.
+// its fixed ones: the metadata voters', the frontends', the offsets
+// replicas', the storage nodes' and their admin listeners, the Kafka
+// listeners and last the object store's, 3*MaxVoters + 4*MaxFrontends +
+// 3*MaxOffsets + 3*storage + 1 ports in all.
 func layout(base, storage int) Ports {
 	m := base + 3*MaxVoters
 	o := m + 2*MaxFrontends
@@ -128,7 +134,7 @@ func layout(base, storage int) Ports {
 	return Ports{MetadataHTTP: base, MetadataRaft: base + 1, MetadataAdmin: base + 2,
 		FrontendHTTP: m, FrontendAdmin: m + 1, OffsetsHTTP: o, OffsetsRaft: o + 1, OffsetsAdmin: o + 2,
 		StorageBase: o + 3*MaxOffsets, StorageAdminBase: o + 3*MaxOffsets + storage,
-		FrontendKafka: k, StorageKafkaBase: k + 2*MaxFrontends}
+		FrontendKafka: k, StorageKafkaBase: k + 2*MaxFrontends, ObjectStore: k + 2*MaxFrontends + storage}
 }
 
 // MaxVoters bounds the metadata voters of a local cluster, MaxOffsets its
@@ -152,7 +158,7 @@ func runFree(base, n int) bool {
 
 // Config describes a local cluster.
 type Config struct {
-	BinDir  string // holds sluice-metadata, sluice-storage, sluice-frontend, sluice-offsets
+	BinDir  string // holds sluice-metadata, sluice-storage, sluice-frontend, sluice-offsets (and versitygw)
 	DataDir string // data and logs go under it
 	Storage int    // storage nodes (default 3)
 	Voters  int    // metadata voters, 1 to MaxVoters (default 3)
@@ -163,7 +169,7 @@ type Config struct {
 	Ports     Ports
 	// Extra flags per process name ("metadata-1", "storage-1", "frontend",
 	// "offsets-1"); those under "metadata", "storage" or "offsets" go to
-	// every process of that service.
+	// every process of that service. The object store takes none.
 	Extra map[string][]string
 	// Log, when set, receives progress lines.
 	Log io.Writer
@@ -173,7 +179,24 @@ type Config struct {
 	// TLS makes the URLs of the HTTP services https (the processes get their
 	// -tls-* flags through Extra).
 	TLS bool
+	// ObjectStore starts an S3-compatible object store for tiered storage
+	// first, as process "objectstore": versitygw from BinDir, with its data
+	// under DataDir/objectstore, listening on Ports.ObjectStore. The
+	// storage nodes get its endpoint and bucket as flags (-remote-*) and
+	// its credentials (ObjectStoreAccessKey, ObjectStoreSecretKey) in
+	// their environment.
+	ObjectStore bool
 }
+
+// The object store's development credentials and bucket (Config.ObjectStore).
+const (
+	ObjectStoreAccessKey = "sluice-dev"
+	ObjectStoreSecretKey = "sluice-dev-secret"
+	ObjectStoreBucket    = "sluice"
+)
+
+// objectStoreName names the object store's process and data directory.
+const objectStoreName = "objectstore"
 
 // Proc is one process of the cluster.
 type Proc struct {
@@ -182,6 +205,13 @@ type Proc struct {
 	Args      []string
 	AdminAddr string
 	LogPath   string
+	// Env is added to the launcher's environment.
+	Env []string
+
+	// anyAnswer: the process is ready once AdminAddr answers HTTP at all
+	// (the object store has no /readyz; any S3 answer, even an error,
+	// means it serves).
+	anyAnswer bool
 
 	netnsIndex int // storage node index when it runs in its own namespace
 
@@ -240,11 +270,16 @@ func New(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(filepath.Join(abs, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	p := cfg.Ports
 	c := &Cluster{cfg: cfg}
 	if cfg.Netns {
 		c.netns = newNetns(cfg.Storage)
 		if err := c.netns.setup(); err != nil {
+			return nil, err
+		}
+	}
+	var remote, remoteEnv []string
+	if cfg.ObjectStore {
+		if remote, remoteEnv, err = c.addObjectStore(); err != nil {
 			return nil, err
 		}
 	}
@@ -259,16 +294,7 @@ func New(cfg Config) (*Cluster, error) {
 		c.add(voterName(i), "sluice-metadata", addr(a), "-id", strconv.Itoa(i), "-http-addr", c.rootAddr(h), "-raft-addr", addr(r),
 			"-admin-addr", addr(a), "-data-dir", filepath.Join(abs, voterName(i)), "-bootstrap", "-peers", strings.Join(peers, ","))
 	}
-	for i := 1; i <= cfg.Storage; i++ {
-		c.add("storage-"+strconv.Itoa(i), "sluice-storage", c.nodeAddr(i, p.StorageAdminBase+i-1), "-node-id", strconv.Itoa(i),
-			"-addr", c.nodeAddr(i, p.StorageBase+i-1), "-admin-addr", c.nodeAddr(i, p.StorageAdminBase+i-1),
-			"-data-dir", filepath.Join(abs, "storage-"+strconv.Itoa(i)), "-metadata", metaURL, "-offsets", c.OffsetsURL(),
-			"-kafka-addr", c.nodeAddr(i, p.StorageKafkaBase+i-1))
-		if c.netns != nil {
-			last := c.Procs[len(c.Procs)-1]
-			last.netnsIndex = i
-		}
-	}
+	c.addStorage(metaURL, remote, remoteEnv)
 	var opeers []string
 	for i := 1; i <= cfg.Offsets; i++ {
 		h, r, _ := c.offsetsPorts(i)
@@ -286,6 +312,84 @@ func New(cfg Config) (*Cluster, error) {
 			"-kafka-addr", c.KafkaAddrs()[i-1], "-metadata", metaURL, "-offsets", c.OffsetsURL())
 	}
 	return c, nil
+}
+
+// addObjectStore adds the object store's process and returns the flags
+// and environment that point a storage node at it.
+func (c *Cluster) addObjectStore() (flags, env []string, err error) {
+	listen := c.rootAddr(c.cfg.Ports.ObjectStore)
+	args, err := ObjectStoreArgs(listen, c.ObjectStoreDir())
+	if err != nil {
+		return nil, nil, err
+	}
+	c.add(objectStoreName, "versitygw", listen, args...)
+	c.Procs[len(c.Procs)-1].anyAnswer = true
+	flags = []string{"-remote-endpoint", c.ObjectStoreURL(), "-remote-bucket", ObjectStoreBucket, "-remote-create-bucket"}
+	env = []string{"AWS_ACCESS_KEY_ID=" + ObjectStoreAccessKey, "AWS_SECRET_ACCESS_KEY=" + ObjectStoreSecretKey}
+	return flags, env, nil
+}
+
+// ObjectStoreArgs returns the arguments of versitygw serving S3 on addr
+// (plain HTTP) with the development credentials (ObjectStoreAccessKey,
+// ObjectStoreSecretKey), its files under dir, which it creates: the
+// buckets under dir/data (bucket sluice in dir/data/sluice, one file per
+// object) and their metadata under dir/meta. The cluster runs the object
+// store so, and so may a test that needs one alone.
+//
+// versitygw's posix backend keeps each bucket as a directory and each
+// object as a file below it; the metadata it keeps beside them (a bucket's
+// owner and ACL, an object's ETag and content type) goes to extended
+// attributes unless --sidecar names a directory for it, or --nometa drops
+// it. The sidecar directory works on every file system, where user xattrs
+// do not (tmpfs before Linux 6.6, some overlay and network file systems),
+// and keeps the metadata --nometa would lose. (ext4 here has user xattrs:
+// all three ways passed the objstore tests.)
+func ObjectStoreArgs(addr, dir string) ([]string, error) {
+	meta, data := filepath.Join(dir, "meta"), filepath.Join(dir, "data")
+	for _, d := range []string{meta, data} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return []string{"--access", ObjectStoreAccessKey, "--secret", ObjectStoreSecretKey, "--port", addr, "--quiet",
+		"posix", "--sidecar", meta, data}, nil
+}
+
+// ObjectStoreURL is the object store's S3 endpoint ("" when the cluster
+// has none).
+func (c *Cluster) ObjectStoreURL() string {
+	if !c.cfg.ObjectStore {
+		return ""
+	}
+	return "http://" + c.rootAddr(c.cfg.Ports.ObjectStore)
+}
+
+// ObjectStoreDir is the object store's directory (ObjectStoreArgs says
+// what it holds; "" when the cluster has none).
+func (c *Cluster) ObjectStoreDir() string {
+	if !c.cfg.ObjectStore {
+		return ""
+	}
+	return filepath.Join(c.cfg.DataDir, objectStoreName)
+}
+
+// addStorage adds the storage nodes' processes, with remote (the
+// -remote-* flags) and env added to each.
+func (c *Cluster) addStorage(metaURL string, remote, env []string) {
+	p := c.cfg.Ports
+	for i := 1; i <= c.cfg.Storage; i++ {
+		name := "storage-" + strconv.Itoa(i)
+		args := append([]string{"-node-id", strconv.Itoa(i),
+			"-addr", c.nodeAddr(i, p.StorageBase+i-1), "-admin-addr", c.nodeAddr(i, p.StorageAdminBase+i-1),
+			"-data-dir", filepath.Join(c.cfg.DataDir, name), "-metadata", metaURL, "-offsets", c.OffsetsURL(),
+			"-kafka-addr", c.nodeAddr(i, p.StorageKafkaBase+i-1)}, remote...)
+		c.add(name, "sluice-storage", c.nodeAddr(i, p.StorageAdminBase+i-1), args...)
+		last := c.Procs[len(c.Procs)-1]
+		last.Env = env
+		if c.netns != nil {
+			last.netnsIndex = i
+		}
+	}
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -446,12 +550,20 @@ func (c *Cluster) Proc(name string) *Proc {
 	return nil
 }
 
-// Start starts every process in order: the metadata voters together (none is
-// ready before a quorum runs), then the others one by one, waiting for each to
-// be ready, except the offsets replicas, which also start together.
+// Start starts every process in order: the object store, if any, then the
+// metadata voters together (none is ready before a quorum runs), then the
+// others one by one, waiting for each to be ready, except the offsets
+// replicas, which also start together.
 func (c *Cluster) Start(ctx context.Context) error {
 	voters := c.Voters()
 	offsets := c.OffsetsReplicas()
+	store := c.Proc(objectStoreName)
+	if store != nil {
+		if err := c.StartProc(ctx, store); err != nil {
+			c.Stop()
+			return err
+		}
+	}
 	for _, p := range voters {
 		if err := c.launch(p); err != nil {
 			c.Stop()
@@ -461,6 +573,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 	for _, p := range c.Procs {
 		var err error
 		switch {
+		case p == store:
 		case slices.Contains(voters, p):
 			err = c.WaitReady(ctx, p)
 		case p == offsets[0]:
@@ -518,6 +631,9 @@ func (c *Cluster) launch(p *Proc) error {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	// Ctrl-C reaches the launcher only, which stops the children in order. A
 	// launcher killed with SIGKILL leaves them running (they hold the ports
 	// until stopped by hand: pkill -f sluice-).
@@ -558,6 +674,9 @@ func waitReady(ctx context.Context, p *Proc, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	url := "http://" + p.AdminAddr + "/readyz"
+	if p.anyAnswer {
+		url = "http://" + p.AdminAddr + "/"
+	}
 	var last string
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -565,7 +684,7 @@ func waitReady(ctx context.Context, p *Proc, exited <-chan struct{}) error {
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK || p.anyAnswer {
 				return nil
 			}
 			last = string(body)

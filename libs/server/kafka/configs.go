@@ -32,12 +32,15 @@ var topicConfigs = []topicConfig{
 	{kafka: "delete.retention.ms", key: cluster.ConfigDeleteRetentionMs, typ: kmsg.ConfigTypeLong, doc: "how long a tombstone stays readable after its timestamp on a compacted topic"},
 	{kafka: "delivery.delay.ms", key: cluster.ConfigDeliveryDelayMs, typ: kmsg.ConfigTypeLong, doc: "share groups hand a record out no earlier than its timestamp plus this (Sluice's own)"},
 	{kafka: "flush.policy", key: cluster.ConfigFlushPolicy, typ: kmsg.ConfigTypeString, doc: "fsync: acks=all after fsync on the in-sync replicas; replication: after they hold it in page cache"},
+	{kafka: "local.retention.bytes", key: cluster.ConfigLocalRetentionBytes, typ: kmsg.ConfigTypeLong, doc: "with remote storage, the bytes per partition kept on the storage nodes' disks (-2: retention.bytes)"},
+	{kafka: "local.retention.ms", key: cluster.ConfigLocalRetentionMs, typ: kmsg.ConfigTypeLong, doc: "with remote storage, how long segments stay on the storage nodes' disks (-2: retention.ms)"},
 	{kafka: "max.message.bytes", key: cluster.ConfigMaxMessageBytes, typ: kmsg.ConfigTypeInt, doc: "largest record batch accepted"},
 	{kafka: "max.compaction.lag.ms", key: cluster.ConfigMaxCompactionLagMs, typ: kmsg.ConfigTypeLong, doc: "a dirty record is cleaned within about this long whatever the dirty ratio"},
 	{kafka: "message.timestamp.type", typ: kmsg.ConfigTypeString, fixed: "CreateTime", doc: "CreateTime: records keep the producer's timestamps"},
 	{kafka: "min.cleanable.dirty.ratio", key: cluster.ConfigMinCleanableDirtyRatio, typ: kmsg.ConfigTypeDouble, doc: "share of a compacted log's closed bytes that must be dirty before it is cleaned"},
 	{kafka: "min.compaction.lag.ms", key: cluster.ConfigMinCompactionLagMs, typ: kmsg.ConfigTypeLong, doc: "a record stays uncleaned at least this long after its timestamp"},
 	{kafka: "min.insync.replicas", key: cluster.ConfigMinInsyncReplicas, typ: kmsg.ConfigTypeInt, doc: "in-sync replicas an acks=all produce needs"},
+	{kafka: "remote.storage.enable", key: cluster.ConfigRemoteStorageEnable, typ: kmsg.ConfigTypeBoolean, doc: "tiered storage: closed segments are copied to the object store and read from there once deleted from disk"},
 	{kafka: "retention.bytes", key: cluster.ConfigRetentionBytes, typ: kmsg.ConfigTypeLong, doc: "size per partition past which old segments are deleted (-1: none)"},
 	{kafka: "retention.ms", key: cluster.ConfigRetentionMs, typ: kmsg.ConfigTypeLong, doc: "age past which segments are deleted (-1: never)"},
 	{kafka: "segment.bytes", key: cluster.ConfigSegmentBytes, typ: kmsg.ConfigTypeInt, doc: "size at which a segment rolls"},
@@ -75,6 +78,10 @@ func topicDefaults() map[string]string {
 		cluster.ConfigMaxCompactionLagMs:     strconv.FormatInt(d.MaxCompactionLagMs, 10),
 		cluster.ConfigDeleteRetentionMs:      strconv.FormatInt(d.DeleteRetentionMs, 10),
 		cluster.ConfigDeliveryDelayMs:        strconv.FormatInt(d.DeliveryDelayMs, 10),
+
+		cluster.ConfigRemoteStorageEnable: strconv.FormatBool(d.RemoteStorage),
+		cluster.ConfigLocalRetentionMs:    strconv.FormatInt(d.LocalRetentionMs, 10),
+		cluster.ConfigLocalRetentionBytes: strconv.FormatInt(d.LocalRetentionBytes, 10),
 	}
 }
 

@@ -155,6 +155,34 @@ func topicDescribe(ctx context.Context, env Env, args []string) error {
 		}
 		fmt.Fprintf(w, "%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Partition, r.Node, role, r.InSync, r.LogStartOffset, r.LogEndOffset, r.HighWatermark, lag, cleanable, dirty)
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return printTiers(env, t, replicas)
+}
+
+// printTiers shows, for a topic with remote storage, each partition's
+// local log (at its leader) beside its remote log.
+func printTiers(env Env, t *cluster.Topic, replicas []replicaState) error {
+	if t.Config[cluster.ConfigRemoteStorageEnable] != "true" {
+		return nil
+	}
+	fmt.Fprintln(env.Stdout)
+	w := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\tLOCAL-START\tLOCAL-END\tLOCAL-BYTES\tREMOTE-START\tREMOTE-END\tREMOTE-BYTES\tREMOTE-SEGMENTS")
+	for _, p := range t.Partitions {
+		local := "-\t-\t-"
+		for _, r := range replicas {
+			if r.Partition == p.ID && r.Leader {
+				local = fmt.Sprintf("%d\t%d\t%d", r.LogStartOffset, r.LogEndOffset, r.SizeBytes)
+			}
+		}
+		remote := "-\t-\t0\t0"
+		if rs := p.Remote; rs != nil && rs.Segments > 0 {
+			remote = fmt.Sprintf("%d\t%d\t%d\t%d", rs.Start, rs.End, rs.Bytes, rs.Segments)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\n", p.ID, local, remote)
+	}
 	return w.Flush()
 }
 
@@ -270,6 +298,8 @@ type replicaState struct {
 	LogStartOffset int64 `json:"log_start_offset"`
 	LogEndOffset   int64 `json:"log_end_offset"`
 	HighWatermark  int64 `json:"high_watermark"`
+	// SizeBytes is the replica's log on the node's disk (-1: not told).
+	SizeBytes int64 `json:"size_bytes"`
 	// Lag is the leader's log end minus this replica's (0 for the leader,
 	// -1 when the leader did not answer).
 	Lag int64 `json:"lag"`
@@ -320,7 +350,7 @@ func replicaStates(ctx context.Context, snap *cluster.Snapshot, pool *storagecli
 				lag = max(leader.LogEndOffset-r.LogEndOffset, 0)
 			}
 			out = append(out, replicaState{Partition: p.ID, Node: id, Leader: id == p.Leader, InSync: slices.Contains(p.ISR, id),
-				LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, HighWatermark: r.HighWatermark, Lag: lag,
+				LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, HighWatermark: r.HighWatermark, SizeBytes: r.SizeBytes, Lag: lag,
 				CleanableBytes: r.CleanableBytes, FirstDirtyOffset: r.FirstDirtyOffset})
 		}
 	}

@@ -35,6 +35,11 @@ func TestRouteTable(t *testing.T) {
 		{http.MethodDelete, "/v1/topics/orders/partitions/0/reassignment", cluster.Need{Cluster: cluster.OpAlter}},
 		{http.MethodPut, "/v1/cluster/config", cluster.Need{Cluster: cluster.OpAlterConfigs}},
 		{http.MethodPost, "/v1/frontends/register", cluster.Need{Service: true}},
+		{http.MethodGet, "/v1/topics/orders/partitions/0/remote", cluster.Need{Read: true}},
+		{http.MethodPost, "/v1/remote/segments", cluster.Need{Service: true}},
+		{http.MethodPost, "/v1/remote/drop", cluster.Need{Service: true}},
+		{http.MethodGet, "/v1/remote/garbage", cluster.Need{Service: true}},
+		{http.MethodPost, "/v1/remote/garbage/clear", cluster.Need{Service: true}},
 	} {
 		r, p, _ := routes.Lookup(tc.method, tc.path)
 		if r == nil {

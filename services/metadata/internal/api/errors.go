@@ -39,6 +39,15 @@ var mapping = []struct {
 	// when it adds a fenced or shutting-down node (INVALID_REQUEST here).
 	{fsm.ErrNotPartitionLeader, protocol.InvalidRequest},
 	{fsm.ErrIneligibleReplica, protocol.InvalidRequest},
+	// A segment that does not start at the remote log's end: the uploader
+	// must read the remote log again and carry on from its end. Kafka has no
+	// code of its own for this; OFFSET_OUT_OF_RANGE ("outside the range the
+	// partition holds") says what happened, is not retriable as it is, and
+	// keeps the case apart from INVALID_REQUEST, which a malformed segment
+	// (fsm.ErrInvalidRemoteSegment, a malformed command) and a request from
+	// a node that does not lead answer: those are bugs or lost leadership,
+	// not a position to re-read.
+	{fsm.ErrRemoteLogGap, protocol.OffsetOutOfRange},
 	{fsm.ErrInvalidReassignment, protocol.InvalidReplicaAssignment},
 	{fsm.ErrReassignmentInProgress, protocol.ReassignmentInProgress},
 	{fsm.ErrNoReassignmentInProgress, protocol.NoReassignmentInProgress},

@@ -400,7 +400,8 @@ func (s *Server) applyForwarded(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, err)
 		return
 	}
-	out := raftnode.ApplyResponse{Index: res.Index, Epoch: res.Epoch, Topic: res.Topic, Partition: res.Partition, ProducerID: res.ProducerID}
+	out := raftnode.ApplyResponse{Index: res.Index, Epoch: res.Epoch, Topic: res.Topic, Partition: res.Partition, ProducerID: res.ProducerID,
+		Dropped: res.Dropped}
 	if res.Err != nil {
 		eb := errorBody(res.Err)
 		out.Rejected = &eb

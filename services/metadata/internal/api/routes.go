@@ -14,11 +14,13 @@ import (
 
 // What the principal of a request needs (authorization on):
 //
-//   - reading the model, the topics and a topic: any principal (the model
-//     without token hashes, and without principals and ACLs unless admin);
+//   - reading the model, the topics, a topic and a partition's remote log:
+//     any principal (the model without token hashes, and without principals
+//     and ACLs unless admin);
 //   - a producer id: a produce ACL on some topic;
 //   - node and frontend registration, heartbeats and shutdown, ISR changes,
-//     leadership resignation and Raft relays: the cluster's services alone;
+//     leadership resignation, remote log changes, the remote garbage and Raft
+//     relays: the cluster's services alone;
 //   - creating or deleting a topic, adding partitions to it, changing its
 //     configs: an admin, or a create, delete, alter or alter_configs ACL
 //     covering it;
@@ -45,7 +47,8 @@ var (
 // newRoutes is the metadata API's route table. Changes run on the Raft
 // leader; reads are answered by any member from its own state.
 func (s *Server) newRoutes() *service.Router {
-	reassignment := func(h func(*fasthttp.RequestCtx, string, int32)) func(*fasthttp.RequestCtx, service.Params) {
+	// onPartition parses the {topic} and {partition} of a route's path.
+	onPartition := func(h func(*fasthttp.RequestCtx, string, int32)) func(*fasthttp.RequestCtx, service.Params) {
 		return func(ctx *fasthttp.RequestCtx, p service.Params) {
 			id, err := strconv.ParseInt(p.Get("partition"), 10, 32)
 			if err != nil || id < 0 {
@@ -80,9 +83,10 @@ func (s *Server) newRoutes() *service.Router {
 		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions", Leader: true, NeedOf: service.OnTopic(cluster.OpAlter),
 			Handle: service.Named("topic", s.addPartitions)},
 		service.Route{Method: post, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: onCluster(cluster.OpAlter),
-			Handle: reassignment(s.reassignPartition)},
+			Handle: onPartition(s.reassignPartition)},
 		service.Route{Method: del, Pattern: "/v1/topics/{topic}/partitions/{partition}/reassignment", Leader: true, Need: onCluster(cluster.OpAlter),
-			Handle: reassignment(s.cancelReassignment)},
+			Handle: onPartition(s.cancelReassignment)},
+		service.Route{Method: get, Pattern: "/v1/topics/{topic}/partitions/{partition}/remote", Need: needRead, Handle: onPartition(s.remoteLog)},
 		service.Route{Method: post, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: onCluster(cluster.OpAlter), Handle: decommission(true)},
 		service.Route{Method: del, Pattern: "/v1/nodes/{node}/decommission", Leader: true, Need: onCluster(cluster.OpAlter), Handle: decommission(false)},
 		service.Route{Method: post, Pattern: "/v1/nodes/register", Leader: true, Need: needService, Handle: service.Plain(s.register)},
@@ -97,6 +101,10 @@ func (s *Server) newRoutes() *service.Router {
 		service.Route{Method: post, Pattern: "/v1/partitions/elect", Leader: true, Need: onCluster(cluster.OpAlter), Handle: service.Plain(s.electLeaders)},
 		service.Route{Method: post, Pattern: "/v1/partitions/resign", Leader: true, Need: needService, Handle: service.Plain(s.resignLeadership)},
 		service.Route{Method: post, Pattern: "/v1/partitions/alter", Leader: true, Need: needService, Handle: service.Plain(s.alterPartition)},
+		service.Route{Method: post, Pattern: "/v1/remote/segments", Leader: true, Need: needService, Handle: service.Plain(s.addRemoteSegment)},
+		service.Route{Method: post, Pattern: "/v1/remote/drop", Leader: true, Need: needService, Handle: service.Plain(s.dropRemoteSegments)},
+		service.Route{Method: get, Pattern: "/v1/remote/garbage", Need: needService, Handle: service.Plain(s.remoteGarbage)},
+		service.Route{Method: post, Pattern: "/v1/remote/garbage/clear", Leader: true, Need: needService, Handle: service.Plain(s.clearRemoteGarbage)},
 		// A follower's proposal relayed to the leader: applyForwarded
 		// refuses it when this member is no longer the leader.
 		service.Route{Method: post, Pattern: raftnode.ApplyPath, Need: needService, Handle: service.Plain(s.applyForwarded)},

@@ -55,5 +55,12 @@
 // serves its block, so clients must rely only on uniqueness. A block size of
 // 1 makes every id its own entry.
 //
+// Remote logs (tiered storage, remote.go): a partition leader's additions
+// to and drops from its remote log are checked against the leader's state,
+// then proposed (AddRemoteSegment, DropRemoteSegments), as AlterPartition
+// is; a drop that would remove nothing is answered without an entry.
+// Storage nodes clear the remote garbage of deleted topics
+// (ClearRemoteGarbage) once its objects are gone from the store.
+//
 // It also proposes the cluster id once, when a leader finds none.
 package controller

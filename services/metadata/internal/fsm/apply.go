@@ -220,8 +220,12 @@ func (s *state) checkReplicas(rs []int32) error {
 }
 
 func (s *state) deleteTopic(c *DeleteTopic) error {
-	if _, ok := s.topics[c.Name]; !ok {
+	t, ok := s.topics[c.Name]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
+	}
+	for i := range t.Partitions {
+		s.discardRemoteLog(c.Name, int32(i))
 	}
 	delete(s.topics, c.Name)
 	return nil
@@ -336,24 +340,11 @@ func (s *state) alterPartition(c *AlterPartition) (*cluster.Partition, error) {
 // AlterPartition for the order of the checks) and returns the live partition
 // it would change. It changes nothing.
 func (s *state) checkAlterPartition(c *AlterPartition) (*cluster.Partition, error) {
-	n, err := s.currentNode(c.LeaderID, c.NodeEpoch)
-	if err != nil {
-		return nil, err
-	}
-	if !n.Alive {
-		return nil, fmt.Errorf("%w: node %d is dead; it must register again", ErrStaleNodeEpoch, c.LeaderID)
-	}
-	p, err := s.partition(c.Topic, c.Partition)
+	p, err := s.checkLeader(c.Topic, c.Partition, c.LeaderID, c.NodeEpoch, c.LeaderEpoch)
 	if err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s-%d", c.Topic, c.Partition)
-	if c.LeaderEpoch != p.LeaderEpoch {
-		return nil, fmt.Errorf("%w: %s is at leader epoch %d, not %d", ErrFencedLeaderEpoch, name, p.LeaderEpoch, c.LeaderEpoch)
-	}
-	if c.LeaderID != p.Leader {
-		return nil, fmt.Errorf("%w: node %d does not lead %s at leader epoch %d (leader %d)", ErrNotPartitionLeader, c.LeaderID, name, p.LeaderEpoch, p.Leader)
-	}
 	if c.PartitionEpoch != p.PartitionEpoch {
 		return nil, fmt.Errorf("%w: %s is at partition epoch %d, not %d", ErrStalePartitionEpoch, name, p.PartitionEpoch, c.PartitionEpoch)
 	}
@@ -370,6 +361,33 @@ func (s *state) checkAlterPartition(c *AlterPartition) (*cluster.Partition, erro
 		if s.shuttingDown[id] {
 			return nil, fmt.Errorf("%w: %s: node %d cannot join the ISR: it is shutting down", ErrIneligibleReplica, name, id)
 		}
+	}
+	return p, nil
+}
+
+// checkLeader verifies that a request about topic-partition comes from its
+// current leader, in this order: node id is registered at nodeEpoch and
+// alive, the partition exists, leaderEpoch is its leader epoch and id its
+// leader. It returns the live partition and changes nothing. The changes a
+// partition leader makes (AlterPartition, the remote log's) share it.
+func (s *state) checkLeader(topic string, partition, id int32, nodeEpoch int64, leaderEpoch int32) (*cluster.Partition, error) {
+	n, err := s.currentNode(id, nodeEpoch)
+	if err != nil {
+		return nil, err
+	}
+	if !n.Alive {
+		return nil, fmt.Errorf("%w: node %d is dead; it must register again", ErrStaleNodeEpoch, id)
+	}
+	p, err := s.partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s-%d", topic, partition)
+	if leaderEpoch != p.LeaderEpoch {
+		return nil, fmt.Errorf("%w: %s is at leader epoch %d, not %d", ErrFencedLeaderEpoch, name, p.LeaderEpoch, leaderEpoch)
+	}
+	if id != p.Leader {
+		return nil, fmt.Errorf("%w: node %d does not lead %s at leader epoch %d (leader %d)", ErrNotPartitionLeader, id, name, p.LeaderEpoch, p.Leader)
 	}
 	return p, nil
 }

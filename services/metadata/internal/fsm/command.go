@@ -37,6 +37,10 @@ const (
 	TypeRegisterFrontend CommandType = "register_frontend"
 	TypeRemoveFrontend   CommandType = "remove_frontend"
 	TypeSetClusterConfig CommandType = "set_cluster_config"
+
+	TypeAddRemoteSegment   CommandType = "add_remote_segment"
+	TypeDropRemoteSegments CommandType = "drop_remote_segments"
+	TypeClearRemoteGarbage CommandType = "clear_remote_garbage"
 )
 
 // Command is one entry of the metadata log: a type and exactly one matching
@@ -67,6 +71,10 @@ type Command struct {
 	RegisterFrontend *RegisterFrontend `json:"register_frontend,omitempty"`
 	RemoveFrontend   *RemoveFrontend   `json:"remove_frontend,omitempty"`
 	SetClusterConfig *SetClusterConfig `json:"set_cluster_config,omitempty"`
+
+	AddRemoteSegment   *cluster.AddRemoteSegmentRequest   `json:"add_remote_segment,omitempty"`
+	DropRemoteSegments *cluster.DropRemoteSegmentsRequest `json:"drop_remote_segments,omitempty"`
+	ClearRemoteGarbage *cluster.ClearRemoteGarbageRequest `json:"clear_remote_garbage,omitempty"`
 }
 
 // InitCluster sets the cluster id once; later ones are ignored (not errors),
@@ -250,6 +258,25 @@ type SetACL struct {
 	Delete bool        `json:"delete,omitempty"`
 }
 
+// AddRemoteSegment (a cluster.AddRemoteSegmentRequest) appends an uploaded
+// segment to its partition's remote log. It applies only when, in this
+// order: the segment is well formed (checkRemoteSegment); the leader named
+// passes the checks AlterPartition's does (registered and alive at
+// NodeEpoch, the partition exists, LeaderEpoch and LeaderID current); and
+// the segment is either in the log already, unchanged (a retry: nothing
+// changes), or starts where the log ends (any offset when it is empty).
+// The partition's Remote summary follows; no epoch moves.
+//
+// DropRemoteSegments (a cluster.DropRemoteSegmentsRequest) removes from the
+// front of the remote log every segment that ends at or below Below, after
+// the same leader checks; Result.Dropped lists them. Dropping nothing is
+// not an error and changes nothing.
+//
+// ClearRemoteGarbage (a cluster.ClearRemoteGarbageRequest) removes objects
+// from a partition's remote garbage (segments of deleted topics whose
+// objects the storage nodes have deleted). Objects not listed are ignored.
+// Garbage is not part of the cluster model: Version stays.
+
 // Result is what Apply returns for a command (raft's ApplyFuture.Response).
 type Result struct {
 	// Index is the Raft index of the entry.
@@ -258,9 +285,12 @@ type Result struct {
 	Epoch int64
 	// Topic is the created topic (CreateTopic), a deep copy.
 	Topic *cluster.Topic
-	// Partition is the updated partition (UpdatePartition, AlterPartition), a
-	// deep copy.
+	// Partition is the updated partition (UpdatePartition, AlterPartition,
+	// AddRemoteSegment, DropRemoteSegments), a deep copy.
 	Partition *cluster.Partition
+	// Dropped lists the segments a DropRemoteSegments removed, in offset
+	// order; nil when none.
+	Dropped []cluster.RemoteSegment
 	// Frontend is the frontend as registered (RegisterFrontend).
 	Frontend cluster.Frontend
 	// ProducerID is the first id of the block reserved (AllocProducerIDs);
@@ -314,6 +344,10 @@ func (c Command) check() error {
 		TypeRegisterFrontend: c.RegisterFrontend != nil,
 		TypeRemoveFrontend:   c.RemoveFrontend != nil,
 		TypeSetClusterConfig: c.SetClusterConfig != nil,
+
+		TypeAddRemoteSegment:   c.AddRemoteSegment != nil,
+		TypeDropRemoteSegments: c.DropRemoteSegments != nil,
+		TypeClearRemoteGarbage: c.ClearRemoteGarbage != nil,
 	}
 	own, known := bodies[c.Type]
 	if !known {

@@ -1,7 +1,8 @@
 // Package fsm is the metadata service's replicated state machine: the one
 // place where the cluster model (storage nodes, topics, partitions, cluster
-// id) and the producer id counter change. Raft feeds it committed commands in log order on one goroutine;
-// everything else reads copies.
+// id), the producer id counter and the partitions' remote logs change. Raft
+// feeds it committed commands in log order on one goroutine; everything else
+// reads copies.
 //
 // Invariants:
 //   - Apply is deterministic: its outcome depends only on the current state,
@@ -34,5 +35,11 @@
 //     across leader changes and restarts; what the proposer does not use is
 //     a gap, never reused. Serving single ids from a block is the
 //     controller's job, not the FSM's.
+//   - Remote logs (tiered storage, remote.go): each partition's uploaded
+//     segments in offset order without gaps, changed only by the partition's
+//     current leader (the sender checks of AlterPartition), growing at the
+//     end and shrinking from the front. Partition.Remote summarizes the log;
+//     a change moves Version but no epoch. A deleted topic's remote logs go
+//     to the remote garbage until ClearRemoteGarbage.
 //   - Readers get deep copies; no slice or map of the live state escapes.
 package fsm

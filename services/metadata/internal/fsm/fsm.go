@@ -92,6 +92,13 @@ type state struct {
 	// cluster-wide settings.
 	frontends map[int32]*cluster.Frontend
 	config    map[string]string
+	// remote holds each partition's remote log (tiered storage), its
+	// segments in offset order; a partition with none has no entry. The
+	// partition's Remote field summarizes it. remoteGarbage holds the
+	// segments of deleted topics whose objects are still to be deleted
+	// from the store. See remote.go.
+	remote        map[partitionKey][]cluster.RemoteSegment
+	remoteGarbage map[partitionKey][]cluster.RemoteSegment
 }
 
 func newState() state {
@@ -100,6 +107,7 @@ func newState() state {
 		nextProducerID: FirstProducerID, quotas: map[string]cluster.Quota{},
 		principals: map[string]cluster.Principal{}, acls: map[cluster.ACL]bool{},
 		frontends: map[int32]*cluster.Frontend{},
+		remote:    map[partitionKey][]cluster.RemoteSegment{}, remoteGarbage: map[partitionKey][]cluster.RemoteSegment{},
 	}
 }
 
@@ -158,12 +166,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.shutdownNode(cmd.ShutdownNode)
 	case TypeAlterPartition:
 		res.Partition, res.Err = f.st.alterPartition(cmd.AlterPartition)
-	case TypeReassignPartition:
-		res.Partition, changed, res.Err = f.st.reassignPartition(cmd.ReassignPartition)
-	case TypeCompleteReassignment:
-		res.Partition, res.Err = f.st.endReassignment(cmd.CompleteReassignment, true)
-	case TypeCancelReassignment:
-		res.Partition, res.Err = f.st.endReassignment(cmd.CancelReassignment, false)
+	case TypeReassignPartition, TypeCompleteReassignment, TypeCancelReassignment:
+		changed = f.st.applyReassign(cmd, res)
 	case TypeDecommissionNode:
 		changed, res.Err = f.st.decommissionNode(cmd.DecommissionNode)
 	case TypeSetQuota:
@@ -178,6 +182,8 @@ func (f *FSM) ApplyCommand(index uint64, cmd Command) *Result {
 		changed, res.Err = f.st.removeFrontend(cmd.RemoveFrontend)
 	case TypeSetClusterConfig:
 		changed, res.Err = f.st.setClusterConfig(cmd.SetClusterConfig)
+	case TypeAddRemoteSegment, TypeDropRemoteSegments, TypeClearRemoteGarbage:
+		changed = f.st.applyRemote(cmd, res)
 	case TypeAllocProducerIDs:
 		// Not a change of the cluster model: watchers have nothing to see.
 		res.ProducerID, res.Err = f.st.allocProducerIDs(cmd.AllocProducerIDs)
@@ -464,5 +470,9 @@ func copyPartition(p cluster.Partition) cluster.Partition {
 	p.ISR = append([]int32(nil), p.ISR...)
 	p.TargetReplicas = slices.Clone(p.TargetReplicas)
 	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	if p.Remote != nil {
+		r := *p.Remote
+		p.Remote = &r
+	}
 	return p
 }

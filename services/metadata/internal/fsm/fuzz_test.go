@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -41,24 +43,76 @@ func FuzzApply(f *testing.F) {
 		setQuota(cluster.Quota{ClientID: "etl", ProduceBytesPerSec: 10}), setQuota(cluster.Quota{FetchBytesPerSec: -3})))
 	f.Add(seed(principal("alice", strings.Repeat("a", 64), false), acl("alice", "t", cluster.OpProduce, false), acl("bob", "*", cluster.OpConsume, false),
 		principal("root", strings.Repeat("a", 64), true), Command{Type: TypeSetPrincipal, SetPrincipal: &SetPrincipal{Principal: cluster.Principal{Name: "alice"}, Delete: true}}))
+	// Tiered storage: t-0 led by node 1 at node epoch 1, t-1 by node 2.
+	l0, l1 := by("t", 0, 1, 1, 0), by("t", 1, 2, 2, 0)
+	f.Add(seed(reg(1, ""), reg(2, ""), create("t", 2, []int32{1, 2}, []int32{2, 1}),
+		addSeg(l0, seg("a", 0, 10)), addSeg(l0, seg("b", 10, 20)), addSeg(l0, seg("b", 10, 20)), addSeg(l0, seg("c", 21, 30)),
+		addSeg(l1, seg("x", 5, 6)), dropBelow(l0, 10), dropBelow(l1, 3), update("t", 0, 0, 0, 2, 2, 1), addSeg(l0, seg("c", 20, 30)),
+		addSeg(by("t", 0, 2, 2, 1), seg("c", 20, 30)), Command{Type: TypeDeleteTopic, DeleteTopic: &DeleteTopic{Name: "t"}},
+		clearGarbage("t", 0, "b"), clearGarbage("t", 1, "x", "y")))
 	f.Add([]byte("{\"type\":\"create_topic\",\"create_topic\":{\"name\":\"x\",\"replicas\":[[1,1]]}}\n{\"type\":\"nope\"}\n\xff"))
 	f.Fuzz(func(t *testing.T, log []byte) {
 		fsm := New()
 		for i, entry := range bytes.Split(log, []byte("\n")) {
-			before := fsm.View()
+			before, beforeRemote := fsm.View(), remoteState(fsm)
 			r, ok := fsm.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: entry}).(*Result)
 			if !ok {
 				t.Fatalf("entry %d: Apply did not return a *Result", i)
 			}
 			after := fsm.View()
-			if r.Err != nil && !sameModel(before, after) {
+			if r.Err != nil && (!sameModel(before, after) || remoteState(fsm) != beforeRemote) {
 				t.Fatalf("entry %d (%q) was rejected (%v) but changed the state", i, entry, r.Err)
 			}
 			if err := consistent(after); err != nil {
 				t.Fatalf("entry %d (%q): %v", i, entry, err)
 			}
+			if err := consistentRemote(fsm, after); err != nil {
+				t.Fatalf("entry %d (%q): %v", i, entry, err)
+			}
 		}
 	})
+}
+
+// remoteState is the FSM's remote logs and garbage as JSON, every field
+// included (the model's summaries are in View).
+func remoteState(f *FSM) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, _ := json.Marshal([][]cluster.RemoteLog{remoteLogs(f.st.remote), remoteLogs(f.st.remoteGarbage)})
+	return string(b)
+}
+
+// consistentRemote checks the remote logs' invariants against the model:
+// each is a partition's, not empty, well formed and without gaps, and the
+// partition's summary is its.
+func consistentRemote(f *FSM, v View) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for k, log := range f.st.remote {
+		t, ok := v.Topic(k.topic)
+		if !ok || k.partition < 0 || int(k.partition) >= len(t.Partitions) {
+			return fmt.Errorf("remote log of %s-%d, which does not exist", k.topic, k.partition)
+		}
+		if len(log) == 0 {
+			return fmt.Errorf("empty remote log of %s-%d kept", k.topic, k.partition)
+		}
+		for i := range log {
+			if err := checkRemoteSegment(&log[i], math.MaxInt32); err != nil {
+				return err
+			}
+			if i > 0 && log[i].BaseOffset != log[i-1].EndOffset {
+				return fmt.Errorf("remote log of %s-%d has a gap: %+v", k.topic, k.partition, log)
+			}
+		}
+	}
+	for _, t := range v.Topics {
+		for i, p := range t.Partitions {
+			if want := summarize(f.st.remote[partitionKey{t.Name, int32(i)}]); !reflect.DeepEqual(p.Remote, want) {
+				return fmt.Errorf("%s-%d: summary %+v; its remote log's is %+v", t.Name, i, p.Remote, want)
+			}
+		}
+	}
+	return nil
 }
 
 // sameModel compares two views by their JSON, which covers every field.

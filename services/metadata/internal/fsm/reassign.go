@@ -153,3 +153,20 @@ func without(ids, drop []int32) []int32 {
 	}
 	return out
 }
+
+// applyReassign applies a reassignment command (ApplyCommand) into res and
+// reports whether the cluster model changed: a reassignment started as
+// its command says, one completed or cancelled whenever it succeeded.
+func (s *state) applyReassign(cmd Command, res *Result) (changed bool) {
+	switch cmd.Type {
+	case TypeReassignPartition:
+		res.Partition, changed, res.Err = s.reassignPartition(cmd.ReassignPartition)
+	case TypeCompleteReassignment:
+		res.Partition, res.Err = s.endReassignment(cmd.CompleteReassignment, true)
+		changed = res.Err == nil
+	case TypeCancelReassignment:
+		res.Partition, res.Err = s.endReassignment(cmd.CancelReassignment, false)
+		changed = res.Err == nil
+	}
+	return changed
+}

@@ -39,6 +39,12 @@ type snapshotData struct {
 	// format change (older snapshots have none).
 	Frontends []cluster.Frontend `json:"frontends,omitempty"`
 	Config    map[string]string  `json:"config,omitempty"`
+	// RemoteLogs (by topic and partition, only those with segments) and
+	// RemoteGarbage: added without a format change (older snapshots have
+	// none). The partitions' Remote summaries are derived from RemoteLogs
+	// when restoring.
+	RemoteLogs    []cluster.RemoteLog `json:"remote_logs,omitempty"`
+	RemoteGarbage []cluster.RemoteLog `json:"remote_garbage,omitempty"`
 }
 
 // fsmSnapshot holds the encoded state taken at Snapshot time.
@@ -63,6 +69,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		ACLs:           f.st.sortedACLs(),
 		Frontends:      f.st.sortedFrontends(),
 		Config:         maps.Clone(f.st.config),
+		RemoteLogs:     remoteLogs(f.st.remote),
+		RemoteGarbage:  remoteLogs(f.st.remoteGarbage),
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)
@@ -135,6 +143,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if len(d.Config) > 0 {
 		st.config = d.Config
+	}
+	if err := restoreRemote(&st, d.RemoteLogs, d.RemoteGarbage); err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
 	}
 	f.mu.Lock()
 	f.st = st

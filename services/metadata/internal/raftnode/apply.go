@@ -20,8 +20,10 @@ type ApplyResponse struct {
 	Topic     *cluster.Topic     `json:"topic,omitempty"`
 	Partition *cluster.Partition `json:"partition,omitempty"`
 	// ProducerID is the first id of the block reserved (AllocProducerIDs).
-	ProducerID int64              `json:"producer_id,omitempty"`
-	Rejected   *cluster.ErrorBody `json:"rejected,omitempty"`
+	ProducerID int64 `json:"producer_id,omitempty"`
+	// Dropped lists the segments a DropRemoteSegments removed.
+	Dropped  []cluster.RemoteSegment `json:"dropped,omitempty"`
+	Rejected *cluster.ErrorBody      `json:"rejected,omitempty"`
 }
 
 // Apply commits cmd and returns the FSM's result. On the leader it proposes
@@ -79,7 +81,7 @@ func (n *Node) forwardApply(ctx context.Context, data []byte) (*fsm.Result, erro
 	if err := json.Unmarshal(body, &ar); err != nil {
 		return nil, fmt.Errorf("%w: leader's apply answer: %w", ErrForward, err)
 	}
-	res := &fsm.Result{Index: ar.Index, Epoch: ar.Epoch, Topic: ar.Topic, Partition: ar.Partition, ProducerID: ar.ProducerID}
+	res := &fsm.Result{Index: ar.Index, Epoch: ar.Epoch, Topic: ar.Topic, Partition: ar.Partition, ProducerID: ar.ProducerID, Dropped: ar.Dropped}
 	if ar.Rejected != nil {
 		res.Err = &protocol.Error{Code: protocol.Code(ar.Rejected.ErrorCode), Message: ar.Rejected.Error}
 	}

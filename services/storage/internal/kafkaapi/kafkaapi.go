@@ -29,6 +29,7 @@ import (
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
+	"github.com/sluicemq/sluice/services/storage/internal/tier"
 )
 
 // Config configures the storage node's Kafka listener.
@@ -53,6 +54,7 @@ type Service struct {
 	server  *kafka.Server
 	metrics *server.Metrics
 	quotas  *quota.Limiter
+	remote  *tier.Tier // reads below the local log's start (nil: no tiered storage)
 	log     *slog.Logger
 	// sessions are the listener's fetch sessions (KIP-227).
 	sessions *kafka.FetchSessions
@@ -69,7 +71,10 @@ type Deps struct {
 	Quotas       *quota.Limiter
 	Metrics      *server.Metrics
 	KafkaMetrics *kafka.Metrics
-	Log          *slog.Logger
+	// Remote serves reads below the local log's start (nil: no tiered
+	// storage).
+	Remote *tier.Tier
+	Log    *slog.Logger
 }
 
 // New builds the listener (it listens at once; Start serves).
@@ -78,7 +83,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
-	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: d.Metrics, quotas: d.Quotas, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, d.KafkaMetrics)}
+	s := &Service{cfg: cfg, mgr: mgr, model: model, metrics: d.Metrics, quotas: d.Quotas, remote: d.Remote, log: log, sessions: kafka.NewFetchSessions(cfg.Listener.FetchSessions, d.KafkaMetrics)}
 	s.broker = kafka.NewBroker(kafka.BrokerConfig{Authorize: cfg.Authorize, Services: cfg.Services, Groups: cfg.Groups}, mgr.Self, model, admin, log)
 	routes := s.broker.Routes()
 	// Produce is advertised as on every broker (librdkafka takes a broker
@@ -164,6 +169,7 @@ type fetchPart struct {
 	maxBytes  int
 	isolation int8
 	out       *kafka.FetchPartition
+	fetched   <-chan struct{} // a remote read's fetch in flight (readPart)
 }
 
 // fetch answers Fetch from the partitions' logs: it long-polls until
@@ -233,6 +239,11 @@ func (s *Service) poll(ctx context.Context, parts []*fetchPart, wait time.Durati
 			chans = append(chans, p.r.Log.Changed(), p.r.Changed())
 		}
 		got := s.read(parts, maxBytes)
+		for _, p := range parts {
+			if p.fetched != nil { // a remote read's fetch: read again when it is done
+				chans = append(chans, p.fetched)
+			}
+		}
 		left := time.Until(deadline)
 		if got >= max(minBytes, 1) || left <= 0 || len(parts) == 0 {
 			return got
@@ -261,7 +272,8 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 	for _, p := range parts {
 		p.out.ErrorCode, p.out.Aborted = 0, nil
 		view := p.r.ConsumerView(p.isolation)
-		p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = view.HighWatermark, view.LastStableOffset, p.r.Log.StartOffset()
+		p.out.HighWatermark, p.out.LastStableOffset, p.out.LogStartOffset = view.HighWatermark, view.LastStableOffset, p.r.StartOffset()
+		p.fetched = nil
 		room := p.maxBytes
 		if got > 0 {
 			room = min(room, maxBytes-got)
@@ -269,11 +281,8 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 		if room <= 0 {
 			continue
 		}
-		sl, err := p.r.Log.Read(p.offset, room, view.Bound)
+		sl, aborted, err := s.readPart(p, room, view)
 		if err != nil {
-			if errors.Is(err, seglog.ErrCorruptData) {
-				s.mgr.ReportCorrupt(p.r, err) // none of it is sent; the replica is repaired
-			}
 			p.out.ErrorCode = codeOf(err)
 			continue
 		}
@@ -282,10 +291,36 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 			continue
 		}
 		got += int(sl.Size())
-		p.out.Aborted = view.Aborted(p.r.Log, p.offset, sl)
+		p.out.Aborted = aborted
 		p.out.Records = &sliceRecords{sl: sl, topic: p.topic, metrics: s.metrics}
 	}
 	return got
+}
+
+// readPart reads one partition of a fetch: below the local log's start
+// from remote storage (tiered topics; a fetch in flight is left in
+// p.fetched), else from the local log, whose damage is reported (none of
+// it is sent; the replica is repaired).
+func (s *Service) readPart(p *fetchPart, room int, view replica.ConsumerView) (seglog.Slice, []protocol.AbortedTxn, error) {
+	if s.remote.Remote(p.r, p.offset) {
+		res, err := s.remote.Read(p.r, p.offset, room)
+		if err != nil {
+			return seglog.Slice{}, nil, err
+		}
+		p.fetched = res.Wait
+		if !view.Committed {
+			return res.Slice, nil, nil
+		}
+		return res.Slice, res.Aborted(p.offset), nil
+	}
+	sl, err := p.r.Log.Read(p.offset, room, view.Bound)
+	if err != nil {
+		if errors.Is(err, seglog.ErrCorruptData) {
+			s.mgr.ReportCorrupt(p.r, err)
+		}
+		return seglog.Slice{}, nil, err
+	}
+	return sl, view.Aborted(p.r.Log, p.offset, sl), nil
 }
 
 // waitAny waits until one of chans is closed (true), or wait passes or ctx

@@ -30,6 +30,10 @@ type Config struct {
 	// node's cleaner runs Clean on it. Retention applies only if
 	// RetentionMs or RetentionBytes says so (compact alone sets both -1).
 	Compact bool
+	// Tiered: the log's closed segments are copied to remote storage, and
+	// retention (the local retention, here) deletes only what the remote
+	// log holds (Log.SetUploaded).
+	Tiered bool
 	// IndexIntervalBytes: bytes between sparse offset-index entries; 0 indexes
 	// every batch.
 	IndexIntervalBytes int

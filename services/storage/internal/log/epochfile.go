@@ -141,7 +141,9 @@ func (l *Log) recoverEpochs() {
 		}
 	}
 	entries, _ = truncateEpochsFromEnd(entries, end)
-	entries, _ = truncateEpochsFromStart(entries, start)
+	if !l.cfg.Tiered { // a tiered log keeps its remote part's epochs (retention.go)
+		entries, _ = truncateEpochsFromStart(entries, start)
+	}
 	l.epochs, l.scanned = entries, nil
 	if err == nil && slices.Equal(entries, loaded) {
 		return

@@ -82,6 +82,12 @@ type Log struct {
 	// raises it to the new start under the write lock. Readers load it freely.
 	hw atomic.Int64
 
+	// uploaded is the end of the remote log (tier.go): a tiered log's
+	// retention deletes nothing at or above it. heldBack is how many
+	// segments the last retention pass kept for want of an upload.
+	uploaded atomic.Int64
+	heldBack atomic.Int64
+
 	flushed atomic.Int64                        // written under mu; every offset below it is fsynced
 	fsyncs  atomic.Int64                        // fsync calls made (files and directory), for tests and metrics
 	onFlush atomic.Pointer[func(time.Duration)] // ObserveFlushes

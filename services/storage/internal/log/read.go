@@ -25,8 +25,16 @@ type Slice struct {
 }
 
 type sliceHold struct {
-	once sync.Once
-	seg  *segment
+	once    sync.Once
+	release func()
+}
+
+// FileSlice is a Slice of size bytes of whole batches at pos in f, for
+// batches kept outside the log (a remote segment's cached blocks): next is
+// the offset after the last of them, and release runs once, at the first
+// Release.
+func FileSlice(f *os.File, pos, size, next int64, release func()) Slice {
+	return Slice{f: f, pos: pos, size: size, segSize: pos + size, segNext: next, hold: &sliceHold{release: release}}
 }
 
 // File returns the segment file (nil for an empty Slice). Use positioned
@@ -64,7 +72,7 @@ func (s Slice) NextOffset() (int64, error) {
 // hold, so releasing any of them releases all; further calls do nothing.
 func (s Slice) Release() {
 	if s.hold != nil {
-		s.hold.once.Do(s.hold.seg.release)
+		s.hold.once.Do(s.hold.release)
 	}
 }
 
@@ -206,7 +214,7 @@ func (v *segView) read(offset int64, maxBytes int, maxOffset int64) (Slice, erro
 	if err := v.verify(first, end); err != nil {
 		return Slice{}, err
 	}
-	return Slice{f: v.seg.log, pos: first, size: end - first, segSize: v.size, segNext: v.next, hold: &sliceHold{seg: v.seg}}, nil
+	return Slice{f: v.seg.log, pos: first, size: end - first, segSize: v.size, segNext: v.next, hold: &sliceHold{release: v.seg.release}}, nil
 }
 
 var errNotFound = errors.New("no such batch")

@@ -30,14 +30,19 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		l.appendMu.Unlock()
 		return 0, ErrClosed
 	}
-	n := retentionVictims(l.segs, l.cfg, now.UnixMilli(), l.hw.Load(), l.start)
+	n, held := retentionVictims(l.segs, l.cfg, now.UnixMilli(), l.hw.Load(), l.start, l.uploaded.Load())
+	l.heldBack.Store(int64(held))
 	victims := slices.Clone(l.segs[:n])
 	epochsChanged := false
 	if n > 0 {
 		l.segs = slices.Clone(l.segs[n:])
 		l.dirDirty = true
 		l.start = max(l.start, l.segs[0].base)
-		l.epochs, epochsChanged = truncateEpochsFromStart(l.epochs, l.start)
+		if !l.cfg.Tiered {
+			// A tiered log keeps the epochs of its remote part: the
+			// partition's log still starts there.
+			l.epochs, epochsChanged = truncateEpochsFromStart(l.epochs, l.start)
+		}
 		if l.hw.Load() < l.start {
 			l.hw.Store(l.start)
 		}
@@ -46,6 +51,11 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	start := l.start
 	l.mu.Unlock()
 	l.appendMu.Unlock()
+
+	if held > 0 {
+		l.logger.Warn("retention holds back segments not yet in remote storage: the disk keeps them until they are uploaded",
+			slog.Int("segments", held), slog.Int64("uploaded_end", l.uploaded.Load()))
+	}
 
 	// File removal needs no lock: these names are below the log start offset
 	// now and no roll can create them again.
@@ -82,12 +92,14 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 // offsets at or above the high watermark (records not yet replicated to the
 // ISR are never deleted, as in Kafka). Segments wholly below the log start
 // offset (records deleted by a client) go whatever the retention settings.
-func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start int64) int {
+// A tiered log (Config.Tiered) deletes only segments wholly below uploaded,
+// the end of what the remote log holds; held is how many more retention
+// would delete but must keep until they are uploaded.
+func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start, uploaded int64) (n, held int) {
 	var total int64
 	for _, s := range segs {
 		total += s.size
 	}
-	n := 0
 	for ; n < len(segs)-1; n++ {
 		s := segs[n]
 		if s.next > hw {
@@ -99,9 +111,29 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start int64) int {
 		if !byTime && !bySize && !deleted {
 			break
 		}
+		if cfg.Tiered && !deleted && s.next > uploaded {
+			held = countHeld(segs[n:len(segs)-1], cfg, nowMs, hw, total)
+			break
+		}
 		total -= s.size
 	}
-	return n
+	return n, held
+}
+
+// countHeld counts the segments from the front of segs that retention
+// would delete (below hw, past the time or size bound) were they uploaded.
+func countHeld(segs []*segment, cfg Config, nowMs, hw, total int64) int {
+	held := 0
+	for _, s := range segs {
+		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
+		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
+		if s.next > hw || !byTime && !bySize {
+			break
+		}
+		total -= s.size
+		held++
+	}
+	return held
 }
 
 // TruncateTo removes every record at and after offset, which must be a batch

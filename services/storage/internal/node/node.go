@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/server/kafka"
+	"github.com/sluicemq/sluice/libs/server/objstore"
 	"github.com/sluicemq/sluice/libs/server/service"
 	"github.com/sluicemq/sluice/libs/shares"
 	"github.com/sluicemq/sluice/libs/storageclient"
@@ -26,6 +28,7 @@ import (
 	"github.com/sluicemq/sluice/services/storage/internal/membership"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
 	"github.com/sluicemq/sluice/services/storage/internal/server"
+	"github.com/sluicemq/sluice/services/storage/internal/tier"
 )
 
 // Config is the storage node's configuration.
@@ -58,6 +61,10 @@ type Config struct {
 	// Kafka is the node's Kafka listener, which serves fetches of the
 	// partitions it leads to Kafka clients (-kafka-addr "" turns it off).
 	Kafka kafkaapi.Config
+	// Remote is the object store of tiered storage (-remote-endpoint ""
+	// turns it off) and Tier the uploader's and read cache's settings.
+	Remote objstore.Config
+	Tier   tier.Config
 }
 
 // DefaultKafkaAddr is the default listen address of the Kafka listener.
@@ -99,6 +106,13 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.String(&c.CleanerPause, "test-cleaner-pause", "", "tests only: every cleaning pass stops at this step (written, swap-ready, swapped, checkpoint) until the node stops")
 	fs.Int(&c.Server.MaxConnsPerIP, "max-connections-per-ip", c.Server.MaxConnsPerIP, "open connections allowed from one client address; 0: no limit")
 	c.Kafka.Listener.Register(fs)
+	c.Remote = objstore.DefaultConfig()
+	c.Remote.Register(fs)
+	fs.String(&c.Tier.CacheDir, "remote-cache-dir", "", "directory of the read cache of remote segments (default: remote-cache under -data-dir); emptied at start")
+	fs.Int64(&c.Tier.CacheBytes, "remote-cache-bytes", 1<<30, "bytes of remote blocks the read cache keeps on local disk")
+	fs.Duration(&c.Tier.Interval, "remote-upload-interval", time.Second, "how often the leader of a tiered partition looks for closed segments to upload")
+	fs.Int(&c.Tier.Fetches, "remote-fetches", 4, "remote reads (blocks of 1 MiB) in flight at once")
+	fs.Duration(&c.Tier.SweepEvery, "remote-sweep-interval", time.Minute, "how often objects no remote log names (uploads whose commit was lost, deleted topics' segments) are looked for and deleted")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -187,6 +201,21 @@ func (c Config) validate() error {
 	if err := c.Kafka.Listener.Validate(); err != nil {
 		return fmt.Errorf("flags -kafka-*: %w", err)
 	}
+	return c.validateTier()
+}
+
+// validateTier checks the flags of tiered storage when it is on.
+func (c Config) validateTier() error {
+	if !c.Remote.Enabled() {
+		return nil
+	}
+	if err := c.Remote.Validate(); err != nil {
+		return fmt.Errorf("flags -remote-*: %w", err)
+	}
+	if c.Tier.CacheBytes < 1<<20 || c.Tier.Interval <= 0 || c.Tier.Fetches < 1 || c.Tier.SweepEvery <= 0 {
+		return fmt.Errorf("flags -remote-cache-bytes (at least 1 MiB), -remote-upload-interval and -remote-sweep-interval (positive), -remote-fetches (at least 1): %d, %s, %s, %d",
+			c.Tier.CacheBytes, c.Tier.Interval, c.Tier.SweepEvery, c.Tier.Fetches)
+	}
 	return nil
 }
 
@@ -199,6 +228,7 @@ func Module() fx.Option {
 			func(reg prometheus.Registerer) *server.Metrics { return server.NewMetrics(reg) },
 			newServer,
 			newMember,
+			newTier,
 		),
 		fx.Invoke(enableReplication, startRetention, startKafka),
 	)
@@ -219,7 +249,63 @@ type kafkaParams struct {
 	Metrics   *server.Metrics
 	TLS       service.TLSClient
 	Registry  prometheus.Registerer
+	Tier      *tier.Tier
 	Log       *slog.Logger
+}
+
+// tierParams is what tiered storage is built from.
+type tierParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    Config
+	Replicas  *replica.Manager
+	Member    *membership.Member
+	Clients   clients
+	Server    *server.Server
+	Registry  prometheus.Registerer
+	Log       *slog.Logger
+}
+
+// newTier starts tiered storage when an object store is configured (nil
+// otherwise): uploads of the tiered partitions this node leads, their
+// remote retention, and remote reads, which the storage protocol's server
+// serves from then on. It stops before the server and the membership.
+func newTier(p tierParams) (*tier.Tier, error) {
+	c, log := p.Config, p.Log
+	if !c.Remote.Enabled() {
+		log.Info("tiered storage off (-remote-endpoint is empty): topics with remote.storage.enable keep every segment on disk")
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Remote.Timeout)
+	defer cancel()
+	store, err := objstore.Open(ctx, c.Remote)
+	switch {
+	case errors.Is(err, objstore.ErrRefused):
+		return nil, err // the configuration is wrong: say so at start
+	case err != nil:
+		// The store is down: the node serves all the same, uploads retry
+		// and local retention keeps what they have not copied.
+		log.Warn("object store unreachable at start; uploads retry until it answers", "error", err)
+		if store, err = objstore.OpenUnchecked(c.Remote); err != nil {
+			return nil, err
+		}
+	}
+	cfg := c.Tier
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(c.DataDir, "remote-cache")
+	}
+	cfg.Timeout = c.Remote.Timeout
+	t, err := tier.New(cfg, tier.Deps{Store: store, Meta: p.Clients.meta, Replicas: p.Replicas, NodeEpoch: p.Member.Epoch,
+		Metrics: tier.NewMetrics(p.Registry), Log: log.With("component", "tier")})
+	if err != nil {
+		return nil, err
+	}
+	p.Server.UseTier(t)
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error { t.Start(); return nil },
+		OnStop:  func(context.Context) error { t.Stop(); return nil },
+	})
+	return t, nil
 }
 
 func startKafka(p kafkaParams) error {
@@ -232,7 +318,7 @@ func startKafka(p kafkaParams) error {
 		c.Kafka.Groups = kafka.ShareGroupConfigs{Client: shares.NewClientTLS(offsets, p.TLS.Config)}
 	}
 	svc, err := kafkaapi.New(c.Kafka, kafkaapi.Deps{Replicas: p.Replicas, Model: p.Member, Admin: p.Clients.meta, Quotas: p.Server.Quotas(),
-		Metrics: p.Metrics, KafkaMetrics: kafka.NewMetrics(p.Registry), Log: log.With("component", "kafka")})
+		Metrics: p.Metrics, KafkaMetrics: kafka.NewMetrics(p.Registry), Remote: p.Tier, Log: log.With("component", "kafka")})
 	if err != nil {
 		return err
 	}

@@ -247,12 +247,13 @@ func batchStart(l *seglog.Log, offset int64) (int64, error) {
 // outOfRange handles a fetch offset the leader does not hold. Below the
 // leader's log start (this replica was away longer than retention, or lost its
 // disk) nothing local is still on the leader: the log restarts at the leader's
-// start. Otherwise the logs diverged and a truncation round follows.
+// start, its local log's with tiered storage (the history below stays
+// remote). Otherwise the logs diverged and a truncation round follows.
 func (f *fetcher) outOfRange(ctx context.Context, c *storageclient.Conn, cause error) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var resp protocol.ListOffsetsResponse
-	req := &protocol.ListOffsetsRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Timestamp: protocol.TimestampEarliest, CurrentLeaderEpoch: -1}
+	req := &protocol.ListOffsetsRequest{Topic: f.r.Key.Topic, Partition: f.r.Key.Partition, Timestamp: protocol.TimestampEarliestLocal, CurrentLeaderEpoch: -1}
 	if _, err := c.Call(ctx, protocol.APIListOffsets, req, nil, &resp); err != nil {
 		return fmt.Errorf("%w: %w", errDiverged, cause)
 	}

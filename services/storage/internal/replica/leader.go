@@ -229,6 +229,8 @@ func (r *Replica) ListOffset(timestamp int64, isolation int8) (protocol.ListOffs
 	hw := r.ConsumerView(isolation).Bound
 	switch timestamp {
 	case protocol.TimestampEarliest:
+		resp.Offset = r.StartOffset() // the remote log's start with tiered storage
+	case protocol.TimestampEarliestLocal:
 		resp.Offset = r.Log.StartOffset()
 	case protocol.TimestampLatest:
 		resp.Offset = hw

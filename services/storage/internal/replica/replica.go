@@ -44,6 +44,7 @@ type Replica struct {
 	hw             int64                   // high watermark
 	followers      map[int32]FollowerState // leader only: what each follower's fetches said
 	hwCh           chan struct{}           // closed when hw or the role changes
+	remote         cluster.RemoteSummary   // the remote log (tiered storage), as last known
 	alterPending   bool                    // leader only: an ISR change is in flight
 	// maxISR is the ISR plus the replicas an expansion asked to add that
 	// metadata has not confirmed yet; the high watermark counts them too
@@ -170,6 +171,9 @@ func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
 		r.Log.Fence(p.LeaderEpoch)
 	}
 	r.leader, r.leaderEpoch, r.config = p.Leader, p.LeaderEpoch, cfg
+	if p.Remote != nil {
+		r.setRemoteLocked(*p.Remote)
+	}
 	if p.PartitionEpoch >= r.partitionEpoch || roleChanged {
 		r.partitionEpoch, r.replicas, r.isr = p.PartitionEpoch, slices.Clone(p.Replicas), slices.Clone(p.ISR)
 		if roleChanged || p.PartitionEpoch > r.alterBase {
@@ -198,13 +202,51 @@ func (r *Replica) setState(p cluster.Partition, cfg cluster.TopicConfig) {
 	}
 }
 
+// TopicID returns the topic incarnation the replica's log belongs to.
+func (r *Replica) TopicID() string { return r.topicID }
+
+// SetRemote records what the remote log holds after a change this node
+// made (an upload, a drop) or metadata published. A summary older than the
+// one known (a lower start or end) changes nothing.
+func (r *Replica) SetRemote(s cluster.RemoteSummary) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setRemoteLocked(s)
+}
+
+func (r *Replica) setRemoteLocked(s cluster.RemoteSummary) {
+	if s.End < r.remote.End || s.Start < r.remote.Start {
+		return
+	}
+	r.remote = s
+	r.Log.SetUploaded(s.End)
+}
+
+// Remote returns what the remote log holds, as last known.
+func (r *Replica) Remote() cluster.RemoteSummary {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.remote
+}
+
+// StartOffset is the partition's log start offset as consumers see it:
+// the remote log's start when it holds records below the local log's
+// (tiered storage), else the local log's.
+func (r *Replica) StartOffset() int64 {
+	local := r.Log.StartOffset()
+	if rem := r.Remote(); rem.Segments > 0 && rem.Start < local {
+		return rem.Start
+	}
+	return local
+}
+
 // LogConfig maps a topic's configuration to the log's.
 func LogConfig(tc cluster.TopicConfig) seglog.Config {
 	c := seglog.DefaultConfig()
 	c.SegmentBytes = tc.SegmentBytes
 	c.SegmentMs = tc.SegmentMs
-	c.RetentionMs = tc.RetentionMs
-	c.RetentionBytes = tc.RetentionBytes
+	c.RetentionMs, c.RetentionBytes = tc.LocalRetention()
+	c.Tiered = tc.RemoteStorage
 	c.Compact = tc.Compact
 	if !tc.Delete { // compact alone: the cleaner, not retention, bounds the log
 		c.RetentionMs, c.RetentionBytes = -1, -1

@@ -242,7 +242,7 @@ func (c *conn) throttleFetch(h *protocol.RequestHeader, r *replica.Replica, hold
 		return
 	}
 	view := r.ConsumerView(protocol.ReadUncommitted)
-	body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
+	body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: r.StartOffset(), LogEndOffset: r.Log.EndOffset(),
 		LastStableOffset: view.LastStableOffset, ThrottleMs: int32(min((throttle - hold).Milliseconds(), math.MaxInt32))}
 	c.respond(h, body, nil)
 }
@@ -261,16 +261,16 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 		if follower {
 			limit = r.Log.EndOffset()
 		}
-		sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
+		rd, err := c.readFetch(req, r, follower, view, limit)
 		if err != nil {
-			c.s.mgr.ReportCorrupt(r, err) // damage found: none of it is sent, and the replica is repaired
 			c.respondErr(h, err)
 			return 0
 		}
+		sl := rd.sl
 		left := time.Until(deadline)
 		if sl.Size() >= int64(req.MinBytes) && (sl.Size() > 0 || req.MinBytes <= 0) || left <= 0 {
-			body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: r.Log.StartOffset(), LogEndOffset: r.Log.EndOffset(),
-				LastStableOffset: view.LastStableOffset, Aborted: view.Aborted(r.Log, req.Offset, sl)}
+			body := &protocol.FetchResponse{HighWatermark: view.HighWatermark, LogStartOffset: rd.start, LogEndOffset: r.Log.EndOffset(),
+				LastStableOffset: view.LastStableOffset, Aborted: rd.aborted}
 			size := sl.Size()
 			c.respondSlice(h, body, sl, req.Topic, readerLabel(follower))
 			return size
@@ -281,6 +281,7 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 			defer timer.Stop()
 		}
 		select {
+		case <-rd.fetched:
 		case <-appended:
 		case <-moved:
 		case <-timer.C:
@@ -290,6 +291,43 @@ func (c *conn) pollFetch(h *protocol.RequestHeader, req *protocol.FetchRequest, 
 			return 0
 		}
 	}
+}
+
+// fetchRead is what one read of a fetch found.
+type fetchRead struct {
+	sl      seglog.Slice
+	aborted []protocol.AbortedTxn
+	start   int64           // the log start offset the answer gives
+	fetched <-chan struct{} // a remote read's fetch in flight: read again when closed
+}
+
+// readFetch reads a fetch's records: a consumer's below the local log's
+// start from remote storage (tiered topics), else from the local log
+// (damage found there is reported, none of it sent, and the replica
+// repaired). A follower sees the local log's start, a consumer the
+// partition's.
+func (c *conn) readFetch(req *protocol.FetchRequest, r *replica.Replica, follower bool, view replica.ConsumerView, limit int64) (fetchRead, error) {
+	if !follower && c.s.remote.Remote(r, req.Offset) {
+		res, err := c.s.remote.Read(r, req.Offset, int(req.MaxBytes))
+		if err != nil {
+			return fetchRead{}, err
+		}
+		rd := fetchRead{sl: res.Slice, fetched: res.Wait, start: r.StartOffset()}
+		if view.Committed {
+			rd.aborted = res.Aborted(req.Offset)
+		}
+		return rd, nil
+	}
+	sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
+	if err != nil {
+		c.s.mgr.ReportCorrupt(r, err)
+		return fetchRead{}, err
+	}
+	rd := fetchRead{sl: sl, aborted: view.Aborted(r.Log, req.Offset, sl), start: r.Log.StartOffset()}
+	if !follower {
+		rd.start = r.StartOffset()
+	}
+	return rd, nil
 }
 
 // offsetForLeaderEpoch tells a follower where an epoch ends in the leader's log.

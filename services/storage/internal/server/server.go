@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/libs/server/service"
 
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
+	"github.com/sluicemq/sluice/services/storage/internal/tier"
 )
 
 // Config configures the protocol listener.
@@ -130,6 +131,7 @@ type Server struct {
 	metrics *Metrics
 
 	quotas *quota.Limiter // consumer fetch byte rates by client id
+	remote *tier.Tier     // reads below the local log's start (nil: no tiered storage)
 
 	ln     net.Listener
 	ctx    context.Context // ends when the server stops; parents every request
@@ -138,6 +140,10 @@ type Server struct {
 	conns *service.Conns[*conn] // open connections
 	wg    sync.WaitGroup        // the accept loop and every connection goroutine
 }
+
+// UseTier serves consumers' reads below the local log's start from remote
+// storage. Call it before Start.
+func (s *Server) UseTier(t *tier.Tier) { s.remote = t }
 
 // New listens on cfg.Addr. Start begins accepting.
 func New(cfg Config, mgr *replica.Manager, metrics *Metrics, log *slog.Logger) (*Server, error) {

@@ -1,0 +1,232 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/integration/internal/itest"
+	"github.com/sluicemq/sluice/libs/cluster"
+	"github.com/sluicemq/sluice/libs/dev/localcluster"
+	"github.com/sluicemq/sluice/libs/dev/testkit"
+)
+
+// startTiered starts a cluster of three storage nodes with the object
+// store, uploading and applying retention every few hundred milliseconds,
+// and creates topic with remote storage, 64 KiB segments and no local
+// retention beyond what is uploaded.
+func startTiered(t *testing.T, ctx context.Context, topic string) *localcluster.Cluster {
+	t.Helper()
+	c := itest.StartClusterConfig(t, localcluster.Config{Storage: 3, ObjectStore: true, Extra: map[string][]string{
+		"storage": {"-retention-check-interval", "300ms", "-remote-upload-interval", "200ms", "-remote-sweep-interval", "1s"},
+	}})
+	itest.CreateTopicWith(t, ctx, c, cluster.CreateTopicRequest{Name: topic, Partitions: 1, ReplicationFactor: 3, Config: map[string]string{
+		cluster.ConfigRemoteStorageEnable: "true", cluster.ConfigSegmentBytes: "65536", cluster.ConfigLocalRetentionMs: "0",
+		cluster.ConfigMinInsyncReplicas: "2",
+	}})
+	return c
+}
+
+// produceTiered produces n records value-<from+i> with franz-go, acks=all.
+func produceTiered(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, from, n int) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("value-%07d-%s", from+i, strings.Repeat("x", 80)))}
+	}
+	itest.ProduceAll(t, ctx, cl, recs, "tiered records")
+}
+
+// waitTiered waits until the partition's leader has uploaded segments and
+// deleted them from its disk, and returns the remote log's summary.
+func waitTiered(t *testing.T, ctx context.Context, c *localcluster.Cluster, topic string, segments int) cluster.RemoteSummary {
+	t.Helper()
+	var sum cluster.RemoteSummary
+	testkit.WaitFor(t, 60*time.Second, "segments uploaded and deleted locally", func() bool {
+		_, p := itest.LeaderOf(t, ctx, c, topic, 0)
+		if p.Remote == nil || p.Remote.Segments < segments {
+			return false
+		}
+		sum = *p.Remote
+		return localStart(t, c, p.Leader, topic) > 0
+	})
+	return sum
+}
+
+// localStart is the local log start of topic-0 on node id (its metric).
+func localStart(t *testing.T, c *localcluster.Cluster, id int32, topic string) float64 {
+	t.Helper()
+	p := c.Proc("storage-" + strconv.Itoa(int(id)))
+	return itest.MetricSeries(t, p.AdminAddr)[fmt.Sprintf(`sluice_storage_log_start_offset{partition="0",topic="%s"}`, topic)]
+}
+
+// storageMetric sums a metric over the storage nodes.
+func storageMetric(t *testing.T, c *localcluster.Cluster, name string) float64 {
+	t.Helper()
+	var sum float64
+	for i := 1; i <= 3; i++ {
+		if p := c.Proc("storage-" + strconv.Itoa(i)); p != nil && p.Running() {
+			sum += itest.ScrapeMetrics(t, p)[name]
+		}
+	}
+	return sum
+}
+
+// A tiered topic read from offset 0 by Kafka (franz-go), the SDK and HTTP:
+// the records below the local logs come from the object store, the rest
+// from disk, every one once and in order, while producing goes on and the
+// leader is killed (kill -9) in the middle of the read.
+func TestTieredStorageReadsAcrossTiers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const topic = "tiered"
+	c := startTiered(t, ctx, topic)
+	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	const first = 20000
+	produceTiered(t, ctx, producer, topic, 0, first)
+	sum := waitTiered(t, ctx, c, topic, 3)
+	t.Logf("remote log [%d, %d): %d segments, %d bytes", sum.Start, sum.End, sum.Segments, sum.Bytes)
+
+	adm := kadm.NewClient(itest.FranzClient(t, c))
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil || starts[topic][0].Offset != 0 {
+		t.Fatalf("ListOffsets earliest: %+v, %v; want 0, the remote log's start", starts[topic][0], err)
+	}
+	out := itest.MustSluicectl(t, c, "topic", "describe", topic)
+	if !strings.Contains(out, "REMOTE-BYTES") || !strings.Contains(out, strconv.FormatInt(sum.Start, 10)) {
+		t.Fatalf("topic describe shows no remote log:\n%s", out)
+	}
+
+	// The SDK and HTTP read the start of the log back from the object store.
+	got := itest.ReadValues(t, ctx, c, topic, 1)[0]
+	if len(got) < first || !strings.HasPrefix(got[0], "value-0000000-") || !strings.HasPrefix(got[first-1], fmt.Sprintf("value-%07d-", first-1)) {
+		t.Fatalf("SDK read %d records from offset 0, first %.20q", len(got), got)
+	}
+	checkHTTPRead(t, c, topic, sum.End)
+
+	// Kafka: a consumer from offset 0 while producing goes on and the
+	// leader is killed when it has read past half the remote part.
+	const more = 6000
+	produceErr := make(chan error, 1)
+	go func() {
+		var err error
+		for i := first; i < first+more && err == nil; i++ {
+			r := &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("value-%07d-%s", i, strings.Repeat("x", 80)))}
+			err = producer.ProduceSync(ctx, r).FirstErr()
+		}
+		produceErr <- err
+	}()
+	consumer := itest.FranzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(256<<10))
+	var values []string
+	killed, producing := false, true
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && (producing || len(values) < first+more) {
+		values = append(values, itest.PollValues(t, ctx, consumer, 1, 5*time.Second)...)
+		if !killed && len(values) > int(sum.End)/2 {
+			leader, _ := itest.LeaderOf(t, ctx, c, topic, 0)
+			c.StopProc(c.Proc("storage-"+strconv.Itoa(int(leader))), true)
+			killed = true
+		}
+		select {
+		case err := <-produceErr:
+			if err != nil {
+				t.Fatalf("producing through the leader's kill: %v", err)
+			}
+			producing = false
+		default:
+		}
+	}
+	if !killed || producing {
+		t.Fatalf("the consumer read %d records in 2 minutes (leader killed: %v, still producing: %v)", len(values), killed, producing)
+	}
+	if len(values) != first+more {
+		t.Fatalf("read %d records, produced %d", len(values), first+more)
+	}
+	for i, v := range values {
+		if !strings.HasPrefix(v, fmt.Sprintf("value-%07d-", i)) {
+			t.Fatalf("record %d is %.20q: a record missed, repeated or out of order", i, v)
+		}
+	}
+	if storageMetric(t, c, "sluice_storage_remote_cache_misses_total") == 0 || storageMetric(t, c, "sluice_storage_remote_uploads_total") == 0 {
+		t.Fatal("no remote read or upload counted")
+	}
+}
+
+// checkHTTPRead reads the partition over the frontend's HTTP API from
+// offset 0 up to end and checks the offsets follow one another.
+func checkHTTPRead(t *testing.T, c *localcluster.Cluster, topic string, end int64) {
+	t.Helper()
+	next := int64(0)
+	for next < end {
+		url := fmt.Sprintf("%s/v1/topics/%s/partitions/0/records?offset=%d&max_wait_ms=2000", c.FrontendURL(), topic, next)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Records []struct {
+				Offset int64  `json:"offset"`
+				Value  string `json:"value"`
+			} `json:"records"`
+			NextOffset int64 `json:"next_offset"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("HTTP read at %d: %d, %v", next, resp.StatusCode, err)
+		}
+		for _, r := range body.Records {
+			if r.Offset != next || !strings.HasPrefix(r.Value, fmt.Sprintf("value-%07d-", next)) {
+				t.Fatalf("HTTP read: offset %d value %.20q, want offset %d", r.Offset, r.Value, next)
+			}
+			next++
+		}
+		if len(body.Records) == 0 {
+			t.Fatalf("HTTP read at %d: no records below the remote log's end %d", next, end)
+		}
+	}
+}
+
+// With the object store down, produce and reads of the tail go on, local
+// retention keeps every segment not uploaded (the lag metric says so),
+// and uploads resume when the store returns.
+func TestTieredStorageStoreDown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic = "tiered-down"
+	c := startTiered(t, ctx, topic)
+	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	store := c.Proc("objectstore")
+	c.StopProc(store, true)
+	produceTiered(t, ctx, producer, topic, 0, 8000) // about 14 segments: produce goes on
+	leader, _ := itest.LeaderOf(t, ctx, c, topic, 0)
+	testkit.WaitFor(t, 30*time.Second, "upload errors and lag counted", func() bool {
+		return storageMetric(t, c, "sluice_storage_remote_upload_errors_total") > 0 && storageMetric(t, c, "sluice_storage_remote_upload_lag_segments") > 0
+	})
+	if s := localStart(t, c, leader, topic); s != 0 {
+		t.Fatalf("local retention deleted records not uploaded: log start %v", s)
+	}
+	consumer := itest.FranzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if got := itest.PollValues(t, ctx, consumer, 8000, time.Minute); len(got) != 8000 {
+		t.Fatalf("read %d of 8000 records with the store down", len(got))
+	}
+	if err := c.StartProc(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, ctx, c, topic, 5)
+	testkit.WaitFor(t, 30*time.Second, "upload lag back to zero", func() bool {
+		return storageMetric(t, c, "sluice_storage_remote_upload_lag_segments") == 0
+	})
+}
