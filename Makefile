@@ -91,12 +91,13 @@ run: build ## build and start a local cluster on 127.0.0.1 (data in ./data); Ctr
 images: ## build static binaries and the sluice/<service>:dev images (FROM scratch)
 	@mkdir -p bin/docker
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags='-s -w $(LDFLAGS)' -o bin/docker/ $(filter-out %/sluice-dev %/sluicectl %/sluice-bench,$(BINARIES))
-	@set -e; for s in $(SERVICES); do \
+	cd tools/objectstore && GOWORK=off CGO_ENABLED=0 $(GO) build -o ../../bin/docker/ github.com/versity/versitygw/cmd/versitygw
+	@set -e; for s in $(SERVICES) objectstore; do \
 		docker build -q -f deploy/docker/$$s.Dockerfile -t sluice/$$s:dev . >/dev/null; \
 		echo "built sluice/$$s:dev"; \
 	done
 
-up: images build ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets); SLUICE_ADVERTISED_HOST makes it reachable from other hosts
+up: images build ## start the docker-compose cluster (3 metadata, 3 storage, 2 frontends, 3 offsets, the object store); SLUICE_ADVERTISED_HOST makes it reachable from other hosts
 	$(COMPOSE) up -d
 	@echo "frontends on http://127.0.0.1:8080 and :8082, Kafka on 127.0.0.1:9092 and :9094; ./bin/sluicectl works against it as against make run"
 

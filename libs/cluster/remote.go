@@ -73,15 +73,20 @@ type RemoteLog struct {
 	Topic     string          `json:"topic"`
 	Partition int32           `json:"partition"`
 	Segments  []RemoteSegment `json:"segments"`
+	// LogStart, when above the first segment's base offset, is where the
+	// log starts: a DeleteRecords moved it inside that segment, and the
+	// records before it are gone for readers (0: the first segment's base).
+	LogStart int64 `json:"log_start,omitempty"`
 }
 
-// Start is the remote log's first offset, End the offset after its last
-// record, Bytes the bytes of its segments; all 0 when it is empty.
+// Start is the remote log's first offset (LogStart when it is inside the
+// first segment), End the offset after its last record, Bytes the bytes
+// of its segments; all 0 when it is empty.
 func (l *RemoteLog) Start() int64 {
 	if len(l.Segments) == 0 {
 		return 0
 	}
-	return l.Segments[0].BaseOffset
+	return max(l.Segments[0].BaseOffset, l.LogStart)
 }
 
 // End: see Start.
@@ -134,8 +139,10 @@ type AddRemoteSegmentRequest struct {
 
 // DropRemoteSegmentsRequest is the body of POST /v1/remote/drop: the
 // leader drops the segments wholly below Below from the front of the
-// remote log (total retention, DeleteRecords). The answer lists the
-// dropped segments, whose objects the leader then deletes.
+// remote log (total retention, DeleteRecords), and moves the log's start
+// up to Below when Below is inside the segment left first (DeleteRecords).
+// The answer lists the dropped segments, whose objects the leader then
+// deletes.
 type DropRemoteSegmentsRequest struct {
 	RemoteLeader
 	Below int64 `json:"below"`

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/server/objstore"
 )
 
 // startTiered starts a cluster of three storage nodes with the object
@@ -229,4 +232,107 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	testkit.WaitFor(t, 30*time.Second, "upload lag back to zero", func() bool {
 		return storageMetric(t, c, "sluice_storage_remote_upload_lag_segments") == 0
 	})
+}
+
+// clusterStore opens the cluster's object store as the storage nodes do.
+func clusterStore(t *testing.T, ctx context.Context, c *localcluster.Cluster) objstore.Store {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), "credentials")
+	body := fmt.Sprintf("access_key_id=%s\nsecret_access_key=%s\n", localcluster.ObjectStoreAccessKey, localcluster.ObjectStoreSecretKey)
+	if err := os.WriteFile(creds, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := objstore.DefaultConfig()
+	cfg.Endpoint, cfg.Bucket, cfg.CredentialsFile = c.ObjectStoreURL(), localcluster.ObjectStoreBucket, creds
+	s, err := objstore.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Leaders killed (kill -9) again and again while they upload: at any
+// point, between an upload and its commit, between the commit and the
+// local delete. The remote log has no gap, a consumer from offset 0 reads
+// every record once and in order, and the objects of uploads never
+// committed are deleted: the store ends holding the remote log's objects
+// and nothing else.
+func TestTieredStorageLeaderKills(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const topic = "tiered-kills"
+	c := startTiered(t, ctx, topic)
+	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	const total = 15000
+	produceErr := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < total && err == nil; i += 100 {
+			recs := make([]*kgo.Record, 100)
+			for j := range recs {
+				recs[j] = &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("value-%07d-%s", i+j, strings.Repeat("x", 80)))}
+			}
+			err = producer.ProduceSync(ctx, recs...).FirstErr()
+		}
+		produceErr <- err
+	}()
+	for kill := range 3 {
+		_, p := itest.LeaderOf(t, ctx, c, topic, 0)
+		before := 0
+		if p.Remote != nil {
+			before = p.Remote.Segments
+		}
+		testkit.WaitFor(t, time.Minute, "the leader uploading", func() bool {
+			_, p := itest.LeaderOf(t, ctx, c, topic, 0)
+			return p.Remote != nil && p.Remote.Segments > before
+		})
+		proc := c.Proc("storage-" + strconv.Itoa(int(p.Leader)))
+		c.StopProc(proc, true)
+		t.Logf("kill %d: storage-%d killed with %d remote segments committed", kill+1, p.Leader, before)
+		waitISR(t, ctx, c, topic, 2, time.Minute)
+		if err := c.StartProc(ctx, proc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-produceErr; err != nil {
+		t.Fatalf("producing through the kills: %v", err)
+	}
+	consumer := itest.FranzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	values := itest.PollValues(t, ctx, consumer, total, 2*time.Minute)
+	if len(values) != total {
+		t.Fatalf("read %d of %d records", len(values), total)
+	}
+	for i, v := range values {
+		if !strings.HasPrefix(v, fmt.Sprintf("value-%07d-", i)) {
+			t.Fatalf("record %d is %.20q: a record missed, repeated or out of order", i, v)
+		}
+	}
+	meta := cluster.NewClient(c.MetadataURLs())
+	store := clusterStore(t, ctx, c)
+	testkit.WaitFor(t, time.Minute, "the store holding exactly the remote log's objects", func() bool {
+		rl, err := meta.RemoteLog(ctx, topic, 0)
+		if err != nil || len(rl.Segments) == 0 {
+			return false
+		}
+		named := map[string]bool{}
+		for i, s := range rl.Segments {
+			if i > 0 && s.BaseOffset != rl.Segments[i-1].EndOffset {
+				t.Fatalf("the remote log has a gap: [%d, %d) after [%d, %d)", s.BaseOffset, s.EndOffset, rl.Segments[i-1].BaseOffset, rl.Segments[i-1].EndOffset)
+			}
+			named[s.Object] = true
+		}
+		objs, err := store.List(ctx, "")
+		if err != nil {
+			return false
+		}
+		for _, o := range objs {
+			if !named[o.Key] {
+				return false // an orphan left: the sweep runs every second
+			}
+		}
+		return len(objs) == len(named)
+	})
+	t.Logf("orphans deleted by the sweeps: %.0f", storageMetric(t, c, "sluice_storage_remote_orphans_deleted_total"))
 }

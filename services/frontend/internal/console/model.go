@@ -75,13 +75,39 @@ func leaderTotals(t *cluster.Topic, states replicaStates) (size, records total) 
 			continue
 		}
 		records.Known++
-		records.Value += max(r.HighWatermark-r.LogStartOffset, 0)
+		records.Value += max(r.HighWatermark-partitionStart(&p, r.LogStartOffset), 0)
 		if r.SizeBytes >= 0 {
 			size.Known++
 			size.Value += r.SizeBytes
 		}
 	}
 	return size, records
+}
+
+// partitionStart is the partition's log start: the remote log's when it
+// holds records below the leader's local log (tiered storage), else the
+// local log's.
+func partitionStart(p *cluster.Partition, local int64) int64 {
+	if rs := p.Remote; rs != nil && rs.Segments > 0 && rs.Start < local {
+		return rs.Start
+	}
+	return local
+}
+
+// remoteBytes sums the bytes of a topic's remote logs, "—" when none has
+// one (tiered storage).
+func remoteBytes(t *cluster.Topic) string {
+	var n int64
+	tiered := false
+	for _, p := range t.Partitions {
+		if p.Remote != nil && p.Remote.Segments > 0 {
+			n, tiered = n+p.Remote.Bytes, true
+		}
+	}
+	if !tiered {
+		return "—"
+	}
+	return formatBytes(n)
 }
 
 // overviewView is the body of /console.
@@ -119,6 +145,7 @@ type topicRow struct {
 	UnderReplicated   int
 	Offline           int
 	Size              string
+	Remote            string // bytes in remote storage
 	Records           string
 }
 
@@ -159,7 +186,7 @@ func buildOverview(snap *cluster.Snapshot, states replicaStates) overviewView {
 			}
 		}
 		size, records := leaderTotals(t, states)
-		row.Size, row.Records = size.text(formatBytes), records.text(formatCount)
+		row.Size, row.Records, row.Remote = size.text(formatBytes), records.text(formatCount), remoteBytes(t)
 		v.Partitions += row.Partitions
 		v.UnderReplicated += row.UnderReplicated
 		v.Offline += row.Offline
@@ -180,6 +207,7 @@ type topicView struct {
 	UnderReplicated   int
 	Offline           int
 	Size              string
+	Remote            string // bytes in remote storage
 	Records           string
 }
 
@@ -204,6 +232,9 @@ type partitionRow struct {
 	LogEnd        int64
 	HighWatermark int64
 	SizeBytes     int64 // -1 when the leader does not report sizes
+	// RemoteStart and RemoteBytes describe the remote log (tiered
+	// storage); RemoteBytes is -1 without one.
+	RemoteStart, RemoteBytes int64
 }
 
 // replicaRow is one replica as its node reports it.
@@ -237,7 +268,10 @@ func buildTopic(snap *cluster.Snapshot, t *cluster.Topic, states replicaStates) 
 	for i := range parts {
 		p := &parts[i]
 		row := partitionRow{ID: p.ID, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
-			State: partitionState(p, alive), Reassigning: p.Reassigning(), SizeBytes: -1}
+			State: partitionState(p, alive), Reassigning: p.Reassigning(), SizeBytes: -1, RemoteBytes: -1}
+		if rs := p.Remote; rs != nil && rs.Segments > 0 {
+			row.RemoteStart, row.RemoteBytes = rs.Start, rs.Bytes
+		}
 		if n, ok := snap.Node(p.Leader); ok {
 			row.LeaderAddr = n.Addr
 		}
@@ -265,7 +299,7 @@ func buildTopic(snap *cluster.Snapshot, t *cluster.Topic, states replicaStates) 
 		}
 	}
 	size, records := leaderTotals(t, states)
-	v.Size, v.Records = size.text(formatBytes), records.text(formatCount)
+	v.Size, v.Records, v.Remote = size.text(formatBytes), records.text(formatCount), remoteBytes(t)
 	return v
 }
 

@@ -186,3 +186,28 @@ func TestTemplatesParse(t *testing.T) {
 		t.Fatalf("refresh off, yet:\n%s", sb.String())
 	}
 }
+
+// TestRemoteLogInConsole: a tiered topic shows its remote bytes, each
+// partition its remote log's start and size, and its records count from
+// the remote log's start; a topic without one shows none.
+func TestRemoteLogInConsole(t *testing.T) {
+	tiered := cluster.Topic{Name: "t", Partitions: []cluster.Partition{
+		{ID: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, Remote: &cluster.RemoteSummary{Start: 0, End: 900, Bytes: 3 << 20, Segments: 3}},
+		{ID: 1, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}},
+	}}
+	plain := cluster.Topic{Name: "p", Partitions: []cluster.Partition{{ID: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}}}}
+	snap := &cluster.Snapshot{Nodes: []cluster.Node{{ID: 1, Alive: true}}, Topics: []cluster.Topic{tiered, plain}}
+	states := replicaStates{
+		{"t", 0, 1}: {LogStartOffset: 900, HighWatermark: 1000, LogEndOffset: 1000, SizeBytes: 1 << 20},
+		{"t", 1, 1}: {LogStartOffset: 0, HighWatermark: 50, LogEndOffset: 50, SizeBytes: 1 << 10},
+		{"p", 0, 1}: {LogStartOffset: 0, HighWatermark: 5, LogEndOffset: 5, SizeBytes: 100},
+	}
+	v := buildOverview(snap, states)
+	if v.Topics[1].Name != "t" || v.Topics[1].Remote != "3.0 MiB" || v.Topics[1].Records != "1,050" || v.Topics[0].Remote != "—" {
+		t.Fatalf("overview rows %+v", v.Topics)
+	}
+	tv := buildTopic(snap, &snap.Topics[0], states)
+	if tv.Remote != "3.0 MiB" || tv.Partitions[0].RemoteStart != 0 || tv.Partitions[0].RemoteBytes != 3<<20 || tv.Partitions[1].RemoteBytes != -1 {
+		t.Fatalf("topic view %+v", tv)
+	}
+}

@@ -43,20 +43,23 @@ func (c *Controller) AddRemoteSegment(ctx context.Context, req cluster.AddRemote
 }
 
 // DropRemoteSegments removes the segments that end at or below req.Below
-// from the front of the partition's remote log and returns them (empty,
-// not nil, when none does: then nothing is proposed). Errors: ErrNotActive,
+// from the front of the partition's remote log, moves its start up to
+// req.Below inside the first segment left, and returns the removed ones
+// (empty, not nil, when none is: nothing is proposed when the start does
+// not move either). Errors: ErrNotActive,
 // the leader checks' as for AddRemoteSegment, or a failure to commit.
 func (c *Controller) DropRemoteSegments(ctx context.Context, req cluster.DropRemoteSegmentsRequest) ([]cluster.RemoteSegment, error) {
 	if !c.Active() {
 		return nil, ErrNotActive
 	}
-	n, err := c.fsm.CheckDropRemoteSegments(req)
+	changes, err := c.fsm.CheckDropRemoteSegments(req)
 	if err != nil {
 		return nil, err
 	}
-	if n == 0 {
-		// Nothing to drop in the applied state: dropping nothing needs no
-		// entry (a segment the answer leaves out was never promised gone).
+	if !changes {
+		// Nothing to drop and no start to move in the applied state: that
+		// needs no entry (a segment the answer leaves out was never
+		// promised gone).
 		return []cluster.RemoteSegment{}, nil
 	}
 	res, err := c.raft.Propose(ctx, fsm.Command{Type: fsm.TypeDropRemoteSegments, DropRemoteSegments: &req})

@@ -51,11 +51,15 @@ func TestRemoteLogChanges(t *testing.T) {
 	if _, err := c.AddRemoteSegment(ctx, cluster.AddRemoteSegmentRequest{RemoteLeader: stale, Segment: remoteSeg("c", 9, 12)}); !errors.Is(err, fsm.ErrFencedLeaderEpoch) {
 		t.Fatalf("stale leader epoch = %v", err)
 	}
-	if got, err := drop(4); err != nil || got == nil || len(got) != 0 {
+	if got, err := drop(0); err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("drop of nothing = %#v, %v", got, err)
 	}
 	if r.idx != entries {
 		t.Fatalf("refused requests and an empty drop wrote %d entries", r.idx-entries)
+	}
+	// Inside the first segment: nothing dropped, the start moves (an entry).
+	if got, err := drop(4); err != nil || got == nil || len(got) != 0 || r.idx != entries+1 {
+		t.Fatalf("drop inside a segment = %#v, %v (%d entries)", got, err, r.idx-entries)
 	}
 	if got, err := drop(5); err != nil || !reflect.DeepEqual(got, []cluster.RemoteSegment{remoteSeg("a", 0, 5)}) {
 		t.Fatalf("drop = %+v, %v", got, err)

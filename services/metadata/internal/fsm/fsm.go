@@ -99,6 +99,9 @@ type state struct {
 	// from the store. See remote.go.
 	remote        map[partitionKey][]cluster.RemoteSegment
 	remoteGarbage map[partitionKey][]cluster.RemoteSegment
+	// remoteStart is a remote log's start where DeleteRecords moved it
+	// inside its first segment (cluster.RemoteLog.LogStart).
+	remoteStart map[partitionKey]int64
 }
 
 func newState() state {
@@ -108,6 +111,7 @@ func newState() state {
 		principals: map[string]cluster.Principal{}, acls: map[cluster.ACL]bool{},
 		frontends: map[int32]*cluster.Frontend{},
 		remote:    map[partitionKey][]cluster.RemoteSegment{}, remoteGarbage: map[partitionKey][]cluster.RemoteSegment{},
+		remoteStart: map[partitionKey]int64{},
 	}
 }
 

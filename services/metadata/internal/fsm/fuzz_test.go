@@ -78,7 +78,7 @@ func FuzzApply(f *testing.F) {
 func remoteState(f *FSM) string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, _ := json.Marshal([][]cluster.RemoteLog{remoteLogs(f.st.remote), remoteLogs(f.st.remoteGarbage)})
+	b, _ := json.Marshal([][]cluster.RemoteLog{remoteLogs(f.st.remote, f.st.remoteStart), remoteLogs(f.st.remoteGarbage, nil)})
 	return string(b)
 }
 
@@ -104,10 +104,19 @@ func consistentRemote(f *FSM, v View) error {
 				return fmt.Errorf("remote log of %s-%d has a gap: %+v", k.topic, k.partition, log)
 			}
 		}
+		if start, ok := f.st.remoteStart[k]; ok && (start <= log[0].BaseOffset || start >= log[0].EndOffset) {
+			return fmt.Errorf("remote log of %s-%d starts at %d, outside its first segment %+v", k.topic, k.partition, start, log[0])
+		}
+	}
+	for k := range f.st.remoteStart {
+		if len(f.st.remote[k]) == 0 {
+			return fmt.Errorf("start of %s-%d kept without a remote log", k.topic, k.partition)
+		}
 	}
 	for _, t := range v.Topics {
 		for i, p := range t.Partitions {
-			if want := summarize(f.st.remote[partitionKey{t.Name, int32(i)}]); !reflect.DeepEqual(p.Remote, want) {
+			k := partitionKey{t.Name, int32(i)}
+			if want := summarize(f.st.remote[k], f.st.remoteStart[k]); !reflect.DeepEqual(p.Remote, want) {
 				return fmt.Errorf("%s-%d: summary %+v; its remote log's is %+v", t.Name, i, p.Remote, want)
 			}
 		}

@@ -142,11 +142,11 @@ func sameRemoteSegment(a, b cluster.RemoteSegment) bool {
 }
 
 // summarize returns the summary of a remote log, nil when it is empty.
-func summarize(log []cluster.RemoteSegment) *cluster.RemoteSummary {
+func summarize(log []cluster.RemoteSegment, start int64) *cluster.RemoteSummary {
 	if len(log) == 0 {
 		return nil
 	}
-	l := cluster.RemoteLog{Segments: log}
+	l := cluster.RemoteLog{Segments: log, LogStart: start}
 	return &cluster.RemoteSummary{Start: l.Start(), End: l.End(), Bytes: l.Bytes(), Segments: len(log)}
 }
 
@@ -158,7 +158,7 @@ func (s *state) addRemoteSegment(c *cluster.AddRemoteSegmentRequest) (*cluster.P
 	if !present {
 		k := partitionKey{c.Topic, c.Partition}
 		s.remote[k] = append(s.remote[k], c.Segment)
-		p.Remote = summarize(s.remote[k])
+		p.Remote = summarize(s.remote[k], s.remoteStart[k])
 	}
 	out := copyPartition(*p)
 	return &out, !present, nil
@@ -195,13 +195,13 @@ func (s *state) checkAddRemoteSegment(c *cluster.AddRemoteSegmentRequest) (*clus
 }
 
 func (s *state) dropRemoteSegments(c *cluster.DropRemoteSegmentsRequest) (*cluster.Partition, []cluster.RemoteSegment, error) {
-	p, n, err := s.checkDropRemoteSegments(c)
+	p, n, start, err := s.checkDropRemoteSegments(c)
 	if err != nil {
 		return nil, nil, err
 	}
+	k := partitionKey{c.Topic, c.Partition}
 	var dropped []cluster.RemoteSegment
 	if n > 0 {
-		k := partitionKey{c.Topic, c.Partition}
 		log := s.remote[k]
 		dropped = slices.Clone(log[:n])
 		if n == len(log) {
@@ -209,28 +209,37 @@ func (s *state) dropRemoteSegments(c *cluster.DropRemoteSegmentsRequest) (*clust
 		} else {
 			s.remote[k] = slices.Clone(log[n:]) // let the dropped ones go
 		}
-		p.Remote = summarize(s.remote[k])
 	}
+	if start > 0 {
+		s.remoteStart[k] = start
+	} else if len(s.remote[k]) == 0 || s.remoteStart[k] <= s.remote[k][0].BaseOffset {
+		delete(s.remoteStart, k)
+	}
+	p.Remote = summarize(s.remote[k], s.remoteStart[k])
 	out := copyPartition(*p)
 	return &out, dropped, nil
 }
 
-// checkDropRemoteSegments validates c and returns the live partition and
-// how many segments from the front of its remote log the drop removes. It
+// checkDropRemoteSegments validates c and returns the live partition, how
+// many segments from the front of its remote log the drop removes, and the
+// log start it moves to inside the first segment left (0: none). It
 // changes nothing.
-func (s *state) checkDropRemoteSegments(c *cluster.DropRemoteSegmentsRequest) (*cluster.Partition, int, error) {
+func (s *state) checkDropRemoteSegments(c *cluster.DropRemoteSegmentsRequest) (*cluster.Partition, int, int64, error) {
 	p, err := s.checkLeader(c.Topic, c.Partition, c.LeaderID, c.NodeEpoch, c.LeaderEpoch)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
+	k := partitionKey{c.Topic, c.Partition}
+	log := s.remote[k]
 	n := 0
-	for _, seg := range s.remote[partitionKey{c.Topic, c.Partition}] {
-		if seg.EndOffset > c.Below {
-			break
-		}
+	for n < len(log) && log[n].EndOffset <= c.Below {
 		n++
 	}
-	return p, n, nil
+	var start int64
+	if n < len(log) && c.Below > max(log[n].BaseOffset, s.remoteStart[k]) {
+		start = c.Below
+	}
+	return p, n, start, nil
 }
 
 // discardRemoteLog moves a partition's remote log, if it has one, to the
@@ -241,6 +250,7 @@ func (s *state) discardRemoteLog(topic string, partition int32) {
 		s.remoteGarbage[k] = append(s.remoteGarbage[k], log...)
 		delete(s.remote, k)
 	}
+	delete(s.remoteStart, k)
 }
 
 // clearRemoteGarbage removes c's objects from the partition's garbage.
@@ -259,15 +269,15 @@ func (s *state) clearRemoteGarbage(c *cluster.ClearRemoteGarbageRequest) {
 	s.remoteGarbage[k] = kept
 }
 
-// remoteLogs returns copies of m's logs ordered by topic and partition, nil
-// when m is empty.
-func remoteLogs(m map[partitionKey][]cluster.RemoteSegment) []cluster.RemoteLog {
+// remoteLogs returns copies of m's logs, with their starts (nil: none),
+// ordered by topic and partition; nil when m is empty.
+func remoteLogs(m map[partitionKey][]cluster.RemoteSegment, starts map[partitionKey]int64) []cluster.RemoteLog {
 	if len(m) == 0 {
 		return nil
 	}
 	out := make([]cluster.RemoteLog, 0, len(m))
 	for _, k := range slices.SortedFunc(maps.Keys(m), partitionKey.compare) {
-		out = append(out, cluster.RemoteLog{Topic: k.topic, Partition: k.partition, Segments: slices.Clone(m[k])})
+		out = append(out, cluster.RemoteLog{Topic: k.topic, Partition: k.partition, Segments: slices.Clone(m[k]), LogStart: starts[k]})
 	}
 	return out
 }
@@ -293,11 +303,18 @@ func restoreRemote(st *state, logs, garbage []cluster.RemoteLog) error {
 		}
 		if len(l.Segments) > 0 {
 			st.remote[k] = slices.Clone(l.Segments)
+			if first := l.Segments[0]; l.LogStart > first.BaseOffset {
+				if l.LogStart >= first.EndOffset {
+					return fmt.Errorf("%w: remote log of %s-%d starts at %d, past its first segment", ErrCorruptSnapshot, l.Topic, l.Partition, l.LogStart)
+				}
+				st.remoteStart[k] = l.LogStart
+			}
 		}
 	}
 	for _, t := range st.topics {
 		for i := range t.Partitions {
-			t.Partitions[i].Remote = summarize(st.remote[partitionKey{t.Name, int32(i)}])
+			k := partitionKey{t.Name, int32(i)}
+			t.Partitions[i].Remote = summarize(st.remote[k], st.remoteStart[k])
 		}
 	}
 	for _, l := range garbage {
@@ -318,11 +335,12 @@ func (f *FSM) RemoteLog(topic string, partition int32) (cluster.RemoteLog, error
 	if _, err := f.st.partition(topic, partition); err != nil {
 		return cluster.RemoteLog{}, err
 	}
-	segs := slices.Clone(f.st.remote[partitionKey{topic, partition}])
+	k := partitionKey{topic, partition}
+	segs := slices.Clone(f.st.remote[k])
 	if segs == nil {
 		segs = []cluster.RemoteSegment{}
 	}
-	return cluster.RemoteLog{Topic: topic, Partition: partition, Segments: segs}, nil
+	return cluster.RemoteLog{Topic: topic, Partition: partition, Segments: segs, LogStart: f.st.remoteStart[k]}, nil
 }
 
 // RemoteGarbage returns copies of the remote garbage (segments of deleted
@@ -331,7 +349,7 @@ func (f *FSM) RemoteLog(topic string, partition int32) (cluster.RemoteLog, error
 func (f *FSM) RemoteGarbage() []cluster.RemoteLog {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return remoteLogs(f.st.remoteGarbage)
+	return remoteLogs(f.st.remoteGarbage, nil)
 }
 
 // CheckAddRemoteSegment reports whether c would be applied now, with the
@@ -346,9 +364,9 @@ func (f *FSM) CheckAddRemoteSegment(c cluster.AddRemoteSegmentRequest) error {
 
 // CheckDropRemoteSegments reports whether c would be applied now and how
 // many segments it would drop, without changing anything.
-func (f *FSM) CheckDropRemoteSegments(c cluster.DropRemoteSegmentsRequest) (int, error) {
+func (f *FSM) CheckDropRemoteSegments(c cluster.DropRemoteSegmentsRequest) (bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, n, err := f.st.checkDropRemoteSegments(&c)
-	return n, err
+	_, n, start, err := f.st.checkDropRemoteSegments(&c)
+	return n > 0 || start > 0, err
 }

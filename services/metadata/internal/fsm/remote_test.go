@@ -282,10 +282,59 @@ func TestCheckRemoteChanges(t *testing.T) {
 	if err := h.CheckAddRemoteSegment(cluster.AddRemoteSegmentRequest{RemoteLeader: lead1, Segment: seg("c", 26, 30)}); !errors.Is(err, ErrRemoteLogGap) {
 		t.Fatalf("check of a gap: %v", err)
 	}
-	for below, want := range map[int64]int{0: 0, 9: 0, 10: 1, 24: 1, 25: 2, 1 << 40: 2} {
-		if n, err := h.CheckDropRemoteSegments(cluster.DropRemoteSegmentsRequest{RemoteLeader: lead1, Below: below}); err != nil || n != want {
-			t.Errorf("check of a drop below %d = %d, %v; want %d", below, n, err, want)
+	// Below 0 changes nothing; inside a segment it moves the start; at a
+	// segment's end it drops segments.
+	for below, want := range map[int64]bool{0: false, 9: true, 10: true, 24: true, 25: true, 1 << 40: true} {
+		if changes, err := h.CheckDropRemoteSegments(cluster.DropRemoteSegmentsRequest{RemoteLeader: lead1, Below: below}); err != nil || changes != want {
+			t.Errorf("check of a drop below %d = %v, %v; want %v", below, changes, err, want)
 		}
+	}
+}
+
+// A drop below an offset inside the first segment left moves the remote
+// log's start there (DeleteRecords): the summary and the read log say so,
+// a snapshot keeps it, a lower drop does not move it back, and dropping
+// that segment forgets it.
+func TestDropMovesRemoteStartInsideASegment(t *testing.T) {
+	h := remoteBase(t)
+	h.applyAll(t, addSeg(lead1, seg("a", 0, 10)), addSeg(lead1, seg("b", 10, 25)))
+	drop := func(below int64) *Result {
+		t.Helper()
+		r := h.apply(t, Command{Type: TypeDropRemoteSegments, DropRemoteSegments: &cluster.DropRemoteSegmentsRequest{RemoteLeader: lead1, Below: below}})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		return r
+	}
+	if r := drop(14); len(r.Dropped) != 1 || r.Partition.Remote.Start != 14 || r.Partition.Remote.Segments != 1 {
+		t.Fatalf("drop below 14: dropped %d, summary %+v; want segment a dropped and the start at 14", len(r.Dropped), r.Partition.Remote)
+	}
+	if l, _ := h.RemoteLog("t", 0); l.LogStart != 14 || l.Start() != 14 {
+		t.Fatalf("remote log %+v: start %d, want 14", l, l.Start())
+	}
+	if r := drop(12); r.Partition.Remote.Start != 14 {
+		t.Fatalf("a lower drop moved the start back to %d", r.Partition.Remote.Start)
+	}
+	snap, err := h.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := New()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := restored.RemoteLog("t", 0); l.Start() != 14 {
+		t.Fatalf("after a snapshot the remote log starts at %d, want 14", l.Start())
+	}
+	if r := drop(25); r.Partition.Remote != nil {
+		t.Fatalf("dropping every segment left a summary %+v", r.Partition.Remote)
+	}
+	if l, _ := h.RemoteLog("t", 0); l.LogStart != 0 {
+		t.Fatalf("the start outlived its segment: %+v", l)
 	}
 }
 

@@ -69,8 +69,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		ACLs:           f.st.sortedACLs(),
 		Frontends:      f.st.sortedFrontends(),
 		Config:         maps.Clone(f.st.config),
-		RemoteLogs:     remoteLogs(f.st.remote),
-		RemoteGarbage:  remoteLogs(f.st.remoteGarbage),
+		RemoteLogs:     remoteLogs(f.st.remote, f.st.remoteStart),
+		RemoteGarbage:  remoteLogs(f.st.remoteGarbage, nil),
 	}
 	for id := range f.st.shuttingDown {
 		d.ShuttingDown = append(d.ShuttingDown, id)

@@ -314,6 +314,11 @@ func (s *Service) readPart(p *fetchPart, room int, view replica.ConsumerView) (s
 		return res.Slice, res.Aborted(p.offset), nil
 	}
 	sl, err := p.r.Log.Read(p.offset, room, view.Bound)
+	if errors.Is(err, seglog.ErrOffsetOutOfRange) && s.remote.Remote(p.r, p.offset) {
+		// Local retention deleted the segment after the offset was found
+		// local: it is remote now.
+		return s.readPart(p, room, view)
+	}
 	if err != nil {
 		if errors.Is(err, seglog.ErrCorruptData) {
 			s.mgr.ReportCorrupt(p.r, err)

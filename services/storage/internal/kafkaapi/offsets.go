@@ -12,7 +12,7 @@ import (
 )
 
 // listOffsets answers ListOffsets for the partitions this node leads.
-func (s *Service) listOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
+func (s *Service) listOffsets(ctx context.Context, c *kafka.Conn, req kmsg.Request) kafka.Reply {
 	r := req.(*kmsg.ListOffsetsRequest)
 	resp := kmsg.NewPtrListOffsetsResponse()
 	snap := s.model.Snapshot()
@@ -31,7 +31,7 @@ func (s *Service) listOffsets(_ context.Context, c *kafka.Conn, req kmsg.Request
 				p.ErrorCode = int16(protocol.TopicAuthorizationFailed)
 			} else if rep, code := s.leader(snap, rt.Topic, rp.Partition, epoch); code != 0 {
 				p.ErrorCode = code
-			} else if lr, err := rep.ListOffset(rp.Timestamp, r.IsolationLevel); err != nil {
+			} else if lr, err := s.remote.ListOffset(ctx, rep, rp.Timestamp, r.IsolationLevel); err != nil {
 				p.ErrorCode = codeOf(err)
 			} else {
 				p.Offset, p.Timestamp, p.LeaderEpoch = lr.Offset, lr.Timestamp, lr.LeaderEpoch

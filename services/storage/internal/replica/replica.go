@@ -207,7 +207,10 @@ func (r *Replica) TopicID() string { return r.topicID }
 
 // SetRemote records what the remote log holds after a change this node
 // made (an upload, a drop) or metadata published. A summary older than the
-// one known (a lower start or end) changes nothing.
+// one known (a lower start or end) changes nothing. An empty one (the
+// remote log emptied by retention, or read empty by a new leader) comes
+// only from this node's own changes and reads, never from a stale
+// snapshot (metadata publishes none for an empty remote log): it is taken.
 func (r *Replica) SetRemote(s cluster.RemoteSummary) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -215,6 +218,11 @@ func (r *Replica) SetRemote(s cluster.RemoteSummary) {
 }
 
 func (r *Replica) setRemoteLocked(s cluster.RemoteSummary) {
+	if s.Segments == 0 {
+		end := max(r.remote.End, s.End)
+		r.remote = cluster.RemoteSummary{Start: end, End: end}
+		return
+	}
 	if s.End < r.remote.End || s.Start < r.remote.Start {
 		return
 	}
@@ -248,7 +256,10 @@ func LogConfig(tc cluster.TopicConfig) seglog.Config {
 	c.RetentionMs, c.RetentionBytes = tc.LocalRetention()
 	c.Tiered = tc.RemoteStorage
 	c.Compact = tc.Compact
-	if !tc.Delete { // compact alone: the cleaner, not retention, bounds the log
+	if !tc.Delete && !tc.RemoteStorage {
+		// Compact alone: the cleaner, not retention, bounds the log. A
+		// tiered compacted log keeps its local retention: what it deletes
+		// is in remote storage.
 		c.RetentionMs, c.RetentionBytes = -1, -1
 	}
 	if tc.MaxMessageBytes > 0 && tc.MaxMessageBytes < int64(c.MaxBatchBytes) {

@@ -307,6 +307,17 @@ type fetchRead struct {
 // repaired). A follower sees the local log's start, a consumer the
 // partition's.
 func (c *conn) readFetch(req *protocol.FetchRequest, r *replica.Replica, follower bool, view replica.ConsumerView, limit int64) (fetchRead, error) {
+	rd, err := c.readFetchOnce(req, r, follower, view, limit)
+	if errors.Is(err, seglog.ErrOffsetOutOfRange) && !follower && c.s.remote.Remote(r, req.Offset) {
+		// Local retention deleted the segment after the offset was found
+		// local: it is remote now.
+		rd, err = c.readFetchOnce(req, r, follower, view, limit)
+	}
+	return rd, err
+}
+
+// readFetchOnce is one try of readFetch.
+func (c *conn) readFetchOnce(req *protocol.FetchRequest, r *replica.Replica, follower bool, view replica.ConsumerView, limit int64) (fetchRead, error) {
 	if !follower && c.s.remote.Remote(r, req.Offset) {
 		res, err := c.s.remote.Read(r, req.Offset, int(req.MaxBytes))
 		if err != nil {
@@ -364,12 +375,25 @@ func (c *conn) listOffsets(h *protocol.RequestHeader, dec *protocol.Decoder) {
 		c.respondErr(h, err)
 		return
 	}
-	resp, err := r.ListOffset(req.Timestamp, req.Isolation)
-	if err != nil {
-		c.respondErr(h, err)
+	if !c.s.remote.Searches(r, req.Timestamp) {
+		resp, err := r.ListOffset(req.Timestamp, req.Isolation)
+		if err != nil {
+			c.respondErr(h, err)
+			return
+		}
+		c.respond(h, &resp, nil)
 		return
 	}
-	c.respond(h, &resp, nil)
+	c.goRequest(func() { // the remote log is read: off the connection's reading loop
+		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.MaxFetchWait)
+		defer cancel()
+		resp, err := c.s.remote.ListOffset(ctx, r, req.Timestamp, req.Isolation)
+		if err != nil {
+			c.respondErr(h, err)
+			return
+		}
+		c.respond(h, &resp, nil)
+	})
 }
 
 // leaderReplica returns the partition's replica when this node leads it, and

@@ -47,6 +47,12 @@ type failure struct {
 	at  time.Time
 }
 
+// readAheadBlocks is how many blocks past the one a read is served from
+// are fetched in the background (within the fetch slots), so that a
+// consumer reading on finds them cached: the object store's latency is
+// paid once per readAheadBlocks blocks, not once per block.
+const readAheadBlocks = 4
+
 // failRetry is how long a failed fetch's error is answered before the
 // next read tries the object store again.
 const failRetry = time.Second
@@ -82,7 +88,9 @@ func (r *reader) read(seg *cluster.RemoteSegment, offset int64, maxBytes int) (r
 			}
 			continue // offset is past this block's last batch
 		}
-		r.readAhead(seg, idx, i+1)
+		for k := i + 1; k <= i+readAheadBlocks; k++ {
+			r.readAhead(seg, idx, k)
+		}
 		return readResult{slice: sl, aborted: idx.aborted}, nil
 	}
 	// offset is past the segment's last batch (compaction left no record

@@ -230,6 +230,11 @@ func (t *Tier) load(ctx context.Context, r *replica.Replica, epoch int32) (*part
 	if t.parts[r.Key] != p {
 		return nil, fmt.Errorf("leadership changed while the remote log was read")
 	}
+	select {
+	case <-p.loaded: // loaded meanwhile by another caller (ListOffsets, the uploader)
+		return p, nil
+	default:
+	}
 	p.rlog = *rl
 	close(p.loaded)
 	r.SetRemote(summary(&p.rlog))
@@ -261,15 +266,15 @@ func (t *Tier) end(k replica.Key) int64 {
 // first.
 func (t *Tier) upload(ctx context.Context, r *replica.Replica, st replica.State, p *part) error {
 	for ctx.Err() == nil {
-		from := r.Log.StartOffset()
-		if len(p.rlog.Segments) > 0 {
-			from = p.rlog.End()
+		from, continues := r.Log.StartOffset(), false
+		if rl := t.remoteLog(p); len(rl.Segments) > 0 {
+			from, continues = rl.End(), true
 		}
 		cs, ok := r.Log.Closed(from)
 		if !ok {
 			return nil
 		}
-		err := t.uploadOne(ctx, r, st, p, cs, from)
+		err := t.uploadOne(ctx, led{r: r, st: st, p: p}, cs, from, continues)
 		cs.Release()
 		if err != nil {
 			t.deps.Metrics.UploadErrors.Inc()
@@ -279,12 +284,32 @@ func (t *Tier) upload(ctx context.Context, r *replica.Replica, st replica.State,
 	return ctx.Err()
 }
 
-func (t *Tier) uploadOne(ctx context.Context, r *replica.Replica, st replica.State, p *part, cs seglog.ClosedSegment, from int64) error {
+// remoteLog returns a copy of p's remote log (its segment slice shared:
+// it is only ever replaced, never written into).
+func (t *Tier) remoteLog(p *part) cluster.RemoteLog {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.rlog
+}
+
+// led is a partition this node leads: its replica, the role it was
+// found in, its remote log.
+type led struct {
+	r  *replica.Replica
+	st replica.State
+	p  *part
+}
+
+// uploadOne uploads the closed segment cs from offset from and commits it;
+// continues says the remote log has segments (the upload must start at
+// its end, from).
+func (t *Tier) uploadOne(ctx context.Context, l led, cs seglog.ClosedSegment, from int64, continues bool) error {
+	r, st, p := l.r, l.st, l.p
 	b, err := build(cs, max(from, cs.Base), r.Log.AbortedTxns(max(from, cs.Base), cs.Next-1), r.Log.Epochs())
 	if err != nil {
 		return fmt.Errorf("prepare segment %d: %w", cs.Base, err)
 	}
-	if from > cs.Base && len(p.rlog.Segments) > 0 {
+	if from > cs.Base && continues {
 		b.seg.BaseOffset = from
 	}
 	b.seg.Object = objectKey(r, b.seg.BaseOffset, st.LeaderEpoch)
@@ -329,14 +354,14 @@ func objectKey(r *replica.Replica, base int64, epoch int32) string {
 // (retention.ms by their largest timestamp, retention.bytes over remote
 // and local bytes together) and deletes their objects.
 func (t *Tier) retain(ctx context.Context, r *replica.Replica, st replica.State, p *part, now time.Time) error {
-	cfg := st.Config
-	if !cfg.Delete || len(p.rlog.Segments) == 0 {
+	cfg, rl := st.Config, t.remoteLog(p)
+	if !cfg.Delete || len(rl.Segments) == 0 {
 		return nil
 	}
-	_, local := r.Log.Unuploaded(p.rlog.End())
-	total := p.rlog.Bytes() + local
+	_, local := r.Log.Unuploaded(rl.End())
+	total := rl.Bytes() + local
 	below := int64(-1)
-	for _, s := range p.rlog.Segments[:len(p.rlog.Segments)] {
+	for _, s := range rl.Segments {
 		byTime := cfg.RetentionMs >= 0 && s.MaxTimestamp >= 0 && now.UnixMilli()-s.MaxTimestamp > cfg.RetentionMs
 		bySize := cfg.RetentionBytes >= 0 && total-s.Bytes >= cfg.RetentionBytes
 		if !byTime && !bySize {
@@ -347,6 +372,14 @@ func (t *Tier) retain(ctx context.Context, r *replica.Replica, st replica.State,
 	if below < 0 {
 		return nil
 	}
+	return t.dropBelow(ctx, r, st, p, below)
+}
+
+// dropBelow removes the records below below from the remote log (the
+// segments wholly below it, and its start moved up inside the next one),
+// then deletes the dropped segments' objects, and moves the local log's
+// start up too when it is lower.
+func (t *Tier) dropBelow(ctx context.Context, r *replica.Replica, st replica.State, p *part, below int64) error {
 	dropped, err := t.deps.Meta.DropRemoteSegments(ctx, cluster.DropRemoteSegmentsRequest{RemoteLeader: t.leader(r, st), Below: below})
 	if err != nil {
 		t.forget(r.Key)
@@ -355,15 +388,21 @@ func (t *Tier) retain(ctx context.Context, r *replica.Replica, st replica.State,
 	t.mu.Lock()
 	n := sort.Search(len(p.rlog.Segments), func(i int) bool { return p.rlog.Segments[i].EndOffset > below })
 	p.rlog.Segments = append([]cluster.RemoteSegment(nil), p.rlog.Segments[n:]...)
+	if len(p.rlog.Segments) > 0 && below > p.rlog.Segments[0].BaseOffset {
+		p.rlog.LogStart = max(p.rlog.LogStart, below)
+	}
 	sum := summary(&p.rlog)
 	t.mu.Unlock()
 	r.SetRemote(sum)
 	// Records past the total retention are gone from the partition, local
 	// copies too: the log start moves up (followers follow it).
-	if r.Log.StartOffset() < below {
+	if r.Log.StartOffset() < below && below <= r.HighWatermark() {
 		if _, err := r.Log.RaiseStartOffset(below); err != nil {
 			return fmt.Errorf("raise the log start to the remote log's %d: %w", below, err)
 		}
+	}
+	if len(dropped) == 0 {
+		return nil
 	}
 	keys := make([]string, 0, len(dropped))
 	for _, s := range dropped {
@@ -371,13 +410,43 @@ func (t *Tier) retain(ctx context.Context, r *replica.Replica, st replica.State,
 		t.rd.forget(s.Object)
 	}
 	if err := t.deps.Store.Delete(ctx, keys...); err != nil {
-		return fmt.Errorf("delete %d remote segments past retention (now orphans): %w", len(keys), err)
+		return fmt.Errorf("delete %d dropped remote segments (now orphans): %w", len(keys), err)
 	}
-	t.log.Info("remote retention deleted segments", slog.String("partition", r.Key.String()),
+	t.log.Info("deleted remote segments", slog.String("partition", r.Key.String()),
 		slog.Int("segments", len(keys)), slog.Int64("start_offset", sum.Start))
 	return nil
 }
 
+// DeleteRecords moves the partition's start up to offset (Kafka's
+// DeleteRecords, -1: the high watermark) across both tiers: the remote
+// records below it are dropped from the remote log (their segments'
+// objects deleted), the local ones as the replica does. It returns the
+// partition's new start.
+func (t *Tier) DeleteRecords(ctx context.Context, r *replica.Replica, offset int64) (int64, error) {
+	if t == nil || r.Remote().Segments == 0 {
+		return r.DeleteRecords(offset)
+	}
+	if _, err := r.DeleteRecords(offset); err != nil { // checks offset, moves the local start
+		return 0, err
+	}
+	if offset == -1 {
+		offset = r.HighWatermark()
+	}
+	if offset > r.StartOffset() {
+		st := r.State()
+		p, err := t.load(ctx, r, st.LeaderEpoch)
+		if err == nil {
+			rl := t.remoteLog(p)
+			err = t.dropBelow(ctx, r, st, p, min(offset, rl.End()))
+		}
+		if err != nil {
+			return 0, protocol.StorageError.Err("%s: delete records below %d: %v", r.Key, offset, err)
+		}
+	}
+	return r.StartOffset(), nil
+}
+
+// summary is what the cluster model carries of a remote log.
 func summary(l *cluster.RemoteLog) cluster.RemoteSummary {
 	return cluster.RemoteSummary{Start: l.Start(), End: l.End(), Bytes: l.Bytes(), Segments: len(l.Segments)}
 }
@@ -445,14 +514,10 @@ func (t *Tier) Read(r *replica.Replica, offset int64, maxBytes int) (Result, err
 		return Result{Wait: p.loaded}, nil
 	}
 	t.mu.Lock()
-	segs := p.rlog.Segments
+	segs, start, end := p.rlog.Segments, p.rlog.Start(), p.rlog.End()
 	t.mu.Unlock()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].EndOffset > offset })
-	if len(segs) == 0 || offset < segs[0].BaseOffset || i == len(segs) {
-		start, end := int64(0), int64(0)
-		if len(segs) > 0 {
-			start, end = segs[0].BaseOffset, segs[len(segs)-1].EndOffset
-		}
+	if len(segs) == 0 || offset < start || i == len(segs) {
 		return Result{}, protocol.OffsetOutOfRange.Err("%s: offset %d, the remote log holds [%d, %d) and the local log starts at %d",
 			r.Key, offset, start, end, r.Log.StartOffset())
 	}

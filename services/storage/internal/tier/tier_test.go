@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/dev/testkit"
 	"github.com/sluicemq/sluice/libs/protocol"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/server/objstore"
 	seglog "github.com/sluicemq/sluice/services/storage/internal/log"
 	"github.com/sluicemq/sluice/services/storage/internal/replica"
@@ -69,6 +70,11 @@ func (m *fakeMeta) DropRemoteSegments(_ context.Context, req cluster.DropRemoteS
 	}
 	out := append([]cluster.RemoteSegment(nil), l.Segments[:n]...)
 	l.Segments = append([]cluster.RemoteSegment(nil), l.Segments[n:]...)
+	if len(l.Segments) > 0 && req.Below > l.Segments[0].BaseOffset {
+		l.LogStart = max(l.LogStart, req.Below)
+	} else {
+		l.LogStart = 0
+	}
 	return out, nil
 }
 
@@ -163,8 +169,14 @@ func (e *env) newTier(t *testing.T) *Tier {
 // produce appends n batches of one record each and makes them committed.
 func (e *env) produce(t *testing.T, n int) {
 	t.Helper()
-	for i := range n {
-		b := testkit.Batch(t, fmt.Sprintf("record-%04d-%s", len(e.sent)+i, strings.Repeat("x", 200)))
+	for range n {
+		off := len(e.sent)
+		bl := record.NewBuilder(record.CodecNone)
+		bl.Append(record.Record{Timestamp: tsOf(int64(off)), Value: []byte(fmt.Sprintf("record-%04d-%s", off, strings.Repeat("x", 200)))})
+		b, err := bl.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := e.r.Log.Append(b, 3); err != nil {
 			t.Fatal(err)
 		}
@@ -176,6 +188,13 @@ func (e *env) produce(t *testing.T, n int) {
 		return e.r.HighWatermark() == e.r.Log.EndOffset()
 	})
 }
+
+// tsBase is the timestamp of the record at offset 0: recent enough for
+// the total retention of a week.
+var tsBase = time.Now().Add(-time.Hour).UnixMilli()
+
+// tsOf is the timestamp of the record produce appends at offset.
+func tsOf(offset int64) int64 { return tsBase + 10*offset }
 
 // readRemote reads offset through the tier, waiting out its fetches.
 func (e *env) readRemote(t *testing.T, tr *Tier, offset int64) (seglog.Slice, error) {
@@ -398,5 +417,188 @@ func TestRemoteRetentionDeletesObjects(t *testing.T) {
 	}
 	if e.r.StartOffset() != segs[0].BaseOffset {
 		t.Fatalf("partition start %d, remote log starts at %d", e.r.StartOffset(), segs[0].BaseOffset)
+	}
+}
+
+// ListOffsets by timestamp and for the largest timestamp answer across the
+// tiers: a timestamp of the remote part finds its record there, one of the
+// local part the local log's.
+func TestListOffsetsAcrossTiers(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(t, 60)
+	e.tier.pass(context.Background(), time.Now())
+	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	local := e.r.Log.StartOffset()
+	if local == 0 || !e.tier.Searches(e.r, 0) || e.tier.Searches(e.r, protocol.TimestampEarliest) {
+		t.Fatalf("local start %d; Searches wrong", local)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		ts, want, wantTs int64
+	}{
+		{0, 0, tsOf(0)},                               // older than every record
+		{tsOf(7), 7, tsOf(7)},                         // in the remote part
+		{tsOf(7) - 5, 7, tsOf(7)},                     // between two records
+		{tsOf(local + 2), local + 2, tsOf(local + 2)}, // in the local part
+		{tsOf(1000), -1, -1},                          // newer than every record
+		{protocol.TimestampMax, 59, tsOf(59)},
+	} {
+		got, err := e.tier.ListOffset(ctx, e.r, tc.ts, protocol.ReadUncommitted)
+		if err != nil || got.Offset != tc.want || got.Timestamp != tc.wantTs {
+			t.Fatalf("ListOffsets %d = %d at %d (%v); want %d at %d", tc.ts, got.Offset, got.Timestamp, err, tc.want, tc.wantTs)
+		}
+	}
+}
+
+// Retention that empties the remote log leaves the partition starting at
+// the local log: no remote read, ListOffsets earliest at the local start.
+func TestRemoteLogEmptiedByRetention(t *testing.T) {
+	e := newEnv(t, map[string]string{"retention.ms": "60000"}) // records an hour old: all past it
+	e.produce(t, 40)
+	e.tier.pass(context.Background(), time.Now()) // uploads, then drops them all
+	if n := len(e.meta.segments()); n != 0 {
+		t.Fatalf("%d remote segments past retention kept", n)
+	}
+	if rem := e.r.Remote(); rem.Segments != 0 || rem.Start == 0 {
+		t.Fatalf("replica still sees a remote log: %+v", rem)
+	}
+	if e.tier.Remote(e.r, 0) || e.r.StartOffset() != e.r.Log.StartOffset() || e.r.StartOffset() == 0 {
+		t.Fatalf("partition start %d, local %d: the dropped records are still offered", e.r.StartOffset(), e.r.Log.StartOffset())
+	}
+}
+
+// produceKeyed appends n records of keys k0..k9, each value naming its
+// offset, and returns each key's latest value.
+func (e *env) produceKeyed(t *testing.T, n int, latest map[string]string) {
+	t.Helper()
+	for range n {
+		off := len(e.sent)
+		key, value := fmt.Sprintf("k%d", off%10), fmt.Sprintf("v%d-%s", off, strings.Repeat("x", 200))
+		bl := record.NewBuilder(record.CodecNone)
+		bl.Append(record.Record{Timestamp: tsOf(int64(off)), Key: []byte(key), Value: []byte(value)})
+		b, err := bl.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.r.Log.Append(b, 3); err != nil {
+			t.Fatal(err)
+		}
+		e.sent = append(e.sent, b)
+		latest[key] = value
+	}
+	e.r.Progressed()
+	testkit.WaitFor(t, 5*time.Second, "high watermark at the log end", func() bool {
+		e.r.Progressed()
+		return e.r.HighWatermark() == e.r.Log.EndOffset()
+	})
+}
+
+// A compacted topic is tiered too: its closed segments are uploaded,
+// cleaned or not, local retention deletes them, and reading the whole log
+// across the tiers, every key's last value is its latest.
+func TestCompactedTopicTiered(t *testing.T) {
+	e := newEnv(t, map[string]string{"cleanup.policy": "compact"})
+	latest := map[string]string{}
+	e.produceKeyed(t, 40, latest)
+	if _, err := e.r.Log.Clean(seglog.CleanOptions{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.tier.pass(context.Background(), time.Now())
+	e.produceKeyed(t, 30, latest)
+	if _, err := e.r.Log.Clean(seglog.CleanOptions{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.tier.pass(context.Background(), time.Now())
+	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	local := e.r.Log.StartOffset()
+	if local == 0 || len(e.meta.segments()) == 0 {
+		t.Fatalf("compacted topic not tiered: local start %d, %d remote segments", local, len(e.meta.segments()))
+	}
+	seen := map[string]string{}
+	keep := func(batches []byte) {
+		for len(batches) > 0 {
+			n, err := record.PeekSize(batches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it := record.NewIterator(batches[:n])
+			for it.Next() {
+				seen[string(it.Record().Key)] = string(it.Record().Value)
+			}
+			batches = batches[n:]
+		}
+	}
+	for off := int64(0); off < local; {
+		sl, err := e.readRemote(t, e.tier, off)
+		if err != nil || sl.Size() == 0 {
+			t.Fatalf("remote read at %d: %d bytes, %v", off, sl.Size(), err)
+		}
+		b, err := sl.ReadAll()
+		next, _ := sl.NextOffset()
+		sl.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep(b)
+		off = next
+	}
+	for off := local; off < e.r.Log.EndOffset(); {
+		sl, err := e.r.Log.Read(off, 1<<20, e.r.Log.EndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := sl.ReadAll()
+		next, _ := sl.NextOffset()
+		sl.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep(b)
+		off = next
+	}
+	for k, v := range latest {
+		if seen[k] != v {
+			t.Fatalf("key %s reads back as %.8q, its latest value is %.8q", k, seen[k], v)
+		}
+	}
+}
+
+// DeleteRecords inside the remote part drops the remote segments below the
+// offset (their objects deleted) and starts the partition there: a read
+// below it is out of range, one at it reads on, ListOffsets earliest
+// answers it.
+func TestDeleteRecordsInRemotePart(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(t, 60)
+	e.tier.pass(context.Background(), time.Now())
+	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	segs := e.meta.segments()
+	cut := segs[1].BaseOffset + 2 // inside the second segment
+	low, err := e.tier.DeleteRecords(context.Background(), e.r, cut)
+	if err != nil || low != cut {
+		t.Fatalf("DeleteRecords(%d) = %d, %v", cut, low, err)
+	}
+	if _, ok := e.store.Objects()[segs[0].Object]; ok || len(e.meta.segments()) != len(segs)-1 {
+		t.Fatalf("the first segment (wholly below %d) is still there", cut)
+	}
+	if got, _ := e.r.ListOffset(protocol.TimestampEarliest, protocol.ReadUncommitted); got.Offset != cut {
+		t.Fatalf("ListOffsets earliest %d, want %d", got.Offset, cut)
+	}
+	if _, err := e.tier.Read(e.r, cut-1, 1<<20); protocol.CodeOf(err) != protocol.OffsetOutOfRange {
+		t.Fatalf("read below the new start: %v, want OFFSET_OUT_OF_RANGE", err)
+	}
+	sl, err := e.readRemote(t, e.tier, cut)
+	if err != nil || sl.Size() == 0 {
+		t.Fatalf("read at the new start: %d bytes, %v", sl.Size(), err)
+	}
+	sl.Release()
+	if _, err := e.tier.DeleteRecords(context.Background(), e.r, e.r.HighWatermark()+1); protocol.CodeOf(err) != protocol.OffsetOutOfRange {
+		t.Fatalf("DeleteRecords above the high watermark: %v", err)
 	}
 }
