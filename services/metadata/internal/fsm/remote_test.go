@@ -148,14 +148,15 @@ func TestRemoteLogAddContinueRetryDrop(t *testing.T) {
 
 	// Dropping nothing is a success that changes nothing.
 	version = h.Version()
-	r = h.apply(t, dropBelow(lead1, 9))
+	r = h.apply(t, dropBelow(lead1, 0))
 	if r.Err != nil || r.Dropped != nil || h.Version() != version || r.Partition.Remote.Segments != 2 {
-		t.Fatalf("drop below 9: %+v, version %d", r, h.Version())
+		t.Fatalf("drop below 0: %+v, version %d", r, h.Version())
 	}
-	// Segments wholly below go, from the front.
-	r = h.apply(t, dropBelow(lead1, 24))
+	// Segments wholly below go, from the front (a start inside a segment:
+	// TestDropMovesRemoteStartInsideASegment).
+	r = h.apply(t, dropBelow(lead1, 10))
 	if r.Err != nil || !reflect.DeepEqual(r.Dropped, []cluster.RemoteSegment{a}) || h.Version() != r.Index {
-		t.Fatalf("drop below 24: %+v, version %d", r, h.Version())
+		t.Fatalf("drop below 10: %+v, version %d", r, h.Version())
 	}
 	want = &cluster.RemoteSummary{Start: 10, End: 25, Bytes: 130, Segments: 1}
 	if got := summaryOf(t, h.FSM, "t", 0); !reflect.DeepEqual(got, want) {
