@@ -65,16 +65,22 @@ func consumeAll(t *testing.T, ctx context.Context, c *localcluster.Cluster, topi
 // produce throughput with tiering on against off, the local disk a tiered
 // partition uses with ten times its local retention produced, and the
 // read throughput of a 1 GiB backlog from the object store against the
-// same read from local disk.
+// same read from local disk. SLUICE_FIGURES_UPLOAD_RATE sets the storage
+// node's -remote-upload-bytes-per-sec.
 //
 //	SLUICE_FIGURES=1 go test -run TestTieredFigures -v ./local/faults/
 func TestTieredFigures(t *testing.T) {
 	itest.FiguresOnly(t, "tiered storage figures")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	c := itest.StartClusterConfig(t, localcluster.Config{Storage: 1, ObjectStore: true, Extra: map[string][]string{
-		"storage": {"-retention-check-interval", "1s", "-remote-upload-interval", "200ms"},
-	}})
+	// A read cache far smaller than the backlog: every block of the read
+	// comes from the object store, as for a consumer of a backlog larger
+	// than the cache (the default is 1 GiB).
+	storageFlags := []string{"-retention-check-interval", "1s", "-remote-upload-interval", "200ms", "-remote-cache-bytes", strconv.Itoa(64 << 20)}
+	if v := os.Getenv("SLUICE_FIGURES_UPLOAD_RATE"); v != "" { // -remote-upload-bytes-per-sec
+		storageFlags = append(storageFlags, "-remote-upload-bytes-per-sec", v)
+	}
+	c := itest.StartClusterConfig(t, localcluster.Config{Storage: 1, ObjectStore: true, Extra: map[string][]string{"storage": storageFlags}})
 	const localRetention = 100 << 20
 	for _, tc := range []struct {
 		name   string

@@ -352,7 +352,7 @@ func ObjectStoreArgs(addr, dir string) ([]string, error) {
 		}
 	}
 	return []string{"--access", ObjectStoreAccessKey, "--secret", ObjectStoreSecretKey, "--port", addr, "--quiet",
-		"posix", "--sidecar", meta, data}, nil
+		"posix", "--data-integrity-etag", "--sidecar", meta, data}, nil
 }
 
 // ObjectStoreURL is the object store's S3 endpoint ("" when the cluster

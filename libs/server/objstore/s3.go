@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -122,12 +123,15 @@ func (s *s3Store) Put(ctx context.Context, key string, body io.ReadSeeker, size 
 		return fmt.Errorf("objstore: put %q: %w", key, err)
 	}
 	put := func() error {
+		// UNSIGNED-PAYLOAD: the signature does not cover the body, so
+		// the client does not hash every byte it uploads with SHA-256
+		// (segments carry CRC-32Cs of their own, checked on every read).
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        &s.cfg.Bucket,
 			Key:           aws.String(s.cfg.key(key)),
 			Body:          body,
 			ContentLength: &size,
-		})
+		}, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
 		return err
 	}
 	err = put()

@@ -111,7 +111,8 @@ func Parse(args []string) ([]fx.Option, error) {
 	fs.String(&c.Tier.CacheDir, "remote-cache-dir", "", "directory of the read cache of remote segments (default: remote-cache under -data-dir); emptied at start")
 	fs.Int64(&c.Tier.CacheBytes, "remote-cache-bytes", 1<<30, "bytes of remote blocks the read cache keeps on local disk")
 	fs.Duration(&c.Tier.Interval, "remote-upload-interval", time.Second, "how often the leader of a tiered partition looks for closed segments to upload")
-	fs.Int(&c.Tier.Fetches, "remote-fetches", 4, "remote reads (blocks of 1 MiB) in flight at once")
+	fs.Int(&c.Tier.Fetches, "remote-fetches", 8, "remote reads (blocks of 1 MiB) in flight at once")
+	fs.Int64(&c.Tier.UploadBytesPerSec, "remote-upload-bytes-per-sec", 0, "bytes per second the uploads to the object store may read and send together, so that tiering takes no more than that from producers; 0: no limit (Kafka's remote.log.manager.copy.max.bytes.per.second)")
 	fs.Duration(&c.Tier.SweepEvery, "remote-sweep-interval", time.Minute, "how often objects no remote log names (uploads whose commit was lost, deleted topics' segments) are looked for and deleted")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -211,6 +212,9 @@ func (c Config) validateTier() error {
 	}
 	if err := c.Remote.Validate(); err != nil {
 		return fmt.Errorf("flags -remote-*: %w", err)
+	}
+	if c.Tier.UploadBytesPerSec < 0 {
+		return fmt.Errorf("flag -remote-upload-bytes-per-sec: %d is negative (0: no limit)", c.Tier.UploadBytesPerSec)
 	}
 	if c.Tier.CacheBytes < 1<<20 || c.Tier.Interval <= 0 || c.Tier.Fetches < 1 || c.Tier.SweepEvery <= 0 {
 		return fmt.Errorf("flags -remote-cache-bytes (at least 1 MiB), -remote-upload-interval and -remote-sweep-interval (positive), -remote-fetches (at least 1): %d, %s, %s, %d",

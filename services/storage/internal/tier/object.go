@@ -3,11 +3,14 @@ package tier
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"golang.org/x/time/rate"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/record"
@@ -244,6 +247,23 @@ func decodeAborted(seg *cluster.RemoteSegment, b []byte) ([]seglog.AbortedTxn, e
 			FirstOffset: int64(binary.BigEndian.Uint64(e[8:])), LastOffset: int64(binary.BigEndian.Uint64(e[16:]))}
 	}
 	return out, nil
+}
+
+// throttled is a body whose reads wait for the limiter's tokens, so an
+// upload takes no more than the limiter's rate from the disk and the
+// network (-remote-upload-bytes-per-sec).
+type throttled struct {
+	io.ReadSeeker
+	ctx context.Context
+	lim *rate.Limiter
+}
+
+func (t throttled) Read(p []byte) (int, error) {
+	p = p[:min(len(p), t.lim.Burst())]
+	if err := t.lim.WaitN(t.ctx, len(p)); err != nil {
+		return 0, err
+	}
+	return t.ReadSeeker.Read(p)
 }
 
 // concatReaderAt reads a (aLen bytes) then b.

@@ -51,7 +51,7 @@ type failure struct {
 // are fetched in the background (within the fetch slots), so that a
 // consumer reading on finds them cached: the object store's latency is
 // paid once per readAheadBlocks blocks, not once per block.
-const readAheadBlocks = 4
+const readAheadBlocks = 8
 
 // failRetry is how long a failed fetch's error is answered before the
 // next read tries the object store again.

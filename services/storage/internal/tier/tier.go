@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/protocol"
@@ -58,6 +59,11 @@ type Config struct {
 	// SweepEvery is how often orphans and deleted topics' objects are
 	// looked for (sweep.go).
 	SweepEvery time.Duration
+	// UploadBytesPerSec bounds the uploads' rate (0: no bound), so that
+	// they take no more than that from the disk, the CPU and the network
+	// the produce path shares (Kafka's
+	// remote.log.manager.copy.max.bytes.per.second).
+	UploadBytesPerSec int64
 }
 
 // Meta is the metadata API the tier uses.
@@ -90,10 +96,12 @@ type Tier struct {
 	mu    sync.Mutex
 	parts map[replica.Key]*part
 
-	kick      chan struct{}
-	cancel    context.CancelFunc
-	done      chan struct{}
-	lastSweep time.Time // owned by the uploader's goroutine
+	uploadRate *rate.Limiter // nil: uploads unbounded
+	kick       chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
+	lastSweep  time.Time                 // owned by the uploader's goroutine
+	warned     map[replica.Key]time.Time // likewise: when a partition's failure was last logged
 }
 
 // part is a led partition's remote log as this node knows it.
@@ -110,12 +118,16 @@ func New(cfg Config, deps Deps) (*Tier, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Tier{cfg: cfg, deps: deps, log: deps.Log, parts: map[replica.Key]*part{},
+	t := &Tier{cfg: cfg, deps: deps, log: deps.Log, parts: map[replica.Key]*part{}, warned: map[replica.Key]time.Time{},
 		kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	t.rd = &reader{store: deps.Store, cache: c, metrics: deps.Metrics, ctx: ctx, timeout: cfg.Timeout,
 		slots: make(chan struct{}, max(cfg.Fetches, 1)), indexes: map[string]*segIndex{},
 		inflight: map[string]chan struct{}{}, failed: map[string]failure{}}
 	deps.Metrics.cacheBytes = c.size
+	if cfg.UploadBytesPerSec > 0 {
+		// A burst of a tenth of a second's budget, at least 256 KiB.
+		t.uploadRate = rate.NewLimiter(rate.Limit(cfg.UploadBytesPerSec), int(max(cfg.UploadBytesPerSec/10, 256<<10)))
+	}
 	return t, nil
 }
 
@@ -153,6 +165,10 @@ func (t *Tier) Kick() {
 	}
 }
 
+// warnEvery is how often a partition whose uploads keep failing is logged
+// (each failure is counted in sluice_storage_remote_upload_errors_total).
+const warnEvery = 30 * time.Second
+
 // pass uploads what is closed, applies total retention to the remote logs
 // of the partitions this node leads, and updates the upload lag.
 func (t *Tier) pass(ctx context.Context, now time.Time) {
@@ -184,7 +200,8 @@ func (t *Tier) pass(ctx context.Context, now time.Time) {
 		if err == nil && sweep {
 			_, err = t.sweep(ctx, r, p)
 		}
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && now.Sub(t.warned[r.Key]) >= warnEvery {
+			t.warned[r.Key] = now
 			t.log.Warn("tiered storage: partition not uploaded; local retention keeps its segments until it is",
 				slog.String("partition", r.Key.String()), slog.Any("error", err))
 		}
@@ -315,7 +332,11 @@ func (t *Tier) uploadOne(ctx context.Context, l led, cs seglog.ClosedSegment, fr
 	b.seg.Object = objectKey(r, b.seg.BaseOffset, st.LeaderEpoch)
 	b.seg.LeaderEpoch = st.LeaderEpoch
 	begin := time.Now()
-	if err := t.deps.Store.Put(ctx, b.seg.Object, b.body(), b.seg.Bytes); err != nil {
+	body := b.body()
+	if t.uploadRate != nil {
+		body = throttled{ReadSeeker: body, ctx: ctx, lim: t.uploadRate}
+	}
+	if err := t.deps.Store.Put(ctx, b.seg.Object, body, b.seg.Bytes); err != nil {
 		return fmt.Errorf("upload segment %d: %w", cs.Base, err)
 	}
 	sum, err := t.deps.Meta.AddRemoteSegment(ctx, cluster.AddRemoteSegmentRequest{RemoteLeader: t.leader(r, st), Segment: b.seg})
