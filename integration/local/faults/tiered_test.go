@@ -16,10 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicemq/sluice/integration/internal/itest"
+	"github.com/sluicemq/sluice/libs/client"
 	"github.com/sluicemq/sluice/libs/cluster"
 	"github.com/sluicemq/sluice/libs/dev/localcluster"
 	"github.com/sluicemq/sluice/libs/dev/testkit"
+	"github.com/sluicemq/sluice/libs/record"
 	"github.com/sluicemq/sluice/libs/server/objstore"
+	"github.com/sluicemq/sluice/libs/storageclient"
 )
 
 // startTiered starts a cluster of three storage nodes with the object
@@ -36,6 +39,14 @@ func startTiered(t *testing.T, ctx context.Context, topic string) *localcluster.
 		cluster.ConfigMinInsyncReplicas: "2",
 	}})
 	return c
+}
+
+// tieredProducer is a franz-go producer (acks=all) of small uncompressed
+// batches, so that 64 KiB segments hold several.
+func tieredProducer(t *testing.T, c *localcluster.Cluster) *kgo.Client {
+	t.Helper()
+	return itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
 }
 
 // produceTiered produces n records value-<from+i> with franz-go, acks=all.
@@ -93,8 +104,7 @@ func TestTieredStorageReadsAcrossTiers(t *testing.T) {
 	defer cancel()
 	const topic = "tiered"
 	c := startTiered(t, ctx, topic)
-	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	producer := tieredProducer(t, c)
 	const first = 20000
 	produceTiered(t, ctx, producer, topic, 0, first)
 	sum := waitTiered(t, ctx, c, topic, 3)
@@ -209,8 +219,7 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	defer cancel()
 	const topic = "tiered-down"
 	c := startTiered(t, ctx, topic)
-	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	producer := tieredProducer(t, c)
 	store := c.Proc("objectstore")
 	c.StopProc(store, true)
 	produceTiered(t, ctx, producer, topic, 0, 8000) // about 14 segments: produce goes on
@@ -263,8 +272,7 @@ func TestTieredStorageLeaderKills(t *testing.T) {
 	defer cancel()
 	const topic = "tiered-kills"
 	c := startTiered(t, ctx, topic)
-	producer := itest.FranzClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	producer := tieredProducer(t, c)
 	const total = 15000
 	produceErr := make(chan error, 1)
 	go func() {
@@ -335,4 +343,62 @@ func TestTieredStorageLeaderKills(t *testing.T) {
 		return len(objs) == len(named)
 	})
 	t.Logf("orphans deleted by the sweeps: %.0f", storageMetric(t, c, "sluice_storage_remote_orphans_deleted_total"))
+}
+
+// A remote object corrupted in the store (a byte of its first block
+// changed) fails the reads of that block with an error naming the object,
+// never wrong records, and the partition's other reads go on.
+func TestTieredStorageCorruptObject(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic = "tiered-corrupt"
+	c := startTiered(t, ctx, topic)
+	producer := tieredProducer(t, c)
+	produceTiered(t, ctx, producer, topic, 0, 5000)
+	waitTiered(t, ctx, c, topic, 3)
+	rl, err := cluster.NewClient(c.MetadataURLs()).RemoteLog(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := rl.Segments[0], rl.Segments[1]
+	// versitygw keeps an object as a file under its bucket's directory.
+	path := filepath.Join(c.ObjectStoreDir(), "data", localcluster.ObjectStoreBucket, first.Object)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, first.LogBytes/2); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, first.LogBytes/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	// The SDK's reader (the storage protocol, whose errors carry the
+	// leader's message): it retries a retriable error a few times, then
+	// returns it.
+	meta := client.NewMetadata(client.NewAdmin(c.MetadataURLs()))
+	pool := storageclient.NewPool("tiered-corrupt")
+	defer pool.Close()
+	read := func(offset int64) ([]record.Record, error) {
+		r := client.NewPartitionReader(meta, pool, topic, 0, offset, client.ReaderConfig{MaxWait: time.Second})
+		return r.Fetch(ctx)
+	}
+	testkit.Eventually(t, time.Minute, func() error {
+		if recs, err := read(first.BaseOffset); err == nil || !strings.Contains(err.Error(), first.Object) {
+			return fmt.Errorf("read of the corrupt segment: %d records, %v; want an error naming %s", len(recs), err, first.Object)
+		}
+		return nil
+	})
+	recs, err := read(second.BaseOffset)
+	if err != nil || len(recs) == 0 || !strings.HasPrefix(string(recs[0].Value), fmt.Sprintf("value-%07d-", second.BaseOffset)) {
+		t.Fatalf("read of the next segment: %d records, %v", len(recs), err)
+	}
+	if storageMetric(t, c, "sluice_storage_remote_read_errors_total") == 0 {
+		t.Fatal("the failed read is not counted")
+	}
 }

@@ -343,7 +343,10 @@ func (c *Cluster) addObjectStore() (flags, env []string, err error) {
 // it. The sidecar directory works on every file system, where user xattrs
 // do not (tmpfs before Linux 6.6, some overlay and network file systems),
 // and keeps the metadata --nometa would lose. (ext4 here has user xattrs:
-// all three ways passed the objstore tests.)
+// all three ways passed the objstore tests.) --data-integrity-etag spares
+// it an MD5 of every object it stores (the ETag is then derived otherwise;
+// Sluice checks its segments with CRC-32Cs of its own): its PUTs of 32 MiB
+// went from 295 to 788 MB/s on the two cores it shares with the cluster.
 func ObjectStoreArgs(addr, dir string) ([]string, error) {
 	meta, data := filepath.Join(dir, "meta"), filepath.Join(dir, "data")
 	for _, d := range []string{meta, data} {

@@ -166,13 +166,27 @@ func (e *env) newTier(t *testing.T) *Tier {
 	return tr
 }
 
-// produce appends n batches of one record each and makes them committed.
-func (e *env) produce(t *testing.T, n int) {
+// produce appends n records without keys, one batch each, and makes them
+// committed.
+func (e *env) produce(t *testing.T, n int) { e.appendRecords(t, n, nil) }
+
+// produceKeyed appends n records of keys k0..k9 and sets each key's latest
+// value in latest.
+func (e *env) produceKeyed(t *testing.T, n int, latest map[string]string) { e.appendRecords(t, n, latest) }
+
+// appendRecords appends n records, one batch each, their values naming
+// their offsets, keyed (latest not nil) or not, and makes them committed.
+func (e *env) appendRecords(t *testing.T, n int, latest map[string]string) {
 	t.Helper()
 	for range n {
 		off := len(e.sent)
+		rec := record.Record{Timestamp: tsOf(int64(off)), Value: []byte(fmt.Sprintf("record-%04d-%s", off, strings.Repeat("x", 200)))}
+		if latest != nil {
+			rec.Key = []byte(fmt.Sprintf("k%d", off%10))
+			latest[string(rec.Key)] = string(rec.Value)
+		}
 		bl := record.NewBuilder(record.CodecNone)
-		bl.Append(record.Record{Timestamp: tsOf(int64(off)), Value: []byte(fmt.Sprintf("record-%04d-%s", off, strings.Repeat("x", 200)))})
+		bl.Append(rec)
 		b, err := bl.Build()
 		if err != nil {
 			t.Fatal(err)
@@ -187,6 +201,17 @@ func (e *env) produce(t *testing.T, n int) {
 		e.r.Progressed()
 		return e.r.HighWatermark() == e.r.Log.EndOffset()
 	})
+}
+
+// tierOut produces n records, uploads what is closed and lets local
+// retention delete it.
+func (e *env) tierOut(t *testing.T, n int) {
+	t.Helper()
+	e.produce(t, n)
+	e.tier.pass(context.Background(), time.Now())
+	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tsBase is the timestamp of the record at offset 0: recent enough for
@@ -373,11 +398,7 @@ func TestDeletedTopicObjectsAreCollected(t *testing.T) {
 // no byte of it is served, and reads of other segments go on.
 func TestCorruptObjectIsRefused(t *testing.T) {
 	e := newEnv(t, nil)
-	e.produce(t, 60)
-	e.tier.pass(context.Background(), time.Now())
-	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	e.tierOut(t, 60)
 	segs := e.meta.segments()
 	e.store.Corrupt(segs[0].Object, 100) // inside the first block's batches
 	_, err := e.readRemote(t, e.tier, 0)
@@ -425,11 +446,7 @@ func TestRemoteRetentionDeletesObjects(t *testing.T) {
 // local part the local log's.
 func TestListOffsetsAcrossTiers(t *testing.T) {
 	e := newEnv(t, nil)
-	e.produce(t, 60)
-	e.tier.pass(context.Background(), time.Now())
-	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	e.tierOut(t, 60)
 	local := e.r.Log.StartOffset()
 	if local == 0 || !e.tier.Searches(e.r, 0) || e.tier.Searches(e.r, protocol.TimestampEarliest) {
 		t.Fatalf("local start %d; Searches wrong", local)
@@ -467,32 +484,6 @@ func TestRemoteLogEmptiedByRetention(t *testing.T) {
 	if e.tier.Remote(e.r, 0) || e.r.StartOffset() != e.r.Log.StartOffset() || e.r.StartOffset() == 0 {
 		t.Fatalf("partition start %d, local %d: the dropped records are still offered", e.r.StartOffset(), e.r.Log.StartOffset())
 	}
-}
-
-// produceKeyed appends n records of keys k0..k9, each value naming its
-// offset, and returns each key's latest value.
-func (e *env) produceKeyed(t *testing.T, n int, latest map[string]string) {
-	t.Helper()
-	for range n {
-		off := len(e.sent)
-		key, value := fmt.Sprintf("k%d", off%10), fmt.Sprintf("v%d-%s", off, strings.Repeat("x", 200))
-		bl := record.NewBuilder(record.CodecNone)
-		bl.Append(record.Record{Timestamp: tsOf(int64(off)), Key: []byte(key), Value: []byte(value)})
-		b, err := bl.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.r.Log.Append(b, 3); err != nil {
-			t.Fatal(err)
-		}
-		e.sent = append(e.sent, b)
-		latest[key] = value
-	}
-	e.r.Progressed()
-	testkit.WaitFor(t, 5*time.Second, "high watermark at the log end", func() bool {
-		e.r.Progressed()
-		return e.r.HighWatermark() == e.r.Log.EndOffset()
-	})
 }
 
 // A compacted topic is tiered too: its closed segments are uploaded,
@@ -573,11 +564,7 @@ func TestCompactedTopicTiered(t *testing.T) {
 // answers it.
 func TestDeleteRecordsInRemotePart(t *testing.T) {
 	e := newEnv(t, nil)
-	e.produce(t, 60)
-	e.tier.pass(context.Background(), time.Now())
-	if _, err := e.r.Log.EnforceRetention(time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	e.tierOut(t, 60)
 	segs := e.meta.segments()
 	cut := segs[1].BaseOffset + 2 // inside the second segment
 	low, err := e.tier.DeleteRecords(context.Background(), e.r, cut)
