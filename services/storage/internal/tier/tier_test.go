@@ -172,7 +172,9 @@ func (e *env) produce(t *testing.T, n int) { e.appendRecords(t, n, nil) }
 
 // produceKeyed appends n records of keys k0..k9 and sets each key's latest
 // value in latest.
-func (e *env) produceKeyed(t *testing.T, n int, latest map[string]string) { e.appendRecords(t, n, latest) }
+func (e *env) produceKeyed(t *testing.T, n int, latest map[string]string) {
+	e.appendRecords(t, n, latest)
+}
 
 // appendRecords appends n records, one batch each, their values naming
 // their offsets, keyed (latest not nil) or not, and makes them committed.
