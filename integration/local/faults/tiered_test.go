@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -401,4 +402,50 @@ func TestTieredStorageCorruptObject(t *testing.T) {
 	if storageMetric(t, c, "sluice_storage_remote_read_errors_total") == 0 {
 		t.Fatal("the failed read is not counted")
 	}
+}
+
+// A compacted topic tiered: its segments are uploaded once cleaned and
+// deleted from the disks, and a consumer reading it from offset 0 across
+// the tiers finds every key's latest value last.
+func TestTieredStorageCompactedTopic(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const topic = "tiered-compacted"
+	c := itest.StartClusterConfig(t, localcluster.Config{Storage: 3, ObjectStore: true, Extra: map[string][]string{
+		"storage": {"-retention-check-interval", "300ms", "-remote-upload-interval", "200ms", "-cleaner-backoff", "500ms"},
+	}})
+	itest.CreateTopicWith(t, ctx, c, cluster.CreateTopicRequest{Name: topic, Partitions: 1, ReplicationFactor: 3, Config: map[string]string{
+		cluster.ConfigRemoteStorageEnable: "true", cluster.ConfigSegmentBytes: "65536", cluster.ConfigLocalRetentionMs: "0",
+		cluster.ConfigCleanupPolicy: "compact", cluster.ConfigMinCleanableDirtyRatio: "0.01", cluster.ConfigMinInsyncReplicas: "2",
+	}})
+	producer := tieredProducer(t, c)
+	latest := map[string]string{}
+	var recs []*kgo.Record
+	for i := range 12000 {
+		key, value := fmt.Sprintf("key-%04d", i%1000), fmt.Sprintf("value-%07d-%s", i, strings.Repeat("x", 80))
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)})
+		latest[key] = value
+	}
+	itest.ProduceAll(t, ctx, producer, recs, "keyed records")
+	waitTiered(t, ctx, c, topic, 3)
+	consumer := itest.FranzClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]string{}
+	testkit.Eventually(t, time.Minute, func() error {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := consumer.PollRecords(pctx, 10000)
+		cancel()
+		for _, e := range fs.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
+				return fmt.Errorf("fetch: %v", e.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Key)] = string(r.Value) })
+		for k, v := range latest {
+			if seen[k] != v {
+				return fmt.Errorf("key %s read as %.20q so far, its latest value is %.20q", k, seen[k], v)
+			}
+		}
+		return nil
+	})
 }

@@ -30,7 +30,9 @@ func (c ClosedSegment) Release() { c.seg.release() }
 // Closed returns the oldest closed (not active) segment that holds offsets
 // at or after from and lies wholly below the high watermark and the last
 // stable offset, so that its records are on every in-sync replica and its
-// transactions are decided; false when there is none yet.
+// transactions are decided, and, in a compacted log, below the cleaner's
+// first dirty offset, so that what is uploaded is the cleaner's output;
+// false when there is none yet.
 func (l *Log) Closed(from int64) (ClosedSegment, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -38,6 +40,9 @@ func (l *Log) Closed(from int64) (ClosedSegment, bool) {
 		return ClosedSegment{}, false
 	}
 	bound := l.producers.txns.firstOpen(l.hw.Load())
+	if l.cfg.Compact {
+		bound = min(bound, l.cleanedTo.Load())
+	}
 	for _, s := range l.segs[:len(l.segs)-1] {
 		if s.next <= from || s.size == 0 {
 			continue

@@ -488,17 +488,24 @@ func TestRemoteLogEmptiedByRetention(t *testing.T) {
 	}
 }
 
-// A compacted topic is tiered too: its closed segments are uploaded,
-// cleaned or not, local retention deletes them, and reading the whole log
-// across the tiers, every key's last value is its latest.
+// A compacted topic is tiered too: its closed segments are uploaded once
+// the cleaner has passed them, local retention deletes them, and reading
+// the whole log across the tiers, every key's last value is its latest.
 func TestCompactedTopicTiered(t *testing.T) {
 	e := newEnv(t, map[string]string{"cleanup.policy": "compact"})
 	latest := map[string]string{}
 	e.produceKeyed(t, 40, latest)
+	e.tier.pass(context.Background(), time.Now())
+	if n := len(e.meta.segments()); n != 0 {
+		t.Fatalf("%d segments uploaded before the cleaner passed them: the cleaner's output is what goes", n)
+	}
 	if _, err := e.r.Log.Clean(seglog.CleanOptions{Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	e.tier.pass(context.Background(), time.Now())
+	if n := len(e.meta.segments()); n == 0 {
+		t.Fatal("no cleaned segment uploaded")
+	}
 	e.produceKeyed(t, 30, latest)
 	if _, err := e.r.Log.Clean(seglog.CleanOptions{Now: time.Now()}); err != nil {
 		t.Fatal(err)
