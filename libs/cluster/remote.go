@@ -106,6 +106,11 @@ func (l *RemoteLog) Bytes() int64 {
 	return n
 }
 
+// Summary is what the cluster model carries of the log (RemoteSummary).
+func (l *RemoteLog) Summary() RemoteSummary {
+	return RemoteSummary{Start: l.Start(), End: l.End(), Bytes: l.Bytes(), Segments: len(l.Segments)}
+}
+
 // RemoteSummary is what the cluster model carries of a partition's remote
 // log (Partition.Remote): enough for followers to know what local
 // retention may delete and for tools to show sizes, without the segment

@@ -147,7 +147,8 @@ func summarize(log []cluster.RemoteSegment, start int64) *cluster.RemoteSummary 
 		return nil
 	}
 	l := cluster.RemoteLog{Segments: log, LogStart: start}
-	return &cluster.RemoteSummary{Start: l.Start(), End: l.End(), Bytes: l.Bytes(), Segments: len(log)}
+	s := l.Summary()
+	return &s
 }
 
 func (s *state) addRemoteSegment(c *cluster.AddRemoteSegmentRequest) (*cluster.Partition, bool, error) {

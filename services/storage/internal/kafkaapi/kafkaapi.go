@@ -14,7 +14,6 @@ package kafkaapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"reflect"
 	"time"
@@ -302,30 +301,13 @@ func (s *Service) read(parts []*fetchPart, maxBytes int) int {
 // p.fetched), else from the local log, whose damage is reported (none of
 // it is sent; the replica is repaired).
 func (s *Service) readPart(p *fetchPart, room int, view replica.ConsumerView) (seglog.Slice, []protocol.AbortedTxn, error) {
-	if s.remote.Remote(p.r, p.offset) {
-		res, err := s.remote.Read(p.r, p.offset, room)
-		if err != nil {
-			return seglog.Slice{}, nil, err
-		}
-		p.fetched = res.Wait
-		if !view.Committed {
-			return res.Slice, nil, nil
-		}
-		return res.Slice, res.Aborted(p.offset), nil
-	}
-	sl, err := p.r.Log.Read(p.offset, room, view.Bound)
-	if errors.Is(err, seglog.ErrOffsetOutOfRange) && s.remote.Remote(p.r, p.offset) {
-		// Local retention deleted the segment after the offset was found
-		// local: it is remote now.
-		return s.readPart(p, room, view)
-	}
+	cr, err := s.remote.ReadConsumer(p.r, p.offset, room, view)
 	if err != nil {
-		if errors.Is(err, seglog.ErrCorruptData) {
-			s.mgr.ReportCorrupt(p.r, err)
-		}
+		s.mgr.ReportCorrupt(p.r, err)
 		return seglog.Slice{}, nil, err
 	}
-	return sl, view.Aborted(p.r.Log, p.offset, sl), nil
+	p.fetched = cr.Wait
+	return cr.Slice, cr.Aborted, nil
 }
 
 // waitAny waits until one of chans is closed (true), or wait passes or ctx

@@ -105,10 +105,8 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start, uploaded in
 		if s.next > hw {
 			break
 		}
-		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
-		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
 		deleted := s.next <= start
-		if !byTime && !bySize && !deleted {
+		if !pastRetention(s, cfg, nowMs, total) && !deleted {
 			break
 		}
 		if cfg.Tiered && !deleted && s.next > uploaded {
@@ -120,14 +118,20 @@ func retentionVictims(segs []*segment, cfg Config, nowMs, hw, start, uploaded in
 	return n, held
 }
 
+// pastRetention reports whether retention deletes s, the oldest segment
+// of a log of total bytes: its largest timestamp is older than
+// RetentionMs, or the log without it still holds RetentionBytes.
+func pastRetention(s *segment, cfg Config, nowMs, total int64) bool {
+	return cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs ||
+		cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
+}
+
 // countHeld counts the segments from the front of segs that retention
 // would delete (below hw, past the time or size bound) were they uploaded.
 func countHeld(segs []*segment, cfg Config, nowMs, hw, total int64) int {
 	held := 0
 	for _, s := range segs {
-		byTime := cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs
-		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
-		if s.next > hw || !byTime && !bySize {
+		if s.next > hw || !pastRetention(s, cfg, nowMs, total) {
 			break
 		}
 		total -= s.size

@@ -307,38 +307,20 @@ type fetchRead struct {
 // repaired). A follower sees the local log's start, a consumer the
 // partition's.
 func (c *conn) readFetch(req *protocol.FetchRequest, r *replica.Replica, follower bool, view replica.ConsumerView, limit int64) (fetchRead, error) {
-	rd, err := c.readFetchOnce(req, r, follower, view, limit)
-	if errors.Is(err, seglog.ErrOffsetOutOfRange) && !follower && c.s.remote.Remote(r, req.Offset) {
-		// Local retention deleted the segment after the offset was found
-		// local: it is remote now.
-		rd, err = c.readFetchOnce(req, r, follower, view, limit)
-	}
-	return rd, err
-}
-
-// readFetchOnce is one try of readFetch.
-func (c *conn) readFetchOnce(req *protocol.FetchRequest, r *replica.Replica, follower bool, view replica.ConsumerView, limit int64) (fetchRead, error) {
-	if !follower && c.s.remote.Remote(r, req.Offset) {
-		res, err := c.s.remote.Read(r, req.Offset, int(req.MaxBytes))
+	if follower {
+		sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
 		if err != nil {
+			c.s.mgr.ReportCorrupt(r, err)
 			return fetchRead{}, err
 		}
-		rd := fetchRead{sl: res.Slice, fetched: res.Wait, start: r.StartOffset()}
-		if view.Committed {
-			rd.aborted = res.Aborted(req.Offset)
-		}
-		return rd, nil
+		return fetchRead{sl: sl, aborted: view.Aborted(r.Log, req.Offset, sl), start: r.Log.StartOffset()}, nil
 	}
-	sl, err := r.Log.Read(req.Offset, int(req.MaxBytes), limit)
+	cr, err := c.s.remote.ReadConsumer(r, req.Offset, int(req.MaxBytes), view)
 	if err != nil {
 		c.s.mgr.ReportCorrupt(r, err)
 		return fetchRead{}, err
 	}
-	rd := fetchRead{sl: sl, aborted: view.Aborted(r.Log, req.Offset, sl), start: r.Log.StartOffset()}
-	if !follower {
-		rd.start = r.StartOffset()
-	}
-	return rd, nil
+	return fetchRead{sl: cr.Slice, aborted: cr.Aborted, fetched: cr.Wait, start: r.StartOffset()}, nil
 }
 
 // offsetForLeaderEpoch tells a follower where an epoch ends in the leader's log.

@@ -31,9 +31,9 @@ type reader struct {
 	wg      sync.WaitGroup
 
 	mu       sync.Mutex
-	indexes  map[string]*segIndex     // by object
-	inflight map[string]chan struct{} // by job name
-	failed   map[string]failure       // by job name: the last failure, retried after failRetry
+	indexes  map[string]*segIndex       // by object
+	inflight map[blockKey]chan struct{} // by the block fetched (block -1: the index)
+	failed   map[blockKey]failure       // likewise: the last failure, retried after failRetry
 }
 
 // segIndex is a remote segment's block index and aborted transactions.
@@ -101,31 +101,43 @@ func (r *reader) read(seg *cluster.RemoteSegment, offset int64, maxBytes int) (r
 // sliceOf finds the batch holding offset (or the first after it) in a
 // cached block and returns whole batches from it within maxBytes.
 func (r *reader) sliceOf(seg *cluster.RemoteSegment, e *cacheEntry, offset int64, maxBytes int) (seglog.Slice, bool, error) {
-	var hdr [record.HeaderSize]byte
-	pos, first := int64(0), int64(-1)
-	next := int64(0)
-	for pos < e.size {
-		if _, err := e.f.ReadAt(hdr[:], pos); err != nil {
-			return seglog.Slice{}, false, fmt.Errorf("remote segment %s: read cached block: %w", seg.Object, err)
-		}
-		h, err := record.ParseHeader(hdr[:])
-		if err != nil {
-			return seglog.Slice{}, false, fmt.Errorf("%w %s: %w", errCorruptObject, seg.Object, err)
-		}
+	first, end, next := int64(-1), int64(0), int64(0)
+	err := walkBlock(seg, e, func(pos int64, h record.Header) bool {
 		size := int64(h.Size())
 		switch {
 		case first < 0 && h.LastOffset() >= offset:
 			first = pos
 		case first >= 0 && pos+size-first > int64(maxBytes):
-			return seglog.FileSlice(e.f, first, pos-first, h.BaseOffset, func() { r.cache.unref(e) }), true, nil
+			next = h.BaseOffset
+			return false
 		}
-		pos += size
-		next = h.LastOffset() + 1
+		end, next = pos+size, h.LastOffset()+1
+		return true
+	})
+	if err != nil || first < 0 {
+		return seglog.Slice{}, false, err
 	}
-	if first < 0 {
-		return seglog.Slice{}, false, nil
+	return seglog.FileSlice(e.f, first, end-first, next, func() { r.cache.unref(e) }), true, nil
+}
+
+// walkBlock calls fn with the position and header of each batch of a
+// cached block, in order, until fn returns false.
+func walkBlock(seg *cluster.RemoteSegment, e *cacheEntry, fn func(pos int64, h record.Header) bool) error {
+	var hdr [record.HeaderSize]byte
+	for pos := int64(0); pos < e.size; {
+		if _, err := e.f.ReadAt(hdr[:], pos); err != nil {
+			return fmt.Errorf("remote segment %s: read cached block: %w", seg.Object, err)
+		}
+		h, err := record.ParseHeader(hdr[:])
+		if err != nil {
+			return fmt.Errorf("%w %s: %w", errCorruptObject, seg.Object, err)
+		}
+		if !fn(pos, h) {
+			return nil
+		}
+		pos += int64(h.Size())
 	}
-	return seglog.FileSlice(e.f, first, pos-first, next, func() { r.cache.unref(e) }), true, nil
+	return nil
 }
 
 // index returns seg's block index, or starts fetching it.
@@ -136,7 +148,7 @@ func (r *reader) index(seg *cluster.RemoteSegment) (*segIndex, <-chan struct{}, 
 	if idx != nil {
 		return idx, nil, nil
 	}
-	wait, err := r.start("index "+seg.Object, func(ctx context.Context) error { return r.fetchIndex(ctx, seg) })
+	wait, err := r.start(blockKey{object: seg.Object, block: -1}, func(ctx context.Context) error { return r.fetchIndex(ctx, seg) })
 	return nil, wait, err
 }
 
@@ -149,27 +161,28 @@ func (r *reader) block(seg *cluster.RemoteSegment, idx *segIndex, i int) (*cache
 		return e, nil, nil
 	}
 	r.metrics.CacheMisses.Inc()
-	wait, err := r.start(fmt.Sprintf("block %d of %s", i, seg.Object), func(ctx context.Context) error {
-		return r.fetchBlock(ctx, seg, idx, i)
-	})
+	wait, err := r.startBlock(seg, idx, i)
 	return nil, wait, err
 }
 
 // readAhead fetches block i in the background when it is not cached, so a
 // consumer reading on finds it there.
 func (r *reader) readAhead(seg *cluster.RemoteSegment, idx *segIndex, i int) {
-	if i >= len(idx.blocks) || r.cache.has(blockKey{object: seg.Object, block: i}) {
-		return
+	if i < len(idx.blocks) && !r.cache.has(blockKey{object: seg.Object, block: i}) {
+		_, _ = r.startBlock(seg, idx, i)
 	}
-	_, _ = r.start(fmt.Sprintf("block %d of %s", i, seg.Object), func(ctx context.Context) error {
-		return r.fetchBlock(ctx, seg, idx, i)
-	})
 }
 
-// start runs job in the background unless it is running already, and
-// returns a channel closed when it ends. A job that failed less than
-// failRetry ago is not started again: its error is returned.
-func (r *reader) start(name string, job func(context.Context) error) (<-chan struct{}, error) {
+// startBlock starts fetching block i of seg (start).
+func (r *reader) startBlock(seg *cluster.RemoteSegment, idx *segIndex, i int) (<-chan struct{}, error) {
+	return r.start(blockKey{object: seg.Object, block: i}, func(ctx context.Context) error { return r.fetchBlock(ctx, seg, idx, i) })
+}
+
+// start runs job, the fetch of what name names, in the background unless
+// it is running already, and returns a channel closed when it ends. A job
+// that failed less than failRetry ago is not started again: its error is
+// returned.
+func (r *reader) start(name blockKey, job func(context.Context) error) (<-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ch := r.inflight[name]; ch != nil {

@@ -122,7 +122,7 @@ func New(cfg Config, deps Deps) (*Tier, error) {
 		kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	t.rd = &reader{store: deps.Store, cache: c, metrics: deps.Metrics, ctx: ctx, timeout: cfg.Timeout,
 		slots: make(chan struct{}, max(cfg.Fetches, 1)), indexes: map[string]*segIndex{},
-		inflight: map[string]chan struct{}{}, failed: map[string]failure{}}
+		inflight: map[blockKey]chan struct{}{}, failed: map[blockKey]failure{}}
 	deps.Metrics.cacheBytes = c.size
 	if cfg.UploadBytesPerSec > 0 {
 		// A burst of a tenth of a second's budget, at least 256 KiB.
@@ -205,7 +205,12 @@ func (t *Tier) pass(ctx context.Context, now time.Time) {
 			t.log.Warn("tiered storage: partition not uploaded; local retention keeps its segments until it is",
 				slog.String("partition", r.Key.String()), slog.Any("error", err))
 		}
-		n, b := r.Log.Unuploaded(max(t.end(r.Key), r.Log.StartOffset()))
+		from := r.Log.StartOffset()
+		if p != nil {
+			rl := t.remoteLog(p)
+			from = max(from, rl.End())
+		}
+		n, b := r.Log.Unuploaded(from)
 		lagSegs, lagBytes = lagSegs+n, lagBytes+b
 	}
 	t.deps.Metrics.LagSegments.Set(float64(lagSegs))
@@ -215,13 +220,7 @@ func (t *Tier) pass(ctx context.Context, now time.Time) {
 // load returns the partition's remote log as of leader epoch, reading it
 // from metadata when this node did not lead at that epoch before.
 func (t *Tier) load(ctx context.Context, r *replica.Replica, epoch int32) (*part, error) {
-	t.mu.Lock()
-	p := t.parts[r.Key]
-	if p == nil || p.epoch != epoch {
-		p = &part{epoch: epoch, loaded: make(chan struct{})}
-		t.parts[r.Key] = p
-	}
-	t.mu.Unlock()
+	p := t.partFor(r.Key, epoch)
 	select {
 	case <-p.loaded:
 		return p, nil
@@ -254,8 +253,21 @@ func (t *Tier) load(ctx context.Context, r *replica.Replica, epoch int32) (*part
 	}
 	p.rlog = *rl
 	close(p.loaded)
-	r.SetRemote(summary(&p.rlog))
+	r.SetRemote(p.rlog.Summary())
 	return p, nil
+}
+
+// partFor returns the state of k as led at epoch, a new one (not loaded)
+// when this node did not lead k at that epoch before.
+func (t *Tier) partFor(k replica.Key, epoch int32) *part {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.parts[k]
+	if p == nil || p.epoch != epoch {
+		p = &part{epoch: epoch, loaded: make(chan struct{})}
+		t.parts[k] = p
+	}
+	return p
 }
 
 // forget drops a partition this node no longer leads (or no longer tiers).
@@ -263,20 +275,6 @@ func (t *Tier) forget(k replica.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.parts, k)
-}
-
-// end is the end of the loaded remote log of k (0 when none).
-func (t *Tier) end(k replica.Key) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.parts[k]; p != nil {
-		select {
-		case <-p.loaded:
-			return p.rlog.End()
-		default:
-		}
-	}
-	return 0
 }
 
 // upload copies every closed segment past the remote log's end, oldest
@@ -301,8 +299,9 @@ func (t *Tier) upload(ctx context.Context, r *replica.Replica, st replica.State,
 	return ctx.Err()
 }
 
-// remoteLog returns a copy of p's remote log (its segment slice shared:
-// it is only ever replaced, never written into).
+// remoteLog returns a copy of p's remote log. Its segment slice is shared:
+// the uploader appends past the length of every copy and drops replace
+// the slice, so no byte a copy holds is ever written.
 func (t *Tier) remoteLog(p *part) cluster.RemoteLog {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -412,7 +411,7 @@ func (t *Tier) dropBelow(ctx context.Context, r *replica.Replica, st replica.Sta
 	if len(p.rlog.Segments) > 0 && below > p.rlog.Segments[0].BaseOffset {
 		p.rlog.LogStart = max(p.rlog.LogStart, below)
 	}
-	sum := summary(&p.rlog)
+	sum := p.rlog.Summary()
 	t.mu.Unlock()
 	r.SetRemote(sum)
 	// Records past the total retention are gone from the partition, local
@@ -467,11 +466,6 @@ func (t *Tier) DeleteRecords(ctx context.Context, r *replica.Replica, offset int
 	return r.StartOffset(), nil
 }
 
-// summary is what the cluster model carries of a remote log.
-func summary(l *cluster.RemoteLog) cluster.RemoteSummary {
-	return cluster.RemoteSummary{Start: l.Start(), End: l.End(), Bytes: l.Bytes(), Segments: len(l.Segments)}
-}
-
 // Remote reports whether a consumer's read at offset is a remote read:
 // offset is below the local log's start and the partition has a remote
 // log.
@@ -508,6 +502,48 @@ func (res Result) Aborted(offset int64) []protocol.AbortedTxn {
 	return out
 }
 
+// ConsumerRead is what a consumer's read of one partition found.
+type ConsumerRead struct {
+	// Slice holds whole batches (empty when nothing is there yet).
+	Slice seglog.Slice
+	// Aborted are the aborted transactions with records in Slice, for a
+	// read_committed read.
+	Aborted []protocol.AbortedTxn
+	// Wait, when not nil, is closed when a remote fetch the read started
+	// is done: read again then.
+	Wait <-chan struct{}
+}
+
+// ReadConsumer reads a consumer's fetch at offset from leader replica r:
+// below the local log's start from the remote log, else from the local log
+// up to the view's bound; a read whose segment local retention deleted
+// after it was found local goes remote. The local log's errors come back
+// as they are (the caller reports corrupt data). t may be nil: no tiered
+// storage.
+func (t *Tier) ReadConsumer(r *replica.Replica, offset int64, maxBytes int, view replica.ConsumerView) (ConsumerRead, error) {
+	for {
+		if t.Remote(r, offset) {
+			res, err := t.Read(r, offset, maxBytes)
+			if err != nil {
+				return ConsumerRead{}, err
+			}
+			out := ConsumerRead{Slice: res.Slice, Wait: res.Wait}
+			if view.Committed {
+				out.Aborted = res.Aborted(offset)
+			}
+			return out, nil
+		}
+		sl, err := r.Log.Read(offset, maxBytes, view.Bound)
+		if errors.Is(err, seglog.ErrOffsetOutOfRange) && t.Remote(r, offset) {
+			continue // deleted locally since: the next round reads it remote
+		}
+		if err != nil {
+			return ConsumerRead{}, err
+		}
+		return ConsumerRead{Slice: sl, Aborted: view.Aborted(r.Log, offset, sl)}, nil
+	}
+}
+
 // ErrNotLeader answers a remote read at a replica this node does not
 // lead.
 var ErrNotLeader = errors.New("tiered storage: this node does not lead the partition")
@@ -521,22 +557,15 @@ func (t *Tier) Read(r *replica.Replica, offset int64, maxBytes int) (Result, err
 	if st.Leader != t.deps.Replicas.Self() {
 		return Result{}, protocol.NotLeaderOrFollower.Err("%s: %v", r.Key, ErrNotLeader)
 	}
-	t.mu.Lock()
-	p := t.parts[r.Key]
-	if p == nil || p.epoch != st.LeaderEpoch {
-		p = &part{epoch: st.LeaderEpoch, loaded: make(chan struct{})}
-		t.parts[r.Key] = p
-	}
-	t.mu.Unlock()
+	p := t.partFor(r.Key, st.LeaderEpoch)
 	select {
 	case <-p.loaded:
 	default:
 		t.Kick()
 		return Result{Wait: p.loaded}, nil
 	}
-	t.mu.Lock()
-	segs, start, end := p.rlog.Segments, p.rlog.Start(), p.rlog.End()
-	t.mu.Unlock()
+	rl := t.remoteLog(p)
+	segs, start, end := rl.Segments, rl.Start(), rl.End()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].EndOffset > offset })
 	if len(segs) == 0 || offset < start || i == len(segs) {
 		return Result{}, protocol.OffsetOutOfRange.Err("%s: offset %d, the remote log holds [%d, %d) and the local log starts at %d",

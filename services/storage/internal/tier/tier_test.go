@@ -57,7 +57,7 @@ func (m *fakeMeta) AddRemoteSegment(_ context.Context, req cluster.AddRemoteSegm
 		return cluster.RemoteSummary{}, fmt.Errorf("gap: %d after %d", req.Segment.BaseOffset, l.End())
 	}
 	l.Segments = append(l.Segments, req.Segment)
-	return summary(l), nil
+	return l.Summary(), nil
 }
 
 func (m *fakeMeta) DropRemoteSegments(_ context.Context, req cluster.DropRemoteSegmentsRequest) ([]cluster.RemoteSegment, error) {

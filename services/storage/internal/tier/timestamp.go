@@ -31,24 +31,22 @@ func (t *Tier) ListOffset(ctx context.Context, r *replica.Replica, timestamp int
 	if !t.Searches(r, timestamp) {
 		return r.ListOffset(timestamp, isolation)
 	}
-	local, err := r.ListOffset(timestamp, isolation)
-	if err != nil {
-		return local, err
-	}
+	none := protocol.ListOffsetsResponse{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	st := r.State()
-	p, err := t.load(ctx, r, st.LeaderEpoch)
+	p, err := t.load(ctx, r, r.State().LeaderEpoch)
 	if err != nil {
-		return local, protocol.StorageError.Err("%s: %v", r.Key, err)
+		return none, protocol.StorageError.Err("%s: %v", r.Key, err)
 	}
-	t.mu.Lock()
-	segs := p.rlog.Segments
-	t.mu.Unlock()
+	segs := t.remoteLog(p).Segments
 	ts := timestamp
 	if timestamp == protocol.TimestampMax {
 		// The remote log answers when its largest timestamp is above the
 		// local log's (the first record with the largest one wins).
+		local, err := r.ListOffset(timestamp, isolation)
+		if err != nil {
+			return local, err
+		}
 		ts = -1
 		for _, s := range segs {
 			ts = max(ts, s.MaxTimestamp)
@@ -62,11 +60,11 @@ func (t *Tier) ListOffset(ctx context.Context, r *replica.Replica, timestamp int
 		i++
 	}
 	if i == len(segs) {
-		return local, nil // no remote record is that recent
+		return r.ListOffset(timestamp, isolation) // no remote record is that recent
 	}
 	off, at, err := t.offsetForTimestamp(ctx, &segs[i], ts)
 	if err != nil {
-		return local, protocol.StorageError.Err("%s: %v", r.Key, err)
+		return none, protocol.StorageError.Err("%s: %v", r.Key, err)
 	}
 	return protocol.ListOffsetsResponse{Offset: off, Timestamp: at, LeaderEpoch: r.Log.EpochAt(off)}, nil
 }
@@ -92,21 +90,19 @@ func (t *Tier) offsetForTimestamp(ctx context.Context, seg *cluster.RemoteSegmen
 		return 0, 0, err
 	}
 	defer t.rd.cache.unref(e)
-	var hdr [record.HeaderSize]byte
-	for pos := int64(0); pos < e.size; {
-		if _, err := e.f.ReadAt(hdr[:], pos); err != nil {
-			return 0, 0, fmt.Errorf("remote segment %s: read cached block: %w", seg.Object, err)
-		}
-		h, err := record.ParseHeader(hdr[:])
-		if err != nil {
-			return 0, 0, fmt.Errorf("%w %s: %w", errCorruptObject, seg.Object, err)
-		}
+	found, at := int64(-1), record.Header{}
+	if err := walkBlock(seg, e, func(pos int64, h record.Header) bool {
 		if h.MaxTimestamp < ts {
-			pos += int64(h.Size())
-			continue
+			return true
 		}
-		batch := make([]byte, h.Size())
-		if _, err := e.f.ReadAt(batch, pos); err != nil {
+		found, at = pos, h
+		return false
+	}); err != nil {
+		return 0, 0, err
+	}
+	if found >= 0 {
+		batch := make([]byte, at.Size())
+		if _, err := e.f.ReadAt(batch, found); err != nil {
 			return 0, 0, fmt.Errorf("remote segment %s: read cached block: %w", seg.Object, err)
 		}
 		it := record.NewIterator(batch)
@@ -118,7 +114,7 @@ func (t *Tier) offsetForTimestamp(ctx context.Context, seg *cluster.RemoteSegmen
 		if err := it.Err(); err != nil {
 			return 0, 0, fmt.Errorf("%w %s: %w", errCorruptObject, seg.Object, err)
 		}
-		return h.BaseOffset, h.MaxTimestamp, nil
+		return at.BaseOffset, at.MaxTimestamp, nil // a control batch
 	}
 	return 0, 0, fmt.Errorf("%w %s: block %d's largest timestamp reaches %d, none of its batches does", errCorruptObject, seg.Object, b, ts)
 }
